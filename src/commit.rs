@@ -1,0 +1,518 @@
+//! [`ThreadCommit`], the one write unit (SPEC §6), its audit drafts, and idempotent
+//! [`CommitOperation`]s (SPEC §7).
+//!
+//! A commit carries everything one transition wrote: its messages, its state commands, the
+//! run's disposition and the audit drafts announcing it. Build commits with
+//! [`ThreadCommit::assemble`], which binds `Run`-scoped state to the run and synthesizes the
+//! lifecycle drafts in one place, in this order:
+//! 1. `run_state_changed {state, await_reason?, await_target?}` when `state_changed`;
+//! 2. `state_changed {commands: n}` when the commit carries state commands;
+//! 3. `run_awaiting {run_id}` when the disposition is Awaiting;
+//! 4. the caller's extra drafts, in order.
+//!
+//! `state_changed` is true for the first commit of an attempt (nothing/Awaiting → Running) and
+//! for every Awaiting or Ended commit; it is false for further Running progress commits.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::hash::{canonical_json, sha256_hex};
+use crate::ids::{CallId, RunId, ThreadId};
+use crate::message::Message;
+use crate::resume::PermissionDecision;
+use crate::run::{EndCause, RunDisposition};
+use crate::state::{StateCommand, StateScope, exclusive_conflict};
+
+/// The envelope version of [`ThreadCommit`] this crate writes and the newest it reads.
+pub const COMMIT_SCHEMA_VERSION: u32 = 1;
+
+/// An audit draft: an event the store will number and append with the commit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuditDraft {
+    /// The event kind, snake_case (`run_state_changed`, `permission_decided`, …).
+    pub kind: String,
+    /// The event's data.
+    pub payload: Value,
+}
+
+/// Audit kinds the crate writes.
+pub mod kinds {
+    /// The run's state changed (see `assemble`).
+    pub const RUN_STATE_CHANGED: &str = "run_state_changed";
+    /// The commit carries state commands.
+    pub const STATE_CHANGED: &str = "state_changed";
+    /// The run waits on a ticket.
+    pub const RUN_AWAITING: &str = "run_awaiting";
+    /// A permission decision, committed before any call of its batch runs.
+    pub const PERMISSION_DECIDED: &str = "permission_decided";
+    /// A run started; written by the agent with its first commit.
+    pub const RUN_STARTED: &str = "run_started";
+}
+
+impl AuditDraft {
+    /// A draft of any kind.
+    pub fn new(kind: impl Into<String>, payload: Value) -> Self {
+        AuditDraft {
+            kind: kind.into(),
+            payload,
+        }
+    }
+
+    /// `run_state_changed {state, await_reason?, await_target?}` for `run`.
+    pub fn run_state_changed(run: &RunDisposition) -> Self {
+        let mut payload = Map::new();
+        payload.insert("state".into(), to_value_or_null(&run.state()));
+        if let Some(ticket) = run.ticket() {
+            payload.insert(
+                "await_reason".into(),
+                Value::String(ticket.target().reason_name().to_owned()),
+            );
+            payload.insert("await_target".into(), to_value_or_null(ticket.target()));
+        }
+        AuditDraft::new(kinds::RUN_STATE_CHANGED, Value::Object(payload))
+    }
+
+    /// `state_changed {commands: n}`.
+    pub fn state_changed(commands: usize) -> Self {
+        AuditDraft::new(kinds::STATE_CHANGED, json!({ "commands": commands }))
+    }
+
+    /// `run_awaiting {run_id}`.
+    pub fn run_awaiting(run_id: &RunId) -> Self {
+        AuditDraft::new(kinds::RUN_AWAITING, json!({ "run_id": run_id }))
+    }
+
+    /// `permission_decided {call_id, decision, reason?, note?, step}`.
+    pub fn permission_decided(step: u32, call_id: &CallId, decision: &PermissionDecision) -> Self {
+        let mut payload = Map::new();
+        payload.insert("call_id".into(), Value::String(call_id.0.clone()));
+        payload.insert("decision".into(), Value::String(decision.name().to_owned()));
+        match decision {
+            PermissionDecision::Allow { note: Some(note) } => {
+                payload.insert("note".into(), Value::String(note.clone()));
+            }
+            PermissionDecision::Deny {
+                reason: Some(reason),
+            } => {
+                payload.insert("reason".into(), Value::String(reason.clone()));
+            }
+            _ => {}
+        }
+        payload.insert("step".into(), Value::from(step));
+        AuditDraft::new(kinds::PERMISSION_DECIDED, Value::Object(payload))
+    }
+
+    /// `run_started {run_id, transcript_start}`: where the run's messages begin.
+    pub fn run_started(run_id: &RunId, transcript_start: usize) -> Self {
+        AuditDraft::new(
+            kinds::RUN_STARTED,
+            json!({ "run_id": run_id, "transcript_start": transcript_start }),
+        )
+    }
+}
+
+/// Reads a `permission_decided` payload back: `(step, call_id, decision)`.
+pub fn parse_permission_decided(payload: &Value) -> Option<(u32, CallId, PermissionDecision)> {
+    let call_id = CallId::new(payload.get("call_id")?.as_str()?);
+    let step = u32::try_from(payload.get("step")?.as_u64()?).ok()?;
+    let text = |key: &str| payload.get(key).and_then(Value::as_str).map(str::to_owned);
+    let decision = match payload.get("decision")?.as_str()? {
+        "allow" => PermissionDecision::Allow { note: text("note") },
+        "deny" => PermissionDecision::Deny {
+            reason: text("reason"),
+        },
+        _ => return None,
+    };
+    Some((step, call_id, decision))
+}
+
+fn to_value_or_null<T: Serialize>(value: &T) -> Value {
+    // Serializing our own plain data types cannot fail; fall back to null rather than panic.
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+/// The one write unit: messages, state commands, disposition and audit drafts of one
+/// transition, accepted or rejected together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ThreadCommit {
+    /// The envelope version ([`COMMIT_SCHEMA_VERSION`]).
+    pub schema_version: u32,
+    /// The thread written to.
+    pub thread_id: ThreadId,
+    /// What this commit says about its run.
+    pub run: RunDisposition,
+    /// Messages appended to the transcript, in order.
+    pub messages: Vec<Message>,
+    /// State commands, in order.
+    pub state: Vec<StateCommand>,
+    /// Audit drafts, in order.
+    pub events: Vec<AuditDraft>,
+}
+
+/// Why a commit or commit operation was rejected. A rejected commit leaves no trace.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CommitError {
+    /// The envelope is newer than this crate understands.
+    #[error("commit schema_version {found} is newer than the supported {supported}")]
+    UnsupportedSchemaVersion {
+        /// The commit's version.
+        found: u32,
+        /// The newest this crate reads.
+        supported: u32,
+    },
+    /// The commit names no thread.
+    #[error("the commit's thread id is empty")]
+    EmptyThreadId,
+    /// The disposition names no run.
+    #[error("the commit's run id is empty")]
+    EmptyRunId,
+    /// An Awaiting ticket with an empty correlation id.
+    #[error("the awaiting ticket's correlation id is empty")]
+    EmptyCorrelationId,
+    /// An Awaiting ticket for another thread.
+    #[error("the awaiting ticket belongs to thread {ticket_thread:?}, the commit to {commit_thread:?}")]
+    TicketThreadMismatch {
+        /// The commit's thread.
+        commit_thread: ThreadId,
+        /// The ticket's thread.
+        ticket_thread: ThreadId,
+    },
+    /// Two `Set`s to one key in one commit where one is `Exclusive`.
+    #[error("exclusive state key {scope:?}/{key:?} is set twice in one commit")]
+    ExclusiveConflict {
+        /// The key's scope.
+        scope: StateScope,
+        /// The key.
+        key: String,
+    },
+    /// The run already ended; nothing moves it out of `Ended`.
+    #[error("run {run_id:?} already ended ({cause:?}); no further commit is accepted")]
+    AlreadyTerminal {
+        /// The run.
+        run_id: RunId,
+        /// How it ended.
+        cause: EndCause,
+    },
+    /// The run id is already committed on another thread.
+    #[error("run {run_id:?} belongs to thread {existing_thread:?}, not {commit_thread:?}")]
+    RunOnOtherThread {
+        /// The run.
+        run_id: RunId,
+        /// The thread it is committed on.
+        existing_thread: ThreadId,
+        /// The thread this commit names.
+        commit_thread: ThreadId,
+    },
+    /// A sequence or version counter would overflow.
+    #[error("the store's {counter} counter would overflow")]
+    CounterOverflow {
+        /// Which counter.
+        counter: String,
+    },
+    /// The operation's run differs from the commit's run.
+    #[error("operation names run {operation_run:?} but the commit is for run {commit_run:?}")]
+    OperationRunMismatch {
+        /// The operation's run.
+        operation_run: RunId,
+        /// The commit's run.
+        commit_run: RunId,
+    },
+    /// The operation id was used before with another payload.
+    #[error("operation ({run_id:?}, {ordinal}) was committed with payload hash {stored}, not {got}")]
+    PayloadMismatch {
+        /// The operation's run.
+        run_id: RunId,
+        /// The operation's ordinal.
+        ordinal: u64,
+        /// The stored hash.
+        stored: String,
+        /// The incoming hash.
+        got: String,
+    },
+    /// The thread moved on since the caller read it.
+    #[error("expected thread version {expected}, the thread is at {actual}")]
+    VersionConflict {
+        /// The caller's expectation.
+        expected: u64,
+        /// The thread's commit count.
+        actual: u64,
+    },
+    /// The operation is not the run's next commit.
+    #[error("operation ordinal {got} is not the run's next commit ({expected})")]
+    OrdinalConflict {
+        /// The run's committed-commit count.
+        expected: u64,
+        /// The operation's ordinal.
+        got: u64,
+    },
+}
+
+impl CommitError {
+    /// The stable snake_case code of this error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CommitError::UnsupportedSchemaVersion { .. } => "unsupported_schema_version",
+            CommitError::EmptyThreadId => "empty_thread_id",
+            CommitError::EmptyRunId => "empty_run_id",
+            CommitError::EmptyCorrelationId => "empty_correlation_id",
+            CommitError::TicketThreadMismatch { .. } => "ticket_thread_mismatch",
+            CommitError::ExclusiveConflict { .. } => "exclusive_conflict",
+            CommitError::AlreadyTerminal { .. } => "already_terminal",
+            CommitError::RunOnOtherThread { .. } => "run_on_other_thread",
+            CommitError::CounterOverflow { .. } => "counter_overflow",
+            CommitError::OperationRunMismatch { .. } => "operation_run_mismatch",
+            CommitError::PayloadMismatch { .. } => "payload_mismatch",
+            CommitError::VersionConflict { .. } => "version_conflict",
+            CommitError::OrdinalConflict { .. } => "ordinal_conflict",
+        }
+    }
+}
+
+impl ThreadCommit {
+    /// Builds a commit (see the module docs for the binding and draft rules).
+    pub fn assemble(
+        thread_id: ThreadId,
+        run: RunDisposition,
+        state_changed: bool,
+        messages: Vec<Message>,
+        mut state: Vec<StateCommand>,
+        extra_events: Vec<AuditDraft>,
+    ) -> ThreadCommit {
+        for command in &mut state {
+            if command.scope == StateScope::Run {
+                command.run_id = Some(run.run_id().clone());
+            }
+        }
+        let mut events = Vec::with_capacity(extra_events.len() + 3);
+        if state_changed {
+            events.push(AuditDraft::run_state_changed(&run));
+        }
+        if !state.is_empty() {
+            events.push(AuditDraft::state_changed(state.len()));
+        }
+        if let RunDisposition::Awaiting(ticket) = &run {
+            events.push(AuditDraft::run_awaiting(&ticket.run_id));
+        }
+        events.extend(extra_events);
+        ThreadCommit {
+            schema_version: COMMIT_SCHEMA_VERSION,
+            thread_id,
+            run,
+            messages,
+            state,
+            events,
+        }
+    }
+
+    /// Rejects, before any write: a newer schema version, an empty thread or run id, an
+    /// Awaiting ticket with an empty correlation id or for another thread, and a repeated
+    /// `Exclusive` set.
+    pub fn validate(&self) -> Result<(), CommitError> {
+        if self.schema_version > COMMIT_SCHEMA_VERSION {
+            return Err(CommitError::UnsupportedSchemaVersion {
+                found: self.schema_version,
+                supported: COMMIT_SCHEMA_VERSION,
+            });
+        }
+        if self.thread_id.is_blank() {
+            return Err(CommitError::EmptyThreadId);
+        }
+        if self.run.run_id().is_blank() {
+            return Err(CommitError::EmptyRunId);
+        }
+        if let Some(ticket) = self.run.ticket() {
+            if ticket.correlation_id.trim().is_empty() {
+                return Err(CommitError::EmptyCorrelationId);
+            }
+            if ticket.thread_id != self.thread_id {
+                return Err(CommitError::TicketThreadMismatch {
+                    commit_thread: self.thread_id.clone(),
+                    ticket_thread: ticket.thread_id.clone(),
+                });
+            }
+        }
+        if let Some((scope, key)) = exclusive_conflict(&self.state) {
+            return Err(CommitError::ExclusiveConflict { scope, key });
+        }
+        Ok(())
+    }
+
+    /// The run this commit is about.
+    pub fn run_id(&self) -> &RunId {
+        self.run.run_id()
+    }
+
+    /// SHA-256 over the commit's canonical JSON (object key order does not matter).
+    pub fn payload_hash(&self) -> String {
+        let value = serde_json::to_value(self).unwrap_or(Value::Null);
+        sha256_hex(canonical_json(&value).as_bytes())
+    }
+}
+
+/// Identifies one idempotent commit: the run and the commit's position within the run.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OperationId {
+    /// The run.
+    pub run_id: RunId,
+    /// The run's committed-commit count before this commit (0 for its first).
+    pub ordinal: u64,
+}
+
+/// A commit with an idempotency key, an optimistic-concurrency version and a payload hash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommitOperation {
+    /// The idempotency key.
+    pub operation_id: OperationId,
+    /// Must equal the thread's commit count.
+    pub expected_thread_version: u64,
+    /// The payload hash; a retry must carry the same one.
+    pub payload_hash: String,
+    /// The commit.
+    pub commit: ThreadCommit,
+}
+
+impl CommitOperation {
+    /// An operation for `commit`, hashing it with [`ThreadCommit::payload_hash`].
+    pub fn new(commit: ThreadCommit, ordinal: u64, expected_thread_version: u64) -> Self {
+        CommitOperation {
+            operation_id: OperationId {
+                run_id: commit.run_id().clone(),
+                ordinal,
+            },
+            expected_thread_version,
+            payload_hash: commit.payload_hash(),
+            commit,
+        }
+    }
+}
+
+/// Where an accepted commit landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommitRecord {
+    /// Store-wide, dense from 1.
+    pub sequence: u64,
+    /// The thread's commit count after this commit.
+    pub thread_version: u64,
+}
+
+/// The receipt of an operation: where it landed, and whether this call was a duplicate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommitReceipt {
+    /// The operation.
+    pub operation_id: OperationId,
+    /// Its payload hash.
+    pub payload_hash: String,
+    /// Where the commit landed (the first time).
+    pub record: CommitRecord,
+    /// True when this call found the operation already committed and appended nothing.
+    pub duplicate: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resume::{PauseReason, ResumeTicket, WaitIdentity};
+    use crate::state::MergePolicy;
+
+    fn ticket(thread: &str) -> ResumeTicket {
+        ResumeTicket::pause(
+            WaitIdentity {
+                correlation_id: "r:wait-1".into(),
+                run_id: "r".into(),
+                thread_id: thread.into(),
+                snapshot_id: "s".into(),
+                catalog_fingerprint: "f".into(),
+            },
+            PauseReason::Manual,
+            None,
+        )
+    }
+
+    #[test]
+    fn assemble_binds_only_run_scope_and_orders_drafts() {
+        let run_cmd = StateCommand::set(StateScope::Run, "a", json!(1));
+        let thread_cmd = StateCommand::set(StateScope::Thread, "b", json!(2));
+        let commit = ThreadCommit::assemble(
+            "t".into(),
+            RunDisposition::Awaiting(Box::new(ticket("t"))),
+            true,
+            vec![],
+            vec![run_cmd, thread_cmd],
+            vec![AuditDraft::new("custom", json!({}))],
+        );
+        assert_eq!(commit.state[0].run_id, Some(RunId::new("r")));
+        assert_eq!(commit.state[1].run_id, None);
+        let kinds: Vec<&str> = commit.events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["run_state_changed", "state_changed", "run_awaiting", "custom"]);
+        assert_eq!(commit.events[0].payload["await_reason"], "manual");
+    }
+
+    #[test]
+    fn validate_rejects_bad_shapes() {
+        let ok = ThreadCommit::assemble(
+            "t".into(),
+            RunDisposition::Running { run_id: "r".into() },
+            true,
+            vec![],
+            vec![],
+            vec![],
+        );
+        assert_eq!(ok.validate(), Ok(()));
+        let mut empty_thread = ok.clone();
+        empty_thread.thread_id = ThreadId::new("");
+        assert_eq!(empty_thread.validate(), Err(CommitError::EmptyThreadId));
+        let mut empty_run = ok.clone();
+        empty_run.run = RunDisposition::Running { run_id: "".into() };
+        assert_eq!(empty_run.validate(), Err(CommitError::EmptyRunId));
+        let mut other_thread = ok.clone();
+        other_thread.run = RunDisposition::Awaiting(Box::new(ticket("u")));
+        assert!(matches!(
+            other_thread.validate(),
+            Err(CommitError::TicketThreadMismatch { .. })
+        ));
+        let mut exclusive = ok.clone();
+        let e = StateCommand::set(StateScope::Thread, "k", json!(1)).with_merge(MergePolicy::Exclusive);
+        exclusive.state = vec![e.clone(), e];
+        assert!(matches!(
+            exclusive.validate(),
+            Err(CommitError::ExclusiveConflict { .. })
+        ));
+    }
+
+    #[test]
+    fn payload_hash_is_stable_and_content_sensitive() {
+        let a = ThreadCommit::assemble(
+            "t".into(),
+            RunDisposition::Running { run_id: "r".into() },
+            true,
+            vec![Message::user("x")],
+            vec![],
+            vec![],
+        );
+        let mut b = a.clone();
+        assert_eq!(a.payload_hash(), b.payload_hash());
+        b.messages.push(Message::user("y"));
+        assert_ne!(a.payload_hash(), b.payload_hash());
+    }
+
+    #[test]
+    fn permission_decided_round_trips() {
+        let d = PermissionDecision::Deny {
+            reason: Some("no".into()),
+        };
+        let draft = AuditDraft::permission_decided(3, &CallId::new("c"), &d);
+        assert_eq!(
+            parse_permission_decided(&draft.payload),
+            Some((3, CallId::new("c"), d))
+        );
+    }
+}

@@ -1,0 +1,104 @@
+//! Identifiers (SPEC §1).
+//!
+//! Ids are plain strings wrapped in distinct types so a run id can never be passed where a
+//! thread id is expected. An id may be empty as a *value* (so that a malformed commit can be
+//! deserialized and then rejected with a clear error), but every place that requires an id
+//! rejects the empty string: [`ThreadCommit::validate`](crate::ThreadCommit::validate), the
+//! agent's inputs and its configuration.
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+macro_rules! string_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(
+            Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+            JsonSchema,
+        )]
+        #[serde(transparent)]
+        pub struct $name(pub String);
+
+        impl $name {
+            /// Wraps a string as this id type. Emptiness is checked where the id is used.
+            pub fn new(id: impl Into<String>) -> Self {
+                Self(id.into())
+            }
+
+            /// The id as a string slice.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            /// True when the id is empty or only whitespace, which no required id may be.
+            pub fn is_blank(&self) -> bool {
+                self.0.trim().is_empty()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(id: &str) -> Self {
+                Self(id.to_owned())
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(id: String) -> Self {
+                Self(id)
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+}
+
+string_id!(
+    /// The identity of a conversation. Never use a run id in its place.
+    ThreadId
+);
+string_id!(
+    /// One bounded execution on a thread; unique across all threads.
+    ///
+    /// When the host supplies none, the agent mints `"{thread_id}/run-{n}"` with `n` counting
+    /// from 1 per agent.
+    RunId
+);
+string_id!(
+    /// A tool call id exactly as the model produced it.
+    CallId
+);
+
+/// Step numbers count model calls within a run, from 1.
+pub type Step = u32;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_serialize_as_bare_strings() {
+        let id = RunId::new("t/run-1");
+        assert_eq!(serde_json::to_string(&id).unwrap(), "\"t/run-1\"");
+        let back: RunId = serde_json::from_str("\"t/run-1\"").unwrap();
+        assert_eq!(back, id);
+    }
+
+    #[test]
+    fn blank_ids_are_detected() {
+        assert!(ThreadId::new("").is_blank());
+        assert!(CallId::new("  ").is_blank());
+        assert!(!CallId::new("c1").is_blank());
+    }
+}

@@ -1,0 +1,701 @@
+//! Messages and content blocks (SPEC §2), tool outputs and the synthetic tool results of §8.6.
+//!
+//! Each role has its own content type, so a tool call can only ever appear in an assistant
+//! message and a user message can only hold text and images: a wrong block in a wrong role is
+//! a deserialization error, not something to check later.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::ids::CallId;
+
+/// A block of user, system or tool-result content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ContentBlock {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image, base64-encoded.
+    Image {
+        /// Base64 data (standard alphabet, padded).
+        data: String,
+        /// The media type, e.g. `image/png`.
+        mime_type: String,
+    },
+}
+
+impl ContentBlock {
+    /// A text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentBlock::Text { text: text.into() }
+    }
+
+    /// The number of bytes this block holds (text or encoded image data).
+    pub fn byte_len(&self) -> usize {
+        match self {
+            ContentBlock::Text { text } => text.len(),
+            ContentBlock::Image { data, mime_type } => data.len().saturating_add(mime_type.len()),
+        }
+    }
+
+    fn is_blank(&self) -> bool {
+        match self {
+            ContentBlock::Text { text } => text.trim().is_empty(),
+            ContentBlock::Image { data, .. } => data.is_empty(),
+        }
+    }
+}
+
+/// A block of assistant content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AssistantBlock {
+    /// Visible text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// Model reasoning, kept in the transcript as the provider returned it.
+    Thinking {
+        /// The reasoning text.
+        thinking: String,
+    },
+    /// A tool call the model asked for.
+    ToolCall {
+        /// The call id as the model produced it.
+        id: CallId,
+        /// The tool's name.
+        name: String,
+        /// The call's arguments, as JSON.
+        arguments: Value,
+    },
+}
+
+impl AssistantBlock {
+    /// A text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        AssistantBlock::Text { text: text.into() }
+    }
+
+    /// A tool-call block.
+    pub fn tool_call(id: impl Into<CallId>, name: impl Into<String>, arguments: Value) -> Self {
+        AssistantBlock::ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+        }
+    }
+}
+
+/// Why the model stopped producing output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// A natural end of the answer.
+    Stop,
+    /// The output hit its length limit (tool calls in it may be incomplete).
+    Length,
+    /// The model wants tools to run.
+    ToolUse,
+    /// The provider reported an error.
+    Error,
+    /// The request was aborted.
+    Aborted,
+}
+
+/// Token usage as the provider reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Usage {
+    /// Prompt tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Completion tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+}
+
+/// A system message (instructions; also the only role allowed as resume context).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SystemMessage {
+    /// Text or image blocks.
+    pub content: Vec<ContentBlock>,
+    /// Optional host-supplied stable identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+/// A user message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UserMessage {
+    /// Text or image blocks.
+    pub content: Vec<ContentBlock>,
+    /// Optional host-supplied stable identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+impl UserMessage {
+    /// A user message with one text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        UserMessage {
+            content: vec![ContentBlock::text(text)],
+            id: None,
+        }
+    }
+}
+
+impl SystemMessage {
+    /// A system message with one text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        SystemMessage {
+            content: vec![ContentBlock::text(text)],
+            id: None,
+        }
+    }
+
+    /// Sets the stable message id.
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+}
+
+/// A model answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AssistantMessage {
+    /// Text, thinking and tool-call blocks, in the order the model produced them.
+    pub content: Vec<AssistantBlock>,
+    /// Why the model stopped.
+    pub stop_reason: StopReason,
+    /// The provider's error text when `stop_reason` is `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// Token usage, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Optional host-supplied stable identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+impl AssistantMessage {
+    /// An answer with the given blocks and stop reason.
+    pub fn new(content: Vec<AssistantBlock>, stop_reason: StopReason) -> Self {
+        AssistantMessage {
+            content,
+            stop_reason,
+            error_message: None,
+            usage: None,
+            id: None,
+        }
+    }
+
+    /// A text-only answer that stopped naturally.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::new(vec![AssistantBlock::text(text)], StopReason::Stop)
+    }
+
+    /// The tool calls of this message, in content order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = ToolCall> + '_ {
+        self.content.iter().filter_map(|block| match block {
+            AssistantBlock::ToolCall {
+                id,
+                name,
+                arguments,
+            } => Some(ToolCall {
+                id: id.clone(),
+                name: name.clone(),
+                arguments: arguments.clone(),
+            }),
+            _ => None,
+        })
+    }
+
+    /// Whether the message contains at least one tool call.
+    pub fn has_tool_calls(&self) -> bool {
+        self.content
+            .iter()
+            .any(|b| matches!(b, AssistantBlock::ToolCall { .. }))
+    }
+
+    /// Checks the shape the loop relies on: every tool call has a non-blank id and name, and
+    /// call ids are unique within the message. Returns a reason on failure.
+    pub fn check_shape(&self) -> Result<(), String> {
+        let mut seen: Vec<&CallId> = Vec::new();
+        for (index, block) in self.content.iter().enumerate() {
+            if let AssistantBlock::ToolCall { id, name, .. } = block {
+                if id.is_blank() {
+                    return Err(format!("tool call at content[{index}] has an empty id"));
+                }
+                if name.trim().is_empty() {
+                    return Err(format!("tool call {id} has an empty tool name"));
+                }
+                if seen.contains(&id) {
+                    return Err(format!("tool call id {id} appears twice in one message"));
+                }
+                seen.push(id);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a tool result came to be (SPEC §8.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultOutcome {
+    /// The host ran the tool and reported its output.
+    Executed,
+    /// An approval was refused.
+    Denied,
+    /// An approval wait expired.
+    Expired,
+    /// The model's output hit its length limit; the call was never executed.
+    Truncated,
+    /// Never started: the run ended first.
+    Skipped,
+    /// Started, but its outcome is unknown.
+    Interrupted,
+    /// The host's output could not be represented and was replaced.
+    Malformed,
+}
+
+impl ResultOutcome {
+    /// The snake_case name used on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResultOutcome::Executed => "executed",
+            ResultOutcome::Denied => "denied",
+            ResultOutcome::Expired => "expired",
+            ResultOutcome::Truncated => "truncated",
+            ResultOutcome::Skipped => "skipped",
+            ResultOutcome::Interrupted => "interrupted",
+            ResultOutcome::Malformed => "malformed",
+        }
+    }
+}
+
+/// The result of one tool call, paired with its call by `call_id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolResultMessage {
+    /// The call this result answers.
+    pub call_id: CallId,
+    /// The called tool's name.
+    pub tool_name: String,
+    /// Text or image blocks.
+    pub content: Vec<ContentBlock>,
+    /// Whether the result reports a failure.
+    pub is_error: bool,
+    /// Structured details for the host (not sent to the model by convention).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+    /// How this result came to be.
+    pub outcome: ResultOutcome,
+    /// Optional host-supplied stable identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+impl ToolResultMessage {
+    /// A result the core wrote itself because the tool did not (or could not) answer.
+    /// Synthetic results are always errors and say in text what happened.
+    pub fn synthetic(
+        call_id: CallId,
+        tool_name: impl Into<String>,
+        outcome: ResultOutcome,
+        text: impl Into<String>,
+    ) -> Self {
+        ToolResultMessage {
+            call_id,
+            tool_name: tool_name.into(),
+            content: vec![ContentBlock::text(text)],
+            is_error: true,
+            details: None,
+            outcome,
+            id: None,
+        }
+    }
+
+    /// `skipped`: the call never started because the run ended first.
+    pub fn skipped(call: &ToolCall) -> Self {
+        Self::synthetic(
+            call.id.clone(),
+            &call.name,
+            ResultOutcome::Skipped,
+            "Skipped: the run ended before this tool call started.",
+        )
+    }
+
+    /// `denied`: approval was refused, with the reason if one was given.
+    pub fn denied(call: &ToolCall, reason: Option<&str>) -> Self {
+        let text = match reason {
+            Some(reason) if !reason.trim().is_empty() => {
+                format!("Denied: approval for this tool call was refused: {reason}")
+            }
+            _ => "Denied: approval for this tool call was refused.".to_owned(),
+        };
+        Self::synthetic(call.id.clone(), &call.name, ResultOutcome::Denied, text)
+    }
+
+    /// `expired`: the approval wait expired before anyone answered.
+    pub fn expired(call: &ToolCall) -> Self {
+        Self::synthetic(
+            call.id.clone(),
+            &call.name,
+            ResultOutcome::Expired,
+            "Expired: the approval wait for this tool call expired; it was not executed.",
+        )
+    }
+
+    /// `truncated`: the model's output hit its length limit, so the call was never executed.
+    pub fn truncated(call: &ToolCall) -> Self {
+        Self::synthetic(
+            call.id.clone(),
+            &call.name,
+            ResultOutcome::Truncated,
+            "Not executed: the model's output hit its length limit, so the arguments may be \
+             incomplete. Re-issue the call with complete arguments.",
+        )
+    }
+
+    /// `interrupted`: the call was started but its outcome is unknown.
+    pub fn interrupted(call: &ToolCall) -> Self {
+        Self::synthetic(
+            call.id.clone(),
+            &call.name,
+            ResultOutcome::Interrupted,
+            "Interrupted: the tool call was started but its outcome is unknown.",
+        )
+    }
+
+    /// `malformed`: the host's output could not be represented.
+    pub fn malformed(call: &ToolCall, why: &str) -> Self {
+        Self::synthetic(
+            call.id.clone(),
+            &call.name,
+            ResultOutcome::Malformed,
+            format!("Malformed tool output replaced: {why}"),
+        )
+    }
+}
+
+/// A message of the transcript, tagged by `role`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    /// Instructions.
+    System(SystemMessage),
+    /// User input (prompts, steering, follow-ups, resume input).
+    User(UserMessage),
+    /// A model answer.
+    Assistant(AssistantMessage),
+    /// A tool result.
+    ToolResult(ToolResultMessage),
+}
+
+/// The role of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// `system`
+    System,
+    /// `user`
+    User,
+    /// `assistant`
+    Assistant,
+    /// `tool_result`
+    ToolResult,
+}
+
+impl Role {
+    /// The snake_case name used on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::ToolResult => "tool_result",
+        }
+    }
+}
+
+impl Message {
+    /// The message's role.
+    pub fn role(&self) -> Role {
+        match self {
+            Message::System(_) => Role::System,
+            Message::User(_) => Role::User,
+            Message::Assistant(_) => Role::Assistant,
+            Message::ToolResult(_) => Role::ToolResult,
+        }
+    }
+
+    /// The host-supplied message id, if any.
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            Message::System(m) => m.id.as_deref(),
+            Message::User(m) => m.id.as_deref(),
+            Message::Assistant(m) => m.id.as_deref(),
+            Message::ToolResult(m) => m.id.as_deref(),
+        }
+    }
+
+    /// A user message with one text block.
+    pub fn user(text: impl Into<String>) -> Self {
+        Message::User(UserMessage::text(text))
+    }
+
+    /// A system message with one text block.
+    pub fn system(text: impl Into<String>) -> Self {
+        Message::System(SystemMessage::text(text))
+    }
+
+    /// The assistant message inside, if this is one.
+    pub fn as_assistant(&self) -> Option<&AssistantMessage> {
+        match self {
+            Message::Assistant(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The tool result inside, if this is one.
+    pub fn as_tool_result(&self) -> Option<&ToolResultMessage> {
+        match self {
+            Message::ToolResult(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Whether the content has substance: at least one block that is not blank text or
+    /// empty image data. Assistant messages always count (an error answer may be empty).
+    pub fn has_content(&self) -> bool {
+        match self {
+            Message::System(m) => has_substance(&m.content),
+            Message::User(m) => has_substance(&m.content),
+            Message::ToolResult(m) => has_substance(&m.content),
+            Message::Assistant(_) => true,
+        }
+    }
+}
+
+/// True when at least one block is not blank.
+pub(crate) fn has_substance(blocks: &[ContentBlock]) -> bool {
+    blocks.iter().any(|b| !b.is_blank())
+}
+
+impl From<UserMessage> for Message {
+    fn from(m: UserMessage) -> Self {
+        Message::User(m)
+    }
+}
+
+impl From<SystemMessage> for Message {
+    fn from(m: SystemMessage) -> Self {
+        Message::System(m)
+    }
+}
+
+impl From<AssistantMessage> for Message {
+    fn from(m: AssistantMessage) -> Self {
+        Message::Assistant(m)
+    }
+}
+
+impl From<ToolResultMessage> for Message {
+    fn from(m: ToolResultMessage) -> Self {
+        Message::ToolResult(m)
+    }
+}
+
+/// One tool call to execute, as handed to the host in `ExecuteTools`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCall {
+    /// The call id (the host answers with it).
+    pub id: CallId,
+    /// The tool's name.
+    pub name: String,
+    /// The call's arguments.
+    pub arguments: Value,
+}
+
+/// What the host reports when a tool finishes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolOutput {
+    /// The call this output answers.
+    pub call_id: CallId,
+    /// Text or image blocks.
+    pub content: Vec<ContentBlock>,
+    /// Whether the tool failed.
+    #[serde(default)]
+    pub is_error: bool,
+    /// Structured details for the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+impl ToolOutput {
+    /// A successful text output.
+    pub fn text(call_id: impl Into<CallId>, text: impl Into<String>) -> Self {
+        ToolOutput {
+            call_id: call_id.into(),
+            content: vec![ContentBlock::text(text)],
+            is_error: false,
+            details: None,
+        }
+    }
+
+    /// A failed text output.
+    pub fn error(call_id: impl Into<CallId>, text: impl Into<String>) -> Self {
+        ToolOutput {
+            is_error: true,
+            ..Self::text(call_id, text)
+        }
+    }
+
+    /// Why this output cannot be represented, if it cannot: an image whose media type is not
+    /// `image/*` or whose data is not valid base64, or content larger than `max_bytes`.
+    pub fn unrepresentable(&self, max_bytes: usize) -> Option<String> {
+        let mut total: usize = 0;
+        for (index, block) in self.content.iter().enumerate() {
+            if let ContentBlock::Image { data, mime_type } = block {
+                if !mime_type.starts_with("image/") || mime_type.len() <= "image/".len() {
+                    return Some(format!(
+                        "content[{index}] has media type {mime_type:?}, not an image type"
+                    ));
+                }
+                if !is_base64(data) {
+                    return Some(format!("content[{index}] image data is not valid base64"));
+                }
+            }
+            total = total.saturating_add(block.byte_len());
+        }
+        if total > max_bytes {
+            return Some(format!(
+                "content is {total} bytes, over the configured limit of {max_bytes} bytes"
+            ));
+        }
+        None
+    }
+
+    /// The result message this output becomes for `call`.
+    pub fn into_result(self, tool_name: impl Into<String>) -> ToolResultMessage {
+        ToolResultMessage {
+            call_id: self.call_id,
+            tool_name: tool_name.into(),
+            content: self.content,
+            is_error: self.is_error,
+            details: self.details,
+            outcome: ResultOutcome::Executed,
+            id: None,
+        }
+    }
+}
+
+/// Standard base64 with padding; empty data is not an image.
+fn is_base64(data: &str) -> bool {
+    let bytes = data.as_bytes();
+    if bytes.is_empty() || bytes.len() % 4 != 0 {
+        return false;
+    }
+    let padding = bytes.iter().rev().take_while(|&&b| b == b'=').count();
+    if padding > 2 {
+        return false;
+    }
+    let body = &bytes[..bytes.len() - padding];
+    body.iter()
+        .all(|&b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn messages_use_the_wire_shape() {
+        let user = Message::user("hi");
+        assert_eq!(
+            serde_json::to_value(&user).unwrap(),
+            json!({"role":"user","content":[{"type":"text","text":"hi"}]})
+        );
+        let result = Message::ToolResult(ToolResultMessage::synthetic(
+            CallId::new("c1"),
+            "echo",
+            ResultOutcome::Skipped,
+            "x",
+        ));
+        assert_eq!(
+            serde_json::to_value(&result).unwrap(),
+            json!({"role":"tool_result","call_id":"c1","tool_name":"echo",
+                   "content":[{"type":"text","text":"x"}],"is_error":true,"outcome":"skipped"})
+        );
+    }
+
+    #[test]
+    fn a_tool_call_in_a_user_message_is_rejected() {
+        let bad = json!({"role":"user","content":[{"type":"tool_call","id":"c","name":"n","arguments":{}}]});
+        assert!(serde_json::from_value::<Message>(bad).is_err());
+        let unknown = json!({"role":"user","content":[],"extra":1});
+        assert!(serde_json::from_value::<Message>(unknown).is_err());
+    }
+
+    #[test]
+    fn assistant_shape_checks_call_ids() {
+        let dup = AssistantMessage::new(
+            vec![
+                AssistantBlock::tool_call("a", "t", json!({})),
+                AssistantBlock::tool_call("a", "t", json!({})),
+            ],
+            StopReason::ToolUse,
+        );
+        assert!(dup.check_shape().unwrap_err().contains("twice"));
+        let empty = AssistantMessage::new(
+            vec![AssistantBlock::tool_call("", "t", json!({}))],
+            StopReason::ToolUse,
+        );
+        assert!(empty.check_shape().is_err());
+    }
+
+    #[test]
+    fn unrepresentable_outputs_are_detected() {
+        let ok = ToolOutput {
+            call_id: "c".into(),
+            content: vec![ContentBlock::Image {
+                data: "aGk=".into(),
+                mime_type: "image/png".into(),
+            }],
+            is_error: false,
+            details: None,
+        };
+        assert_eq!(ok.unrepresentable(100), None);
+        let bad_data = ToolOutput {
+            content: vec![ContentBlock::Image {
+                data: "not base64!".into(),
+                mime_type: "image/png".into(),
+            }],
+            ..ok.clone()
+        };
+        assert!(bad_data.unrepresentable(100).is_some());
+        let bad_mime = ToolOutput {
+            content: vec![ContentBlock::Image {
+                data: "aGk=".into(),
+                mime_type: "text/plain".into(),
+            }],
+            ..ok.clone()
+        };
+        assert!(bad_mime.unrepresentable(100).is_some());
+        assert!(ToolOutput::text("c", "x".repeat(11)).unrepresentable(10).is_some());
+        assert!(ToolOutput::text("c", "x".repeat(10)).unrepresentable(10).is_none());
+    }
+}
