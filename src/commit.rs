@@ -111,6 +111,15 @@ impl AuditDraft {
             json!({ "run_id": run_id, "transcript_start": transcript_start }),
         )
     }
+
+    /// The same draft with `now_ms` recorded in its (object) payload: the agent's clock when
+    /// the fact was decided, so a recovered agent can restore its clock from committed facts.
+    pub fn with_now_ms(mut self, now_ms: u64) -> Self {
+        if let Value::Object(map) = &mut self.payload {
+            map.insert("now_ms".into(), Value::from(now_ms));
+        }
+        self
+    }
 }
 
 /// Reads a `permission_decided` payload back: `(step, call_id, decision)`.

@@ -25,3 +25,5 @@ pub use store::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, MemoryStore,
     TranscriptError, TranscriptSnapshotRef,
 };
+pub mod agent;
+pub use agent::*;

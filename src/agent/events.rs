@@ -1,0 +1,206 @@
+//! What the agent hands to the host: [`Output`]s, drained in the order they must be acted on.
+//!
+//! - [`Action`]: work for the host (call the model, execute tools). At most one is outstanding
+//!   per run, and an outcome must name the run and step (or call) it answers.
+//! - `Commit`: a [`ThreadCommit`] the host persists *before* acting on anything that follows,
+//!   so a fact is always durable before anything acts on it.
+//! - `Event`: an [`AgentEvent`] for UIs and the reducer (§9). For one input, its commits come
+//!   first, then its events, then at most one action; `run_end` always follows the terminal
+//!   commit.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::commit::ThreadCommit;
+use crate::ids::{CallId, RunId, Step};
+use crate::message::{AssistantMessage, ContentBlock, Message, ResultOutcome, ToolCall};
+use crate::resume::{ResultKind, ResumeTicket};
+use crate::run::EndCause;
+
+/// Work the host must do and answer. Exhaustive on purpose: a new kind must break an
+/// embedder's `match` loudly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Action {
+    /// Call the model; read the request with [`Agent::model_request`](super::Agent::model_request)
+    /// (system prompt, transcript, tools: borrowed, never copied per step). Answer with
+    /// `model_delta`* then `model_done` or `model_failed` for this run and step.
+    CallModel {
+        /// The run.
+        run_id: RunId,
+        /// The step (model call number within the run, from 1).
+        step: Step,
+        /// True for the last call the step budget allows (a host may hide tools).
+        final_step: bool,
+    },
+    /// Run these tools (concurrently if you like) and answer each with `tool_done`.
+    ExecuteTools {
+        /// The run.
+        run_id: RunId,
+        /// The step whose assistant message asked for them.
+        step: Step,
+        /// The calls, in call order.
+        calls: Vec<ToolCall>,
+    },
+}
+
+/// One output of the agent. Exhaustive on purpose (see [`Action`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Output {
+    /// Work for the host.
+    Action(Action),
+    /// A durable fact to persist before acting on what follows.
+    Commit(ThreadCommit),
+    /// A notification.
+    Event(AgentEvent),
+}
+
+/// Where an appended message came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageOrigin {
+    /// A steering message taken at a boundary.
+    Steering,
+    /// A follow-up taken after a natural stop.
+    FollowUp,
+    /// A tool result (appended in call order after the batch).
+    ToolResult,
+    /// A system context message that came with a resume.
+    ResumeContext,
+    /// The text of a resume `Input`.
+    ResumeInput,
+}
+
+/// A notification about a run, for UIs and the reducer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AgentEvent {
+    /// A run started with this user message.
+    RunStart {
+        /// The run.
+        run_id: RunId,
+        /// The prompt.
+        message: Message,
+    },
+    /// Progress inside a run.
+    Loop {
+        /// The run.
+        run_id: RunId,
+        /// What happened.
+        event: LoopEvent,
+    },
+    /// A run ended; always after its terminal commit.
+    RunEnd {
+        /// The run.
+        run_id: RunId,
+        /// How it ended.
+        result: RunResult,
+    },
+}
+
+impl AgentEvent {
+    /// The run the event is about.
+    pub fn run_id(&self) -> &RunId {
+        match self {
+            AgentEvent::RunStart { run_id, .. }
+            | AgentEvent::Loop { run_id, .. }
+            | AgentEvent::RunEnd { run_id, .. } => run_id,
+        }
+    }
+}
+
+/// How a run ended, with the input it never used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunResult {
+    /// The end cause (also in the terminal commit).
+    pub cause: EndCause,
+    /// Model calls made.
+    pub steps: Step,
+    /// Queued steering and follow-ups that never entered the transcript, steering first.
+    /// They are returned here and injected nowhere.
+    pub unconsumed: Vec<Message>,
+}
+
+/// Progress inside a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum LoopEvent {
+    /// Streamed model text (live only; the assistant message is the record).
+    TextDelta {
+        /// The step.
+        step: Step,
+        /// The text piece.
+        text: String,
+    },
+    /// The model's answer, appended to the transcript.
+    AssistantMessage {
+        /// The step.
+        step: Step,
+        /// The answer.
+        message: AssistantMessage,
+    },
+    /// A message appended to the transcript (steering, follow-up, tool result, resume).
+    MessageAppended {
+        /// Why it was appended.
+        origin: MessageOrigin,
+        /// The message.
+        message: Message,
+    },
+    /// A tool call is about to execute (call order).
+    ToolStart {
+        /// The step.
+        step: Step,
+        /// The call.
+        call_id: CallId,
+        /// The tool.
+        name: String,
+        /// Its arguments.
+        arguments: Value,
+    },
+    /// Live tool progress (never committed).
+    ToolProgress {
+        /// The call.
+        call_id: CallId,
+        /// The progress content.
+        content: Vec<ContentBlock>,
+    },
+    /// A tool call finished (completion order).
+    ToolEnd {
+        /// The call.
+        call_id: CallId,
+        /// The tool.
+        tool_name: String,
+        /// Whether its result is an error.
+        is_error: bool,
+        /// `executed`, or `malformed` when the output was replaced.
+        outcome: ResultOutcome,
+    },
+    /// The core wrote a result itself (skipped, denied, expired, truncated, interrupted).
+    SyntheticResult {
+        /// The call.
+        call_id: CallId,
+        /// The tool.
+        tool_name: String,
+        /// What happened.
+        outcome: ResultOutcome,
+    },
+    /// The run waits on this (committed) ticket.
+    Awaiting {
+        /// The ticket.
+        ticket: ResumeTicket,
+    },
+    /// A resume was accepted; the run is Running again.
+    Resumed {
+        /// The wait that was answered.
+        correlation_id: String,
+        /// The kind of answer.
+        result: ResultKind,
+    },
+    /// The run's input closed: `steer` and `follow_up` are rejected from here on.
+    InputClosed,
+}

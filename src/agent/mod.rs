@@ -1,0 +1,585 @@
+//! The [`Agent`]: one per thread, the committed transcript across runs, at most one active run
+//! driven through the step-driven loop of SPEC §8.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::AgentError;
+use crate::ids::{CallId, RunId, Step, ThreadId};
+use crate::message::{AssistantMessage, ContentBlock, Message, ToolOutput, UserMessage};
+use crate::resume::ResumeTicket;
+use crate::run::{EndCause, RunState};
+
+pub mod config;
+mod control;
+pub mod events;
+mod input;
+pub mod observers;
+pub mod queues;
+mod recover;
+pub mod reducer;
+mod run_loop;
+mod snapshot;
+
+pub use config::{AgentConfig, ToolPolicy, ToolSpec};
+pub use events::{Action, AgentEvent, LoopEvent, MessageOrigin, Output, RunResult};
+pub use input::Input;
+pub use observers::{Observer, ObserverId, Observers};
+pub use queues::QueueMode;
+pub use recover::RecoveryPolicy;
+pub use reducer::{AgentState, AgentStatus, reduce};
+pub use snapshot::{AGENT_SCHEMA_VERSION, AgentSnapshot, SnapshotError};
+
+use run_loop::{ActiveRun, CommittedAs, Phase, Slot, Tx, check_tool_call};
+
+/// One agent per thread: it keeps the committed transcript across runs and owns at most one
+/// active run, which it drives through the step-driven loop. It does no I/O.
+///
+/// # How to drive it
+/// Call **one input method**, then call [`poll`](Agent::poll) until it returns `None`, acting
+/// on each [`Output`] in order: persist a `Commit` before acting on anything after it, show an
+/// `Event`, do an `Action` and answer it with the matching outcome input. Repeat.
+///
+/// # Methods, by kind
+/// - **Getters:** [`config`](Agent::config), [`thread_id`](Agent::thread_id),
+///   [`transcript`](Agent::transcript), [`model_request`](Agent::model_request),
+///   [`active_run_id`](Agent::active_run_id), [`run_state`](Agent::run_state),
+///   [`current_ticket`](Agent::current_ticket), [`steps`](Agent::steps),
+///   [`clock_ms`](Agent::clock_ms), [`last_end`](Agent::last_end),
+///   [`queued`](Agent::queued), [`is_idle`](Agent::is_idle).
+/// - **Inputs** (one mutation each; each is also an [`Input`] for [`apply`](Agent::apply)):
+///   [`prompt`](Agent::prompt), [`steer`](Agent::steer), [`follow_up`](Agent::follow_up),
+///   [`abort`](Agent::abort), [`pause`](Agent::pause), [`model_delta`](Agent::model_delta),
+///   [`model_done`](Agent::model_done), [`model_failed`](Agent::model_failed),
+///   [`tool_progress`](Agent::tool_progress), [`tool_done`](Agent::tool_done),
+///   [`resume`](Agent::resume), [`resume_ticket`](Agent::resume_ticket),
+///   [`cancel_wait`](Agent::cancel_wait), [`stop`](Agent::stop),
+///   [`expire_wait`](Agent::expire_wait), [`abandon_tools`](Agent::abandon_tools).
+/// - **Output:** [`poll`](Agent::poll) / [`drain`](Agent::drain).
+/// - **Persistence:** [`snapshot`](Agent::snapshot) / [`restore`](Agent::restore) (the whole
+///   machine, queues included) and [`recover`](Agent::recover) (from committed facts only).
+///
+/// A rejected input returns an [`AgentError`] and changes nothing: the agent's serialized
+/// state is identical before and after.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Agent {
+    config: AgentConfig,
+    /// The transcript: every committed message, plus (only while one input is being handled)
+    /// messages about to be committed.
+    messages: Vec<Message>,
+    /// How many of `messages` have been emitted in commits.
+    committed: usize,
+    /// The latest `now_ms` seen on any accepted input.
+    clock_ms: u64,
+    /// Runs this agent started (for minted run ids).
+    runs_started: u64,
+    /// Whether the configuration is locked (after the first prompt).
+    prompted: bool,
+    active: Option<ActiveRun>,
+    last_end: Option<(RunId, EndCause)>,
+    outbox: VecDeque<Output>,
+}
+
+/// What a model call needs, borrowed from the agent (nothing is copied per step).
+#[derive(Debug, Clone, Copy)]
+pub struct ModelRequest<'a> {
+    /// The run.
+    pub run_id: &'a RunId,
+    /// The step being called.
+    pub step: Step,
+    /// True for the last call the budget allows.
+    pub final_step: bool,
+    /// The configured system prompt.
+    pub system_prompt: Option<&'a str>,
+    /// The whole transcript, oldest first.
+    pub messages: &'a [Message],
+    /// The tool catalog.
+    pub tools: &'a BTreeMap<String, ToolSpec>,
+}
+
+fn check_message_id(id: Option<&str>, what: &str) -> Result<(), AgentError> {
+    match id {
+        Some(id) if id.trim().is_empty() => Err(AgentError::invalid(format!(
+            "{what} has a blank id; omit it or give a non-blank one"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn check_user_message(message: &UserMessage, what: &str) -> Result<(), AgentError> {
+    if !crate::message::has_substance(&message.content) {
+        return Err(AgentError::invalid(format!("{what} has no content")));
+    }
+    check_message_id(message.id.as_deref(), what)
+}
+
+impl Agent {
+    /// An idle agent with an empty transcript.
+    pub fn new(config: AgentConfig) -> Result<Agent, AgentError> {
+        config.validate()?;
+        Ok(Agent {
+            config,
+            messages: Vec::new(),
+            committed: 0,
+            clock_ms: 0,
+            runs_started: 0,
+            prompted: false,
+            active: None,
+            last_end: None,
+            outbox: VecDeque::new(),
+        })
+    }
+
+    // ----- getters -------------------------------------------------------------------------
+
+    /// The configuration.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// The thread this agent drives.
+    pub fn thread_id(&self) -> &ThreadId {
+        &self.config.thread_id
+    }
+
+    /// The transcript. Between inputs it equals the committed transcript.
+    pub fn transcript(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// The request of the outstanding model call, if one is outstanding.
+    pub fn model_request(&self) -> Option<ModelRequest<'_>> {
+        let run = self.active.as_ref()?;
+        match run.phase {
+            Phase::ModelOutstanding { step } => Some(ModelRequest {
+                run_id: &run.run_id,
+                step,
+                final_step: step >= self.config.max_steps,
+                system_prompt: self.config.system_prompt.as_deref(),
+                messages: &self.messages,
+                tools: &self.config.tools,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The active run (Running or Awaiting).
+    pub fn active_run_id(&self) -> Option<&RunId> {
+        self.active.as_ref().map(|run| &run.run_id)
+    }
+
+    /// The active run's state (`None` when idle; an ended run is no longer active).
+    pub fn run_state(&self) -> Option<RunState> {
+        self.active.as_ref().map(|run| match run.phase {
+            Phase::Waiting(_) => RunState::Awaiting,
+            _ => RunState::Running,
+        })
+    }
+
+    /// The ticket the active run waits on.
+    pub fn current_ticket(&self) -> Option<&ResumeTicket> {
+        match &self.active.as_ref()?.phase {
+            Phase::Waiting(wait) => Some(&wait.ticket),
+            _ => None,
+        }
+    }
+
+    /// Model calls the active run has made.
+    pub fn steps(&self) -> Option<Step> {
+        self.active.as_ref().map(|run| run.steps)
+    }
+
+    /// The agent's clock: the latest `now_ms` seen on an accepted input.
+    pub fn clock_ms(&self) -> u64 {
+        self.clock_ms
+    }
+
+    /// The last run that ended, and how.
+    pub fn last_end(&self) -> Option<(&RunId, &EndCause)> {
+        self.last_end.as_ref().map(|(run, cause)| (run, cause))
+    }
+
+    /// Queued steering and follow-up counts of the active run.
+    pub fn queued(&self) -> (usize, usize) {
+        self.active.as_ref().map_or((0, 0), |run| {
+            (run.queues.steering.len(), run.queues.follow_ups.len())
+        })
+    }
+
+    /// True when no run is active and nothing is left to poll.
+    pub fn is_idle(&self) -> bool {
+        self.active.is_none() && self.outbox.is_empty()
+    }
+
+    /// Outputs waiting to be polled (not counting an action decided at poll time).
+    pub fn pending_outputs(&self) -> usize {
+        self.outbox.len()
+    }
+
+    // ----- output --------------------------------------------------------------------------
+
+    /// The next output to act on, or `None` when there is nothing to do until the next input.
+    ///
+    /// Call it after every input until it returns `None`. Commits and events of an input come
+    /// out first; an action is decided only when everything before it was drained, so an
+    /// `abort()` made while draining (say, on seeing `run_start`) means the model call that
+    /// was not yet handed out never is. Handing out an action changes the agent (the step
+    /// count grows, the action becomes outstanding).
+    #[must_use = "an output must be acted on in order"]
+    pub fn poll(&mut self) -> Option<Output> {
+        if let Some(output) = self.outbox.pop_front() {
+            return Some(output);
+        }
+        let max_steps = self.config.max_steps;
+        let run = self.active.as_mut()?;
+        match &mut run.phase {
+            Phase::CallModel => {
+                debug_assert!(run.steps < max_steps, "a model call past the step budget");
+                run.steps = run.steps.saturating_add(1);
+                let step = run.steps;
+                run.phase = Phase::ModelOutstanding { step };
+                Some(Output::Action(events::Action::CallModel {
+                    run_id: run.run_id.clone(),
+                    step,
+                    final_step: step >= max_steps,
+                }))
+            }
+            Phase::Tools(batch) if !batch.dispatched => {
+                batch.dispatched = true;
+                let mut calls = Vec::new();
+                for entry in &mut batch.calls {
+                    if entry.slot == Slot::Ready {
+                        entry.slot = Slot::Executing;
+                        calls.push(entry.call.clone());
+                    }
+                }
+                Some(Output::Action(events::Action::ExecuteTools {
+                    run_id: run.run_id.clone(),
+                    step: batch.step,
+                    calls,
+                }))
+            }
+            _ => None,
+        }
+    }
+
+    /// Drains every output available now (see [`poll`](Agent::poll)).
+    pub fn drain(&mut self) -> Vec<Output> {
+        std::iter::from_fn(|| self.poll()).collect()
+    }
+
+    fn emit(&mut self, tx: Tx) {
+        self.outbox.extend(tx.commits.into_iter().map(Output::Commit));
+        self.outbox.extend(tx.events.into_iter().map(Output::Event));
+    }
+
+    fn observe_clock(&mut self, now_ms: u64) {
+        self.clock_ms = self.clock_ms.max(now_ms);
+    }
+
+    // ----- inputs --------------------------------------------------------------------------
+
+    /// Replaces the configuration; only before the first prompt.
+    pub fn set_config(&mut self, config: AgentConfig) -> Result<(), AgentError> {
+        if self.prompted {
+            return Err(AgentError::state(
+                "config before the first prompt",
+                "the agent has already been prompted",
+            ));
+        }
+        config.validate()?;
+        self.config = config;
+        Ok(())
+    }
+
+    /// Starts a run with a minted id `"{thread_id}/run-{n}"`. `Busy` while a run is active.
+    pub fn prompt(&mut self, message: UserMessage, now_ms: u64) -> Result<RunId, AgentError> {
+        self.start_run(None, message, now_ms)
+    }
+
+    /// Starts a run with a host-supplied run id (unique across all threads).
+    pub fn prompt_with_run_id(
+        &mut self,
+        run_id: RunId,
+        message: UserMessage,
+        now_ms: u64,
+    ) -> Result<RunId, AgentError> {
+        if run_id.is_blank() {
+            return Err(AgentError::invalid("prompt: the run id is empty"));
+        }
+        self.start_run(Some(run_id), message, now_ms)
+    }
+
+    fn start_run(
+        &mut self,
+        run_id: Option<RunId>,
+        message: UserMessage,
+        now_ms: u64,
+    ) -> Result<RunId, AgentError> {
+        if let Some(run) = &self.active {
+            return Err(AgentError::Busy {
+                active_run: run.run_id.clone(),
+            });
+        }
+        check_user_message(&message, "the prompt")?;
+        let n = self
+            .runs_started
+            .checked_add(1)
+            .ok_or_else(|| AgentError::invalid("prompt: the run counter is exhausted"))?;
+        if let (Some(id), Some((last, _))) = (&run_id, &self.last_end) {
+            if id == last {
+                return Err(AgentError::invalid(format!(
+                    "prompt: run id {id} was already used by the previous run"
+                )));
+            }
+        }
+        self.observe_clock(now_ms);
+        self.runs_started = n;
+        self.prompted = true;
+        let run_id = run_id.unwrap_or_else(|| RunId::new(format!("{}/run-{n}", self.config.thread_id)));
+        let transcript_start = self.messages.len();
+        let message = Message::User(message);
+        self.messages.push(message.clone());
+        let mut run = ActiveRun {
+            run_id: run_id.clone(),
+            steps: 0,
+            phase: Phase::CallModel,
+            end_request: None,
+            pause_requested: false,
+            queues: queues::Queues::default(),
+            waits: 0,
+            transcript_start,
+            committed_as: CommittedAs::Nothing,
+        };
+        let mut tx = Tx::default();
+        self.commit_running(
+            &mut run,
+            vec![crate::commit::AuditDraft::run_started(&run_id, transcript_start).with_now_ms(self.clock_ms)],
+            &mut tx,
+        );
+        tx.events.push(AgentEvent::RunStart {
+            run_id: run_id.clone(),
+            message,
+        });
+        self.active = Some(run);
+        self.emit(tx);
+        Ok(run_id)
+    }
+
+    fn queue_input(&mut self, message: UserMessage, steering: bool) -> Result<(), AgentError> {
+        let what = if steering { "steer" } else { "follow_up" };
+        let Some(run) = self.active.as_mut() else {
+            let reason = match &self.last_end {
+                Some((run, _)) => format!("{what}: no run is active (the input of {run} is closed)"),
+                None => format!("{what}: no run is active"),
+            };
+            return Err(AgentError::NotAccepting { reason });
+        };
+        check_user_message(&message, &format!("the {what} message"))?;
+        let queue = if steering {
+            &mut run.queues.steering
+        } else {
+            &mut run.queues.follow_ups
+        };
+        queue.push_back(Message::User(message));
+        Ok(())
+    }
+
+    /// Queues a steering message: it enters at the next complete boundary (after the whole
+    /// tool batch, or after a text stop). `NotAccepting` while idle or after input closed.
+    pub fn steer(&mut self, message: UserMessage) -> Result<(), AgentError> {
+        self.queue_input(message, true)
+    }
+
+    /// Queues a follow-up: it enters only after a natural text stop with no steering.
+    pub fn follow_up(&mut self, message: UserMessage) -> Result<(), AgentError> {
+        self.queue_input(message, false)
+    }
+
+    fn expect_model(&self, run_id: &RunId, step: Step, got: &str) -> Result<(), AgentError> {
+        let got = format!("{got} for run {run_id} step {step}");
+        let Some(run) = &self.active else {
+            return Err(AgentError::unexpected("nothing (no run is active)", got));
+        };
+        match run.phase {
+            Phase::ModelOutstanding { step: out } if run.run_id == *run_id && out == step => Ok(()),
+            Phase::ModelOutstanding { step: out } => Err(AgentError::unexpected(
+                format!("a model outcome for run {} step {out}", run.run_id),
+                got,
+            )),
+            ref phase => Err(AgentError::unexpected(
+                format!("no model outcome ({} of run {})", phase.describe(), run.run_id),
+                got,
+            )),
+        }
+    }
+
+    /// Streamed text of the outstanding model call (live only).
+    pub fn model_delta(&mut self, run_id: &RunId, step: Step, text: &str) -> Result<(), AgentError> {
+        self.expect_model(run_id, step, "model_delta")?;
+        let mut tx = Tx::default();
+        tx.event(
+            run_id,
+            LoopEvent::TextDelta {
+                step,
+                text: text.to_owned(),
+            },
+        );
+        self.emit(tx);
+        Ok(())
+    }
+
+    /// The model's answer to the outstanding call.
+    pub fn model_done(
+        &mut self,
+        run_id: &RunId,
+        step: Step,
+        message: AssistantMessage,
+    ) -> Result<(), AgentError> {
+        self.expect_model(run_id, step, "model_done")?;
+        message
+            .check_shape()
+            .map_err(|reason| AgentError::invalid(format!("model_done: {reason}")))?;
+        check_message_id(message.id.as_deref(), "the assistant message")?;
+        let Some(run) = self.active.take() else {
+            return Err(AgentError::Internal("model_done: the run vanished".into()));
+        };
+        let mut tx = Tx::default();
+        self.on_model_done(run, step, message, &mut tx);
+        self.emit(tx);
+        Ok(())
+    }
+
+    /// The outstanding model call failed: an error assistant message is appended and the run
+    /// ends `Error(Inference{code, message})` (`Cancelled` / `Stopped` if an abort or stop was
+    /// requested). Tool facts of earlier steps stay in the transcript.
+    pub fn model_failed(
+        &mut self,
+        run_id: &RunId,
+        step: Step,
+        code: &str,
+        message: &str,
+    ) -> Result<(), AgentError> {
+        self.expect_model(run_id, step, "model_failed")?;
+        if code.trim().is_empty() {
+            return Err(AgentError::invalid("model_failed: the error code is empty"));
+        }
+        let Some(run) = self.active.take() else {
+            return Err(AgentError::Internal("model_failed: the run vanished".into()));
+        };
+        let mut tx = Tx::default();
+        let assistant = AssistantMessage {
+            content: Vec::new(),
+            stop_reason: crate::message::StopReason::Error,
+            error_message: Some(message.to_owned()),
+            usage: None,
+            id: None,
+        };
+        self.messages.push(Message::Assistant(assistant.clone()));
+        tx.event(
+            &run.run_id,
+            LoopEvent::AssistantMessage {
+                step,
+                message: assistant,
+            },
+        );
+        let cause = match &run.end_request {
+            Some(request) => request.cause(),
+            None => EndCause::Error(crate::run::Failure::Inference {
+                code: code.to_owned(),
+                message: message.to_owned(),
+            }),
+        };
+        self.finish(run, cause, run_loop::Pairing::Skip, &mut tx);
+        self.emit(tx);
+        Ok(())
+    }
+
+    fn expect_tools(&self, run_id: &RunId, got: &str) -> Result<&run_loop::Batch, AgentError> {
+        let got = format!("{got} for run {run_id}");
+        let Some(run) = &self.active else {
+            return Err(AgentError::unexpected("nothing (no run is active)", got));
+        };
+        match &run.phase {
+            Phase::Tools(batch) if batch.dispatched && run.run_id == *run_id => Ok(batch),
+            Phase::Tools(batch) if batch.dispatched => Err(AgentError::unexpected(
+                format!("tool outcomes for run {} step {}", run.run_id, batch.step),
+                got,
+            )),
+            phase => Err(AgentError::unexpected(
+                format!("no tool outcome ({} of run {})", phase.describe(), run.run_id),
+                got,
+            )),
+        }
+    }
+
+    /// Live progress of an executing call (never committed).
+    pub fn tool_progress(
+        &mut self,
+        run_id: &RunId,
+        call_id: &CallId,
+        content: Vec<ContentBlock>,
+    ) -> Result<(), AgentError> {
+        let batch = self.expect_tools(run_id, "tool_progress")?;
+        if call_id.is_blank() {
+            return Err(AgentError::invalid("tool_progress: the call id is empty"));
+        }
+        match check_tool_call(batch, call_id) {
+            Ok(_) => {}
+            Err(AgentError::DuplicateOutcome { call_id }) => {
+                return Err(AgentError::unexpected(
+                    "progress of an executing call",
+                    format!("progress of call {call_id}, which already has its outcome"),
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+        let mut tx = Tx::default();
+        tx.event(
+            run_id,
+            LoopEvent::ToolProgress {
+                call_id: call_id.clone(),
+                content,
+            },
+        );
+        self.emit(tx);
+        Ok(())
+    }
+
+    /// The outcome of one executing call. Results enter the transcript in call order once the
+    /// whole batch is answered; `tool_end` events come in completion order. An output whose
+    /// content cannot be represented (bad image, over `max_tool_output_bytes`) is replaced by
+    /// a `malformed` error result and the run continues.
+    pub fn tool_done(
+        &mut self,
+        run_id: &RunId,
+        call_id: &CallId,
+        output: ToolOutput,
+    ) -> Result<(), AgentError> {
+        let batch = self.expect_tools(run_id, "tool_done")?;
+        if call_id.is_blank() {
+            return Err(AgentError::invalid("tool_done: the call id is empty"));
+        }
+        if output.call_id != *call_id {
+            return Err(AgentError::invalid(format!(
+                "tool_done: the output names call {:?} but was delivered for call {:?}",
+                output.call_id.as_str(),
+                call_id.as_str()
+            )));
+        }
+        let entry = check_tool_call(batch, call_id)?;
+        let tool_name = entry.call.name.clone();
+        let result = match output.unrepresentable(self.config.max_tool_output_bytes) {
+            Some(why) => crate::message::ToolResultMessage::malformed(&entry.call, &why),
+            None => output.into_result(tool_name),
+        };
+        let Some(run) = self.active.take() else {
+            return Err(AgentError::Internal("tool_done: the run vanished".into()));
+        };
+        let mut tx = Tx::default();
+        self.on_tool_result(run, result, &mut tx);
+        self.emit(tx);
+        Ok(())
+    }
+}

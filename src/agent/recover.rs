@@ -1,0 +1,277 @@
+//! Recovery from committed facts only (SPEC §8.7).
+//!
+//! [`Agent::recover`] reads the thread's committed messages, its head run record, that run's
+//! ticket and the thread's audit events (paged), and rebuilds an agent that behaves exactly as
+//! the one that stopped would have:
+//!
+//! | latest run                      | recovered agent                                          |
+//! |---------------------------------|----------------------------------------------------------|
+//! | none, or `Ended`                | idle, transcript restored                                 |
+//! | `Awaiting`                      | the same ticket; `resume` works as if nothing stopped     |
+//! | `Running`, no open tool calls   | the next `CallModel` of the same run, step count restored |
+//! | `Running`, unanswered tool calls| committed decisions honoured (denied calls keep `denied`; a gated call with no decision is asked again); then `Replay` (`ExecuteTools` for exactly the unanswered executable calls) or `Seal` (`interrupted` results, `Ended(Indeterminate)`) |
+//!
+//! What committed facts cannot hold is not recovered: input queued but never committed
+//! (steering, follow-ups) and the host's clock. The clock resumes from the latest time the
+//! run's facts recorded (run start, permission decisions); [`Agent::recover_at`] also takes the
+//! host's current clock. Replayed tools must be idempotent by `"{run_id}:{call_id}"`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::commit::{kinds, parse_permission_decided};
+use crate::error::AgentError;
+use crate::ids::{RunId, ThreadId};
+use crate::message::{Message, ToolCall, ToolResultMessage};
+use crate::resume::{AwaitTarget, PermissionDecision};
+use crate::run::RunState;
+use crate::store::{CheckpointReader, EventScope};
+
+use super::config::{AgentConfig, ToolPolicy};
+use super::queues::{BoundaryKind, Queues};
+use super::run_loop::{ActiveRun, Batch, CommittedAs, Pairing, Phase, Slot, Tx, Wait};
+use super::Agent;
+
+/// What to do with tool calls that were handed out but whose results were never committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RecoveryPolicy {
+    /// Execute exactly the unanswered executable calls again (tools must be idempotent by
+    /// `"{run_id}:{call_id}"`).
+    Replay,
+    /// Pair them `interrupted` and end the run `Indeterminate`.
+    Seal,
+}
+
+/// Events read while paging through the thread's audit log.
+const PAGE: usize = 1024;
+
+/// What the thread's events say about its runs.
+#[derive(Default)]
+struct History {
+    runs_started: u64,
+    /// `run_started` of the head run: (transcript_start, now_ms).
+    head_start: Option<(usize, u64)>,
+    head_waits: u32,
+    /// Permission decisions of the head run: (step, call id, decision).
+    head_decisions: Vec<(u32, crate::ids::CallId, PermissionDecision)>,
+    head_clock: u64,
+}
+
+fn read_history(reader: &impl CheckpointReader, thread: &ThreadId, head: Option<&RunId>) -> History {
+    let mut history = History::default();
+    let scope = EventScope::Thread(thread.clone());
+    let mut from = None;
+    loop {
+        let page = reader.list_events(&scope, from, PAGE);
+        let Some(last) = page.last() else { break };
+        from = Some(last.sequence);
+        for event in &page {
+            if event.kind == kinds::RUN_STARTED {
+                history.runs_started = history.runs_started.saturating_add(1);
+            }
+            if Some(&event.run_id) != head {
+                continue;
+            }
+            let now = event.payload.get("now_ms").and_then(Value::as_u64);
+            if let Some(now) = now {
+                history.head_clock = history.head_clock.max(now);
+            }
+            match event.kind.as_str() {
+                kinds::RUN_STARTED => {
+                    let start = event
+                        .payload
+                        .get("transcript_start")
+                        .and_then(Value::as_u64)
+                        .and_then(|s| usize::try_from(s).ok());
+                    if let Some(start) = start {
+                        history.head_start = Some((start, now.unwrap_or(0)));
+                    }
+                }
+                kinds::RUN_AWAITING => history.head_waits = history.head_waits.saturating_add(1),
+                kinds::PERMISSION_DECIDED => {
+                    if let Some(decision) = parse_permission_decided(&event.payload) {
+                        history.head_decisions.push(decision);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if page.len() < PAGE {
+            break;
+        }
+    }
+    history
+}
+
+/// The `n` of a correlation id `"{run_id}:wait-{n}"`.
+fn wait_number(run_id: &RunId, correlation_id: &str) -> Option<u32> {
+    correlation_id
+        .strip_prefix(run_id.as_str())?
+        .strip_prefix(":wait-")?
+        .parse()
+        .ok()
+}
+
+impl Agent {
+    /// Rebuilds the agent of `thread_id` from committed facts (see the module docs). Any
+    /// outputs recovery decides (a re-asked ticket, replayed tools, a sealed end) are waiting
+    /// in [`poll`](Agent::poll).
+    pub fn recover(
+        config: AgentConfig,
+        reader: &impl CheckpointReader,
+        thread_id: &ThreadId,
+        policy: RecoveryPolicy,
+    ) -> Result<Agent, AgentError> {
+        Self::recover_at(config, reader, thread_id, policy, 0)
+    }
+
+    /// [`recover`](Agent::recover) with the host's current clock.
+    pub fn recover_at(
+        config: AgentConfig,
+        reader: &impl CheckpointReader,
+        thread_id: &ThreadId,
+        policy: RecoveryPolicy,
+        now_ms: u64,
+    ) -> Result<Agent, AgentError> {
+        if config.thread_id != *thread_id {
+            return Err(AgentError::invalid(format!(
+                "recover: the configuration is for thread {:?}, not {:?}",
+                config.thread_id.as_str(),
+                thread_id.as_str()
+            )));
+        }
+        let mut agent = Agent::new(config)?;
+        agent.messages = reader.committed_messages(thread_id);
+        agent.committed = agent.messages.len();
+        let head = reader.latest_run(thread_id);
+        let history = read_history(reader, thread_id, head.as_ref().map(|r| &r.id));
+        agent.runs_started = history.runs_started;
+        agent.clock_ms = history.head_clock.max(now_ms);
+        let Some(head) = head else {
+            return Ok(agent);
+        };
+        agent.prompted = true;
+        let run_id = head.id.clone();
+        if let RunState::Ended(cause) = head.state {
+            agent.last_end = Some((run_id, cause));
+            return Ok(agent);
+        }
+        let (transcript_start, _) = history.head_start.ok_or_else(|| {
+            AgentError::invalid(format!(
+                "recover: run {run_id} has no run_started event; it was not written by a runcore agent"
+            ))
+        })?;
+        let run_messages = agent.messages.get(transcript_start..).ok_or_else(|| {
+            AgentError::invalid(format!(
+                "recover: run {run_id} starts at message {transcript_start}, past the transcript"
+            ))
+        })?;
+        let steps = run_messages
+            .iter()
+            .filter(|m| matches!(m, Message::Assistant(_)))
+            .count();
+        let steps = u32::try_from(steps)
+            .ok()
+            .filter(|s| *s <= agent.config.max_steps)
+            .ok_or_else(|| {
+                AgentError::invalid(format!(
+                    "recover: run {run_id} made {steps} model calls, over max_steps {}",
+                    agent.config.max_steps
+                ))
+            })?;
+        let open_calls: Vec<ToolCall> = match run_messages.last() {
+            Some(Message::Assistant(a)) => a.tool_calls().collect(),
+            _ => Vec::new(),
+        };
+        let decisions: Vec<(crate::ids::CallId, PermissionDecision)> = history
+            .head_decisions
+            .iter()
+            .filter(|(step, _, _)| *step == steps)
+            .map(|(_, call, decision)| (call.clone(), decision.clone()))
+            .collect();
+        let mut run = ActiveRun {
+            run_id: run_id.clone(),
+            steps,
+            phase: Phase::Between,
+            end_request: None,
+            pause_requested: false,
+            queues: Queues::default(),
+            waits: history.head_waits,
+            transcript_start,
+            committed_as: CommittedAs::Running,
+        };
+        let batch = |config: &AgentConfig| {
+            let mut batch = Batch::gated(steps, open_calls.clone(), |name| config.policy(name));
+            for entry in &mut batch.calls {
+                match decisions.iter().rev().find(|(call, _)| *call == entry.call.id) {
+                    Some((_, PermissionDecision::Allow { .. })) => entry.slot = Slot::Ready,
+                    Some((_, PermissionDecision::Deny { reason })) => {
+                        entry.slot =
+                            Slot::Done(ToolResultMessage::denied(&entry.call, reason.as_deref()));
+                    }
+                    None => {}
+                }
+            }
+            batch
+        };
+        let mut tx = Tx::default();
+        if head.state == RunState::Awaiting {
+            let ticket = reader.resume_ticket(&run_id).ok_or_else(|| {
+                AgentError::invalid(format!(
+                    "recover: run {run_id} is Awaiting but the store has no ticket for it"
+                ))
+            })?;
+            if let Some(n) = wait_number(&run_id, &ticket.correlation_id) {
+                run.waits = run.waits.max(n);
+            }
+            run.committed_as = CommittedAs::Awaiting;
+            let wait_batch = match ticket.target() {
+                AwaitTarget::ToolCall { call_id, .. } => {
+                    let mut b = batch(&agent.config);
+                    if let Some(entry) = b.find_mut(call_id) {
+                        entry.slot = Slot::Undecided;
+                        if entry.policy == ToolPolicy::Auto {
+                            entry.policy = ToolPolicy::RequireApproval {
+                                deadline_after_ms: None,
+                            };
+                        }
+                    }
+                    Some(b)
+                }
+                AwaitTarget::RemoteInput { .. } | AwaitTarget::Pause(_) => None,
+            };
+            run.phase = Phase::Waiting(Wait {
+                ticket,
+                batch: wait_batch,
+            });
+            agent.active = Some(run);
+        } else if !open_calls.is_empty() {
+            let mut b = batch(&agent.config);
+            let undecided = b.calls.iter().any(|c| c.slot == Slot::Undecided);
+            let executable = b.calls.iter().any(|c| c.slot == Slot::Ready);
+            if policy == RecoveryPolicy::Seal && !undecided && executable {
+                for entry in &mut b.calls {
+                    if entry.slot == Slot::Ready {
+                        entry.slot = Slot::Executing;
+                    }
+                }
+                b.dispatched = true;
+                run.phase = Phase::Tools(b);
+                agent.finish(run, crate::run::EndCause::Indeterminate, Pairing::Interrupt, &mut tx);
+            } else {
+                agent.advance_batch(run, b, &mut tx);
+            }
+        } else if matches!(run_messages.last(), Some(Message::Assistant(_))) {
+            // A text answer committed as Running (not written by the warm path): take its
+            // boundary now.
+            agent.boundary(run, BoundaryKind::TextStop, &mut tx);
+        } else {
+            run.phase = Phase::CallModel;
+            agent.active = Some(run);
+        }
+        agent.emit(tx);
+        Ok(agent)
+    }
+}
