@@ -1,7 +1,106 @@
-//! runcore: the deterministic core of AI agent runs.
+//! # runcore — the deterministic core of AI agent runs
+//!
+//! runcore decides *what happens next* in an agent run; the host does every piece of I/O: it
+//! calls the model, runs tools, persists commits, keeps time and shows events to people. The
+//! crate has no async, no threads, no clock, no randomness and no file or network access: time
+//! enters as `now_ms` arguments and ids are minted from counters, so the same inputs give
+//! byte-identical outputs on every platform.
+//!
+//! ## The driving contract
+//!
+//! **One mutation, then drain.** Call one input method on the [`Agent`], then call
+//! [`Agent::poll`] until it returns `None`, acting on each [`Output`] in order:
+//!
+//! - [`Output::Commit`]: persist the [`ThreadCommit`] *before* acting on anything after it
+//!   (facts before notifications);
+//! - [`Output::Event`]: show it, or fold it into an [`AgentState`] with [`reduce`];
+//! - [`Output::Action`]: do the work ([`Action::CallModel`], [`Action::ExecuteTools`]) and
+//!   answer with the outcome input that names the run and step (or call) it answers.
+//!
+//! For one input, its commits come first, then its events, then at most one action. Misuse
+//! returns a typed [`AgentError`] and changes nothing; the end of a run, failure included, is
+//! an [`EndCause`] in the terminal commit and in `run_end`, never an `Err`.
+//!
+//! ```
+//! use runcore::{
+//!     Action, Agent, AgentConfig, AgentEvent, AssistantBlock, AssistantMessage, CommitLog,
+//!     CommittedThreadView, EndCause, MemoryStore, Output, StopReason, ToolOutput, UserMessage,
+//! };
+//! use serde_json::json;
+//!
+//! let mut agent = Agent::new(AgentConfig::default())?;
+//! let mut store = MemoryStore::new();
+//! let mut ended = None;
+//!
+//! agent.prompt(UserMessage::text("What is 6 x 7?"), 0)?;
+//! while let Some(output) = agent.poll() {
+//!     match output {
+//!         Output::Commit(commit) => {
+//!             store.commit(commit)?;
+//!         }
+//!         Output::Action(Action::CallModel { run_id, step, .. }) => {
+//!             // A scripted model: first ask for a tool, then answer.
+//!             let request = agent.model_request().expect("the call is outstanding");
+//!             assert_eq!(request.step, step);
+//!             let reply = if step == 1 {
+//!                 let call = AssistantBlock::tool_call("c1", "calc", json!({"expr": "6*7"}));
+//!                 AssistantMessage::new(vec![call], StopReason::ToolUse)
+//!             } else {
+//!                 AssistantMessage::text("42")
+//!             };
+//!             agent.model_done(&run_id, step, reply)?;
+//!         }
+//!         Output::Action(Action::ExecuteTools { run_id, calls, .. }) => {
+//!             for call in calls {
+//!                 agent.tool_done(&run_id, &call.id, ToolOutput::text(call.id.clone(), "42"))?;
+//!             }
+//!         }
+//!         Output::Event(AgentEvent::RunEnd { result, .. }) => ended = Some(result.cause),
+//!         Output::Event(_) => {}
+//!     }
+//! }
+//!
+//! assert_eq!(ended, Some(EndCause::NaturalEnd));
+//! // The committed facts alone reproduce the transcript: user, call, result, answer.
+//! assert_eq!(store.committed_messages(agent.thread_id()), agent.transcript());
+//! assert_eq!(agent.transcript().len(), 4);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Map of the crate
+//!
+//! - [`ids`], [`message`]: identifiers, messages, content blocks, tool outputs and the
+//!   synthetic results of SPEC §8.6.
+//! - [`run`]: [`RunState`], [`EndCause`], [`Failure`], [`RunDisposition`] (lifecycle table).
+//! - [`resume`]: tickets, targets, commands and [`validate_resume`] (human in the loop).
+//! - [`state`]: state commands and their materialization.
+//! - [`commit`]: [`ThreadCommit`] (assemble, validate), audit drafts, idempotent operations.
+//! - [`store`]: the read ports, [`MemoryStore`] and the backend [`store::conformance`] suite.
+//! - [`agent`]: the [`Agent`], its configuration, the queue-boundary rules, events, the reducer,
+//!   observers, snapshots and recovery.
+//! - [`error`]: the misuse errors of the agent.
+//!
+//! ## Decisions where the contract is silent
+//!
+//! - Ids may be empty as values (so a malformed commit still deserializes and is then rejected
+//!   with a clear error); every place that requires an id rejects a blank one.
+//! - Unknown JSON fields are rejected everywhere (`deny_unknown_fields`): a misspelt field is
+//!   an error, not silently dropped data.
+//! - `abort()` and `stop()` requests: the first one wins; later ones are harmless no-ops.
+//! - A resume `Input` at a pause when the step budget is spent cannot be answered by a model
+//!   call: the run ends `MaxSteps` and the input comes back in `unconsumed`.
+//! - A `Continue` resume of a pause re-takes the boundary the pause interrupted.
+//! - The agent's clock is the latest `now_ms` of an accepted input; `resume` and
+//!   `expire_wait` compare deadlines against `max(clock, now_ms)`.
+//! - A recovered agent's clock is the latest time recorded in the run's committed facts
+//!   (`run_started` and `permission_decided` drafts carry `now_ms`); queued input that was
+//!   never committed cannot be recovered (take an [`AgentSnapshot`] for that).
+//! - Tool outputs over [`AgentConfig::max_tool_output_bytes`] (default 1 MiB) or with an
+//!   image that is not valid base64 of an `image/*` type become `malformed` results.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod commit;
 pub mod error;
 mod hash;
@@ -13,6 +112,11 @@ mod schema_via;
 pub mod state;
 pub mod store;
 
+pub use agent::{
+    AGENT_SCHEMA_VERSION, Action, Agent, AgentConfig, AgentEvent, AgentSnapshot, AgentState,
+    AgentStatus, Input, LoopEvent, MessageOrigin, ModelRequest, Observer, ObserverId, Observers,
+    Output, QueueMode, RecoveryPolicy, RunResult, SnapshotError, ToolPolicy, ToolSpec, reduce,
+};
 pub use commit::*;
 pub use error::AgentError;
 pub use hash::{canonical_json, sha256_hex};
@@ -25,5 +129,3 @@ pub use store::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, MemoryStore,
     TranscriptError, TranscriptSnapshotRef,
 };
-pub mod agent;
-pub use agent::*;
