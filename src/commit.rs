@@ -184,7 +184,9 @@ pub enum CommitError {
     #[error("the awaiting ticket's correlation id is empty")]
     EmptyCorrelationId,
     /// An Awaiting ticket for another thread.
-    #[error("the awaiting ticket belongs to thread {ticket_thread:?}, the commit to {commit_thread:?}")]
+    #[error(
+        "the awaiting ticket belongs to thread \"{ticket_thread}\", the commit to \"{commit_thread}\""
+    )]
     TicketThreadMismatch {
         /// The commit's thread.
         commit_thread: ThreadId,
@@ -192,7 +194,7 @@ pub enum CommitError {
         ticket_thread: ThreadId,
     },
     /// Two `Set`s to one key in one commit where one is `Exclusive`.
-    #[error("exclusive state key {scope:?}/{key:?} is set twice in one commit")]
+    #[error("exclusive state key {key:?} (scope {}) is set twice in one commit", scope.as_str())]
     ExclusiveConflict {
         /// The key's scope.
         scope: StateScope,
@@ -200,7 +202,7 @@ pub enum CommitError {
         key: String,
     },
     /// The run already ended; nothing moves it out of `Ended`.
-    #[error("run {run_id:?} already ended ({cause:?}); no further commit is accepted")]
+    #[error("run \"{run_id}\" already ended ({cause}); no further commit is accepted")]
     AlreadyTerminal {
         /// The run.
         run_id: RunId,
@@ -208,7 +210,7 @@ pub enum CommitError {
         cause: EndCause,
     },
     /// The run id is already committed on another thread.
-    #[error("run {run_id:?} belongs to thread {existing_thread:?}, not {commit_thread:?}")]
+    #[error("run \"{run_id}\" belongs to thread \"{existing_thread}\", not \"{commit_thread}\"")]
     RunOnOtherThread {
         /// The run.
         run_id: RunId,
@@ -224,7 +226,7 @@ pub enum CommitError {
         counter: String,
     },
     /// The operation's run differs from the commit's run.
-    #[error("operation names run {operation_run:?} but the commit is for run {commit_run:?}")]
+    #[error("operation names run \"{operation_run}\" but the commit is for run \"{commit_run}\"")]
     OperationRunMismatch {
         /// The operation's run.
         operation_run: RunId,
@@ -232,7 +234,9 @@ pub enum CommitError {
         commit_run: RunId,
     },
     /// The operation id was used before with another payload.
-    #[error("operation ({run_id:?}, {ordinal}) was committed with payload hash {stored}, not {got}")]
+    #[error(
+        "operation (\"{run_id}\", {ordinal}) was committed with payload hash {stored}, not {got}"
+    )]
     PayloadMismatch {
         /// The operation's run.
         run_id: RunId,
@@ -461,7 +465,15 @@ mod tests {
         assert_eq!(commit.state[0].run_id, Some(RunId::new("r")));
         assert_eq!(commit.state[1].run_id, None);
         let kinds: Vec<&str> = commit.events.iter().map(|e| e.kind.as_str()).collect();
-        assert_eq!(kinds, ["run_state_changed", "state_changed", "run_awaiting", "custom"]);
+        assert_eq!(
+            kinds,
+            [
+                "run_state_changed",
+                "state_changed",
+                "run_awaiting",
+                "custom"
+            ]
+        );
         assert_eq!(commit.events[0].payload["await_reason"], "manual");
     }
 
@@ -489,7 +501,8 @@ mod tests {
             Err(CommitError::TicketThreadMismatch { .. })
         ));
         let mut exclusive = ok.clone();
-        let e = StateCommand::set(StateScope::Thread, "k", json!(1)).with_merge(MergePolicy::Exclusive);
+        let e =
+            StateCommand::set(StateScope::Thread, "k", json!(1)).with_merge(MergePolicy::Exclusive);
         exclusive.state = vec![e.clone(), e];
         assert!(matches!(
             exclusive.validate(),

@@ -177,7 +177,9 @@ impl From<AgentError> for AgentErrorRepr {
             AgentError::UnknownCall { call_id, executing } => {
                 AgentErrorRepr::UnknownCall { call_id, executing }
             }
-            AgentError::DuplicateOutcome { call_id } => AgentErrorRepr::DuplicateOutcome { call_id },
+            AgentError::DuplicateOutcome { call_id } => {
+                AgentErrorRepr::DuplicateOutcome { call_id }
+            }
             AgentError::Resume(e) => AgentErrorRepr::Resume(e),
             AgentError::InvalidState { expected, actual } => {
                 AgentErrorRepr::InvalidState { expected, actual }
@@ -206,7 +208,9 @@ impl From<AgentErrorRepr> for AgentError {
             AgentErrorRepr::UnknownCall { call_id, executing } => {
                 AgentError::UnknownCall { call_id, executing }
             }
-            AgentErrorRepr::DuplicateOutcome { call_id } => AgentError::DuplicateOutcome { call_id },
+            AgentErrorRepr::DuplicateOutcome { call_id } => {
+                AgentError::DuplicateOutcome { call_id }
+            }
             AgentErrorRepr::Resume(e) => AgentError::Resume(e),
             AgentErrorRepr::InvalidState { expected, actual } => {
                 AgentError::InvalidState { expected, actual }

@@ -155,6 +155,9 @@ mod tests {
         let a = json!({"b": 1, "a": {"y": [1, {"q": 1, "p": 2}], "x": null}});
         let b = json!({"a": {"x": null, "y": [1, {"p": 2, "q": 1}]}, "b": 1});
         assert_eq!(canonical_json(&a), canonical_json(&b));
-        assert_eq!(canonical_json(&a), r#"{"a":{"x":null,"y":[1,{"p":2,"q":1}]},"b":1}"#);
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"x":null,"y":[1,{"p":2,"q":1}]},"b":1}"#
+        );
     }
 }

@@ -102,6 +102,7 @@
 
 pub mod agent;
 pub mod commit;
+pub mod driver;
 pub mod error;
 mod hash;
 pub mod ids;

@@ -249,7 +249,9 @@ impl AssistantMessage {
 }
 
 /// How a tool result came to be (SPEC §8.6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ResultOutcome {
     /// The host ran the tool and reported its output.
@@ -403,7 +405,9 @@ pub enum Message {
 }
 
 /// The role of a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// `system`
@@ -605,7 +609,7 @@ impl ToolOutput {
 /// Standard base64 with padding; empty data is not an image.
 fn is_base64(data: &str) -> bool {
     let bytes = data.as_bytes();
-    if bytes.is_empty() || bytes.len() % 4 != 0 {
+    if bytes.is_empty() || !bytes.len().is_multiple_of(4) {
         return false;
     }
     let padding = bytes.iter().rev().take_while(|&&b| b == b'=').count();
@@ -695,7 +699,15 @@ mod tests {
             ..ok.clone()
         };
         assert!(bad_mime.unrepresentable(100).is_some());
-        assert!(ToolOutput::text("c", "x".repeat(11)).unrepresentable(10).is_some());
-        assert!(ToolOutput::text("c", "x".repeat(10)).unrepresentable(10).is_none());
+        assert!(
+            ToolOutput::text("c", "x".repeat(11))
+                .unrepresentable(10)
+                .is_some()
+        );
+        assert!(
+            ToolOutput::text("c", "x".repeat(10))
+                .unrepresentable(10)
+                .is_none()
+        );
     }
 }

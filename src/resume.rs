@@ -23,7 +23,9 @@ use crate::message::{Message, Role, ToolOutput};
 use crate::schema_via::schema_via_repr;
 
 /// Why a run waits on a tool call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolWaitReason {
     /// A person must allow or deny the call.
@@ -37,7 +39,9 @@ pub enum ToolWaitReason {
 }
 
 /// Why a run waits on remote input.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum RemoteInputReason {
     /// A person must type something.
@@ -47,7 +51,9 @@ pub enum RemoteInputReason {
 }
 
 /// Why a run is paused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum PauseReason {
     /// The host asked for a pause (`Agent::pause`).
@@ -152,7 +158,9 @@ impl From<AwaitTargetRepr> for AwaitTarget {
 schema_via_repr!(AwaitTarget => AwaitTargetRepr, "AwaitTarget");
 
 /// The kind of a [`ResumeResult`], for the result-kind matrix and error messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ResultKind {
     /// `continue`
@@ -505,7 +513,9 @@ pub enum ResumeError {
     #[error("no run is waiting on a resume ticket")]
     NotWaiting,
     /// The command answers another wait.
-    #[error("correlation id mismatch: the active ticket is {expected:?}, the command names {got:?}")]
+    #[error(
+        "correlation id mismatch: the active ticket is {expected:?}, the command names {got:?}"
+    )]
     CorrelationMismatch {
         /// The ticket's.
         expected: String,
@@ -513,7 +523,7 @@ pub enum ResumeError {
         got: String,
     },
     /// The command names another run.
-    #[error("run mismatch: the ticket belongs to run {expected:?}, the command names {got:?}")]
+    #[error("run mismatch: the ticket belongs to run \"{expected}\", the command names \"{got}\"")]
     RunMismatch {
         /// The ticket's.
         expected: RunId,
@@ -521,7 +531,9 @@ pub enum ResumeError {
         got: RunId,
     },
     /// The command names another thread.
-    #[error("thread mismatch: the ticket belongs to thread {expected:?}, the command names {got:?}")]
+    #[error(
+        "thread mismatch: the ticket belongs to thread \"{expected}\", the command names \"{got}\""
+    )]
     ThreadMismatch {
         /// The ticket's.
         expected: ThreadId,
@@ -529,7 +541,9 @@ pub enum ResumeError {
         got: ThreadId,
     },
     /// The command was built against another executable configuration.
-    #[error("snapshot mismatch: the ticket was issued under snapshot {expected:?}, the command names {got:?}")]
+    #[error(
+        "snapshot mismatch: the ticket was issued under snapshot {expected:?}, the command names {got:?}"
+    )]
     SnapshotMismatch {
         /// The ticket's.
         expected: String,
@@ -553,7 +567,7 @@ pub enum ResumeError {
         now_ms: u64,
     },
     /// The answer's kind does not fit what the run waits for.
-    #[error("a {target} wait accepts {expected:?} results, got {got:?}")]
+    #[error("a {target} wait accepts {} results, got {}", kinds_list(expected), got.as_str())]
     ResultKindMismatch {
         /// The target, as `kind/reason` (e.g. `tool_call/permission`).
         target: String,
@@ -563,7 +577,7 @@ pub enum ResumeError {
         got: ResultKind,
     },
     /// A tool result for another call.
-    #[error("the tool result names call {got:?}, the ticket waits on call {expected:?}")]
+    #[error("the tool result names call \"{got}\", the ticket waits on call \"{expected}\"")]
     ToolCallMismatch {
         /// The ticket's call.
         expected: CallId,
@@ -571,7 +585,7 @@ pub enum ResumeError {
         got: CallId,
     },
     /// A context message that is not a system message.
-    #[error("context message {index} has role {role:?}; only system messages are allowed")]
+    #[error("context message {index} has role {}; only system messages are allowed", role.as_str())]
     InvalidContextRole {
         /// Its position in `context_messages`.
         index: usize,
@@ -605,6 +619,14 @@ impl ResumeError {
             ResumeError::InvalidContextMessage { .. } => "invalid_context_message",
         }
     }
+}
+
+fn kinds_list(kinds: &[ResultKind]) -> String {
+    kinds
+        .iter()
+        .map(|k| k.as_str())
+        .collect::<Vec<_>>()
+        .join(" | ")
 }
 
 /// Checks `cmd` against the active ticket, in the order of SPEC §4; the first failure wins.
@@ -643,13 +665,13 @@ pub fn validate_resume(
             got: cmd.catalog_fingerprint.clone(),
         });
     }
-    if let Some(deadline_ms) = ticket.deadline_ms {
-        if cmd.now_ms > deadline_ms {
-            return Err(ResumeError::Expired {
-                deadline_ms,
-                now_ms: cmd.now_ms,
-            });
-        }
+    if let Some(deadline_ms) = ticket.deadline_ms
+        && cmd.now_ms > deadline_ms
+    {
+        return Err(ResumeError::Expired {
+            deadline_ms,
+            now_ms: cmd.now_ms,
+        });
     }
     let target = ticket.target();
     let kind = cmd.result.kind();
@@ -666,13 +688,13 @@ pub fn validate_resume(
         },
         ResumeResult::ToolResult(output),
     ) = (target, &cmd.result)
+        && *reason != ToolWaitReason::Delegation
+        && output.call_id != *call_id
     {
-        if *reason != ToolWaitReason::Delegation && output.call_id != *call_id {
-            return Err(ResumeError::ToolCallMismatch {
-                expected: call_id.clone(),
-                got: output.call_id.clone(),
-            });
-        }
+        return Err(ResumeError::ToolCallMismatch {
+            expected: call_id.clone(),
+            got: output.call_id.clone(),
+        });
     }
     validate_context_messages(&cmd.context_messages)
 }

@@ -164,6 +164,19 @@ impl EndCause {
     }
 }
 
+impl std::fmt::Display for EndCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EndCause::Stopped(reason) => write!(f, "stopped: {reason}"),
+            EndCause::Error(Failure::Inference { code, message }) => {
+                write!(f, "error: inference {code}: {message}")
+            }
+            EndCause::Error(failure) => write!(f, "error: {}", failure.code()),
+            other => f.write_str(other.kind()),
+        }
+    }
+}
+
 /// Why a run failed. Branch on [`Failure::code`], never on message text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]

@@ -22,7 +22,9 @@ use crate::ids::RunId;
 use crate::schema_via::schema_via_repr;
 
 /// Where a state key lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum StateScope {
     /// One run; stamped with the run id at assembly.
@@ -48,7 +50,9 @@ impl StateScope {
 }
 
 /// How concurrent writers of one key combine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum MergePolicy {
     /// Writers touch different keys; last write wins.
@@ -217,7 +221,11 @@ impl MaterializedState {
             StateAction::Set(value) => {
                 let keys = self.entries.entry(command.scope).or_default();
                 match (command.merge, keys.get_mut(&command.key), value) {
-                    (MergePolicy::Commutative, Some(Value::Object(current)), Value::Object(incoming)) => {
+                    (
+                        MergePolicy::Commutative,
+                        Some(Value::Object(current)),
+                        Value::Object(incoming),
+                    ) => {
                         for (k, v) in incoming {
                             current.insert(k.clone(), v.clone());
                         }
@@ -247,7 +255,10 @@ mod tests {
         let b = StateCommand::set(StateScope::Thread, "k", json!({"b":2,"c":{"x":1}}))
             .with_merge(MergePolicy::Commutative);
         let s = MaterializedState::rebuild([&a, &b], None);
-        assert_eq!(s.get(StateScope::Thread, "k"), Some(&json!({"a":1,"b":2,"c":{"x":1}})));
+        assert_eq!(
+            s.get(StateScope::Thread, "k"),
+            Some(&json!({"a":1,"b":2,"c":{"x":1}}))
+        );
         let replace = StateCommand::set(StateScope::Thread, "k", json!(5));
         let s = MaterializedState::rebuild([&a, &b, &replace], None);
         assert_eq!(s.get(StateScope::Thread, "k"), Some(&json!(5)));
@@ -256,7 +267,10 @@ mod tests {
     #[test]
     fn remove_of_absent_key_is_a_no_op() {
         let r = StateCommand::remove(StateScope::Shared, "nope");
-        assert_eq!(MaterializedState::rebuild([&r], None), MaterializedState::new());
+        assert_eq!(
+            MaterializedState::rebuild([&r], None),
+            MaterializedState::new()
+        );
     }
 
     #[test]
@@ -265,20 +279,36 @@ mod tests {
         c.run_id = Some("r1".into());
         let r1 = RunId::new("r1");
         let r2 = RunId::new("r2");
-        assert!(MaterializedState::rebuild([&c], Some(&r1)).get(StateScope::Run, "k").is_some());
-        assert!(MaterializedState::rebuild([&c], Some(&r2)).get(StateScope::Run, "k").is_none());
-        assert!(MaterializedState::rebuild([&c], None).get(StateScope::Run, "k").is_none());
+        assert!(
+            MaterializedState::rebuild([&c], Some(&r1))
+                .get(StateScope::Run, "k")
+                .is_some()
+        );
+        assert!(
+            MaterializedState::rebuild([&c], Some(&r2))
+                .get(StateScope::Run, "k")
+                .is_none()
+        );
+        assert!(
+            MaterializedState::rebuild([&c], None)
+                .get(StateScope::Run, "k")
+                .is_none()
+        );
     }
 
     #[test]
     fn repeated_exclusive_set_conflicts() {
-        let e = StateCommand::set(StateScope::Thread, "k", json!(1)).with_merge(MergePolicy::Exclusive);
-        assert_eq!(exclusive_conflict(&[e.clone()]), None);
+        let e =
+            StateCommand::set(StateScope::Thread, "k", json!(1)).with_merge(MergePolicy::Exclusive);
+        assert_eq!(exclusive_conflict(std::slice::from_ref(&e)), None);
         assert_eq!(
             exclusive_conflict(&[e.clone(), e.clone()]),
             Some((StateScope::Thread, "k".to_owned()))
         );
-        let other_scope = StateCommand { scope: StateScope::Shared, ..e.clone() };
+        let other_scope = StateCommand {
+            scope: StateScope::Shared,
+            ..e.clone()
+        };
         assert_eq!(exclusive_conflict(&[e.clone(), other_scope]), None);
         let d = StateCommand::set(StateScope::Thread, "k", json!(2));
         assert_eq!(exclusive_conflict(&[d.clone(), d]), None);

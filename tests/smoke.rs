@@ -6,7 +6,10 @@ use serde_json::json;
 #[test]
 fn smoke_tool_then_text() {
     let mut h = Harness::new(AgentConfig::default());
-    h.script([Reply::call("c1", "echo", json!({"x":1})), Reply::text("done")]);
+    h.script([
+        Reply::call("c1", "echo", json!({"x":1})),
+        Reply::text("done"),
+    ]);
     h.prompt("hi").unwrap();
     h.drive();
     println!("{}", h.rendered());
@@ -17,7 +20,10 @@ fn smoke_tool_then_text() {
 fn smoke_gated() {
     let config = AgentConfig::default().with_tool("rm", ToolSpec::gated("remove", Some(100)));
     let mut h = Harness::new(config);
-    h.script([Reply::calls(&[("c1", "rm"), ("c2", "echo"), ("c3", "rm")]), Reply::text("done")]);
+    h.script([
+        Reply::calls(&[("c1", "rm"), ("c2", "echo"), ("c3", "rm")]),
+        Reply::text("done"),
+    ]);
     h.prompt("hi").unwrap();
     h.drive();
     h.resume(ResumeResult::allow()).unwrap();

@@ -1,13 +1,13 @@
 //! Inputs that steer a run from outside: abort, stop, pause, and the answers to a wait
 //! (resume, cancel, expiry), plus abandoning tools (SPEC §8.3, §8.5).
 
+use crate::commit::AuditDraft;
 use crate::error::AgentError;
 use crate::message::{Message, ToolOutput, ToolResultMessage, UserMessage};
 use crate::resume::{
     AwaitTarget, PermissionDecision, ResumeCommand, ResumeError, ResumeResult, validate_resume,
 };
 use crate::run::EndCause;
-use crate::commit::AuditDraft;
 
 use super::Agent;
 use super::events::{LoopEvent, MessageOrigin};
@@ -65,7 +65,10 @@ impl Agent {
             return Err(AgentError::invalid("stop: the reason is empty"));
         }
         match &self.active {
-            None => Err(AgentError::state("an active run to stop", self.state_name())),
+            None => Err(AgentError::state(
+                "an active run to stop",
+                self.state_name(),
+            )),
             Some(run) if run.end_request.is_some() => Ok(()),
             Some(_) => {
                 self.request_end(EndRequest::Stop(reason.to_owned()));
@@ -105,14 +108,24 @@ impl Agent {
         let now = self.clock_ms.max(now_ms);
         match ticket.deadline_ms {
             Some(deadline) if now > deadline => {}
-            deadline_ms => return Err(AgentError::NotExpired { deadline_ms, now_ms: now }),
+            deadline_ms => {
+                return Err(AgentError::NotExpired {
+                    deadline_ms,
+                    now_ms: now,
+                });
+            }
         }
         let Some(run) = self.active.take() else {
             return Err(AgentError::Internal("expire_wait: the run vanished".into()));
         };
         self.observe_clock(now);
         let mut tx = Tx::default();
-        self.finish(run, EndCause::Stopped(WAIT_EXPIRED.into()), Pairing::Expire, &mut tx);
+        self.finish(
+            run,
+            EndCause::Stopped(WAIT_EXPIRED.into()),
+            Pairing::Expire,
+            &mut tx,
+        );
         self.emit(tx);
         Ok(())
     }
@@ -126,10 +139,15 @@ impl Agent {
             Some(Phase::Tools(batch)) if batch.dispatched
         );
         if !executing {
-            return Err(AgentError::state("a tool batch executing", self.state_name()));
+            return Err(AgentError::state(
+                "a tool batch executing",
+                self.state_name(),
+            ));
         }
         let Some(run) = self.active.take() else {
-            return Err(AgentError::Internal("abandon_tools: the run vanished".into()));
+            return Err(AgentError::Internal(
+                "abandon_tools: the run vanished".into(),
+            ));
         };
         let mut tx = Tx::default();
         self.finish(run, EndCause::Indeterminate, Pairing::Interrupt, &mut tx);
@@ -166,7 +184,9 @@ impl Agent {
         };
         let Phase::Waiting(wait) = std::mem::replace(&mut run.phase, Phase::Between) else {
             self.active = Some(run);
-            return Err(AgentError::Internal("resume: the run is not waiting".into()));
+            return Err(AgentError::Internal(
+                "resume: the run is not waiting".into(),
+            ));
         };
         self.observe_clock(command.now_ms);
         let mut tx = Tx::default();
@@ -260,10 +280,10 @@ impl Agent {
         let Phase::Waiting(wait) = &run.phase else {
             return Err(AgentError::Resume(ResumeError::NotWaiting));
         };
-        if let ResumeResult::Input(text) = &command.result {
-            if text.trim().is_empty() {
-                return Err(AgentError::invalid("resume: the input text is empty"));
-            }
+        if let ResumeResult::Input(text) = &command.result
+            && text.trim().is_empty()
+        {
+            return Err(AgentError::invalid("resume: the input text is empty"));
         }
         if let AwaitTarget::ToolCall { call_id, .. } = wait.ticket.target() {
             let open = wait

@@ -270,7 +270,8 @@ impl Agent {
     }
 
     fn emit(&mut self, tx: Tx) {
-        self.outbox.extend(tx.commits.into_iter().map(Output::Commit));
+        self.outbox
+            .extend(tx.commits.into_iter().map(Output::Commit));
         self.outbox.extend(tx.events.into_iter().map(Output::Event));
     }
 
@@ -327,17 +328,18 @@ impl Agent {
             .runs_started
             .checked_add(1)
             .ok_or_else(|| AgentError::invalid("prompt: the run counter is exhausted"))?;
-        if let (Some(id), Some((last, _))) = (&run_id, &self.last_end) {
-            if id == last {
-                return Err(AgentError::invalid(format!(
-                    "prompt: run id {id} was already used by the previous run"
-                )));
-            }
+        if let (Some(id), Some((last, _))) = (&run_id, &self.last_end)
+            && id == last
+        {
+            return Err(AgentError::invalid(format!(
+                "prompt: run id {id} was already used by the previous run"
+            )));
         }
         self.observe_clock(now_ms);
         self.runs_started = n;
         self.prompted = true;
-        let run_id = run_id.unwrap_or_else(|| RunId::new(format!("{}/run-{n}", self.config.thread_id)));
+        let run_id =
+            run_id.unwrap_or_else(|| RunId::new(format!("{}/run-{n}", self.config.thread_id)));
         let transcript_start = self.messages.len();
         let message = Message::User(message);
         self.messages.push(message.clone());
@@ -355,7 +357,10 @@ impl Agent {
         let mut tx = Tx::default();
         self.commit_running(
             &mut run,
-            vec![crate::commit::AuditDraft::run_started(&run_id, transcript_start).with_now_ms(self.clock_ms)],
+            vec![
+                crate::commit::AuditDraft::run_started(&run_id, transcript_start)
+                    .with_now_ms(self.clock_ms),
+            ],
             &mut tx,
         );
         tx.events.push(AgentEvent::RunStart {
@@ -371,7 +376,9 @@ impl Agent {
         let what = if steering { "steer" } else { "follow_up" };
         let Some(run) = self.active.as_mut() else {
             let reason = match &self.last_end {
-                Some((run, _)) => format!("{what}: no run is active (the input of {run} is closed)"),
+                Some((run, _)) => {
+                    format!("{what}: no run is active (the input of {run} is closed)")
+                }
                 None => format!("{what}: no run is active"),
             };
             return Err(AgentError::NotAccepting { reason });
@@ -409,14 +416,23 @@ impl Agent {
                 got,
             )),
             ref phase => Err(AgentError::unexpected(
-                format!("no model outcome ({} of run {})", phase.describe(), run.run_id),
+                format!(
+                    "no model outcome ({} of run {})",
+                    phase.describe(),
+                    run.run_id
+                ),
                 got,
             )),
         }
     }
 
     /// Streamed text of the outstanding model call (live only).
-    pub fn model_delta(&mut self, run_id: &RunId, step: Step, text: &str) -> Result<(), AgentError> {
+    pub fn model_delta(
+        &mut self,
+        run_id: &RunId,
+        step: Step,
+        text: &str,
+    ) -> Result<(), AgentError> {
         self.expect_model(run_id, step, "model_delta")?;
         let mut tx = Tx::default();
         tx.event(
@@ -466,7 +482,9 @@ impl Agent {
             return Err(AgentError::invalid("model_failed: the error code is empty"));
         }
         let Some(run) = self.active.take() else {
-            return Err(AgentError::Internal("model_failed: the run vanished".into()));
+            return Err(AgentError::Internal(
+                "model_failed: the run vanished".into(),
+            ));
         };
         let mut tx = Tx::default();
         let assistant = AssistantMessage {
@@ -508,7 +526,11 @@ impl Agent {
                 got,
             )),
             phase => Err(AgentError::unexpected(
-                format!("no tool outcome ({} of run {})", phase.describe(), run.run_id),
+                format!(
+                    "no tool outcome ({} of run {})",
+                    phase.describe(),
+                    run.run_id
+                ),
                 got,
             )),
         }

@@ -162,7 +162,10 @@ mod tests {
             steering: 3,
             ..input(BoundaryKind::AfterToolBatch)
         };
-        assert_eq!(decide_boundary(&i), BoundaryDecision::Finish(EndCause::Cancelled));
+        assert_eq!(
+            decide_boundary(&i),
+            BoundaryDecision::Finish(EndCause::Cancelled)
+        );
     }
 
     #[test]
@@ -180,7 +183,10 @@ mod tests {
             steps: 5,
             ..input(BoundaryKind::TextStop)
         };
-        assert_eq!(decide_boundary(&i), BoundaryDecision::Finish(EndCause::NaturalEnd));
+        assert_eq!(
+            decide_boundary(&i),
+            BoundaryDecision::Finish(EndCause::NaturalEnd)
+        );
     }
 
     #[test]
@@ -190,7 +196,10 @@ mod tests {
             steering: 1,
             ..input(BoundaryKind::AfterToolBatch)
         };
-        assert_eq!(decide_boundary(&i), BoundaryDecision::Finish(EndCause::MaxSteps));
+        assert_eq!(
+            decide_boundary(&i),
+            BoundaryDecision::Finish(EndCause::MaxSteps)
+        );
     }
 
     #[test]
@@ -234,8 +243,14 @@ mod tests {
     #[test]
     fn one_at_a_time_takes_the_oldest() {
         let mut q: VecDeque<Message> = ["a", "b"].into_iter().map(Message::user).collect();
-        assert_eq!(take_queued(&mut q, QueueMode::OneAtATime), vec![Message::user("a")]);
-        assert_eq!(take_queued(&mut q, QueueMode::All), vec![Message::user("b")]);
+        assert_eq!(
+            take_queued(&mut q, QueueMode::OneAtATime),
+            vec![Message::user("a")]
+        );
+        assert_eq!(
+            take_queued(&mut q, QueueMode::All),
+            vec![Message::user("b")]
+        );
         assert!(take_queued(&mut q, QueueMode::All).is_empty());
     }
 }

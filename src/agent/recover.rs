@@ -28,10 +28,10 @@ use crate::resume::{AwaitTarget, PermissionDecision};
 use crate::run::RunState;
 use crate::store::{CheckpointReader, EventScope};
 
+use super::Agent;
 use super::config::{AgentConfig, ToolPolicy};
 use super::queues::{BoundaryKind, Queues};
 use super::run_loop::{ActiveRun, Batch, CommittedAs, Pairing, Phase, Slot, Tx, Wait};
-use super::Agent;
 
 /// What to do with tool calls that were handed out but whose results were never committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -59,7 +59,11 @@ struct History {
     head_clock: u64,
 }
 
-fn read_history(reader: &impl CheckpointReader, thread: &ThreadId, head: Option<&RunId>) -> History {
+fn read_history(
+    reader: &impl CheckpointReader,
+    thread: &ThreadId,
+    head: Option<&RunId>,
+) -> History {
     let mut history = History::default();
     let scope = EventScope::Thread(thread.clone());
     let mut from = None;
@@ -205,7 +209,11 @@ impl Agent {
         let batch = |config: &AgentConfig| {
             let mut batch = Batch::gated(steps, open_calls.clone(), |name| config.policy(name));
             for entry in &mut batch.calls {
-                match decisions.iter().rev().find(|(call, _)| *call == entry.call.id) {
+                match decisions
+                    .iter()
+                    .rev()
+                    .find(|(call, _)| *call == entry.call.id)
+                {
                     Some((_, PermissionDecision::Allow { .. })) => entry.slot = Slot::Ready,
                     Some((_, PermissionDecision::Deny { reason })) => {
                         entry.slot =
@@ -242,10 +250,10 @@ impl Agent {
                 }
                 AwaitTarget::RemoteInput { .. } | AwaitTarget::Pause(_) => None,
             };
-            run.phase = Phase::Waiting(Wait {
+            run.phase = Phase::Waiting(Box::new(Wait {
                 ticket,
                 batch: wait_batch,
-            });
+            }));
             agent.active = Some(run);
         } else if !open_calls.is_empty() {
             let mut b = batch(&agent.config);
@@ -259,7 +267,12 @@ impl Agent {
                 }
                 b.dispatched = true;
                 run.phase = Phase::Tools(b);
-                agent.finish(run, crate::run::EndCause::Indeterminate, Pairing::Interrupt, &mut tx);
+                agent.finish(
+                    run,
+                    crate::run::EndCause::Indeterminate,
+                    Pairing::Interrupt,
+                    &mut tx,
+                );
             } else {
                 agent.advance_batch(run, b, &mut tx);
             }

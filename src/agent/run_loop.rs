@@ -97,7 +97,7 @@ pub(crate) enum Phase {
     /// A tool batch, every approval decided.
     Tools(Batch),
     /// Waiting on a committed ticket.
-    Waiting(Wait),
+    Waiting(Box<Wait>),
     /// Transient: between a batch and its boundary (never observed between inputs).
     Between,
 }
@@ -111,10 +111,9 @@ impl Phase {
                 format!("the tools of step {} are executing", batch.step)
             }
             Phase::Tools(batch) => format!("the tools of step {} are about to execute", batch.step),
-            Phase::Waiting(wait) => format!(
-                "the run is awaiting ticket {}",
-                wait.ticket.correlation_id
-            ),
+            Phase::Waiting(wait) => {
+                format!("the run is awaiting ticket {}", wait.ticket.correlation_id)
+            }
             Phase::Between => "the run is at a boundary".into(),
         }
     }
@@ -160,7 +159,11 @@ pub(crate) struct Wait {
 
 impl Batch {
     /// A batch of `calls`, gated calls undecided and the rest ready.
-    pub(crate) fn gated(step: Step, calls: Vec<ToolCall>, policy_of: impl Fn(&str) -> ToolPolicy) -> Self {
+    pub(crate) fn gated(
+        step: Step,
+        calls: Vec<ToolCall>,
+        policy_of: impl Fn(&str) -> ToolPolicy,
+    ) -> Self {
         let calls = calls
             .into_iter()
             .map(|call| {
@@ -196,9 +199,7 @@ impl Batch {
     }
 
     fn all_answered(&self) -> bool {
-        self.calls
-            .iter()
-            .all(|c| matches!(c.slot, Slot::Done(_)))
+        self.calls.iter().all(|c| matches!(c.slot, Slot::Done(_)))
     }
 }
 
@@ -253,7 +254,13 @@ impl Agent {
         new
     }
 
-    fn push_commit(&mut self, tx: &mut Tx, run: RunDisposition, state_changed: bool, extra: Vec<AuditDraft>) {
+    fn push_commit(
+        &mut self,
+        tx: &mut Tx,
+        run: RunDisposition,
+        state_changed: bool,
+        extra: Vec<AuditDraft>,
+    ) {
         let messages = self.take_uncommitted();
         tx.commits.push(ThreadCommit::assemble(
             self.config.thread_id.clone(),
@@ -267,7 +274,12 @@ impl Agent {
 
     /// Commits `Running` with every new message. `state_changed` when the run's previous
     /// commit was not Running.
-    pub(crate) fn commit_running(&mut self, run: &mut ActiveRun, extra: Vec<AuditDraft>, tx: &mut Tx) {
+    pub(crate) fn commit_running(
+        &mut self,
+        run: &mut ActiveRun,
+        extra: Vec<AuditDraft>,
+        tx: &mut Tx,
+    ) {
         let state_changed = run.committed_as != CommittedAs::Running;
         run.committed_as = CommittedAs::Running;
         let disposition = RunDisposition::Running {
@@ -308,7 +320,7 @@ impl Agent {
                 ticket: ticket.clone(),
             },
         );
-        run.phase = Phase::Waiting(Wait { ticket, batch });
+        run.phase = Phase::Waiting(Box::new(Wait { ticket, batch }));
         self.active = Some(run);
     }
 
@@ -516,7 +528,13 @@ impl Agent {
     /// Ends the run: close input, return the queues, pair every open call, commit `Ended`
     /// with everything not yet committed, clear the active run, then `input_closed` and
     /// `run_end`.
-    pub(crate) fn finish(&mut self, mut run: ActiveRun, cause: EndCause, pairing: Pairing, tx: &mut Tx) {
+    pub(crate) fn finish(
+        &mut self,
+        mut run: ActiveRun,
+        cause: EndCause,
+        pairing: Pairing,
+        tx: &mut Tx,
+    ) {
         let unconsumed = run.queues.drain_unconsumed();
         let (batch, waiting_call) = match std::mem::replace(&mut run.phase, Phase::Between) {
             Phase::Tools(batch) => (Some(batch), None),

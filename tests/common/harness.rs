@@ -13,13 +13,13 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use runcore::MemoryStore;
 use runcore::{
     Action, Agent, AgentConfig, AgentError, AgentEvent, AgentState, AssistantBlock,
     AssistantMessage, CallId, CommitLog, CommittedThreadView, EndCause, Input, LoopEvent, Message,
     Output, ResumeResult, RunDisposition, RunId, RunResult, Step, StopReason, ThreadCommit,
     ToolCall, ToolOutput, UserMessage, reduce,
 };
-use runcore::MemoryStore;
 use serde_json::Value;
 
 /// One scripted model answer.
@@ -50,7 +50,13 @@ impl Reply {
         Reply::Calls(
             calls
                 .iter()
-                .map(|(id, name)| ((*id).to_owned(), (*name).to_owned(), Value::Object(Default::default())))
+                .map(|(id, name)| {
+                    (
+                        (*id).to_owned(),
+                        (*name).to_owned(),
+                        Value::Object(Default::default()),
+                    )
+                })
                 .collect(),
         )
     }
@@ -107,7 +113,9 @@ pub fn render_commit(commit: &ThreadCommit) -> String {
                 .map(|c| format!(" {c}"))
                 .unwrap_or_default()
         ),
-        RunDisposition::Ended { run_id, cause } => format!("ended {run_id} {}", render_cause(cause)),
+        RunDisposition::Ended { run_id, cause } => {
+            format!("ended {run_id} {}", render_cause(cause))
+        }
     };
     let messages: Vec<String> = commit.messages.iter().map(render_message).collect();
     let drafts: Vec<&str> = commit.events.iter().map(|e| e.kind.as_str()).collect();
@@ -159,7 +167,9 @@ pub fn render_message(message: &Message) -> String {
                 .unwrap_or_default();
             format!(
                 "assistant[{}]: {}{err}",
-                serde_json::to_value(m.stop_reason).map(|v| v.as_str().unwrap_or("?").to_owned()).unwrap_or_default(),
+                serde_json::to_value(m.stop_reason)
+                    .map(|v| v.as_str().unwrap_or("?").to_owned())
+                    .unwrap_or_default(),
                 parts.join(", ")
             )
         }
@@ -198,13 +208,21 @@ pub fn render_event(event: &AgentEvent) -> String {
                 ),
                 LoopEvent::MessageAppended { origin, message } => format!(
                     "message_appended ({}) {}",
-                    serde_json::to_value(origin).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+                    serde_json::to_value(origin)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
                     render_message(message)
                 ),
-                LoopEvent::ToolStart { call_id, name, .. } => format!("tool_start {call_id}:{name}"),
+                LoopEvent::ToolStart { call_id, name, .. } => {
+                    format!("tool_start {call_id}:{name}")
+                }
                 LoopEvent::ToolProgress { call_id, .. } => format!("tool_progress {call_id}"),
                 LoopEvent::ToolEnd {
-                    call_id, outcome, is_error, ..
+                    call_id,
+                    outcome,
+                    is_error,
+                    ..
                 } => format!(
                     "tool_end {call_id} {}{}",
                     outcome.as_str(),
@@ -249,7 +267,8 @@ pub fn check_pairing(messages: &[Message], allow_open: bool) -> Result<(), Strin
                     .take_while(|m| matches!(m, Message::ToolResult(_)))
                     .filter_map(Message::as_tool_result)
                     .collect();
-                if results.is_empty() && !calls.is_empty() && allow_open && i + 1 == messages.len() {
+                if results.is_empty() && !calls.is_empty() && allow_open && i + 1 == messages.len()
+                {
                     return Ok(());
                 }
                 if results.len() != calls.len() {
@@ -270,7 +289,10 @@ pub fn check_pairing(messages: &[Message], allow_open: bool) -> Result<(), Strin
                 i += 1 + results.len();
             }
             Message::ToolResult(r) => {
-                return Err(format!("tool result {} at {i} has no call before it", r.call_id));
+                return Err(format!(
+                    "tool result {} at {i} has no call before it",
+                    r.call_id
+                ));
             }
             _ => i += 1,
         }
@@ -365,7 +387,8 @@ impl Harness {
             Err(e) => {
                 let after = serde_json::to_string(&self.agent).expect("agent serializes");
                 assert_eq!(before, after, "a rejected input changed the agent: {e}");
-                self.trace.push(format!("> {label}\n  ! {} ({})", e, e.kind()));
+                self.trace
+                    .push(format!("> {label}\n  ! {} ({})", e, e.kind()));
                 Err(e)
             }
         }
@@ -384,11 +407,21 @@ impl Harness {
     }
 
     pub fn steer(&mut self, text: &str) -> Result<(), AgentError> {
-        self.input(&format!("steer {text:?}"), Input::Steer { message: UserMessage::text(text) })
+        self.input(
+            &format!("steer {text:?}"),
+            Input::Steer {
+                message: UserMessage::text(text),
+            },
+        )
     }
 
     pub fn follow_up(&mut self, text: &str) -> Result<(), AgentError> {
-        self.input(&format!("follow_up {text:?}"), Input::FollowUp { message: UserMessage::text(text) })
+        self.input(
+            &format!("follow_up {text:?}"),
+            Input::FollowUp {
+                message: UserMessage::text(text),
+            },
+        )
     }
 
     pub fn abort(&mut self) -> Result<(), AgentError> {
@@ -396,7 +429,10 @@ impl Harness {
     }
 
     pub fn resume(&mut self, result: ResumeResult) -> Result<(), AgentError> {
-        let label = format!("resume {}", serde_json::to_string(&result).unwrap_or_default());
+        let label = format!(
+            "resume {}",
+            serde_json::to_string(&result).unwrap_or_default()
+        );
         let now_ms = Some(self.clock_ms);
         self.input(&label, Input::ResumeTicket { result, now_ms })
     }
@@ -432,8 +468,15 @@ impl Harness {
                         self.run_starts.push(run_id.clone());
                     }
                     AgentEvent::RunEnd { run_id, result } => {
-                        assert_eq!(self.run_starts.last(), Some(run_id), "run_end of a run that is not the latest started");
-                        assert!(self.ended_runs.contains(run_id), "run_end before the terminal commit");
+                        assert_eq!(
+                            self.run_starts.last(),
+                            Some(run_id),
+                            "run_end of a run that is not the latest started"
+                        );
+                        assert!(
+                            self.ended_runs.contains(run_id),
+                            "run_end before the terminal commit"
+                        );
                         self.run_ends.push((run_id.clone(), result.clone()));
                     }
                     _ => {}
@@ -446,15 +489,24 @@ impl Harness {
                 step,
                 final_step,
             }) => {
-                assert!(self.pending_model.is_none() && self.pending_tools.is_empty(), "two outstanding actions");
-                let request = self.agent.model_request().expect("a model request while a call is out");
+                assert!(
+                    self.pending_model.is_none() && self.pending_tools.is_empty(),
+                    "two outstanding actions"
+                );
+                let request = self
+                    .agent
+                    .model_request()
+                    .expect("a model request while a call is out");
                 assert_eq!(request.step, step);
                 self.requests.push(request.messages.to_vec());
                 self.model_calls.push((run_id.clone(), step, final_step));
                 self.pending_model = Some((run_id, step));
             }
             Output::Action(Action::ExecuteTools { run_id, calls, .. }) => {
-                assert!(self.pending_model.is_none() && self.pending_tools.is_empty(), "two outstanding actions");
+                assert!(
+                    self.pending_model.is_none() && self.pending_tools.is_empty(),
+                    "two outstanding actions"
+                );
                 self.pending_tools = calls.into_iter().map(|c| (run_id.clone(), c)).collect();
             }
         }
@@ -480,11 +532,18 @@ impl Harness {
             panic!("pairing broken: {e}\n{}", self.rendered());
         }
         if self.agent.active_run_id().is_none() {
-            assert_eq!(self.reducer.messages, self.agent.transcript(), "reducer messages after run_end");
+            assert_eq!(
+                self.reducer.messages,
+                self.agent.transcript(),
+                "reducer messages after run_end"
+            );
             assert_eq!(self.reducer.status, runcore::AgentStatus::Idle);
             assert_eq!(self.run_starts.len(), self.run_ends.len());
         } else {
-            assert_eq!(self.reducer.active_run_id.as_ref(), self.agent.active_run_id());
+            assert_eq!(
+                self.reducer.active_run_id.as_ref(),
+                self.agent.active_run_id()
+            );
         }
         assert!(self.run_ends.len() <= self.run_starts.len());
     }
@@ -519,7 +578,11 @@ impl Harness {
                 for d in deltas {
                     self.input(
                         &format!("model_delta step {step} {d:?}"),
-                        Input::ModelDelta { run_id: run_id.clone(), step, text: d },
+                        Input::ModelDelta {
+                            run_id: run_id.clone(),
+                            step,
+                            text: d,
+                        },
                     )
                     .expect("delta accepted");
                 }
@@ -528,7 +591,12 @@ impl Harness {
             Reply::Fail(code, message) => {
                 self.input(
                     &format!("model_failed step {step} {code}"),
-                    Input::ModelFailed { run_id: run_id.clone(), step, code, message },
+                    Input::ModelFailed {
+                        run_id: run_id.clone(),
+                        step,
+                        code,
+                        message,
+                    },
                 )
                 .expect("model_failed accepted");
             }
@@ -538,16 +606,28 @@ impl Harness {
                     Reply::Calls(calls) => AssistantMessage::new(
                         calls
                             .into_iter()
-                            .map(|(id, name, args)| AssistantBlock::tool_call(id.as_str(), name, args))
+                            .map(|(id, name, args)| {
+                                AssistantBlock::tool_call(id.as_str(), name, args)
+                            })
                             .collect(),
                         StopReason::ToolUse,
                     ),
                     Reply::Message(m) => m,
                     _ => unreachable!(),
                 };
-                let label = format!("model_done step {step}: {}", render_message(&Message::Assistant(message.clone())));
-                self.input(&label, Input::ModelDone { run_id: run_id.clone(), step, message })
-                    .expect("model_done accepted");
+                let label = format!(
+                    "model_done step {step}: {}",
+                    render_message(&Message::Assistant(message.clone()))
+                );
+                self.input(
+                    &label,
+                    Input::ModelDone {
+                        run_id: run_id.clone(),
+                        step,
+                        message,
+                    },
+                )
+                .expect("model_done accepted");
             }
         }
     }
@@ -556,7 +636,10 @@ impl Harness {
         match self.tool_outputs.get(&call.name) {
             Some(ToolOutputScript::Text(t)) => ToolOutput::text(call.id.clone(), t.clone()),
             Some(ToolOutputScript::Error(t)) => ToolOutput::error(call.id.clone(), t.clone()),
-            Some(ToolOutputScript::Output(o)) => ToolOutput { call_id: call.id.clone(), ..o.clone() },
+            Some(ToolOutputScript::Output(o)) => ToolOutput {
+                call_id: call.id.clone(),
+                ..o.clone()
+            },
             None => ToolOutput::text(call.id.clone(), format!("{} ok", call.name)),
         }
     }
@@ -566,7 +649,11 @@ impl Harness {
         self.pending_tools.retain(|(_, c)| c.id != call.id);
         self.input(
             &format!("tool_done {}", call.id),
-            Input::ToolDone { run_id: run_id.clone(), call_id: call.id.clone(), output },
+            Input::ToolDone {
+                run_id: run_id.clone(),
+                call_id: call.id.clone(),
+                output,
+            },
         )
         .expect("tool_done accepted");
     }
