@@ -197,6 +197,11 @@ impl Agent {
                 result: command.result.kind(),
             },
         );
+        // The boundary a pause interrupted, read before context messages are appended.
+        let interrupted_boundary = match self.messages.last() {
+            Some(Message::ToolResult(_)) => BoundaryKind::AfterToolBatch,
+            _ => BoundaryKind::TextStop,
+        };
         for message in command.context_messages {
             self.append(&mut tx, &run.run_id, MessageOrigin::ResumeContext, message);
         }
@@ -259,12 +264,9 @@ impl Agent {
                     }
                 }
                 _ => {
-                    self.commit_running(&mut run, Vec::new(), &mut tx);
-                    let kind = match self.messages.last() {
-                        Some(Message::ToolResult(_)) => BoundaryKind::AfterToolBatch,
-                        _ => BoundaryKind::TextStop,
-                    };
-                    self.boundary(run, kind, &mut tx);
+                    // `Continue` re-takes the boundary the pause interrupted; the boundary's own
+                    // commit (Running, Awaiting or Ended) is the one that deletes the ticket.
+                    self.boundary(run, interrupted_boundary, &mut tx);
                 }
             },
         }
