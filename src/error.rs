@@ -38,7 +38,10 @@ pub enum AgentError {
         got: String,
     },
     /// `tool_done` for a call that is not in the executing batch.
-    #[error("call {call_id} is not in the executing batch (executing: {executing:?})")]
+    #[error(
+        "call {call_id} is not in the executing batch (executing: {})",
+        call_list(executing)
+    )]
     UnknownCall {
         /// The call named.
         call_id: CallId,
@@ -76,6 +79,17 @@ pub enum AgentError {
     /// A broken internal invariant: a bug in runcore, never caused by input.
     #[error("internal invariant violated (a runcore bug): {0}")]
     Internal(String),
+}
+
+fn call_list(calls: &[CallId]) -> String {
+    if calls.is_empty() {
+        return "none".to_owned();
+    }
+    calls
+        .iter()
+        .map(CallId::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn not_expired_message(deadline_ms: Option<u64>, now_ms: u64) -> String {

@@ -2044,14 +2044,11 @@ fn misuse_errors_change_nothing() {
     common::snapshot!("misuse_errors", h.rendered());
 }
 
-// ----- known deviation -----------------------------------------------------------------------------
+// ----- run ids ---------------------------------------------------------------------------------
 
-/// §1: run ids are unique. A host-supplied id that happens to have the minted shape
-/// (`"{thread}/run-{n}"`) is later minted again for a new run, whose commits then hit the
-/// store's terminal fence. Avoiding it needs the agent to remember every id its runs used (or
-/// to mint ids that cannot collide), a change to the serialized agent state.
+/// §1: run ids are unique. A host-supplied id that has the minted shape (`"{thread}/run-{n}"`)
+/// is skipped when the agent mints, and a host-supplied id is never accepted twice.
 #[test]
-#[ignore = "known deviation: a minted run id can repeat a host-supplied one (SPEC §1)"]
 fn minted_run_id_never_repeats_a_host_supplied_one() {
     let mut h = Harness::new(AgentConfig::default());
     h.script([Reply::text("a"), Reply::text("b")]);
@@ -2070,7 +2067,17 @@ fn minted_run_id_never_repeats_a_host_supplied_one() {
         .prompt(UserMessage::text("q2"), 0)
         .expect("an idle agent accepts a prompt");
     assert_ne!(minted, run(2), "the minted id repeats the first run's id");
+    assert_eq!(minted, run(1), "the first free minted id");
     h.drain();
     h.drive();
     assert_eq!(h.last_cause(), &EndCause::NaturalEnd);
+    let reused = h.input(
+        "prompt \"q3\" with run id thread-1/run-1 again",
+        Input::Prompt {
+            message: UserMessage::text("q3"),
+            now_ms: 0,
+            run_id: Some(run(1)),
+        },
+    );
+    assert!(matches!(reused, Err(AgentError::InvalidInput(_))));
 }

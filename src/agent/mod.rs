@@ -1,7 +1,7 @@
 //! The [`Agent`]: one per thread, the committed transcript across runs, at most one active run
 //! driven through the step-driven loop of SPEC §8.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -72,8 +72,10 @@ pub struct Agent {
     committed: usize,
     /// The latest `now_ms` seen on any accepted input.
     clock_ms: u64,
-    /// Runs this agent started (for minted run ids).
+    /// The `n` of the latest minted run id `"{thread_id}/run-{n}"`.
     runs_started: u64,
+    /// Every run id used on this thread (minted or host-supplied), so none repeats.
+    used_run_ids: BTreeSet<RunId>,
     /// Whether the configuration is locked (after the first prompt).
     prompted: bool,
     active: Option<ActiveRun>,
@@ -124,6 +126,7 @@ impl Agent {
             committed: 0,
             clock_ms: 0,
             runs_started: 0,
+            used_run_ids: BTreeSet::new(),
             prompted: false,
             active: None,
             last_end: None,
@@ -324,22 +327,31 @@ impl Agent {
             });
         }
         check_user_message(&message, "the prompt")?;
-        let n = self
-            .runs_started
-            .checked_add(1)
-            .ok_or_else(|| AgentError::invalid("prompt: the run counter is exhausted"))?;
-        if let (Some(id), Some((last, _))) = (&run_id, &self.last_end)
-            && id == last
+        if let Some(id) = &run_id
+            && self.used_run_ids.contains(id)
         {
             return Err(AgentError::invalid(format!(
-                "prompt: run id {id} was already used by the previous run"
+                "prompt: run id {id} was already used on this thread"
             )));
         }
+        // Minted ids skip any id a host already supplied, so run ids never repeat.
+        let mut n = self.runs_started;
+        let run_id = match run_id {
+            Some(id) => id,
+            None => loop {
+                n = n
+                    .checked_add(1)
+                    .ok_or_else(|| AgentError::invalid("prompt: the run counter is exhausted"))?;
+                let candidate = RunId::new(format!("{}/run-{n}", self.config.thread_id));
+                if !self.used_run_ids.contains(&candidate) {
+                    break candidate;
+                }
+            },
+        };
         self.observe_clock(now_ms);
         self.runs_started = n;
+        self.used_run_ids.insert(run_id.clone());
         self.prompted = true;
-        let run_id =
-            run_id.unwrap_or_else(|| RunId::new(format!("{}/run-{n}", self.config.thread_id)));
         let transcript_start = self.messages.len();
         let message = Message::User(message);
         self.messages.push(message.clone());

@@ -50,7 +50,10 @@ const PAGE: usize = 1024;
 /// What the thread's events say about its runs.
 #[derive(Default)]
 struct History {
+    /// The highest `n` of a minted run id `"{thread}/run-{n}"` seen.
     runs_started: u64,
+    /// Every run id with a `run_started` event.
+    run_ids: std::collections::BTreeSet<RunId>,
     /// `run_started` of the head run: (transcript_start, now_ms).
     head_start: Option<(usize, u64)>,
     head_waits: u32,
@@ -73,7 +76,10 @@ fn read_history(
         from = Some(last.sequence);
         for event in &page {
             if event.kind == kinds::RUN_STARTED {
-                history.runs_started = history.runs_started.saturating_add(1);
+                if let Some(n) = minted_number(thread, &event.run_id) {
+                    history.runs_started = history.runs_started.max(n);
+                }
+                history.run_ids.insert(event.run_id.clone());
             }
             if Some(&event.run_id) != head {
                 continue;
@@ -107,6 +113,16 @@ fn read_history(
         }
     }
     history
+}
+
+/// The `n` of a minted run id `"{thread}/run-{n}"`.
+fn minted_number(thread: &ThreadId, run_id: &RunId) -> Option<u64> {
+    run_id
+        .as_str()
+        .strip_prefix(thread.as_str())?
+        .strip_prefix("/run-")?
+        .parse()
+        .ok()
 }
 
 /// The `n` of a correlation id `"{run_id}:wait-{n}"`.
@@ -152,6 +168,7 @@ impl Agent {
         let head = reader.latest_run(thread_id);
         let history = read_history(reader, thread_id, head.as_ref().map(|r| &r.id));
         agent.runs_started = history.runs_started;
+        agent.used_run_ids = history.run_ids;
         agent.clock_ms = history.head_clock.max(now_ms);
         let Some(head) = head else {
             return Ok(agent);
@@ -185,7 +202,14 @@ impl Agent {
                     agent.config.max_steps
                 ))
             })?;
-        let open_calls: Vec<ToolCall> = match run_messages.last() {
+        // The calls of the run's last assistant message are open when nothing but resume
+        // context (system messages, committed with an accepted resume in the middle of a
+        // batch) follows it.
+        let open_calls: Vec<ToolCall> = match run_messages
+            .iter()
+            .rev()
+            .find(|m| !matches!(m, Message::System(_)))
+        {
             Some(Message::Assistant(a)) => a.tool_calls().collect(),
             _ => Vec::new(),
         };

@@ -1,1 +1,173 @@
-//! The backend-agnostic conformance suite (SPEC §7). Filled in by the store work.
+//! The backend-agnostic conformance suite (SPEC §7).
+//!
+//! Any type that implements [`CommitLog`] and [`CheckpointReader`] can prove it keeps the
+//! commit-log contract by running these cases. Each case is a plain function that takes a
+//! fresh, empty store, drives it only through the two traits, and returns `Err` with a message
+//! that says what was expected and what arrived. Nothing here panics, so a broken backend
+//! produces a readable failure rather than an index-out-of-bounds inside the suite.
+//!
+//! # Using it from a backend crate
+//!
+//! Put one line in an integration test (e.g. `tests/conformance.rs`). It expands to one
+//! `#[test]` per case, named after the case, each building a fresh store with the expression
+//! you pass (a constructor path or a closure):
+//!
+//! ```ignore
+//! runcore::conformance_tests!(my_backend::PostgresStore::connect_to_empty_test_db);
+//! ```
+//!
+//! Or run every case yourself and report the results your own way:
+//!
+//! ```
+//! use runcore::store::conformance;
+//!
+//! let results = conformance::run_all(runcore::MemoryStore::new);
+//! assert_eq!(results.len(), conformance::CASES.len());
+//! for (case, result) in &results {
+//!     assert!(result.is_ok(), "{case}: {result:?}");
+//! }
+//! ```
+//!
+//! # What the cases assume
+//!
+//! Nothing about a backend beyond the traits, plus three decisions where SPEC §7 is silent:
+//! - The transcript digest is [`transcript_digest`](super::transcript_digest), so that a
+//!   [`TranscriptSnapshotRef`](super::TranscriptSnapshotRef) pinned by one backend verifies on
+//!   another.
+//! - A retry of an already committed operation is answered from its stored receipt before any
+//!   other check, so it gets `duplicate = true` even after the thread moved on or the run
+//!   ended; otherwise a host that crashed after its final commit could never confirm it.
+//! - Where the SPEC fixes an error's fields, the case compares the whole error value; where
+//!   it fixes only the rule, it compares the stable [`code`](crate::CommitError::code).
+
+use super::{CheckpointReader, CommitLog};
+
+mod events;
+mod fences;
+mod operations;
+mod reads;
+mod support;
+mod transcript;
+
+pub use events::{events_ordered_and_paged, sequences_are_dense_and_distinct};
+pub use fences::{
+    awaiting_to_awaiting_replaces_ticket, rejected_commits_change_no_read_result,
+    run_id_reused_on_another_thread_is_rejected, terminal_run_is_fenced,
+    ticket_appears_with_awaiting_and_disappears_with_next_commit,
+};
+pub use operations::{
+    operation_duplicate_returns_stored_receipt, operation_ordinal_conflict_is_rejected,
+    operation_payload_reuse_is_rejected, operation_version_conflict_is_rejected,
+};
+pub use reads::{
+    commit_then_read, commits_accumulate_and_latest_run_follows, committed_state_replays,
+    empty_store_reads_are_absent, run_may_be_born_in_any_state, threads_are_isolated,
+};
+pub use transcript::transcript_snapshots;
+
+/// One conformance case: it gets a fresh, empty store.
+pub type Case<S> = fn(&mut S) -> Result<(), String>;
+
+/// Declares the case list once, so [`CASES`] and [`run_all`] cannot drift apart.
+macro_rules! cases {
+    ($($case:ident),* $(,)?) => {
+        /// The name of every case, in the order [`run_all`] runs them. Each is also the name of
+        /// a public function of this module and of a test that [`conformance_tests!`]
+        /// generates.
+        ///
+        /// [`conformance_tests!`]: crate::conformance_tests
+        pub const CASES: &[&str] = &[$(stringify!($case)),*];
+
+        /// Every case with its name, for a store type `S`.
+        pub fn cases<S: CommitLog + CheckpointReader>() -> Vec<(&'static str, Case<S>)> {
+            vec![$((stringify!($case), $case::<S> as Case<S>)),*]
+        }
+    };
+}
+
+cases!(
+    commit_then_read,
+    events_ordered_and_paged,
+    commits_accumulate_and_latest_run_follows,
+    run_may_be_born_in_any_state,
+    terminal_run_is_fenced,
+    ticket_appears_with_awaiting_and_disappears_with_next_commit,
+    awaiting_to_awaiting_replaces_ticket,
+    sequences_are_dense_and_distinct,
+    empty_store_reads_are_absent,
+    committed_state_replays,
+    threads_are_isolated,
+    run_id_reused_on_another_thread_is_rejected,
+    operation_duplicate_returns_stored_receipt,
+    operation_payload_reuse_is_rejected,
+    operation_version_conflict_is_rejected,
+    operation_ordinal_conflict_is_rejected,
+    transcript_snapshots,
+    rejected_commits_change_no_read_result,
+);
+
+/// Runs every case, each against a fresh store from `make`, and returns `(name, result)` in
+/// [`CASES`] order.
+pub fn run_all<S, F>(make: F) -> Vec<(&'static str, Result<(), String>)>
+where
+    S: CommitLog + CheckpointReader,
+    F: Fn() -> S,
+{
+    cases::<S>()
+        .into_iter()
+        .map(|(name, case)| {
+            let mut store = make();
+            (name, case(&mut store))
+        })
+        .collect()
+}
+
+/// Expands to one `#[test]` per conformance case for the store built by `$make`
+/// (anything callable with no arguments that returns a fresh, empty store), plus a test that
+/// the expansion covers every name in [`CASES`](crate::store::conformance::CASES).
+///
+/// ```ignore
+/// runcore::conformance_tests!(runcore::MemoryStore::new);
+/// ```
+#[macro_export]
+macro_rules! conformance_tests {
+    (@cases $make:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                let mut store = ($make)();
+                if let Err(message) = $crate::store::conformance::$case(&mut store) {
+                    panic!("conformance case `{}` failed: {}", stringify!($case), message);
+                }
+            }
+        )*
+
+        #[test]
+        fn conformance_tests_cover_every_case() {
+            let generated: &[&str] = &[$(stringify!($case)),*];
+            assert_eq!(generated, $crate::store::conformance::CASES);
+        }
+    };
+    ($make:expr $(,)?) => {
+        $crate::conformance_tests!(@cases $make;
+            commit_then_read,
+            events_ordered_and_paged,
+            commits_accumulate_and_latest_run_follows,
+            run_may_be_born_in_any_state,
+            terminal_run_is_fenced,
+            ticket_appears_with_awaiting_and_disappears_with_next_commit,
+            awaiting_to_awaiting_replaces_ticket,
+            sequences_are_dense_and_distinct,
+            empty_store_reads_are_absent,
+            committed_state_replays,
+            threads_are_isolated,
+            run_id_reused_on_another_thread_is_rejected,
+            operation_duplicate_returns_stored_receipt,
+            operation_payload_reuse_is_rejected,
+            operation_version_conflict_is_rejected,
+            operation_ordinal_conflict_is_rejected,
+            transcript_snapshots,
+            rejected_commits_change_no_read_result,
+        );
+    };
+}

@@ -324,7 +324,13 @@ impl CommittedThreadView for MemoryStore {
         let messages = self.messages(&snapshot.thread_id);
         Ok(ranges
             .iter()
-            .flat_map(|range| messages.get(range.clone()).unwrap_or_default().iter().cloned())
+            .flat_map(|range| {
+                messages
+                    .get(range.clone())
+                    .unwrap_or_default()
+                    .iter()
+                    .cloned()
+            })
             .collect())
     }
 }

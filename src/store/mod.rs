@@ -35,8 +35,10 @@ pub trait CommitLog {
 
     /// An idempotent commit: a retry of the same operation with the same payload hash returns
     /// the stored receipt with `duplicate = true` and appends nothing.
-    fn commit_operation(&mut self, operation: CommitOperation)
-    -> Result<CommitReceipt, CommitError>;
+    fn commit_operation(
+        &mut self,
+        operation: CommitOperation,
+    ) -> Result<CommitReceipt, CommitError>;
 }
 
 /// Which events to list.
@@ -134,9 +136,9 @@ pub fn chain_digest(previous: &str, message: &Message) -> String {
 
 /// The chained digest of a whole prefix.
 pub fn transcript_digest(messages: &[Message]) -> String {
-    messages
-        .iter()
-        .fold(String::new(), |digest, message| chain_digest(&digest, message))
+    messages.iter().fold(String::new(), |digest, message| {
+        chain_digest(&digest, message)
+    })
 }
 
 /// Checks `ranges` against a pinned prefix of length `limit` (sorted, non-overlapping,
@@ -213,7 +215,13 @@ pub trait CommittedThreadView {
         verify_prefix(snapshot, &messages)?;
         Ok(ranges
             .iter()
-            .flat_map(|range| messages.get(range.clone()).unwrap_or_default().iter().cloned())
+            .flat_map(|range| {
+                messages
+                    .get(range.clone())
+                    .unwrap_or_default()
+                    .iter()
+                    .cloned()
+            })
             .collect())
     }
 }
@@ -222,13 +230,14 @@ fn verify_prefix(
     snapshot: &TranscriptSnapshotRef,
     messages: &[Message],
 ) -> Result<(), TranscriptError> {
-    let prefix = messages
-        .get(..snapshot.end)
-        .ok_or_else(|| TranscriptError::SnapshotUnavailable {
-            thread_id: snapshot.thread_id.clone(),
-            end: snapshot.end,
-            committed: messages.len(),
-        })?;
+    let prefix =
+        messages
+            .get(..snapshot.end)
+            .ok_or_else(|| TranscriptError::SnapshotUnavailable {
+                thread_id: snapshot.thread_id.clone(),
+                end: snapshot.end,
+                committed: messages.len(),
+            })?;
     if transcript_digest(prefix) != snapshot.digest {
         return Err(TranscriptError::SnapshotMismatch {
             thread_id: snapshot.thread_id.clone(),

@@ -5,6 +5,8 @@
 
 use proptest::test_runner::{Config, FileFailurePersistence};
 
+pub mod strategies;
+
 /// Snapshots a rendered text under the top-level `snapshots/` directory with a readable name
 /// (`<test file>__<name>.snap`), without the expression in the header.
 macro_rules! snapshot {
