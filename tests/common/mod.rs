@@ -3,6 +3,8 @@
 //! Every test file that uses these declares `mod common;`. Not every file uses every item.
 #![allow(dead_code, unused_macros, unused_imports)]
 
+pub mod harness;
+
 use proptest::test_runner::{Config, FileFailurePersistence};
 
 pub mod strategies;
