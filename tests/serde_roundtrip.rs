@@ -325,3 +325,19 @@ fn null_details_read_back_as_absent() {
     let back: ToolOutput = serde_json::from_str(&text).unwrap();
     assert_eq!(back.details, None);
 }
+
+#[test]
+fn event_scope_rejects_unknown_fields() {
+    // A misspelled key (`thread` for `id`) must fail, not silently list every event.
+    for bad in [
+        r#"{"type":"all","extra":1}"#,
+        r#"{"type":"thread","thread":"t"}"#,
+    ] {
+        assert!(
+            serde_json::from_str::<runcore::EventScope>(bad).is_err(),
+            "{bad}"
+        );
+    }
+    let scope: runcore::EventScope = serde_json::from_str(r#"{"type":"thread","id":"t"}"#).unwrap();
+    assert_eq!(scope, runcore::EventScope::Thread("t".into()));
+}

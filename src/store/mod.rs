@@ -43,7 +43,12 @@ pub trait CommitLog {
 
 /// Which events to list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "type", content = "id", rename_all = "snake_case")]
+#[serde(
+    tag = "type",
+    content = "id",
+    rename_all = "snake_case",
+    deny_unknown_fields
+)]
 pub enum EventScope {
     /// Every event of the store.
     All,
