@@ -193,6 +193,18 @@ pub enum CommitError {
         /// The ticket's thread.
         ticket_thread: ThreadId,
     },
+    /// An Awaiting ticket about a call with an empty call id.
+    #[error("the awaiting ticket's call id is empty")]
+    EmptyTicketCallId,
+    /// A `Run`-scoped state command not bound to the commit's run (build commits with
+    /// `ThreadCommit::assemble`, which binds them).
+    #[error("run-scoped state key {key:?} is not bound to the commit's run \"{run_id}\"")]
+    RunStateUnbound {
+        /// The key.
+        key: String,
+        /// The commit's run.
+        run_id: RunId,
+    },
     /// Two `Set`s to one key in one commit where one is `Exclusive`.
     #[error("exclusive state key {key:?} (scope {}) is set twice in one commit", scope.as_str())]
     ExclusiveConflict {
@@ -275,6 +287,8 @@ impl CommitError {
             CommitError::EmptyCorrelationId => "empty_correlation_id",
             CommitError::TicketThreadMismatch { .. } => "ticket_thread_mismatch",
             CommitError::ExclusiveConflict { .. } => "exclusive_conflict",
+            CommitError::EmptyTicketCallId => "empty_ticket_call_id",
+            CommitError::RunStateUnbound { .. } => "run_state_unbound",
             CommitError::AlreadyTerminal { .. } => "already_terminal",
             CommitError::RunOnOtherThread { .. } => "run_on_other_thread",
             CommitError::CounterOverflow { .. } => "counter_overflow",
@@ -323,8 +337,8 @@ impl ThreadCommit {
     }
 
     /// Rejects, before any write: a newer schema version, an empty thread or run id, an
-    /// Awaiting ticket with an empty correlation id or for another thread, and a repeated
-    /// `Exclusive` set.
+    /// Awaiting ticket with an empty correlation id or call id or for another thread, a
+    /// repeated `Exclusive` set, and a `Run`-scoped command not bound to the commit's run.
     pub fn validate(&self) -> Result<(), CommitError> {
         if self.schema_version > COMMIT_SCHEMA_VERSION {
             return Err(CommitError::UnsupportedSchemaVersion {
@@ -342,6 +356,11 @@ impl ThreadCommit {
             if ticket.correlation_id.trim().is_empty() {
                 return Err(CommitError::EmptyCorrelationId);
             }
+            if let Some(call_id) = ticket.target().call_id()
+                && call_id.is_blank()
+            {
+                return Err(CommitError::EmptyTicketCallId);
+            }
             if ticket.thread_id != self.thread_id {
                 return Err(CommitError::TicketThreadMismatch {
                     commit_thread: self.thread_id.clone(),
@@ -351,6 +370,17 @@ impl ThreadCommit {
         }
         if let Some((scope, key)) = exclusive_conflict(&self.state) {
             return Err(CommitError::ExclusiveConflict { scope, key });
+        }
+        let run_id = self.run.run_id();
+        if let Some(command) = self
+            .state
+            .iter()
+            .find(|c| c.scope == StateScope::Run && c.run_id.as_ref() != Some(run_id))
+        {
+            return Err(CommitError::RunStateUnbound {
+                key: command.key.clone(),
+                run_id: run_id.clone(),
+            });
         }
         Ok(())
     }

@@ -402,7 +402,7 @@ pub enum ResumeResult {
 }
 
 #[derive(Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 enum ResumeResultRepr {
     Continue,
     ToolResult(ToolOutput),
