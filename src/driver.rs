@@ -46,7 +46,13 @@ pub enum ContextMode {
 
 /// Tool output content: blocks, or a plain string (one text block).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    // Without this, serde says "data did not match any variant of untagged enum ContentInput",
+    // which names neither the field nor what it takes.
+    expecting = "`content` must be a string or a list of content blocks \
+                 ({\"type\":\"text\",\"text\"} or {\"type\":\"image\",\"data\",\"mime_type\"})"
+)]
 pub enum ContentInput {
     /// Content blocks.
     Blocks(Vec<ContentBlock>),

@@ -7,7 +7,9 @@
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::process::ExitCode;
 
-use runcore::driver::{Driver, MAX_LINE_BYTES, input_line_schema, json_schema, output_line_schema};
+use runcore::driver::{
+    Driver, InputLine, MAX_LINE_BYTES, input_line_schema, json_schema, output_line_schema,
+};
 
 mod demo;
 
@@ -147,24 +149,18 @@ fn drive(args: &[String]) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let line = match serde_json::from_slice::<serde_json::Value>(&text) {
+            // The file configures the driver before input line 1: it is not an input line
+            // itself, so stdin's first line is still line 1 (SPEC §12 numbers input lines).
+            let config = match serde_json::from_slice::<serde_json::Value>(&text) {
                 Ok(serde_json::Value::Object(mut object)) => {
                     object.insert("type".into(), serde_json::Value::from("config"));
-                    serde_json::Value::Object(object).to_string().into_bytes()
+                    serde_json::from_value::<InputLine>(serde_json::Value::Object(object))
+                        .map_err(|e| e.to_string())
                 }
-                _ => {
-                    eprintln!("runcore drive: --config {path:?} must hold one JSON object");
-                    return ExitCode::from(2);
-                }
+                _ => Err("it must hold one JSON object".to_owned()),
             };
-            let mut failed = false;
-            driver.handle_line_into(&line, &mut |l| {
-                failed |= l.starts_with("{\"type\":\"error\"");
-                if failed {
-                    eprintln!("runcore drive: --config {path:?} was rejected: {l}");
-                }
-            });
-            if failed {
+            if let Err(e) = config.and_then(|line| driver.apply(line).map_err(|e| e.to_string())) {
+                eprintln!("runcore drive: --config {path:?} was rejected: {e}");
                 return ExitCode::from(2);
             }
         }
