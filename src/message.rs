@@ -491,6 +491,63 @@ impl Message {
     }
 }
 
+/// Serde for an [`AssistantMessage`] written as a §2 message, with `"role":"assistant"`, where
+/// the type already says it is one (e.g. the `assistant_message` event), so every message on
+/// the wire has the same shape. Reading accepts the role or its absence, and no other role.
+pub mod assistant_with_role {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::Value;
+
+    use super::AssistantMessage;
+
+    #[derive(Serialize)]
+    #[serde(tag = "role", rename_all = "snake_case")]
+    enum Tagged<'a> {
+        Assistant(&'a AssistantMessage),
+    }
+
+    /// Writes `message` with `"role":"assistant"`.
+    pub fn serialize<S: Serializer>(
+        message: &AssistantMessage,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        Tagged::Assistant(message).serialize(serializer)
+    }
+
+    /// Reads an assistant message whose `role`, if present, is `assistant`.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<AssistantMessage, D::Error> {
+        use serde::de::Error;
+        let mut value = Value::deserialize(deserializer)?;
+        if let Value::Object(object) = &mut value {
+            match object.remove("role") {
+                None => {}
+                Some(Value::String(role)) if role == "assistant" => {}
+                Some(other) => {
+                    return Err(D::Error::custom(format!(
+                        "expected an assistant message, got role {other}"
+                    )));
+                }
+            }
+        }
+        serde_json::from_value(value).map_err(D::Error::custom)
+    }
+
+    /// The JSON Schema: an assistant message with `"role": "assistant"`.
+    pub fn schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut schema = <AssistantMessage as schemars::JsonSchema>::json_schema(generator);
+        if let Some(properties) = schema
+            .ensure_object()
+            .get_mut("properties")
+            .and_then(Value::as_object_mut)
+        {
+            properties.insert("role".into(), serde_json::json!({ "const": "assistant" }));
+        }
+        schema
+    }
+}
+
 /// True when at least one block is not blank.
 pub(crate) fn has_substance(blocks: &[ContentBlock]) -> bool {
     blocks.iter().any(|b| !b.is_blank())
