@@ -8,79 +8,9 @@
 
 mod support;
 
-use runcore::{
-    Action, Agent, AgentConfig, AgentEvent, AgentState, AssistantBlock, AssistantMessage,
-    LoopEvent, Message, Output, StopReason, ToolOutput, UserMessage, reduce,
-};
-use serde_json::json;
+use runcore::{AgentEvent, AgentState, LoopEvent, Message, reduce};
+use support::workloads::{long_run, many_runs};
 use support::{per_item, report, time};
-
-fn long_run(n: u32) -> u32 {
-    let config = AgentConfig {
-        max_steps: n,
-        ..AgentConfig::default()
-    };
-    let mut agent = Agent::new(config).expect("valid config");
-    let delta = "d".repeat(50);
-    let text = delta.repeat(20);
-    let tool_text = "t".repeat(100);
-    agent.prompt(UserMessage::text("go"), 0).expect("idle");
-    let mut steps = 0;
-    while let Some(output) = agent.poll() {
-        match output {
-            Output::Action(Action::CallModel { run_id, step, .. }) => {
-                steps = step;
-                std::hint::black_box(agent.model_request().map(|r| r.messages.len()));
-                let message = if step < n {
-                    for _ in 0..20 {
-                        agent.model_delta(&run_id, step, &delta).expect("delta");
-                    }
-                    AssistantMessage::new(
-                        vec![
-                            AssistantBlock::text(text.clone()),
-                            AssistantBlock::tool_call(
-                                format!("call-{step}").as_str(),
-                                "echo",
-                                json!({ "i": step }),
-                            ),
-                        ],
-                        StopReason::ToolUse,
-                    )
-                } else {
-                    AssistantMessage::text("done")
-                };
-                agent.model_done(&run_id, step, message).expect("answer");
-            }
-            Output::Action(Action::ExecuteTools { run_id, calls, .. }) => {
-                for call in calls {
-                    let output = ToolOutput::text(call.id.clone(), tool_text.clone());
-                    agent.tool_done(&run_id, &call.id, output).expect("result");
-                }
-            }
-            other => {
-                std::hint::black_box(other);
-            }
-        }
-    }
-    steps
-}
-
-fn many_runs(n: u32) -> u32 {
-    let mut agent = Agent::new(AgentConfig::default()).expect("valid config");
-    let answer = "a".repeat(1000);
-    for i in 0..n {
-        agent
-            .prompt(UserMessage::text(format!("q{i}")), u64::from(i))
-            .expect("idle");
-        while let Some(output) = agent.poll() {
-            if let Output::Action(Action::CallModel { run_id, step, .. }) = output {
-                let message = AssistantMessage::text(answer.clone());
-                agent.model_done(&run_id, step, message).expect("answer");
-            }
-        }
-    }
-    n
-}
 
 fn reducer_delta(messages: usize, events: usize) -> std::time::Duration {
     let mut state = AgentState::with_messages(vec![Message::user("x"); messages]);

@@ -9,11 +9,7 @@
 mod support;
 
 use runcore::driver::Driver;
-use runcore::{
-    Action, Agent, AgentConfig, AssistantBlock, AssistantMessage, Output, StopReason, ToolOutput,
-    UserMessage,
-};
-use serde_json::json;
+use support::workloads::long_run;
 use support::{per_item, report, time};
 
 const STEPS: u32 = 2_000;
@@ -67,55 +63,6 @@ fn session_through_driver(steps: u32) -> usize {
     written
 }
 
-fn session_direct(steps: u32) -> u32 {
-    let config = AgentConfig {
-        max_steps: steps,
-        ..AgentConfig::default()
-    };
-    let mut agent = Agent::new(config).expect("valid config");
-    let delta = "d".repeat(50);
-    let text = delta.repeat(20);
-    let tool_text = "t".repeat(100);
-    agent.prompt(UserMessage::text("go"), 0).expect("idle");
-    let mut last = 0;
-    while let Some(output) = agent.poll() {
-        match output {
-            Output::Action(Action::CallModel { run_id, step, .. }) => {
-                last = step;
-                let message = if step < steps {
-                    for _ in 0..20 {
-                        agent.model_delta(&run_id, step, &delta).expect("delta");
-                    }
-                    AssistantMessage::new(
-                        vec![
-                            AssistantBlock::text(text.clone()),
-                            AssistantBlock::tool_call(
-                                format!("call-{step}").as_str(),
-                                "echo",
-                                json!({ "i": step }),
-                            ),
-                        ],
-                        StopReason::ToolUse,
-                    )
-                } else {
-                    AssistantMessage::text("done")
-                };
-                agent.model_done(&run_id, step, message).expect("answer");
-            }
-            Output::Action(Action::ExecuteTools { run_id, calls, .. }) => {
-                for call in calls {
-                    let output = ToolOutput::text(call.id.clone(), tool_text.clone());
-                    agent.tool_done(&run_id, &call.id, output).expect("result");
-                }
-            }
-            other => {
-                std::hint::black_box(other);
-            }
-        }
-    }
-    last
-}
-
 fn main() {
     println!("driver throughput (min of 5 rounds)");
     let lines = 100_000;
@@ -129,7 +76,7 @@ fn main() {
         format!("{:.0}", lines as f64 / stream.as_secs_f64()),
     );
     let (driver, _) = time(5, || session_through_driver(STEPS));
-    let (direct, _) = time(5, || session_direct(STEPS));
+    let (direct, _) = time(5, || long_run(STEPS));
     let steps = STEPS as usize;
     report(
         "w1-style session via the driver (delta context): per step",

@@ -20,11 +20,8 @@
 
 use std::time::Instant;
 
-use runcore::{
-    Action, Agent, AgentConfig, AssistantBlock, AssistantMessage, Output, StopReason, ToolOutput,
-    UserMessage,
-};
-use serde_json::json;
+#[path = "../benches/support/workloads.rs"]
+mod workloads;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -37,8 +34,8 @@ fn main() {
     };
     let start = Instant::now();
     let items = match workload {
-        "w1" => w1(n),
-        "w2" => w2(n),
+        "w1" => workloads::long_run(n),
+        "w2" => workloads::many_runs(n),
         _ => usage(),
     };
     let wall = start.elapsed();
@@ -55,94 +52,6 @@ fn main() {
 fn usage() -> ! {
     eprintln!("usage: workloads <w1|w2> <N>   (N >= 1)");
     std::process::exit(2);
-}
-
-/// One long run of `n` model calls; returns the number of steps.
-fn w1(n: u32) -> u32 {
-    let config = AgentConfig {
-        max_steps: n,
-        ..AgentConfig::default()
-    };
-    let mut agent = Agent::new(config).expect("valid config");
-    let delta = "d".repeat(50);
-    let full_text = delta.repeat(20);
-    let tool_text = "t".repeat(100);
-    agent
-        .prompt(UserMessage::text("start the long run"), 0)
-        .expect("idle agent");
-    let mut steps = 0;
-    while let Some(output) = agent.poll() {
-        match output {
-            Output::Action(Action::CallModel { run_id, step, .. }) => {
-                steps = step;
-                let request = agent.model_request().expect("outstanding call");
-                std::hint::black_box(request.messages.len());
-                if step < n {
-                    for _ in 0..20 {
-                        agent.model_delta(&run_id, step, &delta).expect("delta");
-                    }
-                    let message = AssistantMessage::new(
-                        vec![
-                            AssistantBlock::text(full_text.clone()),
-                            AssistantBlock::tool_call(
-                                format!("call-{step}").as_str(),
-                                "echo",
-                                json!({ "i": step }),
-                            ),
-                        ],
-                        StopReason::ToolUse,
-                    );
-                    agent.model_done(&run_id, step, message).expect("answer");
-                } else {
-                    agent
-                        .model_done(&run_id, step, AssistantMessage::text("done"))
-                        .expect("final answer");
-                }
-            }
-            Output::Action(Action::ExecuteTools { run_id, calls, .. }) => {
-                for call in calls {
-                    agent
-                        .tool_done(
-                            &run_id,
-                            &call.id,
-                            ToolOutput::text(call.id.clone(), tool_text.clone()),
-                        )
-                        .expect("tool result");
-                }
-            }
-            Output::Commit(commit) => {
-                std::hint::black_box(commit);
-            }
-            Output::Event(event) => {
-                std::hint::black_box(event);
-            }
-        }
-    }
-    steps
-}
-
-/// `n` sequential runs; returns the number of runs.
-fn w2(n: u32) -> u32 {
-    let mut agent = Agent::new(AgentConfig::default()).expect("valid config");
-    let answer = "a".repeat(1000);
-    for i in 0..n {
-        agent
-            .prompt(UserMessage::text(format!("question {i}")), u64::from(i))
-            .expect("idle agent");
-        while let Some(output) = agent.poll() {
-            match output {
-                Output::Action(Action::CallModel { run_id, step, .. }) => {
-                    agent
-                        .model_done(&run_id, step, AssistantMessage::text(answer.clone()))
-                        .expect("answer");
-                }
-                other => {
-                    std::hint::black_box(other);
-                }
-            }
-        }
-    }
-    n
 }
 
 /// Peak resident set size in KiB (Linux `VmHWM`), 0 where unavailable.

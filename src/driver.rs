@@ -71,48 +71,13 @@ impl ContentInput {
 
 /// An assistant message as a line carries it: the §2 shape, with `"role":"assistant"`
 /// (optional here, since the field can only say one thing).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
-pub struct AssistantLine(pub AssistantMessage);
-
-impl<'de> Deserialize<'de> for AssistantLine {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        let mut value = Value::deserialize(deserializer)?;
-        if let Value::Object(object) = &mut value {
-            match object.remove("role") {
-                None => {}
-                Some(Value::String(role)) if role == "assistant" => {}
-                Some(other) => {
-                    return Err(D::Error::custom(format!(
-                        "model_done.message must be an assistant message, got role {other}"
-                    )));
-                }
-            }
-        }
-        serde_json::from_value(value)
-            .map(AssistantLine)
-            .map_err(|e| D::Error::custom(format!("model_done.message: {e}")))
-    }
-}
-
-impl JsonSchema for AssistantLine {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        std::borrow::Cow::Borrowed("AssistantLine")
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        let mut schema = <AssistantMessage as JsonSchema>::json_schema(generator);
-        if let Some(properties) = schema
-            .ensure_object()
-            .get_mut("properties")
-            .and_then(Value::as_object_mut)
-        {
-            properties.insert("role".into(), serde_json::json!({"const": "assistant"}));
-        }
-        schema
-    }
-}
+pub struct AssistantLine(
+    #[serde(with = "crate::message::assistant_with_role")]
+    #[schemars(schema_with = "crate::message::assistant_with_role::schema")]
+    pub AssistantMessage,
+);
 
 /// The `config` line.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]

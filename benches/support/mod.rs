@@ -2,6 +2,8 @@
 //! times, keep the fastest and the median, print a readable line.
 #![allow(dead_code)]
 
+pub mod workloads;
+
 use std::time::{Duration, Instant};
 
 /// Times `f` `rounds` times; returns (min, median).

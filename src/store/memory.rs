@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, TranscriptError,
-    TranscriptSnapshotRef, chain_digest, check_ranges,
+    TranscriptSnapshotRef, chain_digest, check_ranges, slice_ranges,
 };
 use crate::commit::{
     CommitError, CommitOperation, CommitReceipt, CommitRecord, OperationId, ThreadCommit,
@@ -322,16 +322,7 @@ impl CommittedThreadView for MemoryStore {
         check_ranges(ranges, snapshot.end)?;
         self.verify_transcript_snapshot(snapshot)?;
         let messages = self.messages(&snapshot.thread_id);
-        Ok(ranges
-            .iter()
-            .flat_map(|range| {
-                messages
-                    .get(range.clone())
-                    .unwrap_or_default()
-                    .iter()
-                    .cloned()
-            })
-            .collect())
+        Ok(slice_ranges(messages, ranges))
     }
 }
 

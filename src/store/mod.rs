@@ -218,17 +218,22 @@ pub trait CommittedThreadView {
         check_ranges(ranges, snapshot.end)?;
         let messages = self.committed_messages(&snapshot.thread_id);
         verify_prefix(snapshot, &messages)?;
-        Ok(ranges
-            .iter()
-            .flat_map(|range| {
-                messages
-                    .get(range.clone())
-                    .unwrap_or_default()
-                    .iter()
-                    .cloned()
-            })
-            .collect())
+        Ok(slice_ranges(&messages, ranges))
     }
+}
+
+/// The messages of checked `ranges`, in order.
+pub(crate) fn slice_ranges(messages: &[Message], ranges: &[Range<usize>]) -> Vec<Message> {
+    ranges
+        .iter()
+        .flat_map(|range| {
+            messages
+                .get(range.clone())
+                .unwrap_or_default()
+                .iter()
+                .cloned()
+        })
+        .collect()
 }
 
 fn verify_prefix(
