@@ -46,8 +46,13 @@ pub enum Action {
 }
 
 /// One output of the agent. Exhaustive on purpose (see [`Action`]).
+///
+/// In JSON the kind and the payload sit side by side, `{"type": "event", "value": {…}}`,
+/// because [`Action`] and [`AgentEvent`] carry their own `type` tag: an internal tag would
+/// write the `type` key twice, and such JSON does not read back (a snapshot holding unpolled
+/// outputs could not be restored).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type", content = "value", rename_all = "snake_case")]
 pub enum Output {
     /// Work for the host.
     Action(Action),
@@ -203,4 +208,30 @@ pub enum LoopEvent {
     },
     /// The run's input closed: `steer` and `follow_up` are rejected from here on.
     InputClosed,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_read_back_from_their_json() {
+        let outputs = [
+            Output::Action(Action::CallModel {
+                run_id: "r".into(),
+                step: 1,
+                final_step: false,
+            }),
+            Output::Event(AgentEvent::Loop {
+                run_id: "r".into(),
+                event: LoopEvent::InputClosed,
+            }),
+        ];
+        for output in outputs {
+            let json = serde_json::to_string(&output).unwrap();
+            let value: Value = serde_json::from_str(&json).unwrap();
+            assert!(value["value"]["type"].is_string(), "{json}");
+            assert_eq!(serde_json::from_str::<Output>(&json).unwrap(), output);
+        }
+    }
 }
