@@ -10,15 +10,19 @@
 //! - [`Harness::step`] answers the outstanding action once from the scripts.
 //! - [`Harness::drive`] steps until nothing is outstanding or a script runs dry;
 //!   [`Harness::drive_bounded`] does at most `n` steps.
+//! - Crashes and restarts: `crash_after_commits` stops polling right after that many commits
+//!   are persisted; [`Harness::recover`] builds a harness around an agent recovered from a
+//!   store; `restore_at_poll` round-trips the agent through a snapshot at one poll;
+//!   `output_log` records every output as JSON.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use runcore::MemoryStore;
 use runcore::{
-    Action, Agent, AgentConfig, AgentError, AgentEvent, AgentState, AssistantBlock,
+    Action, Agent, AgentConfig, AgentError, AgentEvent, AgentState, AgentStatus, AssistantBlock,
     AssistantMessage, CallId, CommitLog, CommittedThreadView, EndCause, Input, LoopEvent, Message,
-    Output, ResumeResult, RunDisposition, RunId, RunResult, Step, StopReason, ThreadCommit,
-    ToolCall, ToolOutput, UserMessage, reduce,
+    Output, RecoveryPolicy, ResumeResult, RunDisposition, RunId, RunResult, RunState, Step,
+    StopReason, ThreadCommit, ToolCall, ToolOutput, UserMessage, reduce,
 };
 use serde_json::Value;
 
@@ -320,6 +324,18 @@ pub struct Harness {
     pub commits: Vec<ThreadCommit>,
     /// Requests seen by the model: the transcript it was sent at each call.
     pub requests: Vec<Vec<Message>>,
+    /// Crash simulation: once this many commits were persisted through this harness, the
+    /// process "crashes": nothing more is polled (the outputs after that commit are lost).
+    pub crash_after_commits: Option<usize>,
+    /// Whether the simulated crash happened.
+    pub crashed: bool,
+    /// When set, every polled output is recorded here as its serialized JSON.
+    pub output_log: Option<Vec<String>>,
+    /// Outputs polled so far (counts every `poll` that returned an output).
+    pub polls: usize,
+    /// When `polls` reaches this value, the agent is round-tripped through
+    /// `snapshot_json`/`restore_json` before the next poll (the restored agent replaces it).
+    pub restore_at_poll: Option<usize>,
     ended_runs: Vec<RunId>,
 }
 
@@ -355,8 +371,53 @@ impl Harness {
             events: Vec::new(),
             commits: Vec::new(),
             requests: Vec::new(),
+            crash_after_commits: None,
+            crashed: false,
+            output_log: None,
+            polls: 0,
+            restore_at_poll: None,
             ended_runs: Vec::new(),
         }
+    }
+
+    /// A harness around an agent recovered from `store` (which the harness takes over), as a
+    /// host restarting after a crash would build it: the reducer starts from the committed
+    /// transcript and the recovered run (if any), then the recovery's outputs are drained.
+    pub fn recover(
+        config: AgentConfig,
+        store: MemoryStore,
+        policy: RecoveryPolicy,
+    ) -> Result<Self, AgentError> {
+        let thread = config.thread_id.clone();
+        let agent = Agent::recover(config, &store, &thread, policy)?;
+        // What a UI restarting with the host knows: the committed transcript and the run the
+        // store says is not over (recovery may end it at once, e.g. with `Seal`).
+        let mut reducer = AgentState::with_messages(store.committed_messages(&thread));
+        let mut h = Harness::with_agent(agent);
+        if let Some(head) = store.latest_run(&thread) {
+            let status = match &head.state {
+                RunState::Running => Some(AgentStatus::Running),
+                RunState::Awaiting => Some(AgentStatus::Awaiting),
+                RunState::Ended(_) => None,
+            };
+            if let Some(status) = status {
+                reducer.status = status;
+                reducer.awaiting = store.resume_ticket(&head.id).map(|t| t.target().clone());
+                reducer.active_run_id = Some(head.id.clone());
+                h.run_starts.push(head.id);
+            }
+        }
+        h.reducer = reducer;
+        h.store = store;
+        h.trace.push(format!(
+            "> recover ({})",
+            serde_json::to_value(policy)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        ));
+        h.drain();
+        Ok(h)
     }
 
     pub fn script(&mut self, replies: impl IntoIterator<Item = Reply>) -> &mut Self {
@@ -440,9 +501,27 @@ impl Harness {
     /// Polls one output and acts on it: commits are persisted, events reduced, actions
     /// recorded as outstanding. Returns false when there was nothing to poll.
     pub fn poll_one(&mut self) -> bool {
+        if self.crashed {
+            return false;
+        }
+        if self.restore_at_poll == Some(self.polls) {
+            self.restore_at_poll = None;
+            let json = self.agent.snapshot_json();
+            let restored = Agent::restore_json(&json).expect("a snapshot restores");
+            assert_eq!(
+                restored.snapshot_json(),
+                json,
+                "snapshot round trip changed the agent"
+            );
+            self.agent = restored;
+        }
         let Some(output) = self.agent.poll() else {
             return false;
         };
+        self.polls += 1;
+        if let Some(log) = &mut self.output_log {
+            log.push(serde_json::to_string(&output).expect("outputs serialize"));
+        }
         self.trace.push(format!("  {}", render_output(&output)));
         match output {
             Output::Commit(commit) => {
@@ -456,6 +535,11 @@ impl Harness {
                     .commit(commit.clone())
                     .unwrap_or_else(|e| panic!("the store rejected an agent commit: {e}"));
                 self.commits.push(commit);
+                if self.crash_after_commits == Some(self.commits.len()) {
+                    self.crashed = true;
+                    self.trace
+                        .push("  ~ crash: the process stops here".to_owned());
+                }
             }
             Output::Event(event) => {
                 match &event {
@@ -516,7 +600,9 @@ impl Harness {
     /// Drains every output, then checks the invariants.
     pub fn drain(&mut self) {
         while self.poll_one() {}
-        self.check_invariants();
+        if !self.crashed {
+            self.check_invariants();
+        }
     }
 
     /// Invariants that hold whenever the outputs are drained.

@@ -1,0 +1,733 @@
+//! Crash recovery (SPEC §8.7, §11 T6) and the snapshot envelope.
+//!
+//! Each recovery scenario records a warm part through the harness, then "crashes": the agent
+//! is dropped (with every output it had not handed out yet) and only the store survives. A new
+//! agent is rebuilt with [`Agent::recover`] from the store's committed facts, a harness is put
+//! around it over the SAME store, and driving continues. Every scenario asserts what the
+//! recovered agent does first, then that the cold path ends in the same committed facts as the
+//! same scenario driven warm (no crash), and only then snapshots the trace of both parts.
+
+mod common;
+
+use common::harness::{Harness, Reply};
+use runcore::*;
+use serde_json::json;
+
+// ----- helpers ---------------------------------------------------------------------------------
+
+fn run(n: u64) -> RunId {
+    RunId::new(format!("thread-1/run-{n}"))
+}
+
+fn thread() -> ThreadId {
+    ThreadId::new("thread-1")
+}
+
+/// `rm` needs approval within 1 s; `ask` needs approval and never expires; `echo` is auto.
+fn config() -> AgentConfig {
+    AgentConfig::default()
+        .with_tool("rm", ToolSpec::gated("remove", Some(1000)))
+        .with_tool("ask", ToolSpec::gated("ask a person", None))
+}
+
+/// The crash: the agent and its undelivered outputs are gone; only the store survives (the
+/// warm harness may go on, as the same scenario without a crash).
+fn crash(h: &Harness) -> MemoryStore {
+    h.store.clone()
+}
+
+/// A harness around the agent recovered from `store` with `policy`.
+fn recover(store: MemoryStore, policy: RecoveryPolicy) -> Harness {
+    Harness::recover(config(), store, policy).expect("recovery succeeds")
+}
+
+/// The two parts of a scenario as one readable trace.
+fn trace(warm_part: &str, cold: &Harness) -> String {
+    format!(
+        "{warm_part}~~~ crash: the agent is dropped, the store survives ~~~\n{}",
+        cold.rendered()
+    )
+}
+
+/// `(call id, outcome)` of every committed tool result.
+fn outcomes(store: &MemoryStore) -> Vec<(String, ResultOutcome)> {
+    store
+        .committed_messages(&thread())
+        .iter()
+        .filter_map(Message::as_tool_result)
+        .map(|r| (r.call_id.as_str().to_owned(), r.outcome))
+        .collect()
+}
+
+/// The committed facts a cold path must share with the warm one: the transcript and how each
+/// run ended.
+fn facts(store: &MemoryStore) -> (Vec<Message>, Vec<(RunId, RunState)>) {
+    let messages = store.committed_messages(&thread());
+    let mut runs = Vec::new();
+    for n in 1.. {
+        match store.run_state(&run(n)) {
+            Some(state) => runs.push((run(n), state)),
+            None => break,
+        }
+    }
+    (messages, runs)
+}
+
+fn pending_ids(h: &Harness) -> Vec<String> {
+    h.pending_tools
+        .iter()
+        .map(|(_, c)| c.id.as_str().to_owned())
+        .collect()
+}
+
+fn model_steps(h: &Harness) -> Vec<(RunId, Step)> {
+    h.model_calls
+        .iter()
+        .map(|(run, step, _)| (run.clone(), *step))
+        .collect()
+}
+
+fn execute_tools_count(h: &Harness) -> usize {
+    h.trace
+        .iter()
+        .filter(|line| line.starts_with("  action execute_tools"))
+        .count()
+}
+
+fn waiting_call(h: &Harness) -> Option<String> {
+    h.agent
+        .current_ticket()
+        .and_then(|t| t.target().call_id())
+        .map(|c| c.as_str().to_owned())
+}
+
+// ----- §8.7: no run, latest run ended -------------------------------------------------------------
+
+#[test]
+fn recover_with_no_run_is_idle_with_an_empty_transcript() {
+    let h = recover(MemoryStore::new(), RecoveryPolicy::Replay);
+    assert!(h.agent.is_idle());
+    assert!(h.agent.transcript().is_empty());
+    assert_eq!(h.agent.last_end(), None);
+    assert!(h.commits.is_empty() && h.events.is_empty());
+
+    let mut h = h;
+    h.script([Reply::text("hello")]);
+    h.prompt("hi").unwrap();
+    h.drive();
+    assert_eq!(h.run_starts, [run(1)], "the first run is run-1");
+    assert_eq!(h.last_cause(), &EndCause::NaturalEnd);
+    common::snapshot!("recover_no_run", h.rendered());
+}
+
+#[test]
+fn recover_after_the_latest_run_ended_is_idle_and_the_next_prompt_mints_run_2() {
+    let script = || {
+        [
+            Reply::call("c1", "echo", json!({"x": 1})),
+            Reply::text("first done"),
+            Reply::text("second done"),
+        ]
+    };
+    let mut h = Harness::new(config());
+    h.script(script());
+    h.prompt("first").unwrap();
+    h.drive();
+    assert_eq!(h.last_cause(), &EndCause::NaturalEnd);
+    let warm_transcript = h.agent.transcript().to_vec();
+    let warm_part = h.rendered();
+
+    let mut cold = recover(crash(&h), RecoveryPolicy::Replay);
+    assert!(cold.agent.is_idle());
+    assert_eq!(cold.agent.transcript(), warm_transcript.as_slice());
+    assert_eq!(
+        cold.agent.last_end(),
+        Some((&run(1), &EndCause::NaturalEnd))
+    );
+    assert!(
+        cold.commits.is_empty(),
+        "recovering an ended run commits nothing"
+    );
+
+    cold.script([Reply::text("second done")]);
+    cold.prompt("second").unwrap();
+    cold.drive();
+    assert_eq!(cold.run_starts, [run(2)], "run ids keep counting");
+    let request = cold.requests.first().expect("run-2 called the model");
+    assert_eq!(request.len(), warm_transcript.len() + 1);
+    assert_eq!(
+        &request[..warm_transcript.len()],
+        warm_transcript.as_slice()
+    );
+
+    // The same two prompts, warm.
+    h.prompt("second").unwrap();
+    h.drive();
+    assert_eq!(facts(&cold.store), facts(&h.store));
+    common::snapshot!("recover_latest_run_ended", trace(&warm_part, &cold));
+}
+
+// ----- §8.7: Awaiting -----------------------------------------------------------------------------
+
+#[test]
+fn recover_awaiting_keeps_the_same_ticket_and_resume_works_as_if_nothing_stopped() {
+    let mut h = Harness::new(config());
+    h.script([
+        Reply::calls(&[("c1", "rm"), ("c2", "echo")]),
+        Reply::text("done"),
+    ]);
+    h.clock_ms = 300;
+    h.prompt("tidy up").unwrap();
+    h.drive();
+    let ticket = h.agent.current_ticket().cloned().expect("awaiting");
+    assert_eq!(ticket.deadline_ms, Some(1_300));
+    // A command the person built before the crash, from the committed ticket.
+    let answer = ResumeCommand::from_ticket(&ticket, ResumeResult::allow(), 900);
+    let warm_part = h.rendered();
+
+    let mut cold = recover(crash(&h), RecoveryPolicy::Replay);
+    assert_eq!(cold.agent.run_state(), Some(RunState::Awaiting));
+    assert_eq!(
+        cold.agent.current_ticket(),
+        Some(&ticket),
+        "the same ticket"
+    );
+    assert_eq!(cold.store.resume_ticket(&run(1)), Some(ticket.clone()));
+    assert!(cold.commits.is_empty() && cold.pending_tools.is_empty());
+    assert_eq!(cold.agent.steps(), Some(1));
+
+    cold.script([Reply::text("done")]);
+    cold.input(
+        "resume allow (built before the crash)",
+        Input::Resume { command: answer },
+    )
+    .expect("the pre-crash command is accepted");
+    assert_eq!(pending_ids(&cold), ["c1", "c2"]);
+    cold.drive();
+    assert_eq!(model_steps(&cold), [(run(1), 2)]);
+    assert_eq!(cold.last_cause(), &EndCause::NaturalEnd);
+    assert_eq!(cold.run_starts, [run(1)], "no new run");
+
+    h.clock_ms = 900;
+    h.resume(ResumeResult::allow()).unwrap();
+    h.drive();
+    assert_eq!(facts(&cold.store), facts(&h.store));
+    common::snapshot!("recover_awaiting", trace(&warm_part, &cold));
+}
+
+#[test]
+fn recover_awaiting_an_expired_ticket_still_expires_it() {
+    let mut h = Harness::new(config());
+    h.script([Reply::call("c1", "rm", json!({}))]);
+    h.prompt("remove").unwrap();
+    h.drive();
+    let mut cold = recover(crash(&h), RecoveryPolicy::Replay);
+    cold.clock_ms = 1_001;
+    let err = cold.resume(ResumeResult::allow()).unwrap_err();
+    assert_eq!(
+        err,
+        AgentError::Resume(ResumeError::Expired {
+            deadline_ms: 1_000,
+            now_ms: 1_001,
+        })
+    );
+    cold.input("expire_wait 1001", Input::ExpireWait { now_ms: 1_001 })
+        .unwrap();
+    assert_eq!(cold.last_cause(), &EndCause::Stopped("wait_expired".into()));
+    assert_eq!(
+        outcomes(&cold.store),
+        [("c1".to_owned(), ResultOutcome::Expired)]
+    );
+}
+
+// ----- §8.7: Running between steps ----------------------------------------------------------------
+
+#[test]
+fn recover_running_between_steps_calls_the_model_again_with_the_step_count_restored() {
+    let script = || {
+        [
+            Reply::call("c1", "echo", json!({})),
+            Reply::call("c2", "echo", json!({})),
+            Reply::text("done"),
+        ]
+    };
+    let mut h = Harness::new(config());
+    h.script(script());
+    h.prompt("two steps of tools").unwrap();
+    // Answer step 1 and its tools, step 2 and its tools; step 3's call is handed out and lost.
+    h.drive_bounded(4);
+    assert_eq!(h.pending_model, Some((run(1), 3)));
+    let warm_part = h.rendered();
+
+    let mut cold = recover(crash(&h), RecoveryPolicy::Replay);
+    assert_eq!(cold.agent.run_state(), Some(RunState::Running));
+    assert_eq!(cold.agent.steps(), Some(3), "step 3 is handed out again");
+    assert_eq!(
+        model_steps(&cold),
+        [(run(1), 3)],
+        "the next model call of the same run, step count restored"
+    );
+    assert!(cold.commits.is_empty(), "nothing new to commit");
+    cold.script([Reply::text("done")]);
+    cold.drive();
+    assert_eq!(cold.last_cause(), &EndCause::NaturalEnd);
+    assert_eq!(cold.last_result().steps, 3);
+
+    h.drive();
+    assert_eq!(facts(&cold.store), facts(&h.store));
+    common::snapshot!("recover_running_between_steps", trace(&warm_part, &cold));
+}
+
+#[test]
+fn recover_running_right_after_the_prompt_makes_the_first_model_call() {
+    let mut h = Harness::new(config());
+    h.crash_after_commits = Some(1);
+    h.prompt("hello").unwrap();
+    assert!(h.crashed && h.pending_model.is_none());
+    let mut cold = recover(crash(&h), RecoveryPolicy::Replay);
+    assert_eq!(model_steps(&cold), [(run(1), 1)]);
+    cold.script([Reply::text("hi")]);
+    cold.drive();
+    assert_eq!(cold.last_cause(), &EndCause::NaturalEnd);
+    assert_eq!(cold.last_result().steps, 1);
+}
+
+// ----- §8.7: Running with unanswered tool calls ---------------------------------------------------
+
+/// `[c1 echo, c2 rm, c3 echo]`, c2 denied, c1 and c3 executing, c3 answered (not committed yet).
+fn tools_in_flight(h: &mut Harness) {
+    h.script([
+        Reply::calls(&[("c1", "echo"), ("c2", "rm"), ("c3", "echo")]),
+        Reply::text("done"),
+    ]);
+    h.prompt("three tools").unwrap();
+    h.drive();
+    h.resume(ResumeResult::deny("not that")).unwrap();
+    assert_eq!(pending_ids(h), ["c1", "c3"]);
+    h.answer_call("c3");
+}
+
+#[test]
+fn recover_unanswered_tool_calls_with_replay_executes_exactly_them_again() {
+    let mut h = Harness::new(config());
+    tools_in_flight(&mut h);
+    let warm_part = h.rendered();
+
+    let mut cold = recover(crash(&h), RecoveryPolicy::Replay);
+    assert_eq!(cold.agent.run_state(), Some(RunState::Running));
+    assert_eq!(
+        pending_ids(&cold),
+        ["c1", "c3"],
+        "exactly the unanswered executable calls; the denied c2 is not executed"
+    );
+    assert!(cold.commits.is_empty());
+    cold.script([Reply::text("done")]);
+    cold.tool_order = common::harness::ToolOrder::Reversed;
+    cold.drive();
+    assert_eq!(
+        outcomes(&cold.store),
+        [
+            ("c1".to_owned(), ResultOutcome::Executed),
+            ("c2".to_owned(), ResultOutcome::Denied),
+            ("c3".to_owned(), ResultOutcome::Executed),
+        ]
+    );
+    assert_eq!(model_steps(&cold), [(run(1), 2)]);
+    assert_eq!(cold.last_cause(), &EndCause::NaturalEnd);
+
+    h.drive();
+    assert_eq!(facts(&cold.store), facts(&h.store));
+    common::snapshot!("recover_tools_replay", trace(&warm_part, &cold));
+}
+
+#[test]
+fn recover_unanswered_tool_calls_with_seal_interrupts_them_and_ends_indeterminate() {
+    let mut h = Harness::new(config());
+    tools_in_flight(&mut h);
+    let warm_part = h.rendered();
+
+    let cold = recover(crash(&h), RecoveryPolicy::Seal);
+    assert!(cold.agent.is_idle());
+    assert_eq!(execute_tools_count(&cold), 0, "nothing is executed again");
+    assert_eq!(
+        outcomes(&cold.store),
+        [
+            ("c1".to_owned(), ResultOutcome::Interrupted),
+            ("c2".to_owned(), ResultOutcome::Denied),
+            ("c3".to_owned(), ResultOutcome::Interrupted),
+        ],
+        "the denied call keeps its decision; the others' outcome is unknown"
+    );
+    assert_eq!(cold.last_cause(), &EndCause::Indeterminate);
+    assert_eq!(cold.run_ends.len(), 1);
+    assert_eq!(
+        cold.store.run_state(&run(1)),
+        Some(RunState::Ended(EndCause::Indeterminate))
+    );
+    common::snapshot!("recover_tools_seal", trace(&warm_part, &cold));
+}
+
+// ----- §8.7: gated calls with a committed decision -------------------------------------------------
+
+/// `[c1 rm, c2 ask, c3 echo]`: c1 is decided with `first`, and the process crashes right after
+/// that decision is committed (before c2's ticket is).
+fn decided_then_crash(first: ResumeResult) -> Harness {
+    let mut h = Harness::new(config());
+    h.script([
+        Reply::calls(&[("c1", "rm"), ("c2", "ask"), ("c3", "echo")]),
+        Reply::text("done"),
+    ]);
+    h.prompt("three tools").unwrap();
+    h.drive();
+    h.crash_after_commits = Some(h.commits.len() + 1);
+    h.resume(first).unwrap();
+    assert!(h.crashed);
+    assert_eq!(
+        h.store
+            .list_events(&EventScope::Run(run(1)), None, 100)
+            .iter()
+            .filter(|e| e.kind == "permission_decided")
+            .count(),
+        1,
+        "exactly one decision is committed"
+    );
+    assert_eq!(h.store.resume_ticket(&run(1)), None);
+    h
+}
+
+fn decided_warm(first: ResumeResult, second: ResumeResult) -> Harness {
+    let mut h = Harness::new(config());
+    h.script([
+        Reply::calls(&[("c1", "rm"), ("c2", "ask"), ("c3", "echo")]),
+        Reply::text("done"),
+    ]);
+    h.prompt("three tools").unwrap();
+    h.drive();
+    h.resume(first).unwrap();
+    h.resume(second).unwrap();
+    h.drive();
+    h
+}
+
+#[test]
+fn recover_after_a_committed_denial_keeps_it_and_asks_the_undecided_call_again() {
+    let h = decided_then_crash(ResumeResult::deny("no"));
+    let warm_part = h.rendered();
+
+    let mut cold = recover(crash(&h), RecoveryPolicy::Replay);
+    assert_eq!(
+        waiting_call(&cold).as_deref(),
+        Some("c2"),
+        "c2 is asked again"
+    );
+    let ticket = cold.agent.current_ticket().cloned().expect("awaiting");
+    assert_eq!(
+        ticket.correlation_id, "thread-1/run-1:wait-2",
+        "a fresh ticket: the old wait-1 never matches it"
+    );
+    assert_eq!(cold.store.resume_ticket(&run(1)), Some(ticket));
+    assert!(
+        cold.pending_tools.is_empty(),
+        "Awaiting ⇒ nothing executing"
+    );
+
+    cold.script([Reply::text("done")]);
+    cold.resume(ResumeResult::allow()).unwrap();
+    assert_eq!(
+        pending_ids(&cold),
+        ["c2", "c3"],
+        "the denied c1 is not executed"
+    );
+    cold.drive();
+    assert_eq!(
+        outcomes(&cold.store),
+        [
+            ("c1".to_owned(), ResultOutcome::Denied),
+            ("c2".to_owned(), ResultOutcome::Executed),
+            ("c3".to_owned(), ResultOutcome::Executed),
+        ]
+    );
+    let warm = decided_warm(ResumeResult::deny("no"), ResumeResult::allow());
+    assert_eq!(facts(&cold.store), facts(&warm.store));
+    common::snapshot!("recover_gated_after_denial", trace(&warm_part, &cold));
+}
+
+#[test]
+fn recover_after_a_committed_approval_executes_it_and_asks_the_undecided_call_again() {
+    let h = decided_then_crash(ResumeResult::allow());
+    let warm_part = h.rendered();
+
+    let mut cold = recover(crash(&h), RecoveryPolicy::Replay);
+    assert_eq!(waiting_call(&cold).as_deref(), Some("c2"));
+    assert_eq!(
+        cold.agent
+            .current_ticket()
+            .map(|t| t.correlation_id.as_str()),
+        Some("thread-1/run-1:wait-2")
+    );
+    cold.script([Reply::text("done")]);
+    cold.resume(ResumeResult::deny("not now")).unwrap();
+    assert_eq!(
+        pending_ids(&cold),
+        ["c1", "c3"],
+        "the allowed c1 is executed"
+    );
+    cold.drive();
+    assert_eq!(
+        outcomes(&cold.store),
+        [
+            ("c1".to_owned(), ResultOutcome::Executed),
+            ("c2".to_owned(), ResultOutcome::Denied),
+            ("c3".to_owned(), ResultOutcome::Executed),
+        ]
+    );
+    let warm = decided_warm(ResumeResult::allow(), ResumeResult::deny("not now"));
+    assert_eq!(facts(&cold.store), facts(&warm.store));
+    common::snapshot!("recover_gated_after_approval", trace(&warm_part, &cold));
+}
+
+#[test]
+fn recover_with_seal_still_asks_an_undecided_call_before_anything_runs() {
+    // Nothing of the batch was handed out while a decision was open, so nothing is
+    // indeterminate: Seal asks again like Replay.
+    let h = decided_then_crash(ResumeResult::allow());
+    let mut cold = recover(crash(&h), RecoveryPolicy::Seal);
+    assert_eq!(waiting_call(&cold).as_deref(), Some("c2"));
+    cold.script([Reply::text("done")]);
+    cold.resume(ResumeResult::allow()).unwrap();
+    assert_eq!(pending_ids(&cold), ["c1", "c2", "c3"]);
+    cold.drive();
+    assert_eq!(cold.last_cause(), &EndCause::NaturalEnd);
+}
+
+/// A resume with context messages in the middle of a batch commits them between the calls and
+/// their results (SPEC §8.5). A crash right after that commit must still find the batch open:
+/// the next gated call is asked again (before the fix in `recover.rs`, recovery saw the
+/// trailing system message, treated the run as "between steps" and called the model with the
+/// calls unanswered). The harness's pairing invariant wants results right after their calls,
+/// so this scenario drives the agent by hand.
+#[test]
+fn recover_after_a_resume_with_context_in_the_middle_of_a_batch() {
+    fn drain(agent: &mut Agent, store: &mut MemoryStore, crash_after: Option<u64>) -> Vec<Action> {
+        let mut actions = Vec::new();
+        while let Some(output) = agent.poll() {
+            match output {
+                Output::Commit(commit) => {
+                    store.commit(commit).expect("the store accepts the commit");
+                    if Some(store.last_sequence()) == crash_after {
+                        return actions;
+                    }
+                }
+                Output::Action(action) => actions.push(action),
+                Output::Event(_) => {}
+            }
+        }
+        actions
+    }
+    let context = || {
+        vec![Message::System(
+            SystemMessage::text("Approved by the on-call engineer.").with_id("ctx-1"),
+        )]
+    };
+    let calls = AssistantMessage::new(
+        vec![
+            AssistantBlock::tool_call("c1", "rm", json!({})),
+            AssistantBlock::tool_call("c2", "ask", json!({})),
+        ],
+        StopReason::ToolUse,
+    );
+    // Warm: allow c1 with context, allow c2, execute both, answer.
+    let finish = |agent: &mut Agent, store: &mut MemoryStore| {
+        agent.resume_ticket(ResumeResult::allow(), None).unwrap();
+        let actions = drain(agent, store, None);
+        assert!(
+            matches!(actions.as_slice(), [Action::ExecuteTools { calls, .. }] if calls.len() == 2),
+            "{actions:?}"
+        );
+        for id in ["c1", "c2"] {
+            agent
+                .tool_done(&run(1), &CallId::new(id), ToolOutput::text(id, "ok"))
+                .unwrap();
+            drain(agent, store, None);
+        }
+        agent
+            .model_done(&run(1), 2, AssistantMessage::text("done"))
+            .unwrap();
+        drain(agent, store, None);
+    };
+    let start = |agent: &mut Agent, store: &mut MemoryStore| {
+        agent.prompt(UserMessage::text("two gated"), 0).unwrap();
+        drain(agent, store, None);
+        agent.model_done(&run(1), 1, calls.clone()).unwrap();
+        drain(agent, store, None);
+        let ticket = agent.current_ticket().cloned().unwrap();
+        agent
+            .resume(
+                ResumeCommand::from_ticket(&ticket, ResumeResult::allow(), 0)
+                    .with_context(context()),
+            )
+            .unwrap();
+    };
+
+    let (mut warm, mut warm_store) = (Agent::new(config()).unwrap(), MemoryStore::new());
+    start(&mut warm, &mut warm_store);
+    drain(&mut warm, &mut warm_store, None);
+    finish(&mut warm, &mut warm_store);
+
+    let (mut agent, mut store) = (Agent::new(config()).unwrap(), MemoryStore::new());
+    start(&mut agent, &mut store);
+    let crash_at = store.last_sequence() + 1;
+    drain(&mut agent, &mut store, Some(crash_at));
+    drop(agent);
+    let roles: Vec<Role> = store
+        .committed_messages(&thread())
+        .iter()
+        .map(Message::role)
+        .collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::System]);
+
+    let mut cold = Agent::recover(config(), &store, &thread(), RecoveryPolicy::Replay).unwrap();
+    let actions = drain(&mut cold, &mut store, None);
+    assert!(
+        actions.is_empty(),
+        "no model call with calls unanswered: {actions:?}"
+    );
+    let ticket = cold.current_ticket().expect("c2 is asked again");
+    assert_eq!(ticket.target().call_id(), Some(&CallId::new("c2")));
+    assert_eq!(ticket.correlation_id, "thread-1/run-1:wait-2");
+    finish(&mut cold, &mut store);
+    assert_eq!(facts(&store), facts(&warm_store));
+}
+
+// ----- the snapshot envelope ------------------------------------------------------------------------
+
+#[test]
+fn snapshot_round_trip_restores_an_identical_agent_with_identical_future_outputs() {
+    let drive = |restore_at_poll: Option<usize>| {
+        let mut h = Harness::new(config());
+        h.output_log = Some(Vec::new());
+        h.restore_at_poll = restore_at_poll;
+        h.script([
+            Reply::calls(&[("c1", "rm"), ("c2", "echo")]),
+            Reply::text("paused"),
+            Reply::text("done"),
+        ]);
+        h.clock_ms = 42;
+        h.prompt("go").unwrap();
+        h.drive();
+        h.resume(ResumeResult::allow()).unwrap();
+        h.steer("also this").unwrap();
+        h.input("pause", Input::Pause).unwrap();
+        h.tool_order = common::harness::ToolOrder::Reversed;
+        h.drive();
+        h.resume(ResumeResult::Input("go on".into())).unwrap();
+        h.drive();
+        h
+    };
+    let live = drive(None);
+    let live_log = live.output_log.clone().expect("logged");
+    assert_eq!(live.last_cause(), &EndCause::NaturalEnd);
+    // Every poll boundary: before any output, mid-drain (outbox not empty), before an action
+    // is decided, while awaiting, with steering queued and a pause requested.
+    for at in 0..=live.polls {
+        let restored = drive(Some(at));
+        assert_eq!(
+            restored.output_log.as_ref(),
+            Some(&live_log),
+            "outputs differ after a round trip at poll {at}"
+        );
+        assert_eq!(
+            serde_json::to_string(&restored.agent).unwrap(),
+            serde_json::to_string(&live.agent).unwrap()
+        );
+    }
+
+    // The envelope itself, at a point with queued steering and a requested pause.
+    let mut h = Harness::new(config());
+    h.script([Reply::calls(&[("c1", "echo")])]);
+    h.prompt("go").unwrap();
+    h.drive_bounded(1);
+    h.steer("queued").unwrap();
+    h.input("pause", Input::Pause).unwrap();
+    let json = h.agent.snapshot_json();
+    let envelope: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(envelope["schema_version"], AGENT_SCHEMA_VERSION);
+    let restored = Agent::restore_json(&json).expect("restores");
+    assert_eq!(restored, h.agent);
+    assert_eq!(
+        restored.queued(),
+        (1, 0),
+        "queued steering survives a snapshot"
+    );
+    assert_eq!(Agent::restore(h.agent.snapshot()).as_ref(), Ok(&h.agent));
+}
+
+#[test]
+fn snapshot_envelope_errors() {
+    let agent = Agent::new(config()).unwrap();
+    let json = agent.snapshot_json();
+    let mut lines = Vec::new();
+
+    // A newer version is refused before the rest is read, even when the rest is unreadable.
+    let newer = AGENT_SCHEMA_VERSION + 1;
+    let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    value["schema_version"] = json!(newer);
+    let cases = [
+        ("a newer version", value.to_string()),
+        (
+            "a newer version with a body from the future",
+            json!({"schema_version": newer, "agent": {"hologram": true}}).to_string(),
+        ),
+    ];
+    for (label, text) in cases {
+        let err = Agent::restore_json(&text).unwrap_err();
+        assert_eq!(
+            err,
+            SnapshotError::NewerVersion {
+                found: newer,
+                supported: AGENT_SCHEMA_VERSION,
+            },
+            "{label}"
+        );
+        lines.push(format!("{label}: {err}"));
+    }
+    let err = Agent::restore(AgentSnapshot {
+        schema_version: newer,
+        agent: agent.clone(),
+    })
+    .unwrap_err();
+    assert!(matches!(err, SnapshotError::NewerVersion { .. }));
+
+    let malformed = [
+        ("empty text", String::new()),
+        ("not JSON", "agent, please".to_owned()),
+        ("no version", json!({"agent": {}}).to_string()),
+        (
+            "a version that is not a number",
+            json!({"schema_version": "1"}).to_string(),
+        ),
+        (
+            "a current version with no agent",
+            json!({"schema_version": AGENT_SCHEMA_VERSION}).to_string(),
+        ),
+        (
+            "a current version with an unreadable agent",
+            json!({"schema_version": AGENT_SCHEMA_VERSION, "agent": {"hologram": true}})
+                .to_string(),
+        ),
+        (
+            "a truncated snapshot",
+            json.get(..json.len() / 2).unwrap_or_default().to_owned(),
+        ),
+    ];
+    for (label, text) in malformed {
+        let err = Agent::restore_json(&text).unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::Malformed(_)),
+            "{label}: expected Malformed, got {err:?}"
+        );
+        lines.push(format!("{label}: malformed"));
+    }
+    assert_eq!(Agent::restore_json(&json), Ok(agent));
+    common::snapshot!("snapshot_envelope_errors", lines.join("\n") + "\n");
+}
