@@ -146,7 +146,9 @@ pub enum LoopEvent {
     AssistantMessage {
         /// The step.
         step: Step,
-        /// The answer.
+        /// The answer, written with `"role":"assistant"` like every message on the wire.
+        #[serde(with = "crate::message::assistant_with_role")]
+        #[schemars(schema_with = "crate::message::assistant_with_role::schema")]
         message: AssistantMessage,
     },
     /// A message appended to the transcript (steering, follow-up, tool result, resume).
