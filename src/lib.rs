@@ -95,6 +95,10 @@
 //! - A recovered agent's clock is the latest time recorded in the run's committed facts
 //!   (`run_started` and `permission_decided` drafts carry `now_ms`); queued input that was
 //!   never committed cannot be recovered (take an [`AgentSnapshot`] for that).
+//! - Resume context messages are committed with the resume's Running commit, as §8.5 says,
+//!   even at a permission wait in the middle of a tool batch: there they stand between the
+//!   batch's calls and its results (every call still gets exactly one result, in call order).
+//!   If your provider rejects a system message in that position, send context at a pause.
 //! - Tool outputs over [`AgentConfig::max_tool_output_bytes`] (default 1 MiB) or with an
 //!   image that is not valid base64 of an `image/*` type become `malformed` results.
 #![warn(missing_docs)]
