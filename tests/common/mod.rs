@@ -1,6 +1,7 @@
 //! Shared test support: snapshot settings and proptest configuration.
 //!
-//! Every test file that uses these declares `mod common;`. Not every file uses every item.
+//! Every test crate that uses these declares `mod common;` (a directory test crate such as
+//! `tests/hitl/`: `#[path = "../common/mod.rs"] mod common;`). Not every crate uses every item.
 #![allow(dead_code, unused_macros, unused_imports)]
 
 pub mod harness;
@@ -10,15 +11,20 @@ use proptest::test_runner::{Config, FileFailurePersistence};
 pub mod strategies;
 
 /// Snapshots a rendered text under the top-level `snapshots/` directory with a readable name
-/// (`<test file>__<name>.snap`), without the expression in the header.
+/// (`<test crate>__<name>.snap`), without the expression in the header.
+///
+/// The path is absolute and the prefix is the test crate's name rather than insta's module
+/// prefix, so a test in a module of a directory test crate (`tests/hitl/expiry.rs`) finds the
+/// same snapshot as one at the crate root (`hitl__<name>.snap`, not `hitl__expiry__<name>.snap`).
 macro_rules! snapshot {
     ($name:expr, $value:expr) => {
         insta::with_settings!({
-            snapshot_path => "../snapshots",
-            prepend_module_to_snapshot => true,
+            snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
+            prepend_module_to_snapshot => false,
             omit_expression => true,
         }, {
-            insta::assert_snapshot!($name, $value);
+            let name = format!("{}__{}", env!("CARGO_CRATE_NAME"), $name);
+            insta::assert_snapshot!(name, $value);
         })
     };
 }
@@ -27,11 +33,12 @@ macro_rules! snapshot {
 macro_rules! snapshot_json {
     ($name:expr, $value:expr) => {
         insta::with_settings!({
-            snapshot_path => "../snapshots",
-            prepend_module_to_snapshot => true,
+            snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"),
+            prepend_module_to_snapshot => false,
             omit_expression => true,
         }, {
-            insta::assert_json_snapshot!($name, $value);
+            let name = format!("{}__{}", env!("CARGO_CRATE_NAME"), $name);
+            insta::assert_json_snapshot!(name, $value);
         })
     };
 }
