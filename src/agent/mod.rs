@@ -74,10 +74,9 @@ pub struct Agent {
     clock_ms: u64,
     /// The `n` of the latest minted run id `"{thread_id}/run-{n}"`.
     runs_started: u64,
-    /// Every run id used on this thread (minted or host-supplied), so none repeats.
+    /// Every run id used on this thread (minted or host-supplied), so none repeats. Not empty
+    /// once the agent was prompted, which locks the configuration.
     used_run_ids: BTreeSet<RunId>,
-    /// Whether the configuration is locked (after the first prompt).
-    prompted: bool,
     active: Option<ActiveRun>,
     last_end: Option<(RunId, EndCause)>,
     outbox: VecDeque<Output>,
@@ -127,7 +126,6 @@ impl Agent {
             clock_ms: 0,
             runs_started: 0,
             used_run_ids: BTreeSet::new(),
-            prompted: false,
             active: None,
             last_end: None,
             outbox: VecDeque::new(),
@@ -286,7 +284,7 @@ impl Agent {
 
     /// Replaces the configuration; only before the first prompt.
     pub fn set_config(&mut self, config: AgentConfig) -> Result<(), AgentError> {
-        if self.prompted {
+        if !self.used_run_ids.is_empty() {
             return Err(AgentError::state(
                 "config before the first prompt",
                 "the agent has already been prompted",
@@ -351,7 +349,6 @@ impl Agent {
         self.observe_clock(now_ms);
         self.runs_started = n;
         self.used_run_ids.insert(run_id.clone());
-        self.prompted = true;
         let transcript_start = self.messages.len();
         let message = Message::User(message);
         self.messages.push(message.clone());

@@ -173,8 +173,9 @@ impl Agent {
         let Some(head) = head else {
             return Ok(agent);
         };
-        agent.prompted = true;
         let run_id = head.id.clone();
+        // The head run counts as used even if its start was not recorded as `run_started`.
+        agent.used_run_ids.insert(run_id.clone());
         if let RunState::Ended(cause) = head.state {
             agent.last_end = Some((run_id, cause));
             return Ok(agent);
