@@ -170,7 +170,7 @@ fn bench_paging(store: &MemoryStore, scope: EventScope, label: &str) -> Samples 
     let mut seen = 0usize;
     loop {
         let start = Instant::now();
-        let page = store.list_events(&scope, from, PAGE);
+        let page = store.list_events(&scope, from, PAGE).unwrap();
         durations.push(start.elapsed());
         let Some(last) = page.last() else { break };
         from = Some(last.sequence);

@@ -62,7 +62,7 @@
 //!
 //! assert_eq!(ended, Some(EndCause::NaturalEnd));
 //! // The committed facts alone reproduce the transcript: user, call, result, answer.
-//! assert_eq!(store.committed_messages(agent.thread_id()), agent.transcript());
+//! assert_eq!(store.committed_messages(agent.thread_id())?, agent.transcript());
 //! assert_eq!(agent.transcript().len(), 4);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -120,7 +120,8 @@ pub mod store;
 pub use agent::{
     AGENT_SCHEMA_VERSION, Action, Agent, AgentConfig, AgentEvent, AgentSnapshot, AgentState,
     AgentStatus, Input, LoopEvent, MessageOrigin, ModelRequest, Observer, ObserverId, Observers,
-    Output, QueueMode, RecoveryPolicy, RunResult, SnapshotError, ToolPolicy, ToolSpec, reduce,
+    Output, QueueMode, RecoverError, RecoveryPolicy, RunResult, SnapshotError, ToolPolicy,
+    ToolSpec, reduce,
 };
 pub use commit::*;
 pub use error::AgentError;
@@ -132,5 +133,5 @@ pub use run::*;
 pub use state::*;
 pub use store::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, MemoryStore,
-    TranscriptError, TranscriptSnapshotRef,
+    StoreError, StoreHandles, ThreadSummary, TranscriptError, TranscriptSnapshotRef,
 };

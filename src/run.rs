@@ -293,6 +293,9 @@ pub struct RunRecord {
     pub thread_id: ThreadId,
     /// Its latest committed state.
     pub state: RunState,
+    /// How many commits of this run are stored (SPEC §7.1): the `ordinal` of its next commit.
+    #[serde(default)]
+    pub commits: u64,
 }
 
 #[cfg(test)]

@@ -510,6 +510,7 @@ fn drive_with_ending(h: &mut Harness, scenario: &Scenario, plan: &mut EndingPlan
             let next = h
                 .store
                 .latest_run(h.agent.thread_id())
+                .unwrap()
                 .map_or(0, |run| run_number(&run.id));
             if next >= scenario.runs.len() {
                 return;
@@ -552,16 +553,21 @@ struct Committed {
 
 fn committed(store: &MemoryStore) -> Committed {
     let thread = ThreadId::new("thread-1");
-    let events = store.list_events(&EventScope::All, None, usize::MAX);
+    let events = store
+        .list_events(&EventScope::All, None, usize::MAX)
+        .unwrap();
     let mut runs: Vec<(RunId, RunState)> = Vec::new();
     for event in &events {
         if !runs.iter().any(|(run, _)| *run == event.run_id) {
-            let state = store.run_state(&event.run_id).expect("a committed run");
+            let state = store
+                .run_state(&event.run_id)
+                .unwrap()
+                .expect("a committed run");
             runs.push((event.run_id.clone(), state));
         }
     }
     Committed {
-        messages: store.committed_messages(&thread),
+        messages: store.committed_messages(&thread).unwrap(),
         runs,
         events: events.into_iter().map(|e| (e.kind, e.payload)).collect(),
     }
@@ -683,7 +689,7 @@ proptest! {
         drive_with_ending(&mut h, &scenario, &mut plan);
         prop_assert!(h.agent.is_idle());
 
-        let messages = h.store.committed_messages(h.agent.thread_id());
+        let messages = h.store.committed_messages(h.agent.thread_id()).unwrap();
         if let Err(e) = check_pairing(&messages, false) {
             return Err(TestCaseError::fail(format!("{e}\n{}", h.rendered())));
         }
@@ -711,7 +717,7 @@ proptest! {
         }
         if let Some(run) = &plan.applied_to {
             prop_assert_eq!(
-                h.store.run_state(run),
+                h.store.run_state(run).unwrap(),
                 Some(RunState::Ended(ending.expected_cause())),
                 "{:?} applied to {}:\n{}", ending, run, h.rendered()
             );

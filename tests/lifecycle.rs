@@ -8,9 +8,10 @@ mod common;
 use common::strategies::run_state;
 use proptest::prelude::*;
 use runcore::{
-    AuditDraft, CallId, CommitError, CommitLog, CommitOperation, EndCause, Failure, MemoryStore,
-    Message, PauseReason, PendingTool, RemoteInputReason, ResumeTicket, RunDisposition, RunId,
-    RunState, StateCommand, StateScope, ThreadCommit, ThreadId, ToolWaitReason, WaitIdentity,
+    AuditDraft, CallId, CommitError, CommitLog, CommitOperation, CommittedThreadView, EndCause,
+    Failure, MemoryStore, Message, PauseReason, PendingTool, RemoteInputReason, ResumeTicket,
+    RunDisposition, RunId, RunState, StateCommand, StateScope, ThreadCommit, ThreadId,
+    ToolWaitReason, WaitIdentity,
 };
 use serde_json::json;
 
@@ -252,7 +253,7 @@ fn every_terminal_state_absorbs_every_commit() {
             let run = "r";
             let mut store = ended_store(run, history, &cause);
             let before = json_of(&store);
-            let version = store.thread_version(&ThreadId::new(THREAD));
+            let version = store.thread_version(&ThreadId::new(THREAD)).unwrap();
             let ordinal = store.run_commit_count(&RunId::new(run));
             let fence = CommitError::AlreadyTerminal {
                 run_id: RunId::new(run),
@@ -260,10 +261,10 @@ fn every_terminal_state_absorbs_every_commit() {
             };
             for disposition in every_disposition(run) {
                 let commit = full_commit(disposition);
-                assert_eq!(store.commit(commit.clone()), Err(fence.clone()));
+                assert_eq!(store.commit(commit.clone()), Err(fence.clone().into()));
                 assert_eq!(json_of(&store), before, "{cause:?} after {history:?}");
                 let operation = CommitOperation::new(commit, ordinal, version);
-                assert_eq!(store.commit_operation(operation), Err(fence.clone()));
+                assert_eq!(store.commit_operation(operation), Err(fence.clone().into()));
                 assert_eq!(json_of(&store), before, "{cause:?} after {history:?}");
                 attempts += 2;
             }

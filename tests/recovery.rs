@@ -53,6 +53,7 @@ fn trace(warm_part: &str, cold: &Harness) -> String {
 fn outcomes(store: &MemoryStore) -> Vec<(String, ResultOutcome)> {
     store
         .committed_messages(&thread())
+        .unwrap()
         .iter()
         .filter_map(Message::as_tool_result)
         .map(|r| (r.call_id.as_str().to_owned(), r.outcome))
@@ -62,10 +63,10 @@ fn outcomes(store: &MemoryStore) -> Vec<(String, ResultOutcome)> {
 /// The committed facts a cold path must share with the warm one: the transcript and how each
 /// run ended.
 fn facts(store: &MemoryStore) -> (Vec<Message>, Vec<(RunId, RunState)>) {
-    let messages = store.committed_messages(&thread());
+    let messages = store.committed_messages(&thread()).unwrap();
     let mut runs = Vec::new();
     for n in 1.. {
-        match store.run_state(&run(n)) {
+        match store.run_state(&run(n)).unwrap() {
             Some(state) => runs.push((run(n), state)),
             None => break,
         }
@@ -192,7 +193,10 @@ fn recover_awaiting_keeps_the_same_ticket_and_resume_works_as_if_nothing_stopped
         Some(&ticket),
         "the same ticket"
     );
-    assert_eq!(cold.store.resume_ticket(&run(1)), Some(ticket.clone()));
+    assert_eq!(
+        cold.store.resume_ticket(&run(1)).unwrap(),
+        Some(ticket.clone())
+    );
     assert!(cold.commits.is_empty() && cold.pending_tools.is_empty());
     assert_eq!(cold.agent.steps(), Some(1));
 
@@ -361,7 +365,7 @@ fn recover_unanswered_tool_calls_with_seal_interrupts_them_and_ends_indeterminat
     assert_eq!(cold.last_cause(), &EndCause::Indeterminate);
     assert_eq!(cold.run_ends.len(), 1);
     assert_eq!(
-        cold.store.run_state(&run(1)),
+        cold.store.run_state(&run(1)).unwrap(),
         Some(RunState::Ended(EndCause::Indeterminate))
     );
     common::snapshot!("recover_tools_seal", trace(&warm_part, &cold));
@@ -385,13 +389,14 @@ fn decided_then_crash(first: ResumeResult) -> Harness {
     assert_eq!(
         h.store
             .list_events(&EventScope::Run(run(1)), None, 100)
+            .unwrap()
             .iter()
             .filter(|e| e.kind == "permission_decided")
             .count(),
         1,
         "exactly one decision is committed"
     );
-    assert_eq!(h.store.resume_ticket(&run(1)), None);
+    assert_eq!(h.store.resume_ticket(&run(1)).unwrap(), None);
     h
 }
 
@@ -425,7 +430,7 @@ fn recover_after_a_committed_denial_keeps_it_and_asks_the_undecided_call_again()
         ticket.correlation_id, "thread-1/run-1:wait-2",
         "a fresh ticket: the old wait-1 never matches it"
     );
-    assert_eq!(cold.store.resume_ticket(&run(1)), Some(ticket));
+    assert_eq!(cold.store.resume_ticket(&run(1)).unwrap(), Some(ticket));
     assert!(
         cold.pending_tools.is_empty(),
         "Awaiting ⇒ nothing executing"
@@ -581,6 +586,7 @@ fn recover_after_a_resume_with_context_in_the_middle_of_a_batch() {
     drop(agent);
     let roles: Vec<Role> = store
         .committed_messages(&thread())
+        .unwrap()
         .iter()
         .map(Message::role)
         .collect();

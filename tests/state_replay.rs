@@ -166,7 +166,7 @@ proptest! {
                 threads[thread].clone(), disposition, true, vec![], step.commands, vec![],
             );
             let stamped = commit.state.clone();
-            let before = store.committed_state(&threads[thread]);
+            let before = store.committed_state(&threads[thread]).unwrap();
             match store.commit(commit) {
                 Ok(_) => {
                     for command in &stamped {
@@ -178,11 +178,11 @@ proptest! {
                 }
                 Err(_) => {
                     // A rejected commit (exclusive conflict, ended run) adds no state.
-                    prop_assert_eq!(store.committed_state(&threads[thread]), before);
+                    prop_assert_eq!(store.committed_state(&threads[thread]).unwrap(), before);
                 }
             }
             for (t, thread_id) in threads.iter().enumerate() {
-                let history = store.committed_state(thread_id);
+                let history = store.committed_state(thread_id).unwrap();
                 prop_assert_eq!(&history, &accepted_commands[t]);
                 for (state, viewer) in incremental[t].iter().zip(&viewers) {
                     let rebuilt = MaterializedState::rebuild(&history, viewer.as_ref());
@@ -215,7 +215,7 @@ fn run_scoped_state_is_visible_only_to_its_run_after_a_store_round_trip() {
         );
         store.commit(commit).unwrap();
     }
-    let history = store.committed_state(&thread);
+    let history = store.committed_state(&thread).unwrap();
     let r0 = RunId::new("r0");
     let r1 = RunId::new("r1");
     let seen = |viewer: Option<&RunId>| {

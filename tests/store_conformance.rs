@@ -7,16 +7,17 @@ mod common;
 use std::ops::Range;
 
 use proptest::prelude::*;
-use runcore::store::conformance;
+use runcore::store::conformance::{self, SharedStore};
 use runcore::{
     AuditDraft, CheckpointReader, CommitError, CommitLog, CommitOperation, CommitReceipt,
     CommitRecord, CommittedThreadView, EndCause, EventRecord, EventScope, MemoryStore, MergePolicy,
     Message, PauseReason, ResumeTicket, RunDisposition, RunId, RunRecord, StateCommand, StateScope,
-    ThreadCommit, ThreadId, TranscriptError, TranscriptSnapshotRef, WaitIdentity,
+    StoreError, ThreadCommit, ThreadId, ThreadSummary, TranscriptError, TranscriptSnapshotRef,
+    WaitIdentity,
 };
 use serde_json::{Value, json};
 
-runcore::conformance_tests!(runcore::MemoryStore::new);
+runcore::conformance_tests!(|| SharedStore::new(MemoryStore::new()));
 
 fn running_commit(thread: &str, run: &str, drafts: usize) -> ThreadCommit {
     ThreadCommit::assemble(
@@ -75,7 +76,7 @@ fn json_of(store: &MemoryStore) -> String {
 
 #[test]
 fn run_all_reports_every_case_as_passing() {
-    let results = conformance::run_all(MemoryStore::new);
+    let results = conformance::run_all(|| SharedStore::new(MemoryStore::new()));
     let names: Vec<&str> = results.iter().map(|(name, _)| *name).collect();
     assert_eq!(names, conformance::CASES);
     for (name, result) in results {
@@ -101,12 +102,12 @@ fn paging_ten_thousand_events_in_pages_of_seven_returns_each_once_in_order() {
         EventScope::Run(RunId::new("t2/r5")),
     ];
     for scope in scopes {
-        let everything = store.list_events(&scope, None, usize::MAX);
+        let everything = store.list_events(&scope, None, usize::MAX).unwrap();
         let mut paged: Vec<EventRecord> = Vec::new();
         let mut from = None;
         let mut pages = 0usize;
         loop {
-            let page = store.list_events(&scope, from, 7);
+            let page = store.list_events(&scope, from, 7).unwrap();
             assert!(page.len() <= 7);
             let Some(last) = page.last() else { break };
             from = Some(last.sequence);
@@ -241,13 +242,13 @@ fn counters_at_their_limit_reject_instead_of_overflowing() {
         let expected = CommitError::CounterOverflow {
             counter: counter.to_owned(),
         };
-        assert_eq!(store.commit(commit.clone()), Err(expected.clone()));
+        assert_eq!(store.commit(commit.clone()), Err(expected.clone().into()));
         assert_eq!(json_of(&store), before, "{counter}");
         // Through an operation whose version and ordinal match the saturated counters.
-        let version = store.thread_version(&commit.thread_id);
+        let version = store.thread_version(&commit.thread_id).unwrap();
         let ordinal = store.run_commit_count(commit.run_id());
         let operation = CommitOperation::new(commit, ordinal, version);
-        assert_eq!(store.commit_operation(operation), Err(expected));
+        assert_eq!(store.commit_operation(operation), Err(expected.into()));
         assert_eq!(json_of(&store), before, "{counter}");
     }
     let store = store_with(|v| v["last_sequence"] = json!(u64::MAX));
@@ -255,6 +256,7 @@ fn counters_at_their_limit_reject_instead_of_overflowing() {
         assert!(
             store
                 .list_events(&scope, Some(u64::MAX), usize::MAX)
+                .unwrap()
                 .is_empty()
         );
     }
@@ -404,7 +406,7 @@ proptest! {
                     Some((ordinal, version)),
                 ),
             };
-            let result: Result<CommitRecord, CommitError> = match operation {
+            let result: Result<CommitRecord, StoreError> = match operation {
                 None => store.commit(commit.clone()),
                 Some((ordinal, version)) => store
                     .commit_operation(CommitOperation::new(commit.clone(), ordinal, version))
@@ -450,8 +452,8 @@ proptest! {
             prop_assert_eq!(store.event_count() as u64, model.events);
             for (thread, version, messages) in &model.threads {
                 let id = ThreadId::new(thread.as_str());
-                prop_assert_eq!(store.thread_version(&id), *version);
-                prop_assert_eq!(store.committed_messages(&id).len(), *messages);
+                prop_assert_eq!(store.thread_version(&id).unwrap(), *version);
+                prop_assert_eq!(store.committed_messages(&id).unwrap().len(), *messages);
             }
         }
     }
@@ -488,6 +490,12 @@ enum Bug {
     NoFence,
     /// Numbers commits with gaps.
     SparseSequences,
+    /// Ignores `expected_thread_version` (every writer builds on the current version).
+    NoVersionFence,
+    /// Lists threads newest id first.
+    ThreadsNewestFirst,
+    /// Keeps listing a ticket after its run moved on.
+    PendingKeepsResumed,
 }
 
 struct Mutant {
@@ -513,8 +521,10 @@ impl Mutant {
         }
     }
 
-    fn after_commit<T>(&mut self, commit: &ThreadCommit, result: &Result<T, CommitError>) {
-        if let (Bug::StaleTicket, Some(ticket), Ok(_)) = (self.bug, commit.run.ticket(), result) {
+    fn after_commit<T>(&mut self, commit: &ThreadCommit, result: &Result<T, StoreError>) {
+        if let (Bug::StaleTicket | Bug::PendingKeepsResumed, Some(ticket), Ok(_)) =
+            (self.bug, commit.run.ticket(), result)
+        {
             self.tickets.push((ticket.run_id.clone(), ticket.clone()));
         }
         if self.bug == Bug::LeaksRejectedMessages && result.is_err() {
@@ -524,25 +534,31 @@ impl Mutant {
             }
         }
     }
+
+    fn version(&self, thread: &ThreadId) -> u64 {
+        self.inner.thread_version(thread).unwrap()
+    }
 }
 
 impl CommitLog for Mutant {
-    fn commit(&mut self, mut commit: ThreadCommit) -> Result<CommitRecord, CommitError> {
+    fn commit(&mut self, mut commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
         let original = commit.clone();
         self.before_commit(&mut commit);
         let result = match self.inner.commit(commit.clone()) {
-            Err(CommitError::RunOnOtherThread { .. })
+            Err(StoreError::Rejected(CommitError::RunOnOtherThread { .. }))
                 if self.bug == Bug::ForgetsRunOnOtherThread =>
             {
                 Ok(CommitRecord {
                     sequence: self.inner.last_sequence(),
-                    thread_version: self.inner.thread_version(&commit.thread_id),
+                    thread_version: self.version(&commit.thread_id),
                 })
             }
-            Err(CommitError::AlreadyTerminal { .. }) if self.bug == Bug::NoFence => {
+            Err(StoreError::Rejected(CommitError::AlreadyTerminal { .. }))
+                if self.bug == Bug::NoFence =>
+            {
                 Ok(CommitRecord {
                     sequence: self.inner.last_sequence(),
-                    thread_version: self.inner.thread_version(&commit.thread_id),
+                    thread_version: self.version(&commit.thread_id),
                 })
             }
             Ok(record) if self.bug == Bug::SparseSequences => Ok(CommitRecord {
@@ -558,31 +574,38 @@ impl CommitLog for Mutant {
     fn commit_operation(
         &mut self,
         mut operation: CommitOperation,
-    ) -> Result<CommitReceipt, CommitError> {
+    ) -> Result<CommitReceipt, StoreError> {
         let original = operation.commit.clone();
         self.before_commit(&mut operation.commit);
+        if self.bug == Bug::NoVersionFence {
+            operation.expected_thread_version = self.version(&operation.commit.thread_id);
+        }
         let retry = operation.clone();
         let result = match (self.bug, self.inner.commit_operation(operation)) {
             (Bug::DuplicateNotFlagged, Ok(receipt)) => Ok(CommitReceipt {
                 duplicate: false,
                 ..receipt
             }),
-            (Bug::IgnoresPayloadHash, Err(CommitError::PayloadMismatch { stored, .. })) => {
+            (
+                Bug::IgnoresPayloadHash,
+                Err(StoreError::Rejected(CommitError::PayloadMismatch { stored, .. })),
+            ) => {
                 let mut same = retry;
                 same.payload_hash = stored;
                 self.inner.commit_operation(same)
             }
-            (Bug::ForgetsRunOnOtherThread, Err(CommitError::RunOnOtherThread { .. })) => {
-                Ok(CommitReceipt {
-                    operation_id: retry.operation_id,
-                    payload_hash: retry.payload_hash,
-                    record: CommitRecord {
-                        sequence: self.inner.last_sequence(),
-                        thread_version: 0,
-                    },
-                    duplicate: false,
-                })
-            }
+            (
+                Bug::ForgetsRunOnOtherThread,
+                Err(StoreError::Rejected(CommitError::RunOnOtherThread { .. })),
+            ) => Ok(CommitReceipt {
+                operation_id: retry.operation_id,
+                payload_hash: retry.payload_hash,
+                record: CommitRecord {
+                    sequence: self.inner.last_sequence(),
+                    thread_version: 0,
+                },
+                duplicate: false,
+            }),
             (_, other) => other,
         };
         self.after_commit(&original, &result);
@@ -591,26 +614,26 @@ impl CommitLog for Mutant {
 }
 
 impl CommittedThreadView for Mutant {
-    fn committed_messages(&self, thread: &ThreadId) -> Vec<Message> {
-        let mut messages = self.inner.committed_messages(thread);
+    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
+        let mut messages = self.inner.committed_messages(thread)?;
         messages.extend(
             self.leaked
                 .iter()
                 .filter(|(t, _)| t == thread)
                 .map(|(_, m)| m.clone()),
         );
-        messages
+        Ok(messages)
     }
 
-    fn run(&self, run: &RunId) -> Option<RunRecord> {
+    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
         self.inner.run(run)
     }
 
-    fn latest_run(&self, thread: &ThreadId) -> Option<RunRecord> {
+    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
         if self.bug == Bug::HeadIsFirstRun {
             let first = self
                 .inner
-                .list_events(&EventScope::Thread(thread.clone()), None, 1);
+                .list_events(&EventScope::Thread(thread.clone()), None, 1)?;
             if let Some(event) = first.first() {
                 return self.inner.run(&event.run_id);
             }
@@ -618,37 +641,74 @@ impl CommittedThreadView for Mutant {
         self.inner.latest_run(thread)
     }
 
-    fn resume_ticket(&self, run: &RunId) -> Option<ResumeTicket> {
+    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
         match self.tickets.iter().rev().find(|(r, _)| r == run) {
-            Some((_, ticket)) if self.bug == Bug::StaleTicket => Some(ticket.clone()),
+            Some((_, ticket)) if self.bug == Bug::StaleTicket => Ok(Some(ticket.clone())),
             _ => self.inner.resume_ticket(run),
         }
     }
 
-    fn committed_state(&self, thread: &ThreadId) -> Vec<StateCommand> {
+    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
         self.inner.committed_state(thread)
     }
 
-    fn transcript_snapshot(&self, thread: &ThreadId) -> TranscriptSnapshotRef {
-        let mut pin = self.inner.transcript_snapshot(thread);
+    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
+        self.inner.thread_version(thread)
+    }
+
+    fn threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadSummary>, StoreError> {
+        let mut page = self.inner.threads(after, limit)?;
+        if self.bug == Bug::ThreadsNewestFirst {
+            page.reverse();
+        }
+        Ok(page)
+    }
+
+    fn pending_tickets(
+        &self,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<Vec<ResumeTicket>, StoreError> {
+        if self.bug == Bug::PendingKeepsResumed {
+            let mut all: Vec<ResumeTicket> = self.inner.pending_tickets(None, usize::MAX)?;
+            for (run, ticket) in &self.tickets {
+                if !all.iter().any(|t| &t.run_id == run) {
+                    all.push(ticket.clone());
+                }
+            }
+            all.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+            all.retain(|t| after.is_none_or(|a| &t.run_id > a));
+            all.truncate(limit);
+            return Ok(all);
+        }
+        self.inner.pending_tickets(after, limit)
+    }
+
+    fn transcript_snapshot(&self, thread: &ThreadId) -> Result<TranscriptSnapshotRef, StoreError> {
+        let mut pin = self.inner.transcript_snapshot(thread)?;
         if self.bug == Bug::OwnDigest {
             pin.digest = format!("{}-mine", pin.digest);
         }
-        pin
+        Ok(pin)
     }
 
     fn verify_transcript_snapshot(
         &self,
         snapshot: &TranscriptSnapshotRef,
-    ) -> Result<(), TranscriptError> {
+    ) -> Result<(), StoreError> {
         if self.bug == Bug::OwnDigest {
-            let own = self.transcript_snapshot(&snapshot.thread_id);
+            let own = self.transcript_snapshot(&snapshot.thread_id)?;
             return if own.digest == snapshot.digest {
                 Ok(())
             } else {
                 Err(TranscriptError::SnapshotMismatch {
                     thread_id: snapshot.thread_id.clone(),
-                })
+                }
+                .into())
             };
         }
         self.inner.verify_transcript_snapshot(snapshot)
@@ -658,9 +718,9 @@ impl CommittedThreadView for Mutant {
         &self,
         snapshot: &TranscriptSnapshotRef,
         ranges: &[Range<usize>],
-    ) -> Result<Vec<Message>, TranscriptError> {
+    ) -> Result<Vec<Message>, StoreError> {
         if self.bug == Bug::UncheckedRanges {
-            let messages = self.inner.committed_messages(&snapshot.thread_id);
+            let messages = self.inner.committed_messages(&snapshot.thread_id)?;
             return Ok(ranges
                 .iter()
                 .flat_map(|r| messages.get(r.clone()).unwrap_or_default().to_vec())
@@ -671,14 +731,19 @@ impl CommittedThreadView for Mutant {
 }
 
 impl CheckpointReader for Mutant {
-    fn list_events(&self, scope: &EventScope, from: Option<u64>, limit: usize) -> Vec<EventRecord> {
+    fn list_events(
+        &self,
+        scope: &EventScope,
+        from: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
         match self.bug {
             Bug::DescendingEvents => {
-                let mut all = self.inner.list_events(scope, None, usize::MAX);
+                let mut all = self.inner.list_events(scope, None, usize::MAX)?;
                 all.reverse();
                 all.retain(|e| e.sequence > from.unwrap_or(0));
                 all.truncate(limit);
-                all
+                Ok(all)
             }
             Bug::InclusiveFrom => {
                 self.inner
@@ -694,7 +759,7 @@ impl CheckpointReader for Mutant {
 
 #[test]
 fn the_suite_catches_each_deliberate_bug() {
-    let expectations: [(Bug, &[&str]); 14] = [
+    let expectations: [(Bug, &[&str]); 17] = [
         (
             Bug::StaleTicket,
             &["ticket_appears_with_awaiting_and_disappears_with_next_commit"],
@@ -736,9 +801,21 @@ fn the_suite_catches_each_deliberate_bug() {
             Bug::SparseSequences,
             &["sequences_are_dense_and_distinct", "commit_then_read"],
         ),
+        (
+            Bug::NoVersionFence,
+            &[
+                "operation_version_conflict_is_rejected",
+                "two_writers_from_one_version",
+            ],
+        ),
+        (Bug::ThreadsNewestFirst, &["threads_listed_and_paged"]),
+        (
+            Bug::PendingKeepsResumed,
+            &["pending_tickets_listed_and_paged"],
+        ),
     ];
     for (bug, must_fail) in expectations {
-        let results = conformance::run_all(|| Mutant::new(bug));
+        let results = conformance::run_all(|| SharedStore::new(Mutant::new(bug)));
         for case in must_fail {
             let result = results
                 .iter()
@@ -755,6 +832,7 @@ fn failure_messages_say_what_was_expected_and_what_arrived() {
     let mut store = Mutant::new(Bug::StaleTicket);
     let message =
         conformance::ticket_appears_with_awaiting_and_disappears_with_next_commit(&mut store)
-            .unwrap_err();
+            .unwrap_err()
+            .0;
     common::snapshot!("stale_ticket_failure", message);
 }

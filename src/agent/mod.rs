@@ -27,7 +27,7 @@ pub use events::{Action, AgentEvent, LoopEvent, MessageOrigin, Output, RunResult
 pub use input::Input;
 pub use observers::{Observer, ObserverId, Observers};
 pub use queues::QueueMode;
-pub use recover::RecoveryPolicy;
+pub use recover::{RecoverError, RecoveryPolicy};
 pub use reducer::{AgentState, AgentStatus, reduce};
 pub use snapshot::{AGENT_SCHEMA_VERSION, AgentSnapshot, SnapshotError};
 

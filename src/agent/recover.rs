@@ -26,7 +26,7 @@ use crate::ids::{RunId, ThreadId};
 use crate::message::{Message, ToolCall, ToolResultMessage};
 use crate::resume::{AwaitTarget, PermissionDecision};
 use crate::run::RunState;
-use crate::store::{CheckpointReader, EventScope};
+use crate::store::{CheckpointReader, EventScope, StoreError};
 
 use super::Agent;
 use super::config::{AgentConfig, ToolPolicy};
@@ -42,6 +42,19 @@ pub enum RecoveryPolicy {
     Replay,
     /// Pair them `interrupted` and end the run `Indeterminate`.
     Seal,
+}
+
+/// Why [`Agent::recover`] could not rebuild an agent.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[non_exhaustive]
+pub enum RecoverError {
+    /// A read of the committed facts failed in the backend.
+    #[error("recover: {0}")]
+    Store(#[from] StoreError),
+    /// The configuration does not fit the thread, or the committed facts were not written by
+    /// a runcore agent.
+    #[error(transparent)]
+    Invalid(#[from] AgentError),
 }
 
 /// Events read while paging through the thread's audit log.
@@ -66,12 +79,12 @@ fn read_history(
     reader: &impl CheckpointReader,
     thread: &ThreadId,
     head: Option<&RunId>,
-) -> History {
+) -> Result<History, StoreError> {
     let mut history = History::default();
     let scope = EventScope::Thread(thread.clone());
     let mut from = None;
     loop {
-        let page = reader.list_events(&scope, from, PAGE);
+        let page = reader.list_events(&scope, from, PAGE)?;
         let Some(last) = page.last() else { break };
         from = Some(last.sequence);
         for event in &page {
@@ -112,7 +125,7 @@ fn read_history(
             break;
         }
     }
-    history
+    Ok(history)
 }
 
 /// The `n` of a minted run id `"{thread}/run-{n}"`.
@@ -143,7 +156,7 @@ impl Agent {
         reader: &impl CheckpointReader,
         thread_id: &ThreadId,
         policy: RecoveryPolicy,
-    ) -> Result<Agent, AgentError> {
+    ) -> Result<Agent, RecoverError> {
         Self::recover_at(config, reader, thread_id, policy, 0)
     }
 
@@ -154,19 +167,19 @@ impl Agent {
         thread_id: &ThreadId,
         policy: RecoveryPolicy,
         now_ms: u64,
-    ) -> Result<Agent, AgentError> {
+    ) -> Result<Agent, RecoverError> {
         if config.thread_id != *thread_id {
-            return Err(AgentError::invalid(format!(
+            return Err(RecoverError::Invalid(AgentError::invalid(format!(
                 "recover: the configuration is for thread {:?}, not {:?}",
                 config.thread_id.as_str(),
                 thread_id.as_str()
-            )));
+            ))));
         }
         let mut agent = Agent::new(config)?;
-        agent.messages = reader.committed_messages(thread_id);
+        agent.messages = reader.committed_messages(thread_id)?;
         agent.committed = agent.messages.len();
-        let head = reader.latest_run(thread_id);
-        let history = read_history(reader, thread_id, head.as_ref().map(|r| &r.id));
+        let head = reader.latest_run(thread_id)?;
+        let history = read_history(reader, thread_id, head.as_ref().map(|r| &r.id))?;
         agent.runs_started = history.runs_started;
         agent.used_run_ids = history.run_ids;
         agent.clock_ms = history.head_clock.max(now_ms);
@@ -251,7 +264,7 @@ impl Agent {
         };
         let mut tx = Tx::default();
         if head.state == RunState::Awaiting {
-            let ticket = reader.resume_ticket(&run_id).ok_or_else(|| {
+            let ticket = reader.resume_ticket(&run_id)?.ok_or_else(|| {
                 AgentError::invalid(format!(
                     "recover: run {run_id} is Awaiting but the store has no ticket for it"
                 ))

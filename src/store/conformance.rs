@@ -1,6 +1,7 @@
 //! The backend-agnostic conformance suite (SPEC §7).
 //!
-//! Any type that implements [`CommitLog`] and [`CheckpointReader`] can prove it keeps the
+//! Any type that implements [`CommitLog`](super::CommitLog),
+//! [`CheckpointReader`](super::CheckpointReader) and [`StoreHandles`] can prove it keeps the
 //! commit-log contract by running these cases. Each case is a plain function that takes a
 //! fresh, empty store, drives it only through the two traits, and returns `Err` with a message
 //! that says what was expected and what arrived. Nothing here panics, so a broken backend
@@ -21,7 +22,7 @@
 //! ```
 //! use runcore::store::conformance;
 //!
-//! let results = conformance::run_all(runcore::MemoryStore::new);
+//! let results = conformance::run_all(|| conformance::SharedStore::new(runcore::MemoryStore::new()));
 //! assert_eq!(results.len(), conformance::CASES.len());
 //! for (case, result) in &results {
 //!     assert!(result.is_ok(), "{case}: {result:?}");
@@ -40,20 +41,30 @@
 //! - Where the SPEC fixes an error's fields, the case compares the whole error value; where
 //!   it fixes only the rule, it compares the stable [`code`](crate::CommitError::code).
 
-use super::{CheckpointReader, CommitLog};
+use super::{StoreError, StoreHandles};
 
+mod concurrency;
 mod events;
 mod fences;
+mod listings;
 mod operations;
 mod reads;
 mod support;
 mod transcript;
 
+pub use concurrency::{
+    SharedStore, concurrent_commits_on_distinct_threads, concurrent_commits_on_one_thread,
+    concurrent_fenced_writers_on_one_thread,
+};
 pub use events::{events_ordered_and_paged, sequences_are_dense_and_distinct};
 pub use fences::{
     awaiting_to_awaiting_replaces_ticket, rejected_commits_change_no_read_result,
     run_id_reused_on_another_thread_is_rejected, terminal_run_is_fenced,
     ticket_appears_with_awaiting_and_disappears_with_next_commit,
+};
+pub use listings::{
+    lost_ack_retry_appends_nothing, pending_tickets_listed_and_paged,
+    thread_version_counts_commits, threads_listed_and_paged, two_writers_from_one_version,
 };
 pub use operations::{
     operation_duplicate_returns_stored_receipt, operation_ordinal_conflict_is_rejected,
@@ -66,7 +77,32 @@ pub use reads::{
 pub use transcript::transcript_snapshots;
 
 /// One conformance case: it gets a fresh, empty store.
-pub type Case<S> = fn(&mut S) -> Result<(), String>;
+pub type Case<S> = fn(&mut S) -> CaseResult;
+
+/// What a case returns: `Err` says what was expected and what arrived.
+pub type CaseResult = Result<(), CaseFailure>;
+
+/// A failed case: what was expected and what arrived, or which read failed in the backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaseFailure(pub String);
+
+impl std::fmt::Display for CaseFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<String> for CaseFailure {
+    fn from(message: String) -> Self {
+        CaseFailure(message)
+    }
+}
+
+impl From<StoreError> for CaseFailure {
+    fn from(error: StoreError) -> Self {
+        CaseFailure(format!("a store call failed in the backend: {error}"))
+    }
+}
 
 /// Declares the case list once, so [`CASES`] and [`run_all`] cannot drift apart.
 macro_rules! cases {
@@ -79,7 +115,7 @@ macro_rules! cases {
         pub const CASES: &[&str] = &[$(stringify!($case)),*];
 
         /// Every case with its name, for a store type `S`.
-        pub fn cases<S: CommitLog + CheckpointReader>() -> Vec<(&'static str, Case<S>)> {
+        pub fn cases<S: StoreHandles>() -> Vec<(&'static str, Case<S>)> {
             vec![$((stringify!($case), $case::<S> as Case<S>)),*]
         }
     };
@@ -104,13 +140,21 @@ cases!(
     operation_ordinal_conflict_is_rejected,
     transcript_snapshots,
     rejected_commits_change_no_read_result,
+    thread_version_counts_commits,
+    two_writers_from_one_version,
+    lost_ack_retry_appends_nothing,
+    threads_listed_and_paged,
+    pending_tickets_listed_and_paged,
+    concurrent_commits_on_distinct_threads,
+    concurrent_commits_on_one_thread,
+    concurrent_fenced_writers_on_one_thread,
 );
 
 /// Runs every case, each against a fresh store from `make`, and returns `(name, result)` in
 /// [`CASES`] order.
-pub fn run_all<S, F>(make: F) -> Vec<(&'static str, Result<(), String>)>
+pub fn run_all<S, F>(make: F) -> Vec<(&'static str, CaseResult)>
 where
-    S: CommitLog + CheckpointReader,
+    S: StoreHandles,
     F: Fn() -> S,
 {
     cases::<S>()
@@ -127,7 +171,8 @@ where
 /// the expansion covers every name in [`CASES`](crate::store::conformance::CASES).
 ///
 /// ```ignore
-/// runcore::conformance_tests!(runcore::MemoryStore::new);
+/// use runcore::store::conformance::SharedStore;
+/// runcore::conformance_tests!(|| SharedStore::new(runcore::MemoryStore::new()));
 /// ```
 #[macro_export]
 macro_rules! conformance_tests {
@@ -168,6 +213,14 @@ macro_rules! conformance_tests {
             operation_ordinal_conflict_is_rejected,
             transcript_snapshots,
             rejected_commits_change_no_read_result,
+            thread_version_counts_commits,
+            two_writers_from_one_version,
+            lost_ack_retry_appends_nothing,
+            threads_listed_and_paged,
+            pending_tickets_listed_and_paged,
+            concurrent_commits_on_distinct_threads,
+            concurrent_commits_on_one_thread,
+            concurrent_fenced_writers_on_one_thread,
         );
     };
 }

@@ -6,13 +6,15 @@
 //! of `list_events` costs O(log n + limit).
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
 use super::{
-    CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, TranscriptError,
-    TranscriptSnapshotRef, chain_digest, check_ranges, slice_ranges,
+    CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
+    ThreadSummary, TranscriptError, TranscriptSnapshotRef, chain_digest, check_ranges,
+    slice_ranges,
 };
 use crate::commit::{
     CommitError, CommitOperation, CommitReceipt, CommitRecord, OperationId, ThreadCommit,
@@ -79,7 +81,7 @@ impl MemoryStore {
     }
 
     /// The thread's commit count (its version), 0 for an unknown thread.
-    pub fn thread_version(&self, thread: &ThreadId) -> u64 {
+    fn version_of(&self, thread: &ThreadId) -> u64 {
         self.threads.get(thread).map_or(0, |t| t.version)
     }
 
@@ -125,7 +127,7 @@ impl MemoryStore {
         (self.events.len() as u64)
             .checked_add(events)
             .ok_or_else(|| overflow("event sequence"))?;
-        self.thread_version(&commit.thread_id)
+        self.version_of(&commit.thread_id)
             .checked_add(1)
             .ok_or_else(|| overflow("thread version"))?;
         self.run_commit_count(run_id)
@@ -150,6 +152,7 @@ impl MemoryStore {
                 id: run_id.clone(),
                 thread_id: commit.thread_id.clone(),
                 state: state.clone(),
+                commits: 0,
             },
             ticket: None,
             commits: 0,
@@ -177,6 +180,7 @@ impl MemoryStore {
         run.record.state = state;
         run.ticket = ticket;
         run.commits = run.commits.saturating_add(1);
+        run.record.commits = run.commits;
         thread.latest_run = Some(run_id);
         thread.version = thread.version.saturating_add(1);
         CommitRecord {
@@ -187,7 +191,7 @@ impl MemoryStore {
 }
 
 impl CommitLog for MemoryStore {
-    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, CommitError> {
+    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
         self.check(&commit)?;
         Ok(self.append(commit))
     }
@@ -195,7 +199,17 @@ impl CommitLog for MemoryStore {
     fn commit_operation(
         &mut self,
         operation: CommitOperation,
+    ) -> Result<CommitReceipt, StoreError> {
+        Ok(self.apply_operation(operation)?)
+    }
+}
+
+impl MemoryStore {
+    fn apply_operation(
+        &mut self,
+        operation: CommitOperation,
     ) -> Result<CommitReceipt, CommitError> {
+        operation.commit.validate()?;
         let OperationId { run_id, ordinal } = &operation.operation_id;
         if run_id != operation.commit.run_id() {
             return Err(CommitError::OperationRunMismatch {
@@ -217,7 +231,7 @@ impl CommitLog for MemoryStore {
                 got: operation.payload_hash,
             });
         }
-        let version = self.thread_version(&operation.commit.thread_id);
+        let version = self.version_of(&operation.commit.thread_id);
         if operation.expected_thread_version != version {
             return Err(CommitError::VersionConflict {
                 expected: operation.expected_thread_version,
@@ -248,49 +262,92 @@ impl CommitLog for MemoryStore {
 }
 
 impl CommittedThreadView for MemoryStore {
-    fn committed_messages(&self, thread: &ThreadId) -> Vec<Message> {
-        self.messages(thread).to_vec()
+    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
+        Ok(self.messages(thread).to_vec())
     }
 
-    fn run(&self, run: &RunId) -> Option<RunRecord> {
-        self.runs.get(run).map(|entry| entry.record.clone())
+    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        Ok(self.runs.get(run).map(|entry| entry.record.clone()))
     }
 
-    fn latest_run(&self, thread: &ThreadId) -> Option<RunRecord> {
-        let run_id = self.threads.get(thread)?.latest_run.as_ref()?;
-        self.run(run_id)
+    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
+        Ok(self.latest_record(thread).cloned())
     }
 
-    fn resume_ticket(&self, run: &RunId) -> Option<ResumeTicket> {
-        let entry = self.runs.get(run)?;
-        match entry.record.state {
-            RunState::Awaiting => entry.ticket.clone(),
-            _ => None,
-        }
+    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
+        Ok(self
+            .runs
+            .get(run)
+            .and_then(RunEntry::pending_ticket)
+            .cloned())
     }
 
-    fn committed_state(&self, thread: &ThreadId) -> Vec<StateCommand> {
-        self.threads
+    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
+        Ok(self
+            .threads
             .get(thread)
             .map(|t| t.state.clone())
-            .unwrap_or_default()
+            .unwrap_or_default())
     }
 
-    fn transcript_snapshot(&self, thread: &ThreadId) -> TranscriptSnapshotRef {
+    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
+        Ok(self.version_of(thread))
+    }
+
+    fn threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadSummary>, StoreError> {
+        let range = match after {
+            Some(after) => self
+                .threads
+                .range::<ThreadId, _>((Bound::Excluded(after), Bound::Unbounded)),
+            None => self.threads.range::<ThreadId, _>(..),
+        };
+        Ok(range
+            .take(limit)
+            .map(|(id, entry)| ThreadSummary {
+                thread_id: id.clone(),
+                version: entry.version,
+                latest_run: self.latest_record(id).cloned(),
+            })
+            .collect())
+    }
+
+    fn pending_tickets(
+        &self,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<Vec<ResumeTicket>, StoreError> {
+        let range = match after {
+            Some(after) => self
+                .runs
+                .range::<RunId, _>((Bound::Excluded(after), Bound::Unbounded)),
+            None => self.runs.range::<RunId, _>(..),
+        };
+        Ok(range
+            .filter_map(|(_, entry)| entry.pending_ticket())
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    fn transcript_snapshot(&self, thread: &ThreadId) -> Result<TranscriptSnapshotRef, StoreError> {
         let entry = self.threads.get(thread);
-        TranscriptSnapshotRef {
+        Ok(TranscriptSnapshotRef {
             thread_id: thread.clone(),
             end: entry.map_or(0, |t| t.messages.len()),
             digest: entry
                 .and_then(|t| t.digests.last().cloned())
                 .unwrap_or_default(),
-        }
+        })
     }
 
     fn verify_transcript_snapshot(
         &self,
         snapshot: &TranscriptSnapshotRef,
-    ) -> Result<(), TranscriptError> {
+    ) -> Result<(), StoreError> {
         let entry = self.threads.get(&snapshot.thread_id);
         let committed = entry.map_or(0, |t| t.messages.len());
         if snapshot.end > committed {
@@ -298,7 +355,8 @@ impl CommittedThreadView for MemoryStore {
                 thread_id: snapshot.thread_id.clone(),
                 end: snapshot.end,
                 committed,
-            });
+            }
+            .into());
         }
         let digest = match snapshot.end.checked_sub(1) {
             None => "",
@@ -309,7 +367,8 @@ impl CommittedThreadView for MemoryStore {
         if digest != snapshot.digest {
             return Err(TranscriptError::SnapshotMismatch {
                 thread_id: snapshot.thread_id.clone(),
-            });
+            }
+            .into());
         }
         Ok(())
     }
@@ -318,7 +377,7 @@ impl CommittedThreadView for MemoryStore {
         &self,
         snapshot: &TranscriptSnapshotRef,
         ranges: &[Range<usize>],
-    ) -> Result<Vec<Message>, TranscriptError> {
+    ) -> Result<Vec<Message>, StoreError> {
         check_ranges(ranges, snapshot.end)?;
         self.verify_transcript_snapshot(snapshot)?;
         let messages = self.messages(&snapshot.thread_id);
@@ -326,8 +385,30 @@ impl CommittedThreadView for MemoryStore {
     }
 }
 
+impl RunEntry {
+    /// The ticket, only while the run is Awaiting.
+    fn pending_ticket(&self) -> Option<&ResumeTicket> {
+        match self.record.state {
+            RunState::Awaiting => self.ticket.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+impl MemoryStore {
+    fn latest_record(&self, thread: &ThreadId) -> Option<&RunRecord> {
+        let run_id = self.threads.get(thread)?.latest_run.as_ref()?;
+        self.runs.get(run_id).map(|entry| &entry.record)
+    }
+}
+
 impl CheckpointReader for MemoryStore {
-    fn list_events(&self, scope: &EventScope, from: Option<u64>, limit: usize) -> Vec<EventRecord> {
+    fn list_events(
+        &self,
+        scope: &EventScope,
+        from: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
         let from = from.unwrap_or(0);
         let by_sequences = |sequences: &[u64]| -> Vec<EventRecord> {
             let start = sequences.partition_point(|&s| s <= from);
@@ -340,7 +421,7 @@ impl CheckpointReader for MemoryStore {
                 .cloned()
                 .collect()
         };
-        match scope {
+        Ok(match scope {
             EventScope::All => {
                 let start = usize::try_from(from).unwrap_or(usize::MAX);
                 self.events
@@ -361,6 +442,6 @@ impl CheckpointReader for MemoryStore {
                 .get(run)
                 .map(|r| by_sequences(&r.event_sequences))
                 .unwrap_or_default(),
-        }
+        })
     }
 }

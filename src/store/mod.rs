@@ -5,6 +5,14 @@
 //! crate ships an in-memory reference coordinator, [`MemoryStore`], and a backend-agnostic
 //! [`conformance`] suite that any host backend can run against its own implementation.
 //!
+//! # Fallible reads and writes (SPEC §7.1)
+//!
+//! Every port returns `Result<_, StoreError>`. [`StoreError`] keeps apart what the *contract*
+//! rejected ([`StoreError::Rejected`] with a [`CommitError`], [`StoreError::Transcript`] with a
+//! [`TranscriptError`]) from what the *backend* failed to do ([`StoreError::Unavailable`], with
+//! the backend's own error as its `source`). A host retries or reconnects on `Unavailable`; it
+//! never retries a rejection. [`MemoryStore`] never fails.
+//!
 //! Transcript snapshots pin a committed prefix of a thread's append-only transcript. A pin
 //! carries a chained digest of that prefix ([`transcript_digest`]), so a backend can later prove
 //! the prefix is still there, unchanged, without keeping a copy.
@@ -28,17 +36,120 @@ mod memory;
 
 pub use memory::MemoryStore;
 
+/// Why a store call failed: the contract rejected it, or the backend could not do it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The commit log's contract rejected the commit (SPEC §7, §7.1); nothing was written.
+    #[error(transparent)]
+    Rejected(#[from] CommitError),
+    /// A transcript snapshot could not be sliced or verified.
+    #[error(transparent)]
+    Transcript(#[from] TranscriptError),
+    /// The backend failed (I/O, connection, corruption, a schema it cannot read). For a
+    /// commit, nothing of it was written: a backend commits in one transaction.
+    #[error("the store is unavailable: {message}")]
+    Unavailable {
+        /// What failed, for people.
+        message: String,
+        /// The backend's own error, when there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    },
+}
+
+impl StoreError {
+    /// A backend failure with a message and no source.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        StoreError::Unavailable {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A backend failure wrapping the backend's error.
+    pub fn backend(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StoreError::Unavailable {
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// The contract rejection, when this is one.
+    pub fn rejection(&self) -> Option<&CommitError> {
+        match self {
+            StoreError::Rejected(error) => Some(error),
+            _ => None,
+        }
+    }
+
+    /// A stable code: the [`CommitError::code`] of a rejection, `"transcript"` or
+    /// `"unavailable"`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            StoreError::Rejected(error) => error.code(),
+            StoreError::Transcript(_) => "transcript",
+            StoreError::Unavailable { .. } => "unavailable",
+        }
+    }
+}
+
+/// Rejections compare by value; backend failures compare by message (their sources are
+/// opaque).
+impl PartialEq for StoreError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (StoreError::Rejected(a), StoreError::Rejected(b)) => a == b,
+            (StoreError::Transcript(a), StoreError::Transcript(b)) => a == b,
+            (
+                StoreError::Unavailable { message: a, .. },
+                StoreError::Unavailable { message: b, .. },
+            ) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl PartialEq<CommitError> for StoreError {
+    fn eq(&self, other: &CommitError) -> bool {
+        self.rejection() == Some(other)
+    }
+}
+
 /// The write side: one commit, accepted or rejected atomically.
 pub trait CommitLog {
     /// Validates and appends `commit` (SPEC §7 steps 1–5). A rejected commit leaves no trace.
-    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, CommitError>;
+    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError>;
 
-    /// An idempotent commit: a retry of the same operation with the same payload hash returns
-    /// the stored receipt with `duplicate = true` and appends nothing.
-    fn commit_operation(
-        &mut self,
-        operation: CommitOperation,
-    ) -> Result<CommitReceipt, CommitError>;
+    /// An idempotent, fenced commit (SPEC §7.1): a retry of the same operation with the same
+    /// payload hash returns the stored receipt with `duplicate = true` and appends nothing; a
+    /// writer whose `expected_thread_version` is stale gets `VersionConflict` and writes
+    /// nothing.
+    fn commit_operation(&mut self, operation: CommitOperation)
+    -> Result<CommitReceipt, StoreError>;
+}
+
+/// A store that can open another handle onto the same committed log, so that several OS
+/// threads (or processes) can commit concurrently, each through its own handle. The
+/// conformance suite's concurrency cases need it.
+pub trait StoreHandles: CommitLog + CheckpointReader + Send + Sized {
+    /// Another handle onto the same log (a new connection, a clone of a shared handle).
+    fn open_handle(&self) -> Result<Self, StoreError>;
+}
+
+/// One thread in a listing (SPEC §7.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ThreadSummary {
+    /// The thread.
+    pub thread_id: ThreadId,
+    /// Its commit count.
+    pub version: u64,
+    /// The run of its latest commit.
+    pub latest_run: Option<RunRecord>,
 }
 
 /// Which events to list.
@@ -176,37 +287,53 @@ pub fn check_ranges(ranges: &[Range<usize>], limit: usize) -> Result<(), Transcr
 /// keeps per-message digests can answer them in constant time.
 pub trait CommittedThreadView {
     /// The thread's messages, in commit order.
-    fn committed_messages(&self, thread: &ThreadId) -> Vec<Message>;
+    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError>;
     /// Any run, by id.
-    fn run(&self, run: &RunId) -> Option<RunRecord>;
+    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError>;
     /// The thread head: the run of the thread's latest commit.
-    fn latest_run(&self, thread: &ThreadId) -> Option<RunRecord>;
+    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError>;
     /// The run's ticket, only while it is Awaiting.
-    fn resume_ticket(&self, run: &RunId) -> Option<ResumeTicket>;
+    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError>;
     /// The run's latest committed state.
-    fn run_state(&self, run: &RunId) -> Option<RunState> {
-        self.run(run).map(|record| record.state)
+    fn run_state(&self, run: &RunId) -> Result<Option<RunState>, StoreError> {
+        Ok(self.run(run)?.map(|record| record.state))
     }
     /// The thread's state commands, in commit order.
-    fn committed_state(&self, thread: &ThreadId) -> Vec<StateCommand>;
+    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError>;
+    /// The thread's commit count (0 for an unknown thread): the `expected_thread_version` of
+    /// the next commit on it.
+    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError>;
+    /// Threads ordered by id, those after `after` (exclusive), at most `limit`.
+    fn threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadSummary>, StoreError>;
+    /// The ticket of every Awaiting run across threads, ordered by run id, those after
+    /// `after` (exclusive), at most `limit`: what needs a person after a restart.
+    fn pending_tickets(
+        &self,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<Vec<ResumeTicket>, StoreError>;
 
     /// Pins the committed prefix of the thread's transcript.
-    fn transcript_snapshot(&self, thread: &ThreadId) -> TranscriptSnapshotRef {
-        let messages = self.committed_messages(thread);
-        TranscriptSnapshotRef {
+    fn transcript_snapshot(&self, thread: &ThreadId) -> Result<TranscriptSnapshotRef, StoreError> {
+        let messages = self.committed_messages(thread)?;
+        Ok(TranscriptSnapshotRef {
             thread_id: thread.clone(),
             end: messages.len(),
             digest: transcript_digest(&messages),
-        }
+        })
     }
 
     /// Checks that the pinned prefix is still committed, unchanged.
     fn verify_transcript_snapshot(
         &self,
         snapshot: &TranscriptSnapshotRef,
-    ) -> Result<(), TranscriptError> {
-        let messages = self.committed_messages(&snapshot.thread_id);
-        verify_prefix(snapshot, &messages)
+    ) -> Result<(), StoreError> {
+        let messages = self.committed_messages(&snapshot.thread_id)?;
+        Ok(verify_prefix(snapshot, &messages)?)
     }
 
     /// The messages of `ranges` (sorted, non-overlapping, half-open, within the pin).
@@ -214,9 +341,9 @@ pub trait CommittedThreadView {
         &self,
         snapshot: &TranscriptSnapshotRef,
         ranges: &[Range<usize>],
-    ) -> Result<Vec<Message>, TranscriptError> {
+    ) -> Result<Vec<Message>, StoreError> {
         check_ranges(ranges, snapshot.end)?;
-        let messages = self.committed_messages(&snapshot.thread_id);
+        let messages = self.committed_messages(&snapshot.thread_id)?;
         verify_prefix(snapshot, &messages)?;
         Ok(slice_ranges(&messages, ranges))
     }
@@ -260,5 +387,10 @@ fn verify_prefix(
 pub trait CheckpointReader: CommittedThreadView {
     /// Events of `scope` with `sequence > from` (`None` = from the start), ascending, at most
     /// `limit` (0 gives an empty page). The next page starts from the last returned sequence.
-    fn list_events(&self, scope: &EventScope, from: Option<u64>, limit: usize) -> Vec<EventRecord>;
+    fn list_events(
+        &self,
+        scope: &EventScope,
+        from: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError>;
 }

@@ -21,8 +21,8 @@ use runcore::MemoryStore;
 use runcore::{
     Action, Agent, AgentConfig, AgentError, AgentEvent, AgentState, AgentStatus, AssistantBlock,
     AssistantMessage, CallId, CommitLog, CommittedThreadView, EndCause, Input, LoopEvent, Message,
-    Output, RecoveryPolicy, ResumeResult, RunDisposition, RunId, RunResult, RunState, Step,
-    StopReason, ThreadCommit, ToolCall, ToolOutput, UserMessage, reduce,
+    Output, RecoverError, RecoveryPolicy, ResumeResult, RunDisposition, RunId, RunResult, RunState,
+    Step, StopReason, ThreadCommit, ToolCall, ToolOutput, UserMessage, reduce,
 };
 use serde_json::Value;
 
@@ -387,14 +387,14 @@ impl Harness {
         config: AgentConfig,
         store: MemoryStore,
         policy: RecoveryPolicy,
-    ) -> Result<Self, AgentError> {
+    ) -> Result<Self, RecoverError> {
         let thread = config.thread_id.clone();
         let agent = Agent::recover(config, &store, &thread, policy)?;
         // What a UI restarting with the host knows: the committed transcript and the run the
         // store says is not over (recovery may end it at once, e.g. with `Seal`).
-        let mut reducer = AgentState::with_messages(store.committed_messages(&thread));
+        let mut reducer = AgentState::with_messages(store.committed_messages(&thread).unwrap());
         let mut h = Harness::with_agent(agent);
-        if let Some(head) = store.latest_run(&thread) {
+        if let Some(head) = store.latest_run(&thread).unwrap() {
             let status = match &head.state {
                 RunState::Running => Some(AgentStatus::Running),
                 RunState::Awaiting => Some(AgentStatus::Awaiting),
@@ -402,7 +402,10 @@ impl Harness {
             };
             if let Some(status) = status {
                 reducer.status = status;
-                reducer.awaiting = store.resume_ticket(&head.id).map(|t| t.target().clone());
+                reducer.awaiting = store
+                    .resume_ticket(&head.id)
+                    .unwrap()
+                    .map(|t| t.target().clone());
                 reducer.active_run_id = Some(head.id.clone());
                 h.run_starts.push(head.id);
             }
@@ -608,7 +611,7 @@ impl Harness {
     /// Invariants that hold whenever the outputs are drained.
     pub fn check_invariants(&self) {
         let thread = self.agent.thread_id().clone();
-        let committed = self.store.committed_messages(&thread);
+        let committed = self.store.committed_messages(&thread).unwrap();
         assert_eq!(
             committed,
             self.agent.transcript(),

@@ -306,11 +306,14 @@ pub fn run_disposition() -> impl Strategy<Value = RunDisposition> {
 }
 
 pub fn run_record() -> impl Strategy<Value = RunRecord> {
-    (run_id(), thread_id(), run_state()).prop_map(|(id, thread_id, state)| RunRecord {
-        id,
-        thread_id,
-        state,
-    })
+    (run_id(), thread_id(), run_state(), any::<u64>()).prop_map(
+        |(id, thread_id, state, commits)| RunRecord {
+            commits,
+            id,
+            thread_id,
+            state,
+        },
+    )
 }
 
 pub fn permission_decision() -> impl Strategy<Value = PermissionDecision> {

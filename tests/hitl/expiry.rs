@@ -62,7 +62,7 @@ fn t5_expired_resume_is_rejected_and_expire_wait_ends_the_run_stopped() {
     assert!(result_of(&h, "c1").is_error);
     assert_eq!(execute_tools_count(&h), 0);
     assert_eq!(h.model_calls.len(), 1);
-    assert_eq!(h.store.resume_ticket(&run1()), None);
+    assert_eq!(h.store.resume_ticket(&run1()).unwrap(), None);
     common::snapshot!("t5_expiry", h.rendered());
 }
 

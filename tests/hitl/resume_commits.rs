@@ -138,7 +138,10 @@ fn the_permission_decision_is_audited_in_the_same_running_commit() {
     h.drive();
 
     // In the store, each decision shares its commit with the run's move back to Running.
-    let events = h.store.list_events(&EventScope::Run(run1()), None, 100);
+    let events = h
+        .store
+        .list_events(&EventScope::Run(run1()), None, 100)
+        .unwrap();
     let decisions: Vec<&EventRecord> = events
         .iter()
         .filter(|e| e.kind == "permission_decided")
@@ -175,7 +178,7 @@ fn the_first_commit_after_an_accepted_resume_deletes_the_ticket() {
     h.prompt("two gated").unwrap();
     h.drive();
     let first = ticket(&h);
-    assert_eq!(h.store.resume_ticket(&run1()), Some(first));
+    assert_eq!(h.store.resume_ticket(&run1()).unwrap(), Some(first));
 
     // Act on one output at a time, like a host that persists each commit as it comes.
     h.agent.resume_ticket(ResumeResult::allow(), None).unwrap();
@@ -187,7 +190,7 @@ fn the_first_commit_after_an_accepted_resume_deletes_the_ticket() {
         Some(RunDisposition::Running { .. })
     ));
     assert_eq!(
-        h.store.resume_ticket(&run1()),
+        h.store.resume_ticket(&run1()).unwrap(),
         None,
         "the first commit after the resume deletes the ticket"
     );
@@ -195,13 +198,13 @@ fn the_first_commit_after_an_accepted_resume_deletes_the_ticket() {
     h.drain();
     let second = ticket(&h);
     assert_eq!(second.correlation_id, "thread-1/run-1:wait-2");
-    assert_eq!(h.store.resume_ticket(&run1()), Some(second));
+    assert_eq!(h.store.resume_ticket(&run1()).unwrap(), Some(second));
 
     h.agent.resume_ticket(ResumeResult::allow(), None).unwrap();
     h.trace
         .push("> resume allow (polled one output at a time)".into());
     assert!(h.poll_one());
-    assert_eq!(h.store.resume_ticket(&run1()), None);
+    assert_eq!(h.store.resume_ticket(&run1()).unwrap(), None);
     h.note("the store holds no ticket now");
     h.drain();
     h.drive();
@@ -282,7 +285,7 @@ fn context_messages_at_a_permission_wait_are_committed_with_the_decision() {
             &format!("tool_done {id}"),
         );
     }
-    let messages = store.committed_messages(agent.thread_id());
+    let messages = store.committed_messages(agent.thread_id()).unwrap();
     let roles: Vec<&str> = messages.iter().map(|m| m.role().as_str()).collect();
     assert_eq!(
         roles,

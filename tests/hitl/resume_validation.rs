@@ -162,7 +162,10 @@ fn forged_commands_are_rejected_with_exactly_their_error_and_change_nothing() {
             current,
             "the ticket is still current after {field}"
         );
-        assert_eq!(h.store.resume_ticket(&run1()), Some(current.clone()));
+        assert_eq!(
+            h.store.resume_ticket(&run1()).unwrap(),
+            Some(current.clone())
+        );
     }
 
     resume_with(&mut h, "resume with the genuine command", genuine).unwrap();

@@ -39,6 +39,7 @@ pub(crate) fn waiting_call(h: &Harness) -> String {
 pub(crate) fn outcomes(h: &Harness) -> Vec<(String, ResultOutcome)> {
     h.store
         .committed_messages(h.agent.thread_id())
+        .unwrap()
         .iter()
         .filter_map(Message::as_tool_result)
         .map(|r| (r.call_id.as_str().to_owned(), r.outcome))
@@ -49,6 +50,7 @@ pub(crate) fn outcomes(h: &Harness) -> Vec<(String, ResultOutcome)> {
 pub(crate) fn result_of(h: &Harness, call_id: &str) -> ToolResultMessage {
     h.store
         .committed_messages(h.agent.thread_id())
+        .unwrap()
         .iter()
         .filter_map(Message::as_tool_result)
         .find(|r| r.call_id.as_str() == call_id)

@@ -76,7 +76,7 @@ fn abort_while_awaiting_cancels_at_once_and_denied_calls_keep_denied() {
         ]
     );
     assert!(text_of(&result_of(&h, "c1")).contains(": no"));
-    assert_eq!(h.store.resume_ticket(&run1()), None);
+    assert_eq!(h.store.resume_ticket(&run1()).unwrap(), None);
     common::snapshot!("abort_while_awaiting", h.rendered());
 }
 

@@ -308,7 +308,7 @@ fn a06_no_shared_mutable_data() {
             "user: \"next\"",
         ]
     );
-    let committed = h.store.committed_messages(h.agent.thread_id());
+    let committed = h.store.committed_messages(h.agent.thread_id()).unwrap();
     assert_eq!(committed[0], Message::user("original"));
     common::snapshot!("a06_no_shared_mutable_data", h.rendered());
 }

@@ -591,7 +591,7 @@ impl Host {
         // (h) folding the commits reproduces the transcript and the run states.
         ensure!(
             self,
-            self.store.committed_messages(&thread) == transcript,
+            self.store.committed_messages(&thread).unwrap() == transcript,
             "(h) the store's transcript differs from the agent's"
         );
         for log in &self.runs {
@@ -601,7 +601,7 @@ impl Host {
             };
             ensure_eq!(
                 self,
-                self.store.run_state(&log.id),
+                self.store.run_state(&log.id).unwrap(),
                 expected,
                 "(h) the store's state of {}",
                 log.id
@@ -609,14 +609,14 @@ impl Host {
         }
         ensure_eq!(
             self,
-            self.store.latest_run(&thread).map(|r| r.id),
+            self.store.latest_run(&thread).unwrap().map(|r| r.id),
             self.runs.last().map(|r| r.id.clone()),
             "(h) the thread head"
         );
         if let Some(active) = self.agent.active_run_id() {
             ensure_eq!(
                 self,
-                self.store.resume_ticket(active).as_ref(),
+                self.store.resume_ticket(active).unwrap().as_ref(),
                 self.agent.current_ticket(),
                 "(h) the committed ticket"
             );

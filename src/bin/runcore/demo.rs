@@ -347,7 +347,7 @@ pub fn run(json: bool) -> ExitCode {
 }
 
 /// The session's printed text.
-pub fn session(json: bool) -> Result<String, AgentError> {
+pub fn session(json: bool) -> Result<String, Box<dyn std::error::Error>> {
     let config = AgentConfig {
         thread_id: ThreadId::new("demo-thread"),
         system_prompt: Some("You are a careful assistant with file and mail tools.".into()),
@@ -503,7 +503,7 @@ pub fn session(json: bool) -> Result<String, AgentError> {
     loop {
         let page = host
             .store
-            .list_events(&EventScope::Thread(thread.clone()), from, 5);
+            .list_events(&EventScope::Thread(thread.clone()), from, 5)?;
         let Some(last) = page.last() else { break };
         from = Some(last.sequence);
         pages += 1;
@@ -512,7 +512,7 @@ pub fn session(json: bool) -> Result<String, AgentError> {
     host.say(&format!(
         "audit events of {thread}, paged 5 at a time: {seen} events in {pages} pages"
     ));
-    let transcript_matches = host.store.committed_messages(&thread) == host.agent.transcript();
+    let transcript_matches = host.store.committed_messages(&thread)? == host.agent.transcript();
     host.say(&format!(
         "committed transcript equals the agent's: {transcript_matches}"
     ));

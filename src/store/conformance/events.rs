@@ -2,6 +2,7 @@
 
 use serde_json::json;
 
+use super::CaseResult;
 use super::support::{
     accepted, all_events, commit, commit_with_drafts, ensure, expect_eq, page_through,
     rejected_with_code, run, running, thread,
@@ -11,9 +12,7 @@ use crate::store::{CheckpointReader, CommitLog, EventScope};
 /// Events are numbered store-wide in commit order then in-commit order, carry their commit's
 /// sequence, thread and run, and page with an exclusive `from`, ascending, at most `limit`
 /// (0 → empty), for every scope.
-pub fn events_ordered_and_paged<S: CommitLog + CheckpointReader>(
-    store: &mut S,
-) -> Result<(), String> {
+pub fn events_ordered_and_paged<S: CommitLog + CheckpointReader>(store: &mut S) -> CaseResult {
     // (thread, run, label, drafts): interleaved threads and runs, one commit without events.
     let plan = [
         ("t1", "r1", "a", 3),
@@ -31,7 +30,7 @@ pub fn events_ordered_and_paged<S: CommitLog + CheckpointReader>(
         expected.push((record.sequence, thread_id, run_id, kinds));
     }
 
-    let all = all_events(store, &EventScope::All);
+    let all = all_events(store, &EventScope::All)?;
     let mut flat: Vec<(u64, &str, &str, String)> = Vec::new();
     for (sequence, thread_id, run_id, kinds) in &expected {
         for kind in kinds {
@@ -70,16 +69,16 @@ pub fn events_ordered_and_paged<S: CommitLog + CheckpointReader>(
 
     let total = all.len() as u64;
     for from in [0, 1, 4, total.saturating_sub(1), total] {
-        let page = store.list_events(&EventScope::All, Some(from), usize::MAX);
+        let page = store.list_events(&EventScope::All, Some(from), usize::MAX)?;
         let sequences: Vec<u64> = page.iter().map(|e| e.sequence).collect();
         let want: Vec<u64> = (from + 1..=total).collect();
         expect_eq(&format!("sequences after from = {from}"), &want, &sequences)?;
     }
-    let from_none = store.list_events(&EventScope::All, None, usize::MAX);
-    let from_zero = store.list_events(&EventScope::All, Some(0), usize::MAX);
+    let from_none = store.list_events(&EventScope::All, None, usize::MAX)?;
+    let from_zero = store.list_events(&EventScope::All, Some(0), usize::MAX)?;
     expect_eq("from None versus from Some(0)", &from_none, &from_zero)?;
     let limited: Vec<u64> = store
-        .list_events(&EventScope::All, Some(2), 3)
+        .list_events(&EventScope::All, Some(2), 3)?
         .iter()
         .map(|e| e.sequence)
         .collect();
@@ -90,12 +89,12 @@ pub fn events_ordered_and_paged<S: CommitLog + CheckpointReader>(
         (EventScope::Thread(thread("t1")), None),
         (EventScope::Run(run("r2")), Some(1)),
     ] {
-        let page = store.list_events(&scope, from, 0);
+        let page = store.list_events(&scope, from, 0)?;
         ensure(page.is_empty(), || {
             format!("list_events({scope:?}, {from:?}, 0) must be empty, got {page:?}")
         })?;
     }
-    let past_end = store.list_events(&EventScope::All, Some(u64::MAX), 10);
+    let past_end = store.list_events(&EventScope::All, Some(u64::MAX), 10)?;
     ensure(past_end.is_empty(), || {
         format!("from = u64::MAX must give an empty page, got {past_end:?}")
     })?;
@@ -121,7 +120,7 @@ pub fn events_ordered_and_paged<S: CommitLog + CheckpointReader>(
         expect_eq(
             &format!("list_events({scope:?}) in one page"),
             &want,
-            &all_events(store, &scope),
+            &all_events(store, &scope)?,
         )?;
         for limit in [1, 2, 3, 7] {
             let paged = page_through(store, &scope, limit)?;
@@ -136,7 +135,7 @@ pub fn events_ordered_and_paged<S: CommitLog + CheckpointReader>(
         EventScope::Thread(thread("no-such-thread")),
         EventScope::Run(run("no-such-run")),
     ] {
-        let page = all_events(store, &scope);
+        let page = all_events(store, &scope)?;
         ensure(page.is_empty(), || {
             format!("an unknown {scope:?} must have no events, got {page:?}")
         })?;
@@ -148,7 +147,7 @@ pub fn events_ordered_and_paged<S: CommitLog + CheckpointReader>(
 /// runs, and a rejected commit consumes neither.
 pub fn sequences_are_dense_and_distinct<S: CommitLog + CheckpointReader>(
     store: &mut S,
-) -> Result<(), String> {
+) -> CaseResult {
     let mut commit_sequences: Vec<u64> = Vec::new();
     let mut versions: Vec<(String, u64)> = Vec::new();
     for i in 0..12usize {
@@ -185,7 +184,7 @@ pub fn sequences_are_dense_and_distinct<S: CommitLog + CheckpointReader>(
     }
     let want: Vec<u64> = (1..=12).collect();
     expect_eq("commit sequences", &want, &commit_sequences)?;
-    let events = all_events(store, &EventScope::All);
+    let events = all_events(store, &EventScope::All)?;
     let sequences: Vec<u64> = events.iter().map(|e| e.sequence).collect();
     let want: Vec<u64> = (1..=events.len() as u64).collect();
     expect_eq("event sequences", &want, &sequences)?;

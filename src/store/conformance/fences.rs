@@ -3,6 +3,7 @@
 
 use serde_json::json;
 
+use super::CaseResult;
 use super::support::{
     accepted, all_events, assistant, awaiting, commit, ended, ensure, every_end_cause, expect_eq,
     observe, pause_ticket, permission_ticket, rejected_with, rejected_with_code, run, running,
@@ -16,9 +17,7 @@ use crate::store::{CheckpointReader, CommitLog, EventScope};
 /// After `Ended(cause)`, every disposition (Running, Awaiting, every Ended, even the same one)
 /// is rejected with `AlreadyTerminal { cause }`, through `commit` and `commit_operation`, and
 /// leaves no message, event, state, sequence or version behind.
-pub fn terminal_run_is_fenced<S: CommitLog + CheckpointReader>(
-    store: &mut S,
-) -> Result<(), String> {
+pub fn terminal_run_is_fenced<S: CommitLog + CheckpointReader>(store: &mut S) -> CaseResult {
     let causes = every_end_cause();
     let run_names: Vec<String> = (0..causes.len()).map(|i| format!("r{i}")).collect();
     let run_refs: Vec<&str> = run_names.iter().map(String::as_str).collect();
@@ -39,7 +38,7 @@ pub fn terminal_run_is_fenced<S: CommitLog + CheckpointReader>(
             sequence = record.sequence;
         }
     }
-    let before = observe(store, &["t1"], &run_refs);
+    let before = observe(store, &["t1"], &run_refs)?;
     for (name, cause) in run_names.iter().zip(&causes) {
         let fence = CommitError::AlreadyTerminal {
             run_id: run(name),
@@ -64,13 +63,13 @@ pub fn terminal_run_is_fenced<S: CommitLog + CheckpointReader>(
                 vec![StateCommand::set(StateScope::Thread, "late", json!(true))],
             );
             rejected_with(&what, store.commit(late.clone()), &fence)?;
-            unchanged(&what, &before, &observe(store, &["t1"], &run_refs))?;
+            unchanged(&what, &before, &observe(store, &["t1"], &run_refs)?)?;
             rejected_with(
                 &format!("{what}, as an operation"),
                 store.commit_operation(CommitOperation::new(late, 2, version)),
                 &fence,
             )?;
-            unchanged(&what, &before, &observe(store, &["t1"], &run_refs))?;
+            unchanged(&what, &before, &observe(store, &["t1"], &run_refs)?)?;
         }
     }
     // The fence is per run: the thread itself still accepts commits, and nothing was consumed.
@@ -96,7 +95,7 @@ pub fn ticket_appears_with_awaiting_and_disappears_with_next_commit<
     S: CommitLog + CheckpointReader,
 >(
     store: &mut S,
-) -> Result<(), String> {
+) -> CaseResult {
     let r1 = run("r1");
     accepted(
         "start",
@@ -105,7 +104,7 @@ pub fn ticket_appears_with_awaiting_and_disappears_with_next_commit<
     expect_eq(
         "resume_ticket before Awaiting",
         &None,
-        &store.resume_ticket(&r1),
+        &store.resume_ticket(&r1)?,
     )?;
 
     let first = permission_ticket("t1", "r1", "r1:wait-1");
@@ -116,14 +115,14 @@ pub fn ticket_appears_with_awaiting_and_disappears_with_next_commit<
     expect_eq(
         "resume_ticket while Awaiting",
         &Some(first),
-        &store.resume_ticket(&r1),
+        &store.resume_ticket(&r1)?,
     )?;
     expect_eq(
         "run_state while Awaiting",
         &Some(RunState::Awaiting),
-        &store.run_state(&r1),
+        &store.run_state(&r1)?,
     )?;
-    let awaiting_events = all_events(store, &EventScope::Run(r1.clone()));
+    let awaiting_events = all_events(store, &EventScope::Run(r1.clone()))?;
     let awaiting_kinds: Vec<&str> = awaiting_events.iter().map(|e| e.kind.as_str()).collect();
     ensure(awaiting_kinds.contains(&kinds::RUN_AWAITING), || {
         format!("an Awaiting commit's `run_awaiting` draft must be stored, got {awaiting_kinds:?}")
@@ -136,7 +135,7 @@ pub fn ticket_appears_with_awaiting_and_disappears_with_next_commit<
     expect_eq(
         "resume_ticket after the resume commit",
         &None,
-        &store.resume_ticket(&r1),
+        &store.resume_ticket(&r1)?,
     )?;
 
     let second = pause_ticket("t1", "r1", "r1:wait-2");
@@ -147,7 +146,7 @@ pub fn ticket_appears_with_awaiting_and_disappears_with_next_commit<
     expect_eq(
         "resume_ticket while Awaiting again",
         &Some(second),
-        &store.resume_ticket(&r1),
+        &store.resume_ticket(&r1)?,
     )?;
     accepted(
         "end while Awaiting",
@@ -161,14 +160,14 @@ pub fn ticket_appears_with_awaiting_and_disappears_with_next_commit<
     expect_eq(
         "resume_ticket after Ended",
         &None,
-        &store.resume_ticket(&r1),
+        &store.resume_ticket(&r1)?,
     )
 }
 
 /// Awaiting → Awaiting replaces the ticket: only the newest is readable.
 pub fn awaiting_to_awaiting_replaces_ticket<S: CommitLog + CheckpointReader>(
     store: &mut S,
-) -> Result<(), String> {
+) -> CaseResult {
     let r1 = run("r1");
     let first = permission_ticket("t1", "r1", "r1:wait-1");
     let second = pause_ticket("t1", "r1", "r1:wait-2");
@@ -183,12 +182,12 @@ pub fn awaiting_to_awaiting_replaces_ticket<S: CommitLog + CheckpointReader>(
     expect_eq(
         "resume_ticket after Awaiting → Awaiting",
         &Some(second),
-        &store.resume_ticket(&r1),
+        &store.resume_ticket(&r1)?,
     )?;
     expect_eq(
         "run_state",
         &Some(RunState::Awaiting),
-        &store.run_state(&r1),
+        &store.run_state(&r1)?,
     )
 }
 
@@ -196,7 +195,7 @@ pub fn awaiting_to_awaiting_replaces_ticket<S: CommitLog + CheckpointReader>(
 /// the rejection changes nothing.
 pub fn run_id_reused_on_another_thread_is_rejected<S: CommitLog + CheckpointReader>(
     store: &mut S,
-) -> Result<(), String> {
+) -> CaseResult {
     accepted(
         "r1 on t1",
         store.commit(commit("t1", running("r1"), vec![user("x")], vec![])),
@@ -205,7 +204,7 @@ pub fn run_id_reused_on_another_thread_is_rejected<S: CommitLog + CheckpointRead
         "r2 on t2",
         store.commit(commit("t2", running("r2"), vec![user("y")], vec![])),
     )?;
-    let before = observe(store, &["t1", "t2"], &["r1", "r2"]);
+    let before = observe(store, &["t1", "t2"], &["r1", "r2"])?;
     let expected = CommitError::RunOnOtherThread {
         run_id: run("r1"),
         existing_thread: thread("t1"),
@@ -222,7 +221,7 @@ pub fn run_id_reused_on_another_thread_is_rejected<S: CommitLog + CheckpointRead
         unchanged(
             &what,
             &before,
-            &observe(store, &["t1", "t2"], &["r1", "r2"]),
+            &observe(store, &["t1", "t2"], &["r1", "r2"])?,
         )?;
         rejected_with(
             &format!("{what}, as an operation"),
@@ -232,7 +231,7 @@ pub fn run_id_reused_on_another_thread_is_rejected<S: CommitLog + CheckpointRead
         unchanged(
             &what,
             &before,
-            &observe(store, &["t1", "t2"], &["r1", "r2"]),
+            &observe(store, &["t1", "t2"], &["r1", "r2"])?,
         )?;
     }
     Ok(())
@@ -243,7 +242,7 @@ pub fn run_id_reused_on_another_thread_is_rejected<S: CommitLog + CheckpointRead
 /// consumes no sequence or version.
 pub fn rejected_commits_change_no_read_result<S: CommitLog + CheckpointReader>(
     store: &mut S,
-) -> Result<(), String> {
+) -> CaseResult {
     let threads = ["t1", "t2"];
     let runs = ["r0", "r1", "r2"];
     let op = CommitOperation::new(commit("t1", running("r0"), vec![user("a")], vec![]), 0, 0);
@@ -270,7 +269,7 @@ pub fn rejected_commits_change_no_read_result<S: CommitLog + CheckpointReader>(
         "r2 runs",
         store.commit(commit("t2", running("r2"), vec![user("b")], vec![])),
     )?;
-    let before = observe(store, &threads, &runs);
+    let before = observe(store, &threads, &runs)?;
 
     let exclusive =
         StateCommand::set(StateScope::Thread, "lock", json!(1)).with_merge(MergePolicy::Exclusive);
@@ -332,7 +331,7 @@ pub fn rejected_commits_change_no_read_result<S: CommitLog + CheckpointReader>(
     ];
     for (what, c, code) in plain_rejections {
         rejected_with_code(what, store.commit(c.clone()), code)?;
-        unchanged(what, &before, &observe(store, &threads, &runs))?;
+        unchanged(what, &before, &observe(store, &threads, &runs)?)?;
         // Through commit_operation with a correct version and ordinal, the same rule rejects.
         let version = match c.thread_id.as_str() {
             "t1" => 3,
@@ -349,7 +348,7 @@ pub fn rejected_commits_change_no_read_result<S: CommitLog + CheckpointReader>(
             store.commit_operation(CommitOperation::new(c, ordinal, version)),
             code,
         )?;
-        unchanged(what, &before, &observe(store, &threads, &runs))?;
+        unchanged(what, &before, &observe(store, &threads, &runs)?)?;
     }
 
     let mut foreign =
@@ -381,7 +380,7 @@ pub fn rejected_commits_change_no_read_result<S: CommitLog + CheckpointReader>(
     ];
     for (what, operation, code) in operation_rejections {
         rejected_with_code(what, store.commit_operation(operation), code)?;
-        unchanged(what, &before, &observe(store, &threads, &runs))?;
+        unchanged(what, &before, &observe(store, &threads, &runs)?)?;
     }
 
     let next = accepted(

@@ -1,6 +1,7 @@
 //! Cases about idempotent commit operations: duplicates, payload reuse, version and ordinal
 //! conflicts.
 
+use super::CaseResult;
 use super::support::{
     accepted, commit, ended, ensure, expect_eq, observe, rejected_with, run, running, unchanged,
     user,
@@ -13,7 +14,7 @@ use crate::store::{CheckpointReader, CommitLog};
 /// and appends nothing, even after the thread moved on or the run ended.
 pub fn operation_duplicate_returns_stored_receipt<S: CommitLog + CheckpointReader>(
     store: &mut S,
-) -> Result<(), String> {
+) -> CaseResult {
     let first = CommitOperation::new(
         commit("t1", running("r1"), vec![user("once")], vec![]),
         0,
@@ -42,7 +43,7 @@ pub fn operation_duplicate_returns_stored_receipt<S: CommitLog + CheckpointReade
         &receipt.record.thread_version,
     )?;
 
-    let before = observe(store, &["t1"], &["r1"]);
+    let before = observe(store, &["t1"], &["r1"])?;
     let retry = accepted("the retry", store.commit_operation(first.clone()))?;
     let mut want = receipt.clone();
     want.duplicate = true;
@@ -50,7 +51,7 @@ pub fn operation_duplicate_returns_stored_receipt<S: CommitLog + CheckpointReade
     unchanged(
         "a duplicate operation",
         &before,
-        &observe(store, &["t1"], &["r1"]),
+        &observe(store, &["t1"], &["r1"])?,
     )?;
 
     let end = CommitOperation::new(
@@ -63,7 +64,7 @@ pub fn operation_duplicate_returns_stored_receipt<S: CommitLog + CheckpointReade
         "another run",
         store.commit(commit("t1", running("r2"), vec![], vec![])),
     )?;
-    let before = observe(store, &["t1"], &["r1", "r2"]);
+    let before = observe(store, &["t1"], &["r1", "r2"])?;
     for (what, operation, stored) in [
         (
             "retry of the first operation after the run ended",
@@ -79,7 +80,7 @@ pub fn operation_duplicate_returns_stored_receipt<S: CommitLog + CheckpointReade
         let mut want = stored;
         want.duplicate = true;
         expect_eq(what, &Ok(want), &store.commit_operation(operation))?;
-        unchanged(what, &before, &observe(store, &["t1"], &["r1", "r2"]))?;
+        unchanged(what, &before, &observe(store, &["t1"], &["r1", "r2"])?)?;
     }
     Ok(())
 }
@@ -87,13 +88,13 @@ pub fn operation_duplicate_returns_stored_receipt<S: CommitLog + CheckpointReade
 /// Reusing an operation id with another payload hash is rejected and changes nothing.
 pub fn operation_payload_reuse_is_rejected<S: CommitLog + CheckpointReader>(
     store: &mut S,
-) -> Result<(), String> {
+) -> CaseResult {
     let original = CommitOperation::new(commit("t1", running("r1"), vec![user("a")], vec![]), 0, 0);
     accepted(
         "the original operation",
         store.commit_operation(original.clone()),
     )?;
-    let before = observe(store, &["t1"], &["r1"]);
+    let before = observe(store, &["t1"], &["r1"])?;
     let other = CommitOperation::new(commit("t1", running("r1"), vec![user("b")], vec![]), 0, 0);
     ensure(other.payload_hash != original.payload_hash, || {
         "two different commits hashed the same".to_owned()
@@ -108,7 +109,7 @@ pub fn operation_payload_reuse_is_rejected<S: CommitLog + CheckpointReader>(
             got: other.payload_hash,
         },
     )?;
-    unchanged("payload reuse", &before, &observe(store, &["t1"], &["r1"]))?;
+    unchanged("payload reuse", &before, &observe(store, &["t1"], &["r1"])?)?;
     let mut tampered = original.clone();
     tampered.payload_hash = "0".repeat(64);
     rejected_with(
@@ -121,14 +122,14 @@ pub fn operation_payload_reuse_is_rejected<S: CommitLog + CheckpointReader>(
             got: "0".repeat(64),
         },
     )?;
-    unchanged("payload reuse", &before, &observe(store, &["t1"], &["r1"]))
+    unchanged("payload reuse", &before, &observe(store, &["t1"], &["r1"])?)
 }
 
 /// `expected_thread_version` must equal the thread's commit count; a stale or future version
 /// is rejected and changes nothing.
 pub fn operation_version_conflict_is_rejected<S: CommitLog + CheckpointReader>(
     store: &mut S,
-) -> Result<(), String> {
+) -> CaseResult {
     accepted(
         "r0 on t1",
         store.commit(commit("t1", running("r0"), vec![], vec![])),
@@ -137,7 +138,7 @@ pub fn operation_version_conflict_is_rejected<S: CommitLog + CheckpointReader>(
         "r0 again",
         store.commit(commit("t1", running("r0"), vec![], vec![])),
     )?;
-    let before = observe(store, &["t1"], &["r0", "r1"]);
+    let before = observe(store, &["t1"], &["r0", "r1"])?;
     for stale in [0, 1, 3, u64::MAX] {
         let op = CommitOperation::new(
             commit("t1", running("r1"), vec![user("x")], vec![]),
@@ -155,7 +156,7 @@ pub fn operation_version_conflict_is_rejected<S: CommitLog + CheckpointReader>(
         unchanged(
             "a version conflict",
             &before,
-            &observe(store, &["t1"], &["r0", "r1"]),
+            &observe(store, &["t1"], &["r0", "r1"])?,
         )?;
     }
     let op = CommitOperation::new(commit("t1", running("r1"), vec![user("x")], vec![]), 0, 2);
@@ -179,12 +180,12 @@ pub fn operation_version_conflict_is_rejected<S: CommitLog + CheckpointReader>(
 /// skipped or repeated ordinal is rejected and changes nothing.
 pub fn operation_ordinal_conflict_is_rejected<S: CommitLog + CheckpointReader>(
     store: &mut S,
-) -> Result<(), String> {
+) -> CaseResult {
     accepted(
         "plain commit of r1",
         store.commit(commit("t1", running("r1"), vec![], vec![])),
     )?;
-    let before = observe(store, &["t1"], &["r1"]);
+    let before = observe(store, &["t1"], &["r1"])?;
     for ordinal in [0, 2, u64::MAX] {
         let op = CommitOperation::new(
             commit("t1", running("r1"), vec![user("x")], vec![]),
@@ -202,7 +203,7 @@ pub fn operation_ordinal_conflict_is_rejected<S: CommitLog + CheckpointReader>(
         unchanged(
             "an ordinal conflict",
             &before,
-            &observe(store, &["t1"], &["r1"]),
+            &observe(store, &["t1"], &["r1"])?,
         )?;
     }
     let op = CommitOperation::new(commit("t1", running("r1"), vec![user("x")], vec![]), 1, 1);

@@ -6,9 +6,11 @@
 
 use serde_json::{Value, json};
 
+use super::CaseResult;
 use super::support::{
     accepted, all_events, assistant, awaiting, commit, ended, ensure, expect_eq,
-    observe_without_all, pause_ticket, rejected_with, run, running, thread, unchanged, user,
+    observe_without_all, pause_ticket, pinned, rejected_with, run, running, thread, unchanged,
+    user,
 };
 use crate::commit::{CommitError, ThreadCommit};
 use crate::message::Message;
@@ -21,7 +23,7 @@ use crate::store::{
 
 /// A commit is readable through every read port right after it is accepted: messages, the run
 /// record and state, the thread head, state commands (Run scope stamped), and no ticket.
-pub fn commit_then_read<S: CommitLog + CheckpointReader>(store: &mut S) -> Result<(), String> {
+pub fn commit_then_read<S: CommitLog + CheckpointReader>(store: &mut S) -> CaseResult {
     let messages = vec![user("hello"), assistant("hi there")];
     let state = vec![
         StateCommand::set(StateScope::Run, "draft", json!("x")),
@@ -39,27 +41,28 @@ pub fn commit_then_read<S: CommitLog + CheckpointReader>(store: &mut S) -> Resul
         id: r1.clone(),
         thread_id: t1.clone(),
         state: RunState::Running,
+        commits: 1,
     };
     expect_eq(
         "committed_messages(t1)",
         &messages,
-        &store.committed_messages(&t1),
+        &store.committed_messages(&t1)?,
     )?;
-    expect_eq("run(r1)", &Some(running_record.clone()), &store.run(&r1))?;
+    expect_eq("run(r1)", &Some(running_record.clone()), &store.run(&r1)?)?;
     expect_eq(
         "run_state(r1)",
         &Some(RunState::Running),
-        &store.run_state(&r1),
+        &store.run_state(&r1)?,
     )?;
     expect_eq(
         "latest_run(t1)",
         &Some(running_record),
-        &store.latest_run(&t1),
+        &store.latest_run(&t1)?,
     )?;
     expect_eq(
         "committed_state(t1)",
         &stamped_state,
-        &store.committed_state(&t1),
+        &store.committed_state(&t1)?,
     )?;
     expect_eq(
         "the Run-scoped command's owner",
@@ -69,7 +72,7 @@ pub fn commit_then_read<S: CommitLog + CheckpointReader>(store: &mut S) -> Resul
     expect_eq(
         "resume_ticket(r1) while Running",
         &None,
-        &store.resume_ticket(&r1),
+        &store.resume_ticket(&r1)?,
     )?;
 
     let end = commit("t1", ended("r1", EndCause::NaturalEnd), vec![], vec![]);
@@ -80,7 +83,7 @@ pub fn commit_then_read<S: CommitLog + CheckpointReader>(store: &mut S) -> Resul
     expect_eq(
         "run_state(r1) after Ended",
         &Some(ended_state.clone()),
-        &store.run_state(&r1),
+        &store.run_state(&r1)?,
     )?;
     expect_eq(
         "latest_run(t1) after Ended",
@@ -88,13 +91,14 @@ pub fn commit_then_read<S: CommitLog + CheckpointReader>(store: &mut S) -> Resul
             id: r1.clone(),
             thread_id: t1.clone(),
             state: ended_state,
+            commits: 2,
         }),
-        &store.latest_run(&t1),
+        &store.latest_run(&t1)?,
     )?;
     expect_eq(
         "committed_messages(t1) after a commit without messages",
         &messages,
-        &store.committed_messages(&t1),
+        &store.committed_messages(&t1)?,
     )
 }
 
@@ -102,7 +106,7 @@ pub fn commit_then_read<S: CommitLog + CheckpointReader>(store: &mut S) -> Resul
 /// of the thread's latest commit, even when an earlier run has ended.
 pub fn commits_accumulate_and_latest_run_follows<S: CommitLog + CheckpointReader>(
     store: &mut S,
-) -> Result<(), String> {
+) -> CaseResult {
     let t1 = thread("t1");
     let steps = [
         commit(
@@ -122,12 +126,16 @@ pub fn commits_accumulate_and_latest_run_follows<S: CommitLog + CheckpointReader
     ];
     let mut messages: Vec<Message> = Vec::new();
     let mut state: Vec<StateCommand> = Vec::new();
+    let mut run_commits: std::collections::BTreeMap<crate::ids::RunId, u64> = Default::default();
     for (index, step) in steps.into_iter().enumerate() {
         let n = index as u64 + 1;
         messages.extend(step.messages.iter().cloned());
         state.extend(step.state.iter().cloned());
         let run_id = step.run_id().clone();
         let run_state = step.run.state();
+        let commits = run_commits.entry(run_id.clone()).or_default();
+        *commits += 1;
+        let commits = *commits;
         let record = accepted(&format!("commit {n}"), store.commit(step))?;
         expect_eq(&format!("commit {n}'s sequence"), &n, &record.sequence)?;
         expect_eq(
@@ -138,12 +146,12 @@ pub fn commits_accumulate_and_latest_run_follows<S: CommitLog + CheckpointReader
         expect_eq(
             &format!("committed_messages after commit {n}"),
             &messages,
-            &store.committed_messages(&t1),
+            &store.committed_messages(&t1)?,
         )?;
         expect_eq(
             &format!("committed_state after commit {n}"),
             &state,
-            &store.committed_state(&t1),
+            &store.committed_state(&t1)?,
         )?;
         expect_eq(
             &format!("latest_run after commit {n}"),
@@ -151,29 +159,28 @@ pub fn commits_accumulate_and_latest_run_follows<S: CommitLog + CheckpointReader
                 id: run_id,
                 thread_id: t1.clone(),
                 state: run_state,
+                commits,
             }),
-            &store.latest_run(&t1),
+            &store.latest_run(&t1)?,
         )?;
     }
     expect_eq(
         "run(r1) after a later run started",
         &Some(RunState::Ended(EndCause::NaturalEnd)),
-        &store.run(&run("r1")).map(|r| r.state),
+        &store.run(&run("r1"))?.map(|r| r.state),
     )?;
     let last = commit("t1", ended("r2", EndCause::Cancelled), vec![], vec![]);
     accepted("ending r2", store.commit(last))?;
     expect_eq(
         "latest_run(t1) after r2 ended",
         &Some(RunState::Ended(EndCause::Cancelled)),
-        &store.latest_run(&t1).map(|r| r.state),
+        &store.latest_run(&t1)?.map(|r| r.state),
     )
 }
 
 /// A run's first fact may be any state: a run born Awaiting has its ticket, a run born Ended
 /// (a queued run cancelled before it executed) is recorded and fenced.
-pub fn run_may_be_born_in_any_state<S: CommitLog + CheckpointReader>(
-    store: &mut S,
-) -> Result<(), String> {
+pub fn run_may_be_born_in_any_state<S: CommitLog + CheckpointReader>(store: &mut S) -> CaseResult {
     let ticket = pause_ticket("t1", "born-awaiting", "born-awaiting:wait-1");
     accepted(
         "a run born Awaiting",
@@ -182,7 +189,7 @@ pub fn run_may_be_born_in_any_state<S: CommitLog + CheckpointReader>(
     expect_eq(
         "resume_ticket(born-awaiting)",
         &Some(ticket),
-        &store.resume_ticket(&run("born-awaiting")),
+        &store.resume_ticket(&run("born-awaiting"))?,
     )?;
     accepted(
         "a run born Ended",
@@ -199,8 +206,9 @@ pub fn run_may_be_born_in_any_state<S: CommitLog + CheckpointReader>(
             id: run("born-ended"),
             thread_id: thread("t1"),
             state: RunState::Ended(EndCause::Cancelled),
+            commits: 1,
         }),
-        &store.run(&run("born-ended")),
+        &store.run(&run("born-ended"))?,
     )?;
     rejected_with(
         "a commit to a run born Ended",
@@ -214,24 +222,22 @@ pub fn run_may_be_born_in_any_state<S: CommitLog + CheckpointReader>(
 
 /// A fresh store has nothing: no messages, runs, tickets, state or events; an empty transcript
 /// pins at 0 and verifies.
-pub fn empty_store_reads_are_absent<S: CommitLog + CheckpointReader>(
-    store: &mut S,
-) -> Result<(), String> {
+pub fn empty_store_reads_are_absent<S: CommitLog + CheckpointReader>(store: &mut S) -> CaseResult {
     let t = thread("t1");
     let r = run("r1");
     expect_eq(
         "committed_messages",
         &Vec::<Message>::new(),
-        &store.committed_messages(&t),
+        &store.committed_messages(&t)?,
     )?;
-    expect_eq("run", &None, &store.run(&r))?;
-    expect_eq("latest_run", &None, &store.latest_run(&t))?;
-    expect_eq("resume_ticket", &None, &store.resume_ticket(&r))?;
-    expect_eq("run_state", &None, &store.run_state(&r))?;
+    expect_eq("run", &None, &store.run(&r)?)?;
+    expect_eq("latest_run", &None, &store.latest_run(&t)?)?;
+    expect_eq("resume_ticket", &None, &store.resume_ticket(&r)?)?;
+    expect_eq("run_state", &None, &store.run_state(&r)?)?;
     expect_eq(
         "committed_state",
         &Vec::<StateCommand>::new(),
-        &store.committed_state(&t),
+        &store.committed_state(&t)?,
     )?;
     for scope in [
         EventScope::All,
@@ -239,13 +245,13 @@ pub fn empty_store_reads_are_absent<S: CommitLog + CheckpointReader>(
         EventScope::Run(r),
     ] {
         for (from, limit) in [(None, 10), (Some(0), 10), (Some(5), usize::MAX), (None, 0)] {
-            let page = store.list_events(&scope, from, limit);
+            let page = store.list_events(&scope, from, limit)?;
             ensure(page.is_empty(), || {
                 format!("list_events({scope:?}, {from:?}, {limit}) on an empty store: {page:?}")
             })?;
         }
     }
-    let pin = store.transcript_snapshot(&t);
+    let pin = store.transcript_snapshot(&t)?;
     expect_eq(
         "transcript_snapshot of an empty thread",
         &TranscriptSnapshotRef {
@@ -258,20 +264,18 @@ pub fn empty_store_reads_are_absent<S: CommitLog + CheckpointReader>(
     expect_eq(
         "verifying the empty pin",
         &Ok(()),
-        &store.verify_transcript_snapshot(&pin),
+        &pinned(store.verify_transcript_snapshot(&pin))?,
     )?;
     expect_eq(
         "slicing the empty pin",
         &Ok(Vec::new()),
-        &store.transcript_slice(&pin, &[0..0]),
+        &pinned(store.transcript_slice(&pin, &[0..0]))?,
     )
 }
 
 /// `committed_state` returns every command in commit order, and replaying it with
 /// [`MaterializedState::rebuild`] equals applying the commits one by one, for every viewer.
-pub fn committed_state_replays<S: CommitLog + CheckpointReader>(
-    store: &mut S,
-) -> Result<(), String> {
+pub fn committed_state_replays<S: CommitLog + CheckpointReader>(store: &mut S) -> CaseResult {
     let t1 = thread("t1");
     let commits = [
         commit(
@@ -321,7 +325,7 @@ pub fn committed_state_replays<S: CommitLog + CheckpointReader>(
         }
         history.extend(c.state.iter().cloned());
         accepted(&format!("state commit {index}"), store.commit(c))?;
-        let committed = store.committed_state(&t1);
+        let committed = store.committed_state(&t1)?;
         expect_eq(
             &format!("committed_state after commit {index}"),
             &history,
@@ -335,7 +339,7 @@ pub fn committed_state_replays<S: CommitLog + CheckpointReader>(
             )?;
         }
     }
-    let committed = store.committed_state(&t1);
+    let committed = store.committed_state(&t1)?;
     let shared = MaterializedState::rebuild(&committed, None);
     expect_eq(
         "merged thread profile",
@@ -369,7 +373,7 @@ pub fn committed_state_replays<S: CommitLog + CheckpointReader>(
 }
 
 /// Two threads share no messages, state, head, events or transcript pins.
-pub fn threads_are_isolated<S: CommitLog + CheckpointReader>(store: &mut S) -> Result<(), String> {
+pub fn threads_are_isolated<S: CommitLog + CheckpointReader>(store: &mut S) -> CaseResult {
     let a = commit_on("a", "ra", "from a", json!("a"));
     let b = commit_on("b", "rb", "from b", json!("b"));
     let (a_messages, a_state) = (a.messages.clone(), a.state.clone());
@@ -384,19 +388,19 @@ pub fn threads_are_isolated<S: CommitLog + CheckpointReader>(store: &mut S) -> R
         expect_eq(
             &format!("committed_messages({name})"),
             messages,
-            &store.committed_messages(&t),
+            &store.committed_messages(&t)?,
         )?;
         expect_eq(
             &format!("committed_state({name})"),
             state,
-            &store.committed_state(&t),
+            &store.committed_state(&t)?,
         )?;
         expect_eq(
             &format!("latest_run({name})"),
             &Some(run(run_name)),
-            &store.latest_run(&t).map(|r| r.id),
+            &store.latest_run(&t)?.map(|r| r.id),
         )?;
-        let events = all_events(store, &EventScope::Thread(t.clone()));
+        let events = all_events(store, &EventScope::Thread(t.clone()))?;
         ensure(
             !events.is_empty() && events.iter().all(|e| e.thread_id == t),
             || {
@@ -405,15 +409,15 @@ pub fn threads_are_isolated<S: CommitLog + CheckpointReader>(store: &mut S) -> R
                 )
             },
         )?;
-        let pin = store.transcript_snapshot(&t);
+        let pin = store.transcript_snapshot(&t)?;
         expect_eq(
             &format!("verify pin of {name}"),
             &Ok(()),
-            &store.verify_transcript_snapshot(&pin),
+            &pinned(store.verify_transcript_snapshot(&pin))?,
         )?;
     }
     // Only thread a moves; b reads exactly as before.
-    let before_b = observe_without_all(store, &["b"], &["rb"]);
+    let before_b = observe_without_all(store, &["b"], &["rb"])?;
     accepted(
         "second commit on a",
         store.commit(commit_on("a", "ra", "more a", json!("a2"))),
@@ -421,9 +425,9 @@ pub fn threads_are_isolated<S: CommitLog + CheckpointReader>(store: &mut S) -> R
     unchanged(
         "a commit on thread a, read through thread b",
         &before_b,
-        &observe_without_all(store, &["b"], &["rb"]),
+        &observe_without_all(store, &["b"], &["rb"])?,
     )?;
-    let a_pin = store.transcript_snapshot(&thread("a"));
+    let a_pin = store.transcript_snapshot(&thread("a"))?;
     let moved = TranscriptSnapshotRef {
         thread_id: thread("b"),
         end: 1,
@@ -437,7 +441,7 @@ pub fn threads_are_isolated<S: CommitLog + CheckpointReader>(store: &mut S) -> R
         &Err(TranscriptError::SnapshotMismatch {
             thread_id: thread("b"),
         }),
-        &store.verify_transcript_snapshot(&moved),
+        &pinned(store.verify_transcript_snapshot(&moved))?,
     )
 }
 

@@ -14,13 +14,24 @@ use crate::message::{AssistantMessage, Message};
 use crate::resume::{PauseReason, PendingTool, ResumeTicket, ToolWaitReason, WaitIdentity};
 use crate::run::{EndCause, Failure, RunDisposition, RunRecord, RunState};
 use crate::state::StateCommand;
-use crate::store::{CheckpointReader, EventRecord, EventScope, TranscriptSnapshotRef};
+use crate::store::{
+    CheckpointReader, EventRecord, EventScope, StoreError, TranscriptError, TranscriptSnapshotRef,
+};
 
 /// What every check returns: `Err` carries the failure message.
-type CaseResult = Result<(), String>;
+use super::{CaseFailure, CaseResult};
+
+/// A read that failed in the backend, as a case failure that names the read.
+pub(super) fn read<T>(what: &str, result: Result<T, StoreError>) -> Result<T, CaseFailure> {
+    result.map_err(|error| CaseFailure(format!("{what}: the read failed: {error}")))
+}
 
 pub(super) fn ensure(condition: bool, message: impl FnOnce() -> String) -> CaseResult {
-    if condition { Ok(()) } else { Err(message()) }
+    if condition {
+        Ok(())
+    } else {
+        Err(CaseFailure(message()))
+    }
 }
 
 pub(super) fn expect_eq<T: PartialEq + Debug + ?Sized>(
@@ -33,24 +44,50 @@ pub(super) fn expect_eq<T: PartialEq + Debug + ?Sized>(
     })
 }
 
+/// The transcript outcome of a slice or verification, for comparing with the expected one; a
+/// backend failure is a case failure.
+pub(super) fn pinned<T>(
+    result: Result<T, StoreError>,
+) -> Result<Result<T, TranscriptError>, CaseFailure> {
+    match result {
+        Ok(value) => Ok(Ok(value)),
+        Err(StoreError::Transcript(error)) => Ok(Err(error)),
+        Err(other) => Err(CaseFailure(format!(
+            "a transcript read failed in the backend: {other}"
+        ))),
+    }
+}
+
 /// Unwraps an accepted commit or operation, naming the step that was wrongly rejected.
-pub(super) fn accepted<T>(what: &str, result: Result<T, CommitError>) -> Result<T, String> {
+pub(super) fn accepted<T>(what: &str, result: Result<T, StoreError>) -> Result<T, CaseFailure> {
     result.map_err(|error| {
-        format!("{what}: expected the commit to be accepted, it was rejected with {error:?}")
+        CaseFailure(format!(
+            "{what}: expected the commit to be accepted, it was rejected with {error:?}"
+        ))
     })
+}
+
+/// The contract rejection inside a store error, or a failure saying the backend failed instead.
+fn rejection(what: &str, error: StoreError) -> Result<CommitError, CaseFailure> {
+    match error {
+        StoreError::Rejected(error) => Ok(error),
+        other => Err(CaseFailure(format!(
+            "{what}: expected a contract rejection, but the backend failed: {other}"
+        ))),
+    }
 }
 
 /// Checks that a commit or operation was rejected with exactly `expected`.
 pub(super) fn rejected_with<T: Debug>(
     what: &str,
-    result: Result<T, CommitError>,
+    result: Result<T, StoreError>,
     expected: &CommitError,
 ) -> CaseResult {
     match result {
-        Ok(value) => Err(format!(
+        Ok(value) => Err(CaseFailure(format!(
             "{what}: expected rejection {expected:?}, but the store accepted it ({value:?})"
-        )),
-        Err(error) => expect_eq(what, expected, &error),
+        ))),
+        Err(error) => expect_eq(what, expected, &rejection(what, error)?),
     }
 }
 
@@ -58,18 +95,24 @@ pub(super) fn rejected_with<T: Debug>(
 /// errors whose payload is not fully predictable (e.g. a hash the backend reports).
 pub(super) fn rejected_with_code<T: Debug>(
     what: &str,
-    result: Result<T, CommitError>,
+    result: Result<T, StoreError>,
     code: &str,
-) -> Result<CommitError, String> {
-    match result {
-        Ok(value) => Err(format!(
-            "{what}: expected a `{code}` rejection, but the store accepted it ({value:?})"
-        )),
-        Err(error) if error.code() == code => Ok(error),
-        Err(error) => Err(format!(
+) -> Result<CommitError, CaseFailure> {
+    let error = match result {
+        Ok(value) => {
+            return Err(CaseFailure(format!(
+                "{what}: expected a `{code}` rejection, but the store accepted it ({value:?})"
+            )));
+        }
+        Err(error) => rejection(what, error)?,
+    };
+    if error.code() == code {
+        Ok(error)
+    } else {
+        Err(CaseFailure(format!(
             "{what}: expected a `{code}` rejection, got `{}` ({error:?})",
             error.code()
-        )),
+        )))
     }
 }
 
@@ -197,8 +240,11 @@ pub(super) fn assistant(text: &str) -> Message {
 pub(super) fn all_events<S: CheckpointReader + ?Sized>(
     store: &S,
     scope: &EventScope,
-) -> Vec<EventRecord> {
-    store.list_events(scope, None, usize::MAX)
+) -> Result<Vec<EventRecord>, CaseFailure> {
+    read(
+        &format!("list_events({scope:?})"),
+        store.list_events(scope, None, usize::MAX),
+    )
 }
 
 /// Pages through `scope` with pages of `limit`, checking each page's contract as it goes.
@@ -206,15 +252,15 @@ pub(super) fn page_through<S: CheckpointReader + ?Sized>(
     store: &S,
     scope: &EventScope,
     limit: usize,
-) -> Result<Vec<EventRecord>, String> {
-    let total = all_events(store, scope).len();
+) -> Result<Vec<EventRecord>, CaseFailure> {
+    let total = all_events(store, scope)?.len();
     let mut collected: Vec<EventRecord> = Vec::new();
     let mut from: Option<u64> = None;
     // A correct store ends after total / limit + 1 pages; the bound turns a store that never
     // advances into a failure instead of a hang.
     let max_pages = total.saturating_add(2);
     for _ in 0..max_pages {
-        let page = store.list_events(scope, from, limit);
+        let page = read("list_events", store.list_events(scope, from, limit))?;
         ensure(page.len() <= limit, || {
             format!(
                 "list_events({scope:?}, {from:?}, {limit}) returned {} events, more than the limit",
@@ -238,9 +284,9 @@ pub(super) fn page_through<S: CheckpointReader + ?Sized>(
         from = Some(last.sequence);
         collected.extend(page);
     }
-    Err(format!(
+    Err(CaseFailure(format!(
         "paging {scope:?} with limit {limit} did not end after {max_pages} pages"
-    ))
+    )))
 }
 
 /// Everything a reader can see about the named threads and runs. Two equal observations mean
@@ -259,6 +305,7 @@ struct ThreadObservation {
     latest_run: Option<RunRecord>,
     state: Vec<StateCommand>,
     snapshot: TranscriptSnapshotRef,
+    version: u64,
     events: Vec<EventRecord>,
 }
 
@@ -275,37 +322,10 @@ pub(super) fn observe<S: CheckpointReader + ?Sized>(
     store: &S,
     threads: &[&str],
     runs: &[&str],
-) -> Observation {
-    Observation {
-        threads: threads
-            .iter()
-            .map(|&name| {
-                let id = thread(name);
-                ThreadObservation {
-                    messages: store.committed_messages(&id),
-                    latest_run: store.latest_run(&id),
-                    state: store.committed_state(&id),
-                    snapshot: store.transcript_snapshot(&id),
-                    events: all_events(store, &EventScope::Thread(id.clone())),
-                    thread_id: id,
-                }
-            })
-            .collect(),
-        runs: runs
-            .iter()
-            .map(|&name| {
-                let id = run(name);
-                RunObservation {
-                    record: store.run(&id),
-                    state: store.run_state(&id),
-                    ticket: store.resume_ticket(&id),
-                    events: all_events(store, &EventScope::Run(id.clone())),
-                    run_id: id,
-                }
-            })
-            .collect(),
-        events: all_events(store, &EventScope::All),
-    }
+) -> Result<Observation, CaseFailure> {
+    let mut observation = observe_without_all(store, threads, runs)?;
+    observation.events = all_events(store, &EventScope::All)?;
+    Ok(observation)
 }
 
 /// Like [`observe`] but without `list_events(All)`, for checking that one thread is untouched
@@ -314,11 +334,40 @@ pub(super) fn observe_without_all<S: CheckpointReader + ?Sized>(
     store: &S,
     threads: &[&str],
     runs: &[&str],
-) -> Observation {
-    Observation {
+) -> Result<Observation, CaseFailure> {
+    let threads = threads
+        .iter()
+        .map(|&name| {
+            let id = thread(name);
+            Ok(ThreadObservation {
+                messages: read("committed_messages", store.committed_messages(&id))?,
+                latest_run: read("latest_run", store.latest_run(&id))?,
+                state: read("committed_state", store.committed_state(&id))?,
+                snapshot: read("transcript_snapshot", store.transcript_snapshot(&id))?,
+                version: read("thread_version", store.thread_version(&id))?,
+                events: all_events(store, &EventScope::Thread(id.clone()))?,
+                thread_id: id,
+            })
+        })
+        .collect::<Result<_, CaseFailure>>()?;
+    let runs = runs
+        .iter()
+        .map(|&name| {
+            let id = run(name);
+            Ok(RunObservation {
+                record: read("run", store.run(&id))?,
+                state: read("run_state", store.run_state(&id))?,
+                ticket: read("resume_ticket", store.resume_ticket(&id))?,
+                events: all_events(store, &EventScope::Run(id.clone()))?,
+                run_id: id,
+            })
+        })
+        .collect::<Result<_, CaseFailure>>()?;
+    Ok(Observation {
+        threads,
+        runs,
         events: Vec::new(),
-        ..observe(store, threads, runs)
-    }
+    })
 }
 
 /// Fails with the first read that differs, so a backend author sees what leaked.
@@ -326,10 +375,10 @@ pub(super) fn unchanged(what: &str, before: &Observation, after: &Observation) -
     if before == after {
         return Ok(());
     }
-    let leak = |read: String| {
-        Err(format!(
+    let leak = |read: String| -> CaseResult {
+        Err(CaseFailure(format!(
             "{what}: must leave every read unchanged, but {read} changed"
-        ))
+        )))
     };
     for (b, a) in before.threads.iter().zip(&after.threads) {
         let t = &b.thread_id;
@@ -355,6 +404,12 @@ pub(super) fn unchanged(what: &str, before: &Observation, after: &Observation) -
             return leak(format!(
                 "transcript_snapshot({t}) (before {:?}, after {:?})",
                 b.snapshot, a.snapshot
+            ));
+        }
+        if b.version != a.version {
+            return leak(format!(
+                "thread_version({t}) (before {}, after {})",
+                b.version, a.version
             ));
         }
         if b.events != a.events {

@@ -5,7 +5,8 @@
 
 use std::ops::Range;
 
-use super::support::{accepted, assistant, commit, expect_eq, running, thread, user};
+use super::CaseResult;
+use super::support::{accepted, assistant, commit, expect_eq, pinned, running, thread, user};
 use crate::message::Message;
 use crate::store::{
     CheckpointReader, CommitLog, TranscriptError, TranscriptSnapshotRef, transcript_digest,
@@ -14,14 +15,14 @@ use crate::store::{
 /// Transcript snapshots pin a prefix that keeps verifying as the thread grows; slices return
 /// the messages of sorted, non-overlapping, half-open ranges; bad ranges, too-long pins and
 /// pins whose content differs are the documented errors.
-pub fn transcript_snapshots<S: CommitLog + CheckpointReader>(store: &mut S) -> Result<(), String> {
+pub fn transcript_snapshots<S: CommitLog + CheckpointReader>(store: &mut S) -> CaseResult {
     let messages = vec![user("m0"), assistant("m1"), user("m2")];
     accepted(
         "first messages",
         store.commit(commit("t1", running("r1"), messages.clone(), vec![])),
     )?;
     let t1 = thread("t1");
-    let pin = store.transcript_snapshot(&t1);
+    let pin = store.transcript_snapshot(&t1)?;
     expect_eq(
         "the pin",
         &TranscriptSnapshotRef {
@@ -34,7 +35,7 @@ pub fn transcript_snapshots<S: CommitLog + CheckpointReader>(store: &mut S) -> R
     expect_eq(
         "verify a fresh pin",
         &Ok(()),
-        &store.verify_transcript_snapshot(&pin),
+        &pinned(store.verify_transcript_snapshot(&pin))?,
     )?;
 
     let pick = |indexes: &[usize]| -> Vec<Message> {
@@ -54,7 +55,7 @@ pub fn transcript_snapshots<S: CommitLog + CheckpointReader>(store: &mut S) -> R
         expect_eq(
             &format!("transcript_slice({ranges:?})"),
             &Ok(want.clone()),
-            &store.transcript_slice(&pin, ranges),
+            &pinned(store.transcript_slice(&pin, ranges))?,
         )?;
     }
 
@@ -70,21 +71,21 @@ pub fn transcript_snapshots<S: CommitLog + CheckpointReader>(store: &mut S) -> R
     expect_eq(
         "verify the old pin after growth",
         &Ok(()),
-        &store.verify_transcript_snapshot(&pin),
+        &pinned(store.verify_transcript_snapshot(&pin))?,
     )?;
     for (ranges, want) in &slices {
         expect_eq(
             &format!("transcript_slice({ranges:?}) of the old pin after growth"),
             &Ok(want.clone()),
-            &store.transcript_slice(&pin, ranges),
+            &pinned(store.transcript_slice(&pin, ranges))?,
         )?;
     }
-    let grown = store.transcript_snapshot(&t1);
+    let grown = store.transcript_snapshot(&t1)?;
     expect_eq("the new pin's end", &5, &grown.end)?;
     expect_eq(
         "a slice of the new pin",
         &Ok(vec![assistant("m3"), user("m4")]),
-        &store.transcript_slice(&grown, &[3..5]),
+        &pinned(store.transcript_slice(&grown, &[3..5]))?,
     )?;
 
     let invalid: [(Vec<Range<usize>>, TranscriptError); 4] = [
@@ -117,7 +118,7 @@ pub fn transcript_snapshots<S: CommitLog + CheckpointReader>(store: &mut S) -> R
         expect_eq(
             &format!("transcript_slice({ranges:?}) of a 3-message pin"),
             &Err(error),
-            &store.transcript_slice(&pin, &ranges),
+            &pinned(store.transcript_slice(&pin, &ranges))?,
         )?;
     }
 
@@ -133,12 +134,12 @@ pub fn transcript_snapshots<S: CommitLog + CheckpointReader>(store: &mut S) -> R
     expect_eq(
         "verify a pin past the end",
         &Err(unavailable.clone()),
-        &store.verify_transcript_snapshot(&too_long),
+        &pinned(store.verify_transcript_snapshot(&too_long))?,
     )?;
     expect_eq(
         "slice a pin past the end",
         &Err(unavailable),
-        &store.transcript_slice(&too_long, &[0..1]),
+        &pinned(store.transcript_slice(&too_long, &[0..1]))?,
     )?;
 
     let mismatch = TranscriptError::SnapshotMismatch {
@@ -151,12 +152,12 @@ pub fn transcript_snapshots<S: CommitLog + CheckpointReader>(store: &mut S) -> R
     expect_eq(
         "verify a pin with a wrong digest",
         &Err(mismatch.clone()),
-        &store.verify_transcript_snapshot(&wrong_digest),
+        &pinned(store.verify_transcript_snapshot(&wrong_digest))?,
     )?;
     expect_eq(
         "slice a pin with a wrong digest",
         &Err(mismatch),
-        &store.transcript_slice(&wrong_digest, &[0..1]),
+        &pinned(store.transcript_slice(&wrong_digest, &[0..1]))?,
     )?;
 
     accepted(
@@ -178,11 +179,11 @@ pub fn transcript_snapshots<S: CommitLog + CheckpointReader>(store: &mut S) -> R
     expect_eq(
         "verify t1's pin against t2",
         &Err(mismatch.clone()),
-        &store.verify_transcript_snapshot(&elsewhere),
+        &pinned(store.verify_transcript_snapshot(&elsewhere))?,
     )?;
     expect_eq(
         "slice t1's pin against t2",
         &Err(mismatch),
-        &store.transcript_slice(&elsewhere, &[0..3]),
+        &pinned(store.transcript_slice(&elsewhere, &[0..3]))?,
     )
 }
