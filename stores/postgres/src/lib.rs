@@ -1,0 +1,1 @@
+//! The postgres backend of runcore (work in progress).

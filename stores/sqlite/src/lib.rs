@@ -1,0 +1,1 @@
+//! The sqlite backend of runcore (work in progress).
