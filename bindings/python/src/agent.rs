@@ -1,0 +1,543 @@
+//! `runcore.Agent`: the core's [`Agent`] with one method per input, outputs polled lazily and
+//! rendered by the driver's own renderer.
+
+use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyType};
+use runcore::driver::{ConfigLine, ContextMode, render_output_line};
+use runcore::{Action, Agent, AgentConfig, Output, RecoveryPolicy, ThreadId};
+use serde_json::{Map, Value};
+
+use crate::convert::{from_py, line_to_py, serde_to_py};
+use crate::errors::{self, agent_error, guard, internal, invalid_json};
+use crate::input::{self, Rejected};
+use crate::store::PyStore;
+
+/// One agent per thread (SPEC §8): call one input method, then `poll()` until it returns
+/// `None` (or iterate `drain()`), acting on each output in order.
+#[pyclass(module = "runcore", name = "Agent")]
+pub struct PyAgent {
+    pub(crate) agent: Agent,
+    pub(crate) context: ContextMode,
+    /// Messages already carried by earlier `call_model` outputs (delta context).
+    sent: usize,
+    /// Set when a Rust panic interrupted an input: the agent may be half-changed, so every
+    /// later call raises `InternalError` instead of acting on it.
+    poisoned: Option<String>,
+}
+
+/// Builds a driver-shaped input object.
+struct Line(Map<String, Value>);
+
+impl Line {
+    fn new(kind: &str) -> Self {
+        let mut map = Map::new();
+        map.insert("type".into(), Value::from(kind));
+        Line(map)
+    }
+
+    fn set(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.0.insert(key.into(), value.into());
+        self
+    }
+
+    fn json(self, key: &str, value: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(self.set(key, from_py(value)?))
+    }
+
+    fn now(self, now_ms: Option<u64>) -> Self {
+        match now_ms {
+            Some(now) => self.set("now_ms", now),
+            None => self,
+        }
+    }
+}
+
+fn parse_context(context: Option<&str>) -> PyResult<Option<ContextMode>> {
+    match context {
+        None => Ok(None),
+        Some("full") => Ok(Some(ContextMode::Full)),
+        Some("delta") => Ok(Some(ContextMode::Delta)),
+        Some(other) => Err(PyValueError::new_err(format!(
+            "context must be \"full\" or \"delta\", got {other:?}"
+        ))),
+    }
+}
+
+/// A `config` object (a dict with the fields of a `config` line, `type` optional) as a line.
+pub(crate) fn config_line(config: &Bound<'_, PyAny>) -> PyResult<Value> {
+    match from_py(config)? {
+        Value::Object(mut object) => {
+            object.insert("type".into(), Value::from("config"));
+            Ok(Value::Object(object))
+        }
+        _ => Err(PyTypeError::new_err(
+            "config must be a dict with the fields of a config line",
+        )),
+    }
+}
+
+impl PyAgent {
+    pub(crate) fn from_agent(agent: Agent, context: ContextMode) -> Self {
+        PyAgent {
+            agent,
+            context,
+            sent: 0,
+            poisoned: None,
+        }
+    }
+
+    fn usable(&self) -> PyResult<()> {
+        match &self.poisoned {
+            Some(why) => Err(internal(format!(
+                "this Agent is unusable after an internal error ({why}); restore it from a \
+                 snapshot or recover it from its store"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `f` on the agent; a panic poisons this object and becomes `InternalError`.
+    fn guarded<T>(&mut self, f: impl FnOnce(&mut Self) -> PyResult<T>) -> PyResult<T> {
+        self.usable()?;
+        match guard(|| f(self)) {
+            Ok(result) => result,
+            Err(panic) => {
+                self.poisoned = Some("a Rust panic".to_owned());
+                Err(panic)
+            }
+        }
+    }
+
+    /// Applies one input object: exactly what the driver does with the same line.
+    fn input(&mut self, line: Value) -> PyResult<()> {
+        self.guarded(|this| match input::apply(&mut this.agent, line) {
+            Ok(Some(context)) => {
+                this.context = context;
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(Rejected::Line(message)) => Err(invalid_json(message)),
+            Err(Rejected::Agent(error)) => Err(agent_error(&error)),
+        })
+    }
+
+    fn send(&mut self, line: Line) -> PyResult<()> {
+        self.input(Value::Object(line.0))
+    }
+
+    /// The next output as the driver's dict, or `None`.
+    pub(crate) fn next_output<'py>(
+        &mut self,
+        py: Python<'py>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.guarded(|this| match this.agent.poll() {
+            None => Ok(None),
+            Some(output) => {
+                let line = render_output_line(&this.agent, &output, this.context, &mut this.sent);
+                line_to_py(py, &line).map(Some)
+            }
+        })
+    }
+}
+
+#[pymethods]
+impl PyAgent {
+    /// An idle agent; `config` is a dict with the fields of the driver's `config` line.
+    #[new]
+    #[pyo3(signature = (config = None))]
+    fn new(config: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let agent = Agent::new(AgentConfig::default()).map_err(|e| agent_error(&e))?;
+        let mut this = PyAgent::from_agent(agent, ContextMode::Full);
+        if let Some(config) = config {
+            this.input(config_line(config)?)?;
+        }
+        Ok(this)
+    }
+
+    /// Any driver input line, as a dict or its JSON text (`{"type": "prompt", ...}`).
+    fn handle(&mut self, line: &Bound<'_, PyAny>) -> PyResult<()> {
+        let value = if let Ok(text) = line.cast::<PyString>() {
+            serde_json::from_str(&*text.to_cow()?)
+                .map_err(|e| invalid_json(format!("the line is not valid JSON: {e}")))?
+        } else {
+            from_py(line)?
+        };
+        self.input(value)
+    }
+
+    /// Starts a run with the user's `text`; returns its run id. `BusyError` while a run is
+    /// active.
+    #[pyo3(signature = (text, *, run_id = None, now_ms = None))]
+    fn prompt(
+        &mut self,
+        text: &str,
+        run_id: Option<&str>,
+        now_ms: Option<u64>,
+    ) -> PyResult<String> {
+        let mut line = Line::new("prompt").set("text", text).now(now_ms);
+        if let Some(run_id) = run_id {
+            line = line.set("run_id", run_id);
+        }
+        self.send(line)?;
+        self.agent
+            .active_run_id()
+            .map(|run| run.as_str().to_owned())
+            .ok_or_else(|| internal("prompt was accepted but no run is active"))
+    }
+
+    /// Queues steering for the active run (enters at the next complete boundary).
+    #[pyo3(signature = (text, *, now_ms = None))]
+    fn steer(&mut self, text: &str, now_ms: Option<u64>) -> PyResult<()> {
+        self.send(Line::new("steer").set("text", text).now(now_ms))
+    }
+
+    /// Queues a follow-up (enters only after a natural text stop).
+    #[pyo3(signature = (text, *, now_ms = None))]
+    fn follow_up(&mut self, text: &str, now_ms: Option<u64>) -> PyResult<()> {
+        self.send(Line::new("follow_up").set("text", text).now(now_ms))
+    }
+
+    /// Cancels the active run (a no-op when idle).
+    #[pyo3(signature = (*, now_ms = None))]
+    fn abort(&mut self, now_ms: Option<u64>) -> PyResult<()> {
+        self.send(Line::new("abort").now(now_ms))
+    }
+
+    /// Asks the running run to pause at its next boundary.
+    #[pyo3(signature = (*, now_ms = None))]
+    fn pause(&mut self, now_ms: Option<u64>) -> PyResult<()> {
+        self.send(Line::new("pause").now(now_ms))
+    }
+
+    /// Streamed text of the outstanding model call.
+    #[pyo3(signature = (run_id, step, text, *, now_ms = None))]
+    fn model_delta(
+        &mut self,
+        run_id: &str,
+        step: u64,
+        text: &str,
+        now_ms: Option<u64>,
+    ) -> PyResult<()> {
+        self.send(
+            Line::new("model_delta")
+                .set("run_id", run_id)
+                .set("step", step)
+                .set("text", text)
+                .now(now_ms),
+        )
+    }
+
+    /// The model's answer: an assistant message dict (`content`, `stop_reason`, ...).
+    #[pyo3(signature = (run_id, step, message, *, now_ms = None))]
+    fn model_done(
+        &mut self,
+        run_id: &str,
+        step: u64,
+        message: &Bound<'_, PyAny>,
+        now_ms: Option<u64>,
+    ) -> PyResult<()> {
+        let line = Line::new("model_done")
+            .set("run_id", run_id)
+            .set("step", step)
+            .json("message", message)?
+            .now(now_ms);
+        self.send(line)
+    }
+
+    /// The outstanding model call failed with the provider's `code` and `message`.
+    #[pyo3(signature = (run_id, step, code, message, *, now_ms = None))]
+    fn model_failed(
+        &mut self,
+        run_id: &str,
+        step: u64,
+        code: &str,
+        message: &str,
+        now_ms: Option<u64>,
+    ) -> PyResult<()> {
+        self.send(
+            Line::new("model_failed")
+                .set("run_id", run_id)
+                .set("step", step)
+                .set("code", code)
+                .set("message", message)
+                .now(now_ms),
+        )
+    }
+
+    /// Live progress of an executing call (a string or content blocks; never committed).
+    #[pyo3(signature = (run_id, call_id, content, *, now_ms = None))]
+    fn tool_progress(
+        &mut self,
+        run_id: &str,
+        call_id: &str,
+        content: &Bound<'_, PyAny>,
+        now_ms: Option<u64>,
+    ) -> PyResult<()> {
+        let line = Line::new("tool_progress")
+            .set("run_id", run_id)
+            .set("call_id", call_id)
+            .json("content", content)?
+            .now(now_ms);
+        self.send(line)
+    }
+
+    /// The result of one executing call (a string or content blocks).
+    #[pyo3(signature = (run_id, call_id, content, *, is_error = false, details = None, now_ms = None))]
+    fn tool_done(
+        &mut self,
+        run_id: &str,
+        call_id: &str,
+        content: &Bound<'_, PyAny>,
+        is_error: bool,
+        details: Option<&Bound<'_, PyAny>>,
+        now_ms: Option<u64>,
+    ) -> PyResult<()> {
+        let mut line = Line::new("tool_done")
+            .set("run_id", run_id)
+            .set("call_id", call_id)
+            .json("content", content)?
+            .set("is_error", is_error);
+        if let Some(details) = details {
+            line = line.json("details", details)?;
+        }
+        self.send(line.now(now_ms))
+    }
+
+    /// A full resume command (a `ResumeCommand` dict).
+    #[pyo3(signature = (command, *, now_ms = None))]
+    fn resume(&mut self, command: &Bound<'_, PyAny>, now_ms: Option<u64>) -> PyResult<()> {
+        let line = Line::new("resume").json("command", command)?.now(now_ms);
+        self.send(line)
+    }
+
+    /// Answers the current ticket with a `ResumeResult` dict (`{"type": "permission",
+    /// "decision": "allow"}`, `{"type": "input", "text": ...}`, ...).
+    #[pyo3(signature = (result, *, now_ms = None))]
+    fn resume_ticket(&mut self, result: &Bound<'_, PyAny>, now_ms: Option<u64>) -> PyResult<()> {
+        let line = Line::new("resume_ticket")
+            .json("result", result)?
+            .now(now_ms);
+        self.send(line)
+    }
+
+    /// Ends the awaiting run `cancelled`.
+    #[pyo3(signature = (*, now_ms = None))]
+    fn cancel_wait(&mut self, now_ms: Option<u64>) -> PyResult<()> {
+        self.send(Line::new("cancel_wait").now(now_ms))
+    }
+
+    /// Ends the active run by host policy, `stopped` with `reason`.
+    #[pyo3(signature = (reason, *, now_ms = None))]
+    fn stop(&mut self, reason: &str, now_ms: Option<u64>) -> PyResult<()> {
+        self.send(Line::new("stop").set("reason", reason).now(now_ms))
+    }
+
+    /// Ends an expired wait (`NotExpiredError` before its deadline).
+    fn expire_wait(&mut self, now_ms: u64) -> PyResult<()> {
+        self.send(Line::new("expire_wait").set("now_ms", now_ms))
+    }
+
+    /// Gives up on the executing tools: open calls `interrupted`, the run `indeterminate`.
+    #[pyo3(signature = (*, now_ms = None))]
+    fn abandon_tools(&mut self, now_ms: Option<u64>) -> PyResult<()> {
+        self.send(Line::new("abandon_tools").now(now_ms))
+    }
+
+    // MERGE POINT (agent-reshape): `handle_timeout`, `continue_run` and `poll_timeout` become
+    // the driver lines `timeout {now_ms}` / `continue {now_ms?}` and `Agent::poll_timeout()`.
+
+    /// Does what is due at `now_ms` (SPEC §8.5). Not in this core yet.
+    fn handle_timeout(&mut self, now_ms: u64) -> PyResult<()> {
+        let _ = now_ms;
+        Err(PyNotImplementedError::new_err(
+            "handle_timeout needs a core with timers (SPEC §8.5); this build has none",
+        ))
+    }
+
+    /// Starts a run from the current transcript (SPEC §8.8). Not in this core yet.
+    #[pyo3(signature = (*, now_ms = None))]
+    fn continue_run(&mut self, now_ms: Option<u64>) -> PyResult<()> {
+        let _ = now_ms;
+        Err(PyNotImplementedError::new_err(
+            "continue_run needs a core with continue (SPEC §8.8); this build has none",
+        ))
+    }
+
+    /// The earliest `now_ms` at which something is due (SPEC §8.5). Not in this core yet.
+    fn poll_timeout(&self) -> PyResult<Option<u64>> {
+        Err(PyNotImplementedError::new_err(
+            "poll_timeout needs a core with timers (SPEC §8.5); this build has none",
+        ))
+    }
+
+    /// The next output as the dict `runcore drive` would print (`commit`, `event`,
+    /// `call_model`, `execute_tools`), or `None` when there is nothing to do until the next
+    /// input. An action is decided only when it is polled.
+    fn poll<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.next_output(py)
+    }
+
+    /// An iterator that polls lazily until `poll()` returns `None`.
+    fn drain(slf: Py<Self>) -> Drain {
+        Drain { agent: slf }
+    }
+
+    /// The outstanding model call as its `call_model` dict with the whole transcript (full
+    /// context, whatever the configured mode), or `None`.
+    fn model_request<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.guarded(|this| {
+            let Some(request) = this.agent.model_request() else {
+                return Ok(None);
+            };
+            let action = Output::Action(Action::CallModel {
+                run_id: request.run_id.clone(),
+                step: request.step,
+                final_step: request.final_step,
+            });
+            let mut sent = 0;
+            let line = render_output_line(&this.agent, &action, ContextMode::Full, &mut sent);
+            line_to_py(py, &line).map(Some)
+        })
+    }
+
+    /// The whole agent as JSON text (queues and in-flight actions included).
+    fn snapshot(&self) -> PyResult<String> {
+        self.usable()?;
+        Ok(self.agent.snapshot_json())
+    }
+
+    /// An agent from `snapshot()` text. In delta context the next `call_model` carries the
+    /// transcript from `base` 0.
+    #[classmethod]
+    #[pyo3(signature = (snapshot, *, context = None))]
+    fn restore(_cls: &Bound<'_, PyType>, snapshot: &str, context: Option<&str>) -> PyResult<Self> {
+        let context = parse_context(context)?.unwrap_or_default();
+        match guard(|| Agent::restore_json(snapshot).map_err(|e| errors::snapshot_error(&e))) {
+            Ok(result) => Ok(PyAgent::from_agent(result?, context)),
+            Err(panic) => Err(panic),
+        }
+    }
+
+    /// An agent rebuilt from what `store` committed for `thread_id` (SPEC §8.7); drain it
+    /// first: under `"replay"` it hands out the pending action again, under `"seal"` it ends
+    /// an interrupted tool batch `indeterminate`. `config` is the configuration the thread
+    /// ran with (tool policies are configuration, not committed facts).
+    #[classmethod]
+    #[pyo3(signature = (store, thread_id, policy = "replay", *, config = None, now_ms = 0))]
+    fn recover(
+        _cls: &Bound<'_, PyType>,
+        store: &Bound<'_, PyStore>,
+        thread_id: &str,
+        policy: &str,
+        config: Option<&Bound<'_, PyAny>>,
+        now_ms: u64,
+    ) -> PyResult<Self> {
+        let policy = match policy {
+            "replay" => RecoveryPolicy::Replay,
+            "seal" => RecoveryPolicy::Seal,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "policy must be \"replay\" or \"seal\", got {other:?}"
+                )));
+            }
+        };
+        let mut line = match config {
+            Some(config) => config_line(config)?,
+            None => Value::Object(Map::new()),
+        };
+        if let Value::Object(object) = &mut line {
+            object.remove("type");
+            object
+                .entry("thread_id")
+                .or_insert_with(|| Value::from(thread_id));
+        }
+        let config: ConfigLine = serde_json::from_value(line)
+            .map_err(|e| invalid_json(format!("not a valid config: {e}")))?;
+        let context = config.context.unwrap_or_default();
+        let store = store.borrow();
+        let thread = ThreadId::new(thread_id);
+        let recovered = guard(|| {
+            store.with(|backend| {
+                Agent::recover_at(config.agent_config(), backend, &thread, policy, now_ms).map_err(
+                    |e| match e {
+                        runcore::RecoverError::Store(e) => errors::store_error(&e),
+                        runcore::RecoverError::Invalid(e) => agent_error(&e),
+                        other => internal(other.to_string()),
+                    },
+                )
+            })
+        })??;
+        Ok(PyAgent::from_agent(recovered, context))
+    }
+
+    /// The thread this agent drives.
+    #[getter]
+    fn thread_id(&self) -> String {
+        self.agent.thread_id().as_str().to_owned()
+    }
+
+    /// The active run's id (`None` when idle).
+    #[getter]
+    fn active_run_id(&self) -> Option<String> {
+        self.agent
+            .active_run_id()
+            .map(|run| run.as_str().to_owned())
+    }
+
+    /// The agent's clock: the latest `now_ms` of an accepted input.
+    #[getter]
+    fn clock_ms(&self) -> u64 {
+        self.agent.clock_ms()
+    }
+
+    /// True when no run is active and nothing is left to poll.
+    #[getter]
+    fn is_idle(&self) -> bool {
+        self.agent.is_idle()
+    }
+
+    /// The ticket the active run waits on, as a dict (`None` unless awaiting).
+    fn current_ticket<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.agent
+            .current_ticket()
+            .map(|ticket| serde_to_py(py, ticket))
+            .transpose()
+    }
+
+    /// The transcript (between inputs: the committed transcript), as message dicts.
+    fn transcript<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        serde_to_py(py, &self.agent.transcript())
+    }
+
+    fn __repr__(&self) -> String {
+        match self.agent.active_run_id() {
+            Some(run) => format!(
+                "Agent(thread_id={:?}, active_run_id={:?})",
+                self.agent.thread_id().as_str(),
+                run.as_str()
+            ),
+            None => format!(
+                "Agent(thread_id={:?}, idle)",
+                self.agent.thread_id().as_str()
+            ),
+        }
+    }
+}
+
+/// The iterator `Agent.drain()` returns: each step polls the agent (lazily).
+#[pyclass(module = "runcore", name = "Drain")]
+pub struct Drain {
+    agent: Py<PyAgent>,
+}
+
+#[pymethods]
+impl Drain {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.agent.bind(py).borrow_mut().next_output(py)
+    }
+}

@@ -1,0 +1,38 @@
+//! The Python package `runcore`: the core's [`runcore::Agent`], its JSON-lines
+//! [`runcore::driver::Driver`] and its stores, as a native module (`runcore._runcore`).
+//!
+//! The binding is thin on purpose: inputs are the driver's input objects built from keyword
+//! arguments and read by the driver's own types; outputs are the driver's rendered lines. So
+//! `Agent.poll()` gives the dict `runcore drive` would print, and a new input or output shape
+//! in the core reaches Python without a second copy here.
+#![forbid(unsafe_code)]
+
+use pyo3::prelude::*;
+
+mod agent;
+mod convert;
+mod driver;
+mod errors;
+mod input;
+mod store;
+
+/// Raises `InternalError` from inside the panic guard: lets the tests check that a Rust panic
+/// becomes an ordinary exception (not an abort, not `PanicException`).
+#[pyfunction]
+fn _panic_for_tests(message: &str) -> PyResult<()> {
+    errors::guard(|| -> PyResult<()> { panic!("{message}") })?
+}
+
+/// The native module.
+#[pymodule]
+fn _runcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<agent::PyAgent>()?;
+    m.add_class::<agent::Drain>()?;
+    m.add_class::<driver::PyDriver>()?;
+    m.add_class::<store::PyStore>()?;
+    m.add_class::<store::PyMemoryStore>()?;
+    m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
+    errors::register(m)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,340 @@
+//! `runcore.Store` and its backends: the commit log (§7, §7.1) and its read ports, returning
+//! the core's serde shapes as dicts.
+//!
+//! Every backend sits behind one [`DynStore`], so `Agent.recover` and the read ports are
+//! written once. A store is guarded by a mutex: Python may share it between threads.
+
+use std::ops::Range;
+use std::sync::{Mutex, MutexGuard};
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use runcore::{
+    CheckpointReader, CommitLog, CommitOperation, CommitReceipt, CommitRecord, CommittedThreadView,
+    EventRecord, EventScope, MemoryStore, Message, ResumeTicket, RunId, RunRecord, RunState,
+    StateCommand, StoreError, ThreadCommit, ThreadId, ThreadSummary, TranscriptSnapshotRef,
+};
+use serde_json::Value;
+
+use crate::convert::{from_py, serde_to_py};
+use crate::errors::{guard, internal, store_error};
+
+/// A backend the binding can hold: the write side and the read ports.
+pub trait Backend: CommitLog + CheckpointReader + Send {}
+
+impl<T: CommitLog + CheckpointReader + Send> Backend for T {}
+
+/// Any backend, as one concrete type the core's generic functions accept.
+pub struct DynStore(Box<dyn Backend>);
+
+impl CommitLog for DynStore {
+    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
+        self.0.commit(commit)
+    }
+
+    fn commit_operation(
+        &mut self,
+        operation: CommitOperation,
+    ) -> Result<CommitReceipt, StoreError> {
+        self.0.commit_operation(operation)
+    }
+}
+
+impl CommittedThreadView for DynStore {
+    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
+        self.0.committed_messages(thread)
+    }
+    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        self.0.run(run)
+    }
+    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
+        self.0.latest_run(thread)
+    }
+    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
+        self.0.resume_ticket(run)
+    }
+    fn run_state(&self, run: &RunId) -> Result<Option<RunState>, StoreError> {
+        self.0.run_state(run)
+    }
+    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
+        self.0.committed_state(thread)
+    }
+    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
+        self.0.thread_version(thread)
+    }
+    fn threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadSummary>, StoreError> {
+        self.0.threads(after, limit)
+    }
+    fn pending_tickets(
+        &self,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<Vec<ResumeTicket>, StoreError> {
+        self.0.pending_tickets(after, limit)
+    }
+    fn transcript_snapshot(&self, thread: &ThreadId) -> Result<TranscriptSnapshotRef, StoreError> {
+        self.0.transcript_snapshot(thread)
+    }
+    fn verify_transcript_snapshot(
+        &self,
+        snapshot: &TranscriptSnapshotRef,
+    ) -> Result<(), StoreError> {
+        self.0.verify_transcript_snapshot(snapshot)
+    }
+    fn transcript_slice(
+        &self,
+        snapshot: &TranscriptSnapshotRef,
+        ranges: &[Range<usize>],
+    ) -> Result<Vec<Message>, StoreError> {
+        self.0.transcript_slice(snapshot, ranges)
+    }
+}
+
+impl CheckpointReader for DynStore {
+    fn list_events(
+        &self,
+        scope: &EventScope,
+        from: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        self.0.list_events(scope, from, limit)
+    }
+}
+
+/// The commit log and read ports of a runcore store (SPEC §7, §7.1). Open one of its
+/// subclasses: `MemoryStore()`, ….
+#[pyclass(subclass, module = "runcore", name = "Store")]
+pub struct PyStore {
+    inner: Mutex<DynStore>,
+}
+
+impl PyStore {
+    /// A store over `backend`.
+    pub fn new(backend: impl Backend + 'static) -> Self {
+        PyStore {
+            inner: Mutex::new(DynStore(Box::new(backend))),
+        }
+    }
+
+    fn lock(&self) -> PyResult<MutexGuard<'_, DynStore>> {
+        self.inner.lock().map_err(|_| {
+            internal("this store is unusable after an internal error (a Rust panic) in a call")
+        })
+    }
+
+    /// Runs `f` on the backend under its lock.
+    pub fn with<T>(&self, f: impl FnOnce(&mut DynStore) -> PyResult<T>) -> PyResult<T> {
+        let mut store = self.lock()?;
+        guard(|| f(&mut store))?
+    }
+
+    fn read<'py, T: serde::Serialize>(
+        &self,
+        py: Python<'py>,
+        f: impl FnOnce(&DynStore) -> Result<T, StoreError>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let value = self.with(|store| f(store).map_err(|e| store_error(&e)))?;
+        serde_to_py(py, &value)
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(what: &str, value: &Bound<'_, PyAny>) -> PyResult<T> {
+    serde_json::from_value(from_py(value)?)
+        .map_err(|e| PyValueError::new_err(format!("not a valid {what}: {e}")))
+}
+
+fn scope_of(scope: Option<&Bound<'_, PyAny>>) -> PyResult<EventScope> {
+    match scope {
+        None => Ok(EventScope::All),
+        Some(scope) => decode(
+            "event scope ({\"type\": \"all\"}, {\"type\": \"thread\", \"id\": ...} or \
+             {\"type\": \"run\", \"id\": ...})",
+            scope,
+        ),
+    }
+}
+
+#[pymethods]
+impl PyStore {
+    /// Applies a `commit` output of the agent or driver (`{"type": "commit", "commit": ...}`):
+    /// fenced and idempotent when it carries `ordinal` and `expected_thread_version` (SPEC
+    /// §7.1), a plain commit otherwise. Returns the receipt (or record) as a dict; a rejection
+    /// raises `StoreError`.
+    fn commit<'py>(
+        &self,
+        py: Python<'py>,
+        output: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let Value::Object(mut output) = from_py(output)? else {
+            return Err(PyTypeError::new_err(
+                "commit() takes a commit output dict ({\"type\": \"commit\", \"commit\": ...})",
+            ));
+        };
+        match output.get("type") {
+            Some(Value::String(kind)) if kind == "commit" => {}
+            Some(Value::String(kind)) => {
+                return Err(PyValueError::new_err(format!(
+                    "commit() takes a commit output, got a {kind:?} output"
+                )));
+            }
+            _ => {
+                return Err(PyValueError::new_err(
+                    "commit() takes a commit output ({\"type\": \"commit\", \"commit\": ...})",
+                ));
+            }
+        }
+        let commit: ThreadCommit =
+            serde_json::from_value(output.remove("commit").unwrap_or_default())
+                .map_err(|e| PyValueError::new_err(format!("not a valid commit: {e}")))?;
+        let field = |name: &str| output.get(name).and_then(Value::as_u64);
+        match (field("ordinal"), field("expected_thread_version")) {
+            (Some(ordinal), Some(version)) => {
+                let operation = CommitOperation::new(commit, ordinal, version);
+                let receipt = self.with(|store| {
+                    store
+                        .commit_operation(operation)
+                        .map_err(|e| store_error(&e))
+                })?;
+                serde_to_py(py, &receipt)
+            }
+            _ => {
+                let record =
+                    self.with(|store| store.commit(commit).map_err(|e| store_error(&e)))?;
+                serde_to_py(py, &record)
+            }
+        }
+    }
+
+    /// The thread's committed messages, in commit order.
+    fn committed_messages<'py>(
+        &self,
+        py: Python<'py>,
+        thread_id: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.read(py, |s| s.committed_messages(&ThreadId::new(thread_id)))
+    }
+
+    /// Any run's record (`{"id", "thread_id", "state", ...}`), or `None`.
+    fn run<'py>(&self, py: Python<'py>, run_id: &str) -> PyResult<Bound<'py, PyAny>> {
+        self.read(py, |s| s.run(&RunId::new(run_id)))
+    }
+
+    /// The run of the thread's latest commit, or `None`.
+    fn latest_run<'py>(&self, py: Python<'py>, thread_id: &str) -> PyResult<Bound<'py, PyAny>> {
+        self.read(py, |s| s.latest_run(&ThreadId::new(thread_id)))
+    }
+
+    /// The run's ticket while it is awaiting, else `None`.
+    fn resume_ticket<'py>(&self, py: Python<'py>, run_id: &str) -> PyResult<Bound<'py, PyAny>> {
+        self.read(py, |s| s.resume_ticket(&RunId::new(run_id)))
+    }
+
+    /// The run's latest committed state (`{"type": "running"}`, ...), or `None`.
+    fn run_state<'py>(&self, py: Python<'py>, run_id: &str) -> PyResult<Bound<'py, PyAny>> {
+        self.read(py, |s| s.run_state(&RunId::new(run_id)))
+    }
+
+    /// The thread's state commands, in commit order.
+    fn committed_state<'py>(
+        &self,
+        py: Python<'py>,
+        thread_id: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.read(py, |s| s.committed_state(&ThreadId::new(thread_id)))
+    }
+
+    /// The thread's commit count (0 for an unknown thread).
+    fn thread_version(&self, thread_id: &str) -> PyResult<u64> {
+        self.with(|s| {
+            s.thread_version(&ThreadId::new(thread_id))
+                .map_err(|e| store_error(&e))
+        })
+    }
+
+    /// Threads ordered by id, those after `after` (exclusive), at most `limit`.
+    #[pyo3(signature = (after = None, limit = 100))]
+    fn threads<'py>(
+        &self,
+        py: Python<'py>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let after = after.map(ThreadId::new);
+        self.read(py, |s| s.threads(after.as_ref(), limit))
+    }
+
+    /// Every awaiting run's ticket across threads, ordered by run id, those after `after`
+    /// (exclusive), at most `limit`.
+    #[pyo3(signature = (after = None, limit = 100))]
+    fn pending_tickets<'py>(
+        &self,
+        py: Python<'py>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let after = after.map(RunId::new);
+        self.read(py, |s| s.pending_tickets(after.as_ref(), limit))
+    }
+
+    /// Committed audit events of `scope` (`None`: all; `{"type": "thread", "id": ...}`;
+    /// `{"type": "run", "id": ...}`) with `sequence > after`, ascending, at most `limit`.
+    #[pyo3(signature = (scope = None, after = None, limit = 100))]
+    fn list_events<'py>(
+        &self,
+        py: Python<'py>,
+        scope: Option<&Bound<'py, PyAny>>,
+        after: Option<u64>,
+        limit: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let scope = scope_of(scope)?;
+        self.read(py, |s| s.list_events(&scope, after, limit))
+    }
+
+    /// Pins the thread's committed transcript prefix: `{"thread_id", "end", "digest"}`.
+    fn transcript_snapshot<'py>(
+        &self,
+        py: Python<'py>,
+        thread_id: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.read(py, |s| s.transcript_snapshot(&ThreadId::new(thread_id)))
+    }
+
+    /// Checks that a pinned prefix is still committed, unchanged (`StoreError` if not).
+    fn verify_transcript_snapshot(&self, snapshot: &Bound<'_, PyAny>) -> PyResult<()> {
+        let snapshot: TranscriptSnapshotRef = decode("transcript snapshot", snapshot)?;
+        self.with(|s| {
+            s.verify_transcript_snapshot(&snapshot)
+                .map_err(|e| store_error(&e))
+        })
+    }
+
+    /// The messages of `ranges` (sorted, non-overlapping, half-open `(start, end)` pairs)
+    /// within a pinned prefix.
+    fn transcript_slice<'py>(
+        &self,
+        py: Python<'py>,
+        snapshot: &Bound<'py, PyAny>,
+        ranges: Vec<(usize, usize)>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let snapshot: TranscriptSnapshotRef = decode("transcript snapshot", snapshot)?;
+        let ranges: Vec<Range<usize>> = ranges.into_iter().map(|(a, b)| a..b).collect();
+        self.read(py, |s| s.transcript_slice(&snapshot, &ranges))
+    }
+}
+
+/// The in-memory reference store (nothing survives the process).
+#[pyclass(extends = PyStore, module = "runcore", name = "MemoryStore")]
+pub struct PyMemoryStore;
+
+#[pymethods]
+impl PyMemoryStore {
+    /// An empty in-memory store.
+    #[new]
+    fn new() -> PyClassInitializer<Self> {
+        PyClassInitializer::from(PyStore::new(MemoryStore::new())).add_subclass(PyMemoryStore)
+    }
+}
