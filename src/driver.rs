@@ -304,8 +304,17 @@ pub enum OutputLine<'a> {
         step: Step,
         calls: &'a [ToolCall],
     },
-    /// Persist this commit before acting on later lines.
-    Commit { commit: &'a ThreadCommit },
+    /// Persist this commit before acting on later lines, fenced by its operation fields
+    /// (SPEC §7.1, §12.1).
+    Commit {
+        commit: &'a ThreadCommit,
+        /// Commits of this run emitted before this one.
+        ordinal: u64,
+        /// The thread's commit count this commit builds on.
+        expected_thread_version: u64,
+        /// SHA-256 (lowercase hex) of the commit's canonical JSON.
+        payload_hash: String,
+    },
     /// A notification.
     Event { event: &'a AgentEvent },
     /// The input line was rejected; nothing changed.
@@ -637,7 +646,12 @@ pub fn render_output_line(
             step: *step,
             calls,
         }),
-        Output::Commit(commit) => to_line(&OutputLine::Commit { commit }),
+        Output::Commit(commit) => to_line(&OutputLine::Commit {
+            commit: &commit.commit,
+            ordinal: commit.ordinal,
+            expected_thread_version: commit.expected_thread_version,
+            payload_hash: commit.payload_hash(),
+        }),
         Output::Event(event) => to_line(&OutputLine::Event { event }),
     }
 }

@@ -518,7 +518,9 @@ fn recover_after_a_resume_with_context_in_the_middle_of_a_batch() {
         while let Some(output) = agent.poll() {
             match output {
                 Output::Commit(commit) => {
-                    store.commit(commit).expect("the store accepts the commit");
+                    store
+                        .commit(commit.commit)
+                        .expect("the store accepts the commit");
                     if Some(store.last_sequence()) == crash_after {
                         return actions;
                     }

@@ -23,7 +23,7 @@ mod run_loop;
 mod snapshot;
 
 pub use config::{AgentConfig, ToolPolicy, ToolSpec};
-pub use events::{Action, AgentEvent, LoopEvent, MessageOrigin, Output, RunResult};
+pub use events::{Action, AgentCommit, AgentEvent, LoopEvent, MessageOrigin, Output, RunResult};
 pub use input::Input;
 pub use observers::{Observer, ObserverId, Observers};
 pub use queues::QueueMode;
@@ -74,6 +74,10 @@ pub struct Agent {
     clock_ms: u64,
     /// The `n` of the latest minted run id `"{thread_id}/run-{n}"`.
     runs_started: u64,
+    /// The thread's commit count the next commit builds on (SPEC §7.1): the store's version
+    /// at creation or recovery, plus every commit emitted since.
+    #[serde(default)]
+    thread_version: u64,
     /// Every run id used on this thread (minted or host-supplied), so none repeats. Not empty
     /// once the agent was prompted, which locks the configuration.
     used_run_ids: BTreeSet<RunId>,
@@ -125,6 +129,7 @@ impl Agent {
             committed: 0,
             clock_ms: 0,
             runs_started: 0,
+            thread_version: 0,
             used_run_ids: BTreeSet::new(),
             active: None,
             last_end: None,
@@ -362,6 +367,7 @@ impl Agent {
             waits: 0,
             transcript_start,
             committed_as: CommittedAs::Nothing,
+            commits: 0,
         };
         let mut tx = Tx::default();
         self.commit_running(

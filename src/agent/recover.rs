@@ -243,6 +243,7 @@ impl Agent {
             waits: history.head_waits,
             transcript_start,
             committed_as: CommittedAs::Running,
+            commits: 0,
         };
         let batch = |config: &AgentConfig| {
             let mut batch = Batch::gated(steps, open_calls.clone(), |name| config.policy(name));

@@ -98,7 +98,7 @@ pub fn render_output(output: &Output) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-        Output::Commit(commit) => render_commit(commit),
+        Output::Commit(commit) => render_commit(&commit.commit),
         Output::Event(event) => render_event(event),
     }
 }
@@ -329,6 +329,9 @@ pub struct Harness {
     pub crash_after_commits: Option<usize>,
     /// Whether the simulated crash happened.
     pub crashed: bool,
+    /// Whether commits are applied as fenced operations (`commit_operation`, SPEC §7.1).
+    /// Off for a recovered agent until recovery reads the store's thread version.
+    pub fenced: bool,
     /// When set, every polled output is recorded here as its serialized JSON.
     pub output_log: Option<Vec<String>>,
     /// Outputs polled so far (counts every `poll` that returned an output).
@@ -373,6 +376,7 @@ impl Harness {
             requests: Vec::new(),
             crash_after_commits: None,
             crashed: false,
+            fenced: true,
             output_log: None,
             polls: 0,
             restore_at_poll: None,
@@ -412,6 +416,7 @@ impl Harness {
         }
         h.reducer = reducer;
         h.store = store;
+        h.fenced = false;
         h.trace.push(format!(
             "> recover ({})",
             serde_json::to_value(policy)
@@ -528,16 +533,28 @@ impl Harness {
         self.trace.push(format!("  {}", render_output(&output)));
         match output {
             Output::Commit(commit) => {
-                if let Some(ended) = self.ended_runs.iter().find(|r| *r == commit.run_id()) {
+                if let Some(ended) = self
+                    .ended_runs
+                    .iter()
+                    .find(|r| *r == commit.commit.run_id())
+                {
                     panic!("a commit for run {ended} after its Ended commit");
                 }
-                if let RunDisposition::Ended { run_id, .. } = &commit.run {
+                if let RunDisposition::Ended { run_id, .. } = &commit.commit.run {
                     self.ended_runs.push(run_id.clone());
                 }
-                self.store
-                    .commit(commit.clone())
-                    .unwrap_or_else(|e| panic!("the store rejected an agent commit: {e}"));
-                self.commits.push(commit);
+                if self.fenced {
+                    let receipt = self
+                        .store
+                        .commit_operation(commit.clone().into_operation())
+                        .unwrap_or_else(|e| panic!("the store rejected an agent commit: {e}"));
+                    assert!(!receipt.duplicate, "an agent commit was a duplicate");
+                } else {
+                    self.store
+                        .commit(commit.commit.clone())
+                        .unwrap_or_else(|e| panic!("the store rejected an agent commit: {e}"));
+                }
+                self.commits.push(commit.commit);
                 if self.crash_after_commits == Some(self.commits.len()) {
                     self.crashed = true;
                     self.trace

@@ -275,8 +275,24 @@ impl Host {
     fn act(&mut self, output: Output, transcript_len: usize) {
         let thread = self.thread();
         match output {
-            Output::Commit(commit) => {
-                let run = commit.run_id().clone();
+            Output::Commit(agent_commit) => {
+                let run = agent_commit.commit.run_id().clone();
+                // SPEC §7.1: the agent's own counts match what the store holds.
+                ensure_eq!(
+                    self,
+                    agent_commit.expected_thread_version,
+                    self.store
+                        .thread_version(&thread)
+                        .expect("memory store reads never fail"),
+                    "§7.1 expected_thread_version of a commit of {run}"
+                );
+                ensure_eq!(
+                    self,
+                    agent_commit.ordinal,
+                    self.store.run_commit_count(&run),
+                    "§7.1 ordinal of a commit of {run}"
+                );
+                let commit = &agent_commit.commit;
                 ensure!(
                     self,
                     !self.ended_commits.contains(&run),
@@ -307,8 +323,11 @@ impl Host {
                 if let RunDisposition::Ended { run_id, .. } = &commit.run {
                     self.ended_commits.push(run_id.clone());
                 }
-                if let Err(e) = self.store.commit(commit) {
-                    ensure!(self, false, "the store rejected an agent commit: {e}");
+                match self.store.commit_operation(agent_commit.into_operation()) {
+                    Ok(receipt) => {
+                        ensure!(self, !receipt.duplicate, "an agent commit was a duplicate")
+                    }
+                    Err(e) => ensure!(self, false, "the store rejected an agent commit: {e}"),
                 }
             }
             Output::Event(event) => {

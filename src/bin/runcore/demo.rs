@@ -111,7 +111,7 @@ impl Host {
             match output {
                 Output::Commit(commit) => {
                     self.commits += 1;
-                    if let Err(e) = self.store.commit(commit) {
+                    if let Err(e) = self.store.commit_operation(commit.into_operation()) {
                         self.line(format!("            the store rejected a commit: {e}"));
                     }
                 }
@@ -273,7 +273,7 @@ fn describe_commit(commit: &ThreadCommit) -> String {
 
 fn describe(output: &Output) -> String {
     match output {
-        Output::Commit(commit) => describe_commit(commit),
+        Output::Commit(commit) => describe_commit(&commit.commit),
         Output::Action(Action::CallModel {
             step, final_step, ..
         }) => format!(
