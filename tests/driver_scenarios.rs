@@ -483,7 +483,7 @@ fn every_scenario_file_has_expectations() {
     assert_eq!(files, known);
     for file in EXPECTED.iter().map(|e| e.file).chain([COLD_FILE]) {
         for (i, line) in input_lines(&read_scenario(file)).iter().enumerate() {
-            let parsed: Result<InputLine, _> = serde_json::from_str(line);
+            let parsed = InputLine::parse(line);
             assert!(parsed.is_ok(), "{file}:{}: {parsed:?}", i + 1);
         }
     }
@@ -836,8 +836,11 @@ fn store_of<'a>(outputs: impl IntoIterator<Item = &'a Value>) -> MemoryStore {
 }
 
 fn warm_config(warm: &[&str]) -> runcore::AgentConfig {
-    match serde_json::from_str::<InputLine>(warm[0]) {
-        Ok(InputLine::Config(config)) => config.agent_config(),
+    match InputLine::parse(warm[0]) {
+        Ok(InputLine {
+            input: runcore::Input::Config(config),
+            ..
+        }) => config,
         other => panic!("the warm file starts with its config line: {other:?}"),
     }
 }

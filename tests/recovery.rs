@@ -235,7 +235,7 @@ fn recover_awaiting_an_expired_ticket_still_expires_it() {
             now_ms: 1_001,
         })
     );
-    cold.input("expire_wait 1001", Input::ExpireWait { now_ms: 1_001 })
+    cold.input_at("expire_wait 1001", Input::ExpireWait, 1_001)
         .unwrap();
     assert_eq!(cold.last_cause(), &EndCause::Stopped("wait_expired".into()));
     assert_eq!(

@@ -128,12 +128,13 @@ pub enum MessageOrigin {
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum AgentEvent {
-    /// A run started with this user message.
+    /// A run started with this user message (none for a continued run, SPEC §8.8).
     RunStart {
         /// The run.
         run_id: RunId,
-        /// The prompt.
-        message: Message,
+        /// The prompt; absent when the run continues the transcript as it stands.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<Message>,
     },
     /// Progress inside a run.
     Loop {

@@ -339,7 +339,7 @@ impl Agent {
     }
 
     /// `model_done` for the outstanding step (already checked).
-    pub(crate) fn on_model_done(
+    pub(crate) fn model_answered(
         &mut self,
         mut run: ActiveRun,
         step: Step,

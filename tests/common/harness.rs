@@ -189,9 +189,13 @@ pub fn render_message(message: &Message) -> String {
 
 pub fn render_event(event: &AgentEvent) -> String {
     match event {
-        AgentEvent::RunStart { run_id, message } => {
+        AgentEvent::RunStart {
+            run_id,
+            message: Some(message),
+        } => {
             format!("event run_start {run_id} {}", render_message(message))
         }
+        AgentEvent::RunStart { run_id, .. } => format!("event run_start {run_id} (continue)"),
         AgentEvent::RunEnd { run_id, result } => format!(
             "event run_end {run_id} {} steps={} unconsumed=[{}]",
             render_cause(&result.cause),
@@ -444,10 +448,18 @@ impl Harness {
         out
     }
 
-    /// Applies `input` (rendered as `label`) and drains. Errors are recorded and returned.
+    /// Applies `input` (rendered as `label`) at the agent's own clock and drains. Errors are
+    /// recorded and returned.
     pub fn input(&mut self, label: &str, input: Input) -> Result<(), AgentError> {
+        let now_ms = self.agent.clock_ms();
+        self.input_at(label, input, now_ms)
+    }
+
+    /// Applies `input` (rendered as `label`) at `now_ms` and drains. Errors are recorded and
+    /// returned.
+    pub fn input_at(&mut self, label: &str, input: Input, now_ms: u64) -> Result<(), AgentError> {
         let before = serde_json::to_string(&self.agent).expect("agent serializes");
-        match self.agent.apply(input) {
+        match self.agent.handle(input, now_ms) {
             Ok(()) => {
                 self.trace.push(format!("> {label}"));
                 self.drain();
@@ -465,13 +477,13 @@ impl Harness {
 
     pub fn prompt(&mut self, text: &str) -> Result<(), AgentError> {
         let now_ms = self.clock_ms;
-        self.input(
+        self.input_at(
             &format!("prompt {text:?}"),
             Input::Prompt {
                 message: UserMessage::text(text),
-                now_ms,
                 run_id: None,
             },
+            now_ms,
         )
     }
 
@@ -502,8 +514,8 @@ impl Harness {
             "resume {}",
             serde_json::to_string(&result).unwrap_or_default()
         );
-        let now_ms = Some(self.clock_ms);
-        self.input(&label, Input::ResumeTicket { result, now_ms })
+        let now_ms = self.clock_ms;
+        self.input_at(&label, Input::ResumeTicket { result }, now_ms)
     }
 
     /// Polls one output and acts on it: commits are persisted, events reduced, actions
@@ -755,11 +767,7 @@ impl Harness {
         self.pending_tools.retain(|(_, c)| c.id != call.id);
         self.input(
             &format!("tool_done {}", call.id),
-            Input::ToolDone {
-                run_id: run_id.clone(),
-                call_id: call.id.clone(),
-                output,
-            },
+            Input::tool_done(run_id.clone(), output),
         )
         .expect("tool_done accepted");
     }

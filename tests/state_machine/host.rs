@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::THREAD;
 use super::reference::{Expect, RefConfig, RefEnd, RefPhase, RefState};
-use super::transitions::{Answer, Transition, input_for, interjection};
+use super::transitions::{Answer, Transition, input_for, interjection, tool_output};
 use crate::common::harness::{check_pairing, render_output};
 
 /// The action the host is working on.
@@ -159,7 +159,21 @@ impl Host {
         self.trace.push(format!("> {t:?}"));
         let before = serde_json::to_string(&self.agent).expect("the agent serializes");
         let transcript_len = self.agent.transcript().len();
-        match self.agent.apply(input_for(t)) {
+        let result = match t {
+            // Through the method: it is the door that checks an output naming another call
+            // (an `Input` cannot express one).
+            Transition::ToolDone { run, call, answer } => self.agent.tool_done(
+                &RunId::new(run.as_str()),
+                &CallId::new(call.as_str()),
+                tool_output(call, *answer),
+            ),
+            _ => {
+                let (input, now_ms) = input_for(t);
+                let now_ms = now_ms.unwrap_or(self.agent.clock_ms());
+                self.agent.handle(input, now_ms)
+            }
+        };
+        match result {
             Err(error) => {
                 self.trace.push(format!("  ! {error} ({})", error.kind()));
                 let after = serde_json::to_string(&self.agent).expect("the agent serializes");
