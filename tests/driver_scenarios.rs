@@ -915,24 +915,13 @@ fn t6_recovery_behaves_like_the_warm_path() {
     let mut warm_driver = Driver::new();
     let warm_outputs = feed(&mut warm_driver, &warm);
     let warm_rest = feed(&mut warm_driver, &cold[1..]);
-    // TODO(store contract §7.1): until recovery reads the store's thread version and the
-    // run's commit count, a recovered agent's operation counters start from 0; compare the
-    // lines without them.
-    let without_counters = |outputs: &[Value]| -> Vec<Value> {
-        without_line_numbers(outputs)
-            .into_iter()
-            .map(|v| {
-                let mut v = v.clone();
-                if let Some(object) = v.as_object_mut() {
-                    object.remove("ordinal");
-                    object.remove("expected_thread_version");
-                }
-                v
-            })
-            .collect()
-    };
+    // Operation fields included: the recovered agent continues the run's ordinals and the
+    // thread's version from the store (SPEC §7.1).
     for (cold_line, warm_line) in cold_outputs[1..].iter().zip(&warm_rest) {
-        assert_eq!(without_counters(cold_line), without_counters(warm_line));
+        assert_eq!(
+            without_line_numbers(cold_line),
+            without_line_numbers(warm_line)
+        );
     }
     assert_eq!(
         driver.agent().transcript(),

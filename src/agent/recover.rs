@@ -168,6 +168,9 @@ impl Agent {
         let mut agent = Agent::new(config)?;
         agent.messages = reader.committed_messages(thread_id)?;
         agent.committed = agent.messages.len();
+        // The fence (SPEC §7.1): the recovered agent's first commit builds on the version the
+        // store holds now; a second writer recovered from the same version is fenced.
+        agent.thread_version = reader.thread_version(thread_id)?;
         let head = reader.latest_run(thread_id)?;
         let history = read_history(reader, thread_id, head.as_ref().map(|r| &r.id))?;
         agent.runs_started = history.runs_started;
@@ -233,7 +236,8 @@ impl Agent {
             waits: history.head_waits,
             transcript_start,
             committed_as: CommittedAs::Running,
-            commits: 0,
+            // Ordinals continue from the run's stored commit count.
+            commits: head.commits,
         };
         let batch = |config: &AgentConfig| {
             let mut batch = Batch::gated(steps, open_calls.clone(), |name| config.policy(name));

@@ -333,9 +333,6 @@ pub struct Harness {
     pub crash_after_commits: Option<usize>,
     /// Whether the simulated crash happened.
     pub crashed: bool,
-    /// Whether commits are applied as fenced operations (`commit_operation`, SPEC §7.1).
-    /// Off for a recovered agent until recovery reads the store's thread version.
-    pub fenced: bool,
     /// When set, every polled output is recorded here as its serialized JSON.
     pub output_log: Option<Vec<String>>,
     /// Outputs polled so far (counts every `poll` that returned an output).
@@ -380,7 +377,6 @@ impl Harness {
             requests: Vec::new(),
             crash_after_commits: None,
             crashed: false,
-            fenced: true,
             output_log: None,
             polls: 0,
             restore_at_poll: None,
@@ -420,7 +416,6 @@ impl Harness {
         }
         h.reducer = reducer;
         h.store = store;
-        h.fenced = false;
         h.trace.push(format!(
             "> recover ({})",
             serde_json::to_value(policy)
@@ -555,17 +550,13 @@ impl Harness {
                 if let RunDisposition::Ended { run_id, .. } = &commit.commit.run {
                     self.ended_runs.push(run_id.clone());
                 }
-                if self.fenced {
-                    let receipt = self
-                        .store
-                        .commit_operation(commit.clone().into_operation())
-                        .unwrap_or_else(|e| panic!("the store rejected an agent commit: {e}"));
-                    assert!(!receipt.duplicate, "an agent commit was a duplicate");
-                } else {
-                    self.store
-                        .commit(commit.commit.clone())
-                        .unwrap_or_else(|e| panic!("the store rejected an agent commit: {e}"));
-                }
+                // Fenced like a real host's (SPEC §7.1): the agent's ordinal and expected
+                // thread version must match the store, recovered agents included.
+                let receipt = self
+                    .store
+                    .commit_operation(commit.clone().into_operation())
+                    .unwrap_or_else(|e| panic!("the store rejected an agent commit: {e}"));
+                assert!(!receipt.duplicate, "an agent commit was a duplicate");
                 self.commits.push(commit.commit);
                 if self.crash_after_commits == Some(self.commits.len()) {
                     self.crashed = true;
