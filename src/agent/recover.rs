@@ -13,8 +13,9 @@
 //!
 //! What committed facts cannot hold is not recovered: input queued but never committed
 //! (steering, follow-ups) and the host's clock. The clock resumes from the latest time the
-//! run's facts recorded (run start, permission decisions); [`Agent::recover_at`] also takes the
-//! host's current clock. Replayed tools must be idempotent by `"{run_id}:{call_id}"`.
+//! run's facts recorded (run start, permission decisions); the host's clock comes back with its
+//! next input, like every input's (for a wait past its deadline: [`Agent::handle_timeout`]).
+//! Replayed tools must be idempotent by `"{run_id}:{call_id}"`.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -157,17 +158,6 @@ impl Agent {
         thread_id: &ThreadId,
         policy: RecoveryPolicy,
     ) -> Result<Agent, RecoverError> {
-        Self::recover_at(config, reader, thread_id, policy, 0)
-    }
-
-    /// [`recover`](Agent::recover) with the host's current clock.
-    pub fn recover_at(
-        config: AgentConfig,
-        reader: &impl CheckpointReader,
-        thread_id: &ThreadId,
-        policy: RecoveryPolicy,
-        now_ms: u64,
-    ) -> Result<Agent, RecoverError> {
         if config.thread_id != *thread_id {
             return Err(RecoverError::Invalid(AgentError::invalid(format!(
                 "recover: the configuration is for thread {:?}, not {:?}",
@@ -178,11 +168,14 @@ impl Agent {
         let mut agent = Agent::new(config)?;
         agent.messages = reader.committed_messages(thread_id)?;
         agent.committed = agent.messages.len();
+        // The fence (SPEC §7.1): the recovered agent's first commit builds on the version the
+        // store holds now; a second writer recovered from the same version is fenced.
+        agent.thread_version = reader.thread_version(thread_id)?;
         let head = reader.latest_run(thread_id)?;
         let history = read_history(reader, thread_id, head.as_ref().map(|r| &r.id))?;
         agent.runs_started = history.runs_started;
         agent.used_run_ids = history.run_ids;
-        agent.clock_ms = history.head_clock.max(now_ms);
+        agent.clock_ms = history.head_clock;
         let Some(head) = head else {
             return Ok(agent);
         };
@@ -243,6 +236,8 @@ impl Agent {
             waits: history.head_waits,
             transcript_start,
             committed_as: CommittedAs::Running,
+            // Ordinals continue from the run's stored commit count.
+            commits: head.commits,
         };
         let batch = |config: &AgentConfig| {
             let mut batch = Batch::gated(steps, open_calls.clone(), |name| config.policy(name));

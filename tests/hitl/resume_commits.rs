@@ -230,7 +230,9 @@ fn context_messages_at_a_permission_wait_are_committed_with_the_decision() {
                 trace.push(format!("  {}", render_output(&output)));
                 match output {
                     Output::Commit(commit) => {
-                        store.commit(commit).expect("the store accepts the commit");
+                        store
+                            .commit_operation(commit.into_operation())
+                            .expect("the store accepts the commit");
                     }
                     Output::Action(action) => actions.push(action),
                     Output::Event(_) => {}

@@ -80,7 +80,7 @@ impl Host {
         self.now_ms = self.now_ms.max(at_ms);
         self.input_line += 1;
         self.say(&format!("[{:>7.3}s] {label}", self.now_ms as f64 / 1000.0));
-        let result = self.agent.apply_at(input, Some(self.now_ms));
+        let result = self.agent.handle(input, self.now_ms);
         if let Err(error) = &result {
             if self.json {
                 let text = error_line(self.input_line, error);
@@ -92,7 +92,7 @@ impl Host {
         }
         self.drain();
         if self.json {
-            let text = idle_line(self.input_line);
+            let text = idle_line(self.input_line, self.agent.poll_timeout());
             self.line(text);
         }
         result
@@ -111,7 +111,7 @@ impl Host {
             match output {
                 Output::Commit(commit) => {
                     self.commits += 1;
-                    if let Err(e) = self.store.commit(commit) {
+                    if let Err(e) = self.store.commit_operation(commit.into_operation()) {
                         self.line(format!("            the store rejected a commit: {e}"));
                     }
                 }
@@ -178,11 +178,7 @@ impl Host {
         self.input(
             at_ms,
             &format!("tool {call_id} finishes: {text:?}"),
-            Input::ToolDone {
-                run_id,
-                call_id,
-                output,
-            },
+            Input::tool_done(run_id, output),
         )
     }
 
@@ -192,7 +188,6 @@ impl Host {
             &format!("user prompts {text:?}"),
             Input::Prompt {
                 message: UserMessage::text(text),
-                now_ms: at_ms,
                 run_id: None,
             },
         )
@@ -273,7 +268,7 @@ fn describe_commit(commit: &ThreadCommit) -> String {
 
 fn describe(output: &Output) -> String {
     match output {
-        Output::Commit(commit) => describe_commit(commit),
+        Output::Commit(commit) => describe_commit(&commit.commit),
         Output::Action(Action::CallModel {
             step, final_step, ..
         }) => format!(
@@ -428,7 +423,6 @@ pub fn session(json: bool) -> Result<String, Box<dyn std::error::Error>> {
         "person allows delete_file",
         Input::ResumeTicket {
             result: ResumeResult::allow(),
-            now_ms: Some(5_000),
         },
     )?;
     if let Some(ticket) = first_ticket {
@@ -444,7 +438,6 @@ pub fn session(json: bool) -> Result<String, Box<dyn std::error::Error>> {
         "person denies send_email",
         Input::ResumeTicket {
             result: ResumeResult::deny("not before legal review"),
-            now_ms: Some(6_000),
         },
     )?;
     host.tool(6_400, "call-delete", "deleted drafts/q3-old.md")?;

@@ -154,8 +154,7 @@ fn drive(args: &[String]) -> ExitCode {
             let config = match serde_json::from_slice::<serde_json::Value>(&text) {
                 Ok(serde_json::Value::Object(mut object)) => {
                     object.insert("type".into(), serde_json::Value::from("config"));
-                    serde_json::from_value::<InputLine>(serde_json::Value::Object(object))
-                        .map_err(|e| e.to_string())
+                    InputLine::from_value(serde_json::Value::Object(object))
                 }
                 _ => Err("it must hold one JSON object".to_owned()),
             };
