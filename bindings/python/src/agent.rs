@@ -1,11 +1,11 @@
 //! `runcore.Agent`: the core's [`Agent`] with one method per input, outputs polled lazily and
 //! rendered by the driver's own renderer.
 
-use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
-use runcore::driver::{ConfigLine, ContextMode, render_output_line};
-use runcore::{Action, Agent, AgentConfig, Output, RecoveryPolicy, ThreadId};
+use runcore::driver::{ContextMode, InputLine, render_output_line};
+use runcore::{Action, Agent, AgentConfig, Input, Output, RecoveryPolicy, ThreadId};
 use serde_json::{Map, Value};
 
 use crate::convert::{from_py, line_to_py, serde_to_py};
@@ -344,31 +344,28 @@ impl PyAgent {
         self.send(Line::new("abandon_tools").now(now_ms))
     }
 
-    // MERGE POINT (agent-reshape): `handle_timeout`, `continue_run` and `poll_timeout` become
-    // the driver lines `timeout {now_ms}` / `continue {now_ms?}` and `Agent::poll_timeout()`.
-
-    /// Does what is due at `now_ms` (SPEC §8.5). Not in this core yet.
+    /// Does what is due at `now_ms` (SPEC §8.5): an expired wait ends `stopped`
+    /// (`"wait_expired"`); a harmless no-op when nothing is due yet.
     fn handle_timeout(&mut self, now_ms: u64) -> PyResult<()> {
-        let _ = now_ms;
-        Err(PyNotImplementedError::new_err(
-            "handle_timeout needs a core with timers (SPEC §8.5); this build has none",
-        ))
+        self.send(Line::new("timeout").set("now_ms", now_ms))
     }
 
-    /// Starts a run from the current transcript (SPEC §8.8). Not in this core yet.
+    /// Starts a run from the current transcript without a new message (SPEC §8.8); returns
+    /// its run id. `InvalidStateError` when there is nothing to continue, `BusyError` while a
+    /// run is active.
     #[pyo3(signature = (*, now_ms = None))]
-    fn continue_run(&mut self, now_ms: Option<u64>) -> PyResult<()> {
-        let _ = now_ms;
-        Err(PyNotImplementedError::new_err(
-            "continue_run needs a core with continue (SPEC §8.8); this build has none",
-        ))
+    fn continue_run(&mut self, now_ms: Option<u64>) -> PyResult<String> {
+        self.send(Line::new("continue").now(now_ms))?;
+        self.agent
+            .active_run_id()
+            .map(|run| run.as_str().to_owned())
+            .ok_or_else(|| internal("continue was accepted but no run is active"))
     }
 
-    /// The earliest `now_ms` at which something is due (SPEC §8.5). Not in this core yet.
-    fn poll_timeout(&self) -> PyResult<Option<u64>> {
-        Err(PyNotImplementedError::new_err(
-            "poll_timeout needs a core with timers (SPEC §8.5); this build has none",
-        ))
+    /// The earliest `now_ms` at which something is due (call `handle_timeout` then), or
+    /// `None`. Changes with every input.
+    fn poll_timeout(&self) -> Option<u64> {
+        self.agent.poll_timeout()
     }
 
     /// The next output as the dict `runcore drive` would print (`commit`, `event`,
@@ -424,14 +421,13 @@ impl PyAgent {
     /// an interrupted tool batch `indeterminate`. `config` is the configuration the thread
     /// ran with (tool policies are configuration, not committed facts).
     #[classmethod]
-    #[pyo3(signature = (store, thread_id, policy = "replay", *, config = None, now_ms = 0))]
+    #[pyo3(signature = (store, thread_id, policy = "replay", *, config = None))]
     fn recover(
         _cls: &Bound<'_, PyType>,
         store: &Bound<'_, PyStore>,
         thread_id: &str,
         policy: &str,
         config: Option<&Bound<'_, PyAny>>,
-        now_ms: u64,
     ) -> PyResult<Self> {
         let policy = match policy {
             "replay" => RecoveryPolicy::Replay,
@@ -444,28 +440,28 @@ impl PyAgent {
         };
         let mut line = match config {
             Some(config) => config_line(config)?,
-            None => Value::Object(Map::new()),
+            None => serde_json::json!({"type": "config"}),
         };
         if let Value::Object(object) = &mut line {
-            object.remove("type");
             object
                 .entry("thread_id")
                 .or_insert_with(|| Value::from(thread_id));
         }
-        let config: ConfigLine = serde_json::from_value(line)
+        let line = InputLine::from_value(line)
             .map_err(|e| invalid_json(format!("not a valid config: {e}")))?;
-        let context = config.context.unwrap_or_default();
+        let context = line.context.unwrap_or_default();
+        let Input::Config(config) = line.input else {
+            return Err(internal("a config line did not read as a config input"));
+        };
         let store = store.borrow();
         let thread = ThreadId::new(thread_id);
         let recovered = guard(|| {
             store.with(|backend| {
-                Agent::recover_at(config.agent_config(), backend, &thread, policy, now_ms).map_err(
-                    |e| match e {
-                        runcore::RecoverError::Store(e) => errors::store_error(&e),
-                        runcore::RecoverError::Invalid(e) => agent_error(&e),
-                        other => internal(other.to_string()),
-                    },
-                )
+                Agent::recover(config, backend, &thread, policy).map_err(|e| match e {
+                    runcore::RecoverError::Store(e) => errors::store_error(&e),
+                    runcore::RecoverError::Invalid(e) => agent_error(&e),
+                    other => internal(other.to_string()),
+                })
             })
         })??;
         Ok(PyAgent::from_agent(recovered, context))

@@ -73,7 +73,7 @@ impl PyDriver {
         }
         let mut driver = Driver::new();
         if let Some(config) = config {
-            let line: InputLine = serde_json::from_value(config_line(config)?)
+            let line = InputLine::from_value(config_line(config)?)
                 .map_err(|e| invalid_json(format!("not a valid config: {e}")))?;
             driver.apply(line).map_err(|e| agent_error(&e))?;
         }

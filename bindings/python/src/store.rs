@@ -194,6 +194,15 @@ impl PyStore {
         match (field("ordinal"), field("expected_thread_version")) {
             (Some(ordinal), Some(version)) => {
                 let operation = CommitOperation::new(commit, ordinal, version);
+                if let Some(Value::String(hash)) = output.get("payload_hash")
+                    && *hash != operation.payload_hash
+                {
+                    return Err(PyValueError::new_err(format!(
+                        "the output's payload_hash {hash} is not its commit's hash {}: the \
+                         commit was changed after the agent emitted it",
+                        operation.payload_hash
+                    )));
+                }
                 let receipt = self.with(|store| {
                     store
                         .commit_operation(operation)

@@ -1,0 +1,116 @@
+"""Every scenario file under tests/scenarios/, fed line by line through `runcore.Driver`,
+gives exactly the lines the `runcore drive` binary gives (the reviewed snapshots)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import runcore
+from conftest import ROOT, SCENARIOS, SNAPSHOTS, input_lines, parse_lines, read_snapshot
+
+COLD = "t6_recovery_cold.jsonl"
+FILES = sorted(p.name for p in SCENARIOS.glob("*.jsonl") if p.name != COLD)
+
+
+def test_there_are_scenario_files():
+    assert len(FILES) >= 13, FILES
+    assert len(SNAPSHOTTED) >= 12, SNAPSHOTTED
+
+
+SNAPSHOTTED = [f for f in FILES if (SNAPSHOTS / f"driver_scenarios__{f[:-6]}.snap").exists()]
+
+
+def runcore_binary():
+    """The `runcore` binary: $RUNCORE_BIN (set by scripts/test.sh), else the debug build."""
+    path = os.environ.get("RUNCORE_BIN") or str(ROOT / "target" / "debug" / "runcore")
+    if Path(path).is_file():
+        return path
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"the runcore binary is not at {path} (scripts/test.sh builds it)")
+    pytest.skip(f"no runcore binary at {path}; run `cargo build` first")
+
+
+@pytest.mark.parametrize("file", FILES)
+def test_scenario_matches_the_binary_run_now(file):
+    """The binary, run here on the file, writes what the in-process driver returns."""
+    text = (SCENARIOS / file).read_text()
+    binary = subprocess.run([runcore_binary(), "drive"], input=text, capture_output=True,
+                            text=True, check=True)
+    driver = runcore.Driver()
+    ours = [out for line in input_lines(SCENARIOS / file) for out in driver.send_raw(line)]
+    assert ours == binary.stdout.splitlines()
+
+
+@pytest.mark.parametrize("file", SNAPSHOTTED)
+def test_scenario_matches_the_snapshot(file):
+    name = file[: -len(".jsonl")]
+    preamble, expected = read_snapshot(name)
+    assert preamble == []
+    lines = input_lines(SCENARIOS / file)
+    assert [step[0] for step in expected] == lines
+    driver = runcore.Driver()
+    for n, (line, want) in enumerate(expected, start=1):
+        assert driver.send_raw(line) == want, f"{file} line {n}"
+    # The same lines, as dicts, through a fresh driver and `send`.
+    driver = runcore.Driver()
+    for n, (line, want) in enumerate(expected, start=1):
+        assert driver.send(line) == parse_lines(want), f"{file} line {n}"
+    assert driver.lines_handled == len(lines)
+
+
+def test_dict_lines_are_written_as_json():
+    """A dict is sent as its JSON text: the same outputs as the text line."""
+    _, expected = read_snapshot("a01_reducer")
+    driver = runcore.Driver()
+    for line, want in expected:
+        assert driver.send(json.loads(line)) == parse_lines(want)
+
+
+def test_t6_recovery_from_the_store_continues_like_the_warm_path():
+    """The warm file runs up to the crash; an agent recovered from a store holding its
+    commits, wrapped in a driver, gives the cold snapshot exactly."""
+    warm = input_lines(SCENARIOS / "t6_recovery_warm.jsonl")
+    store = runcore.MemoryStore()
+    driver = runcore.Driver()
+    for line in warm:
+        for out in driver.send(line):
+            if out["type"] == "commit":
+                store.commit(out)
+    config = json.loads(warm[0])
+    agent = runcore.Agent.recover(store, "thread-1", "replay", config=config)
+    preamble, expected = read_snapshot("t6_recovery_cold")
+    assert list(agent.drain()) == parse_lines(preamble)
+    cold = runcore.Driver.from_agent(agent)
+    assert [step[0] for step in expected] == input_lines(SCENARIOS / COLD)
+    for n, (line, want) in enumerate(expected, start=1):
+        assert cold.send_raw(line) == want, f"cold line {n}"
+
+
+def test_bad_lines_give_error_lines_not_exceptions():
+    driver = runcore.Driver()
+    for bad in ["", "not json", "[1]", '{"type": 3}', '{"type":"nope"}', b"\xff"]:
+        out = driver.send(bad)
+        assert [o["type"] for o in out] == ["error", "idle"]
+        assert out[0]["error"]["kind"] == "invalid_json"
+    with pytest.raises(ValueError):
+        driver.send('{"type":"abort"}\n{"type":"abort"}')
+    with pytest.raises(TypeError):
+        driver.send(42)
+
+
+def test_driver_config_is_the_config_file_of_the_binary():
+    driver = runcore.Driver({"thread_id": "t-9", "context": "delta"})
+    assert driver.context == "delta"
+    out = driver.send({"type": "prompt", "text": "hi"})
+    call = next(o for o in out if o["type"] == "call_model")
+    assert call["run_id"] == "t-9/run-1"
+    assert call["base"] == 0
+    with pytest.raises(runcore.InvalidJsonError):
+        runcore.Driver({"max_stepz": 3})
+    with pytest.raises(NotImplementedError):
+        runcore.Driver(store=runcore.MemoryStore())
