@@ -1,0 +1,370 @@
+"""Typing stub of the `runcore` package (kept in sync with the native module by
+`tests/test_stub.py`). Dict shapes are the JSON shapes of SPEC §12: every output is the object
+`runcore drive` prints."""
+
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+from typing_extensions import Literal, NotRequired, TypedDict
+
+__version__: str
+
+# ----- JSON shapes ----------------------------------------------------------------------------
+
+JSON = Any
+"""A JSON value: dict, list, str, int, float, bool or None."""
+
+ContentBlock = Dict[str, Any]
+"""`{"type": "text", "text"}`, `{"type": "image", "data", "mime_type"}`, `{"type": "thinking",
+"thinking"}` or `{"type": "tool_call", "id", "name", "arguments"}`."""
+
+Message = Dict[str, Any]
+"""A message (SPEC §2): `{"role": "user" | "assistant" | "system" | "tool_result", ...}`."""
+
+Content = Union[str, Sequence[ContentBlock]]
+"""Tool output content: a string (one text block) or content blocks."""
+
+class AssistantMessage(TypedDict):
+    """What `model_done` takes: the model's answer."""
+
+    content: List[ContentBlock]
+    stop_reason: Literal["stop", "length", "tool_use", "error", "aborted"]
+    role: NotRequired[Literal["assistant"]]
+    error_message: NotRequired[str]
+    usage: NotRequired[Dict[str, Any]]
+    id: NotRequired[str]
+
+class ToolCall(TypedDict):
+    """One call of an `execute_tools` batch."""
+
+    id: str
+    name: str
+    arguments: JSON
+
+class ToolDefinition(TypedDict):
+    """A tool as `call_model` lists it."""
+
+    name: str
+    description: NotRequired[str]
+    parameters: NotRequired[JSON]
+
+class AuditDraft(TypedDict):
+    """An audit event inside a commit."""
+
+    kind: str
+    payload: JSON
+
+class ThreadCommit(TypedDict):
+    """The one write unit (SPEC §6)."""
+
+    schema_version: int
+    thread_id: str
+    run: Dict[str, Any]
+    messages: List[Message]
+    state: List[Dict[str, Any]]
+    events: List[AuditDraft]
+
+class CommitOutput(TypedDict):
+    """Persist this commit (fenced: SPEC §7.1) before acting on anything after it."""
+
+    type: Literal["commit"]
+    commit: ThreadCommit
+    ordinal: int
+    expected_thread_version: int
+    payload_hash: str
+
+class EventOutput(TypedDict):
+    """A notification: `run_start`, `loop` (with its `event`) or `run_end`."""
+
+    type: Literal["event"]
+    event: Dict[str, Any]
+
+class CallModelOutput(TypedDict):
+    """Call the model with this context; answer with `model_done` or `model_failed`."""
+
+    type: Literal["call_model"]
+    run_id: str
+    step: int
+    final_step: bool
+    system_prompt: NotRequired[str]
+    base: NotRequired[int]
+    messages: List[Message]
+    tools: List[ToolDefinition]
+
+class ExecuteToolsOutput(TypedDict):
+    """Run these calls (concurrently if you like); answer each with `tool_done`."""
+
+    type: Literal["execute_tools"]
+    run_id: str
+    step: int
+    calls: List[ToolCall]
+
+Output = Union[CommitOutput, EventOutput, CallModelOutput, ExecuteToolsOutput]
+"""What `Agent.poll()` returns."""
+
+class ErrorBody(TypedDict):
+    """An error line's body: `kind`, `message` and the error's own fields."""
+
+    kind: str
+    message: str
+
+class ErrorOutput(TypedDict):
+    """The input line was rejected; nothing changed."""
+
+    type: Literal["error"]
+    line: int
+    error: ErrorBody
+
+class IdleOutput(TypedDict):
+    """The last line written for input line `line`."""
+
+    type: Literal["idle"]
+    line: int
+    timeout_ms: NotRequired[int]
+
+DriverOutput = Union[Output, ErrorOutput, IdleOutput]
+"""What `Driver.send()` returns, line by line."""
+
+class ResumeTicket(TypedDict):
+    """What an awaiting run waits on (SPEC §4)."""
+
+    correlation_id: str
+    run_id: str
+    thread_id: str
+    snapshot_id: str
+    catalog_fingerprint: str
+    target: Dict[str, Any]
+    deadline_ms: Optional[int]
+
+class RunRecord(TypedDict):
+    """A run as the store knows it."""
+
+    id: str
+    thread_id: str
+    state: Dict[str, Any]
+    commits: int
+
+class ThreadSummary(TypedDict):
+    """One thread in `Store.threads()`."""
+
+    thread_id: str
+    version: int
+    latest_run: Optional[RunRecord]
+
+class EventRecord(TypedDict):
+    """A committed audit event."""
+
+    sequence: int
+    commit_sequence: int
+    thread_id: str
+    run_id: str
+    kind: str
+    payload: JSON
+
+class TranscriptSnapshotRef(TypedDict):
+    """A pinned committed prefix of a thread's transcript."""
+
+    thread_id: str
+    end: int
+    digest: str
+
+class CommitRecord(TypedDict):
+    """Where a commit landed."""
+
+    sequence: int
+    thread_version: int
+
+class CommitReceipt(TypedDict):
+    """The receipt of a fenced commit; `duplicate` when a retry found it already stored."""
+
+    operation_id: Dict[str, Any]
+    payload_hash: str
+    record: CommitRecord
+    duplicate: bool
+
+EventScope = Dict[str, Any]
+"""`{"type": "all"}`, `{"type": "thread", "id": THREAD}` or `{"type": "run", "id": RUN}`."""
+
+# ----- the agent ------------------------------------------------------------------------------
+
+class Agent:
+    """One agent per thread: call one input method, then `poll()` until `None`."""
+
+    def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None: ...
+    def handle(self, line: Union[Mapping[str, Any], str]) -> None: ...
+    def prompt(self, text: str, *, run_id: Optional[str] = None, now_ms: Optional[int] = None) -> str: ...
+    def steer(self, text: str, *, now_ms: Optional[int] = None) -> None: ...
+    def follow_up(self, text: str, *, now_ms: Optional[int] = None) -> None: ...
+    def abort(self, *, now_ms: Optional[int] = None) -> None: ...
+    def pause(self, *, now_ms: Optional[int] = None) -> None: ...
+    def model_delta(self, run_id: str, step: int, text: str, *, now_ms: Optional[int] = None) -> None: ...
+    def model_done(
+        self, run_id: str, step: int, message: Union[AssistantMessage, Mapping[str, Any]], *,
+        now_ms: Optional[int] = None,
+    ) -> None: ...
+    def model_failed(
+        self, run_id: str, step: int, code: str, message: str, *, now_ms: Optional[int] = None
+    ) -> None: ...
+    def tool_progress(
+        self, run_id: str, call_id: str, content: Content, *, now_ms: Optional[int] = None
+    ) -> None: ...
+    def tool_done(
+        self, run_id: str, call_id: str, content: Content, *, is_error: bool = False,
+        details: JSON = None, now_ms: Optional[int] = None,
+    ) -> None: ...
+    def resume(self, command: Mapping[str, Any], *, now_ms: Optional[int] = None) -> None: ...
+    def resume_ticket(self, result: Mapping[str, Any], *, now_ms: Optional[int] = None) -> None: ...
+    def cancel_wait(self, *, now_ms: Optional[int] = None) -> None: ...
+    def stop(self, reason: str, *, now_ms: Optional[int] = None) -> None: ...
+    def expire_wait(self, now_ms: int) -> None: ...
+    def abandon_tools(self, *, now_ms: Optional[int] = None) -> None: ...
+    def handle_timeout(self, now_ms: int) -> None: ...
+    def continue_run(self, *, now_ms: Optional[int] = None) -> str: ...
+    def poll_timeout(self) -> Optional[int]: ...
+    def poll(self) -> Optional[Output]: ...
+    def drain(self) -> Drain: ...
+    def model_request(self) -> Optional[CallModelOutput]: ...
+    def snapshot(self) -> str: ...
+    @classmethod
+    def restore(cls, snapshot: str, *, context: Optional[Literal["full", "delta"]] = None) -> Agent: ...
+    @classmethod
+    def recover(
+        cls, store: Store, thread_id: str, policy: Literal["replay", "seal"] = "replay", *,
+        config: Optional[Mapping[str, Any]] = None,
+    ) -> Agent: ...
+    def current_ticket(self) -> Optional[ResumeTicket]: ...
+    def transcript(self) -> List[Message]: ...
+    @property
+    def thread_id(self) -> str: ...
+    @property
+    def active_run_id(self) -> Optional[str]: ...
+    @property
+    def clock_ms(self) -> int: ...
+    @property
+    def is_idle(self) -> bool: ...
+
+class Drain:
+    """The lazy iterator of `Agent.drain()`."""
+
+    def __iter__(self) -> Iterator[Output]: ...
+    def __next__(self) -> Output: ...
+
+# ----- the driver -----------------------------------------------------------------------------
+
+class Driver:
+    """`runcore drive` in process: `send(line)` returns the lines the binary writes."""
+
+    def __init__(self, config: Optional[Mapping[str, Any]] = None, store: Optional[Store] = None) -> None: ...
+    def send(self, line: Union[str, bytes, Mapping[str, Any]]) -> List[DriverOutput]: ...
+    def send_raw(self, line: Union[str, bytes, Mapping[str, Any]]) -> List[str]: ...
+    @staticmethod
+    def from_agent(agent: Agent) -> Driver: ...
+    def snapshot(self) -> str: ...
+    @property
+    def lines_handled(self) -> int: ...
+    @property
+    def context(self) -> Literal["full", "delta"]: ...
+
+# ----- stores ---------------------------------------------------------------------------------
+
+class Store:
+    """The commit log and read ports of a store (SPEC §7, §7.1)."""
+
+    def commit(self, output: Union[CommitOutput, Mapping[str, Any]]) -> Union[CommitReceipt, CommitRecord]: ...
+    def committed_messages(self, thread_id: str) -> List[Message]: ...
+    def run(self, run_id: str) -> Optional[RunRecord]: ...
+    def latest_run(self, thread_id: str) -> Optional[RunRecord]: ...
+    def resume_ticket(self, run_id: str) -> Optional[ResumeTicket]: ...
+    def run_state(self, run_id: str) -> Optional[Dict[str, Any]]: ...
+    def committed_state(self, thread_id: str) -> List[Dict[str, Any]]: ...
+    def thread_version(self, thread_id: str) -> int: ...
+    def threads(self, after: Optional[str] = None, limit: int = 100) -> List[ThreadSummary]: ...
+    def pending_tickets(self, after: Optional[str] = None, limit: int = 100) -> List[ResumeTicket]: ...
+    def list_events(
+        self, scope: Optional[EventScope] = None, after: Optional[int] = None, limit: int = 100
+    ) -> List[EventRecord]: ...
+    def transcript_snapshot(self, thread_id: str) -> TranscriptSnapshotRef: ...
+    def verify_transcript_snapshot(self, snapshot: TranscriptSnapshotRef) -> None: ...
+    def transcript_slice(
+        self, snapshot: TranscriptSnapshotRef, ranges: Sequence[Tuple[int, int]]
+    ) -> List[Message]: ...
+
+class MemoryStore(Store):
+    """The in-memory reference store."""
+
+    def __init__(self) -> None: ...
+
+# ----- errors ---------------------------------------------------------------------------------
+
+class AgentError(Exception):
+    """An input the agent rejected (SPEC §10); the agent is unchanged."""
+
+    kind: str
+    message: str
+    details: Dict[str, Any]
+
+class BusyError(AgentError):
+    """`prompt` while a run is active."""
+
+    active_run: str
+
+class NotAcceptingError(AgentError):
+    """`steer` / `follow_up` while idle or after input closed."""
+
+    reason: str
+
+class UnexpectedOutcomeError(AgentError):
+    """An outcome for another run, step, or nothing outstanding."""
+
+    expected: str
+    got: str
+
+class UnknownCallError(AgentError):
+    """`tool_done` for a call not in the executing batch."""
+
+    call_id: str
+    executing: List[str]
+
+class DuplicateOutcomeError(AgentError):
+    """A second `tool_done` for the same call."""
+
+    call_id: str
+
+class ResumeError(AgentError):
+    """A resume failing SPEC §4; `resume_error` names the check."""
+
+    resume_error: str
+
+class InvalidStateError(AgentError):
+    """An input that means nothing now."""
+
+    expected: str
+    actual: str
+
+class NotExpiredError(AgentError):
+    """`expire_wait` too early (or for a wait without a deadline)."""
+
+    deadline_ms: Optional[int]
+    now_ms: int
+
+class InvalidInputError(AgentError):
+    """A structurally bad input."""
+
+    reason: str
+
+class InvalidJsonError(AgentError):
+    """Arguments that do not make a valid input line."""
+
+class InternalError(AgentError):
+    """A runcore bug (a Rust panic included)."""
+
+class StoreError(Exception):
+    """A store call failed; `.code` is the rejection's code, "transcript" or "unavailable"."""
+
+    code: str
+    message: str
+
+class SnapshotError(Exception):
+    """A snapshot that cannot be restored; `.kind`: newer_version, malformed, inconsistent."""
+
+    kind: str
+    message: str
