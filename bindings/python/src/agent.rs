@@ -158,7 +158,7 @@ impl PyAgent {
     /// Any driver input line, as a dict or its JSON text (`{"type": "prompt", ...}`).
     fn handle(&mut self, line: &Bound<'_, PyAny>) -> PyResult<()> {
         let value = if let Ok(text) = line.cast::<PyString>() {
-            serde_json::from_str(&*text.to_cow()?)
+            serde_json::from_str(&text.to_cow()?)
                 .map_err(|e| invalid_json(format!("the line is not valid JSON: {e}")))?
         } else {
             from_py(line)?

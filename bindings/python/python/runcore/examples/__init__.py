@@ -1,0 +1,1 @@
+"""Runnable examples of Python hosts for runcore."""

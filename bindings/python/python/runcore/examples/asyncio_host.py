@@ -1,0 +1,229 @@
+"""An asyncio host for runcore: one agent, driven from one task, with everything else async.
+
+What it shows, in one run:
+- a scripted model that *streams* (text deltas, then the final message);
+- two tools executed *concurrently*, one of which exceeds its timeout and is answered with an
+  error result (the run goes on);
+- a *steering* message from the user arriving while the tool batch runs: the core holds it
+  until the whole batch is answered, then the model sees it;
+- a tool that needs *approval*: the run waits on a committed ticket until a (scripted) person
+  allows it;
+- every commit *persisted* to a SQLite file before anything after it is acted on.
+
+The pattern: the agent is a plain object, not thread-safe and not async. One task owns it (the
+"host loop"): it drains the agent's outputs, starts work for each action as a task, and then
+waits on an inbox where those tasks (the model stream, tools, the user, the approver) put
+the inputs they produce. So all mutations of the agent happen in one place, in order.
+
+Run it: ``python -m runcore.examples.asyncio_host [DB_PATH]``. It prints one JSON line per
+notable event and ends with the run's end cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from typing import Any, Awaitable, Callable, Dict, List, Optional
+
+import runcore
+
+TOOL_TIMEOUT_S = 0.2
+
+CONFIG = {
+    "system_prompt": "You are a travel assistant.",
+    "tools": {
+        "weather": {"description": "Current weather in a city"},
+        "search_flights": {"description": "Search flights (slow)"},
+        "delete_file": {"description": "Delete a file", "policy": "require_approval",
+                        "deadline_after_ms": 60_000},
+    },
+}
+
+
+def now_ms() -> int:
+    """The host's clock (the core has none): milliseconds since the loop started."""
+    return int(asyncio.get_running_loop().time() * 1000)
+
+
+# ----- the outside world: a model, tools, a user and an approver ----------------------------
+
+
+async def scripted_model(request: Dict[str, Any]):
+    """Streams the answer to one `call_model` request: ("delta", text)*, then ("done", msg)."""
+    messages = request["messages"]
+    last_user = [m for m in messages if m["role"] == "user"][-1]["content"][0]["text"]
+    if request["step"] == 1:
+        for piece in ["Let me check ", "the weather ", "and flights."]:
+            await asyncio.sleep(0.01)
+            yield "delta", piece
+        yield "done", {
+            "content": [
+                {"type": "text", "text": "Let me check the weather and flights."},
+                {"type": "tool_call", "id": "w1", "name": "weather", "arguments": {"city": "Lisbon"}},
+                {"type": "tool_call", "id": "f1", "name": "search_flights",
+                 "arguments": {"to": "Lisbon"}},
+            ],
+            "stop_reason": "tool_use",
+        }
+    elif "delete" in last_user and not any(m["role"] == "tool_result" and m["call_id"] == "d1"
+                                           for m in messages):
+        yield "done", {
+            "content": [{"type": "tool_call", "id": "d1", "name": "delete_file",
+                         "arguments": {"path": "draft.txt"}}],
+            "stop_reason": "tool_use",
+        }
+    else:
+        answer = "Lisbon is sunny; flight search timed out; draft.txt is deleted."
+        for word in answer.split(" "):
+            await asyncio.sleep(0.002)
+            yield "delta", word + " "
+        yield "done", {"content": [{"type": "text", "text": answer}], "stop_reason": "stop"}
+
+
+async def weather(arguments: Dict[str, Any]) -> str:
+    await asyncio.sleep(0.05)
+    return f"{arguments['city']}: 24 C, sunny"
+
+
+async def search_flights(arguments: Dict[str, Any]) -> str:
+    await asyncio.sleep(10)  # far past the timeout: cancelled
+    return "never"
+
+
+async def delete_file(arguments: Dict[str, Any]) -> str:
+    await asyncio.sleep(0.01)
+    return f"deleted {arguments['path']}"
+
+
+TOOLS: Dict[str, Callable[[Dict[str, Any]], Awaitable[str]]] = {
+    "weather": weather,
+    "search_flights": search_flights,
+    "delete_file": delete_file,
+}
+
+
+# ----- the host ---------------------------------------------------------------------------------
+
+Input = Callable[[runcore.Agent], None]
+"""What the inbox carries: one agent input, applied by the host loop."""
+
+
+class Host:
+    def __init__(self, agent: runcore.Agent, store: runcore.Store, log: Callable[[dict], None]):
+        self.agent = agent
+        self.store = store
+        self.log = log
+        self.inbox: "asyncio.Queue[Input]" = asyncio.Queue()
+        self.tasks: List[asyncio.Task] = []
+        self.end: Optional[dict] = None
+        self.steered = False
+
+    def spawn(self, coroutine) -> None:
+        self.tasks.append(asyncio.create_task(coroutine))
+
+    async def run(self, prompt: str) -> dict:
+        run_id = self.agent.prompt(prompt, now_ms=now_ms())
+        self.log({"prompt": prompt, "run_id": run_id})
+        while self.end is None:
+            self.drain()
+            if self.end is not None:
+                break
+            apply = await self.inbox.get()
+            apply(self.agent)
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        return self.end
+
+    def drain(self) -> None:
+        """Acts on every output available now, in order (commits first: persisted)."""
+        for out in self.agent.drain():
+            kind = out["type"]
+            if kind == "commit":
+                self.store.commit(out)  # durable before anything after it is acted on
+            elif kind == "call_model":
+                self.spawn(self.call_model(out))
+            elif kind == "execute_tools":
+                self.log({"execute": [c["name"] for c in out["calls"]]})
+                for call in out["calls"]:
+                    self.spawn(self.execute(out["run_id"], call))
+                if not self.steered:  # the user speaks up while the batch runs
+                    self.steered = True
+                    self.spawn(self.user_steers("Also delete draft.txt, please."))
+            else:
+                self.on_event(out["event"])
+
+    def on_event(self, event: dict) -> None:
+        if event["type"] == "run_end":
+            self.end = event["result"]
+            self.log({"run_end": event["result"]["cause"]})
+            return
+        if event["type"] != "loop":
+            return
+        inner = event["event"]
+        if inner["type"] == "awaiting":
+            ticket = self.agent.current_ticket()
+            self.log({"awaiting": ticket["target"]["tool"]["name"], "deadline_ms": ticket["deadline_ms"]})
+            self.spawn(self.approver(ticket))
+        elif inner["type"] == "message_appended":
+            roles = inner["message"]["role"]
+            self.log({"appended": roles, "origin": inner.get("origin")})
+        elif inner["type"] == "tool_end":
+            self.log({"tool_end": inner["call_id"], "is_error": inner["is_error"]})
+
+    async def call_model(self, request: dict) -> None:
+        run_id, step = request["run_id"], request["step"]
+        async for kind, value in scripted_model(request):
+            if kind == "delta":
+                await self.inbox.put(lambda a, v=value: a.model_delta(run_id, step, v, now_ms=now_ms()))
+            else:
+                await self.inbox.put(lambda a, v=value: a.model_done(run_id, step, v, now_ms=now_ms()))
+
+    async def execute(self, run_id: str, call: dict) -> None:
+        try:
+            result = await asyncio.wait_for(TOOLS[call["name"]](call["arguments"]), TOOL_TIMEOUT_S)
+            is_error = False
+        except asyncio.TimeoutError:
+            result, is_error = f"timed out after {TOOL_TIMEOUT_S} s", True
+        await self.inbox.put(lambda a: a.tool_done(run_id, call["id"], result, is_error=is_error,
+                                                   now_ms=now_ms()))
+
+    async def user_steers(self, text: str) -> None:
+        await asyncio.sleep(0.02)
+        self.log({"steer": text})
+        await self.inbox.put(lambda a: a.steer(text, now_ms=now_ms()))
+
+    async def approver(self, ticket: dict) -> None:
+        await asyncio.sleep(0.05)  # a person reads the request
+        self.log({"approve": ticket["correlation_id"]})
+        await self.inbox.put(lambda a: a.resume_ticket(
+            {"type": "permission", "decision": "allow", "note": "ok by alice"}, now_ms=now_ms()))
+
+
+def open_store(path: str) -> runcore.Store:
+    """A SQLite store at `path` when this build has one, else the in-memory store."""
+    sqlite = getattr(runcore, "SqliteStore", None)
+    return sqlite(path) if sqlite is not None else runcore.MemoryStore()
+
+
+async def main(db_path: str) -> dict:
+    store = open_store(db_path)
+    agent = runcore.Agent(CONFIG)
+
+    def log(line: dict) -> None:
+        print(json.dumps(line), flush=True)
+
+    result = await Host(agent, store, log).run("Plan a day in Lisbon.")
+    messages = store.committed_messages(agent.thread_id)
+    assert messages == agent.transcript(), "the store holds the whole transcript"
+    log({"committed_messages": len(messages), "store": type(store).__name__})
+    return result
+
+
+if __name__ == "__main__":
+    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(tempfile.mkdtemp(), "runs.db")
+    outcome = asyncio.run(main(path))
+    print(outcome["cause"]["type"])
