@@ -20,6 +20,8 @@ if ! command -v python3 >/dev/null 2>&1; then
 fi
 
 venv=target/python-venv
+# With --no-build-isolation pip runs the backend's `maturin` command from PATH: the venv's.
+export PATH="$PWD/$venv/bin:$PATH"
 if ! "$venv/bin/python" -c "import sys" >/dev/null 2>&1; then
     rm -rf "$venv"
     python3 -m venv "$venv"
