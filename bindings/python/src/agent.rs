@@ -4,8 +4,11 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
-use runcore::driver::{ContextMode, InputLine, render_output_line};
-use runcore::{Action, Agent, AgentConfig, Input, Output, RecoveryPolicy, ThreadId};
+use runcore::driver::{ContextMode, InputLine, OutputLine, render_output_line};
+use runcore::{
+    Action, Agent, AgentConfig, CallId, ContentBlock, Input, Output, RecoveryPolicy, RunId, Step,
+    ThreadId,
+};
 use serde_json::{Map, Value};
 
 use crate::convert::{from_py, line_to_py, serde_to_py};
@@ -51,6 +54,16 @@ impl Line {
             None => self,
         }
     }
+}
+
+/// A step number as the driver reads it (`u32`).
+fn step_of(step: u64) -> PyResult<Step> {
+    Step::try_from(step).map_err(|_| {
+        invalid_json(format!(
+            "not a valid input line: step {step} is out of range (at most {})",
+            Step::MAX
+        ))
+    })
 }
 
 fn parse_context(context: Option<&str>) -> PyResult<Option<ContextMode>> {
@@ -126,17 +139,54 @@ impl PyAgent {
         self.input(Value::Object(line.0))
     }
 
+    /// Applies an input built directly (the hot, all-scalar inputs): what the driver does
+    /// with the same line, without a JSON object in between.
+    fn handle_input(&mut self, input: Input, now_ms: Option<u64>) -> PyResult<()> {
+        self.guarded(|this| {
+            let now_ms = now_ms.unwrap_or(this.agent.clock_ms());
+            this.agent
+                .handle(input, now_ms)
+                .map_err(|e| agent_error(&e))
+        })
+    }
+
     /// The next output as the driver's dict, or `None`.
     pub(crate) fn next_output<'py>(
         &mut self,
         py: Python<'py>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.guarded(|this| match this.agent.poll() {
-            None => Ok(None),
-            Some(output) => {
-                let line = render_output_line(&this.agent, &output, this.context, &mut this.sent);
-                line_to_py(py, &line).map(Some)
-            }
+        self.guarded(|this| {
+            let Some(output) = this.agent.poll() else {
+                return Ok(None);
+            };
+            // The driver's own output type, straight to Python objects. `call_model` goes
+            // through the driver's renderer, which owns its context rules (tools, delta `base`).
+            let line = match &output {
+                Output::Action(Action::CallModel { .. }) => {
+                    let line =
+                        render_output_line(&this.agent, &output, this.context, &mut this.sent);
+                    return line_to_py(py, &line).map(Some);
+                }
+                Output::Action(Action::ExecuteTools {
+                    run_id,
+                    step,
+                    calls,
+                }) => OutputLine::ExecuteTools {
+                    run_id,
+                    step: *step,
+                    calls,
+                },
+                Output::Commit(commit) => OutputLine::Commit {
+                    commit: &commit.commit,
+                    ordinal: commit.ordinal,
+                    expected_thread_version: commit.expected_thread_version,
+                    payload_hash: commit.payload_hash(),
+                },
+                Output::Event(event) => OutputLine::Event { event },
+            };
+            pythonize::pythonize(py, &line)
+                .map(Some)
+                .map_err(|e| internal(format!("an output did not convert: {e}")))
         })
     }
 }
@@ -219,13 +269,12 @@ impl PyAgent {
         text: &str,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
-        self.send(
-            Line::new("model_delta")
-                .set("run_id", run_id)
-                .set("step", step)
-                .set("text", text)
-                .now(now_ms),
-        )
+        let input = Input::ModelDelta {
+            run_id: RunId::new(run_id),
+            step: step_of(step)?,
+            text: text.to_owned(),
+        };
+        self.handle_input(input, now_ms)
     }
 
     /// The model's answer: an assistant message dict (`content`, `stop_reason`, ...).
@@ -293,6 +342,16 @@ impl PyAgent {
         details: Option<&Bound<'_, PyAny>>,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
+        if let (Ok(text), None) = (content.cast::<PyString>(), details) {
+            let input = Input::ToolDone {
+                run_id: RunId::new(run_id),
+                call_id: CallId::new(call_id),
+                content: vec![ContentBlock::text(text.to_cow()?.into_owned())],
+                is_error,
+                details: None,
+            };
+            return self.handle_input(input, now_ms);
+        }
         let mut line = Line::new("tool_done")
             .set("run_id", run_id)
             .set("call_id", call_id)

@@ -114,3 +114,24 @@ def test_driver_config_is_the_config_file_of_the_binary():
         runcore.Driver({"max_stepz": 3})
     with pytest.raises(NotImplementedError):
         runcore.Driver(store=runcore.MemoryStore())
+
+
+@pytest.mark.parametrize("file", FILES)
+def test_agent_outputs_are_the_drivers_lines(file):
+    """`Agent.handle(line)` then `drain()` gives the driver's output lines for that line, key
+    order included; a line the driver rejects raises the exception of its error kind."""
+    driver = runcore.Driver()
+    agent = runcore.Agent()
+    for n, line in enumerate(input_lines(SCENARIOS / file), start=1):
+        lines = driver.send(line)
+        want = [o for o in lines if o["type"] not in ("error", "idle")]
+        errors = [o["error"] for o in lines if o["type"] == "error"]
+        if errors:
+            with pytest.raises(runcore.AgentError) as caught:
+                agent.handle(line)
+            assert caught.value.kind == errors[0]["kind"], f"{file} line {n}"
+            assert caught.value.message == errors[0]["message"]
+        else:
+            agent.handle(line)
+        got = list(agent.drain())
+        assert json.dumps(got) == json.dumps(want), f"{file} line {n}"
