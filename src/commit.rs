@@ -186,7 +186,7 @@ impl AuditDraft {
                 payload.insert("commands".into(), Value::from(*commands));
             }
             AuditDraft::RunAwaiting { run_id } => {
-                payload.insert("run_id".into(), Value::String(run_id.0.clone()));
+                payload.insert("run_id".into(), Value::from(run_id.as_str()));
             }
             AuditDraft::PermissionDecided {
                 step,
@@ -194,7 +194,7 @@ impl AuditDraft {
                 decision,
                 now_ms,
             } => {
-                payload.insert("call_id".into(), Value::String(call_id.0.clone()));
+                payload.insert("call_id".into(), Value::from(call_id.as_str()));
                 payload.insert("decision".into(), Value::String(decision.name().to_owned()));
                 match decision {
                     PermissionDecision::Allow { note: Some(note) } => {
@@ -217,7 +217,7 @@ impl AuditDraft {
                 transcript_start,
                 now_ms,
             } => {
-                payload.insert("run_id".into(), Value::String(run_id.0.clone()));
+                payload.insert("run_id".into(), Value::from(run_id.as_str()));
                 payload.insert("transcript_start".into(), Value::from(*transcript_start));
                 if let Some(now) = now_ms {
                     payload.insert("now_ms".into(), Value::from(*now));
