@@ -42,13 +42,15 @@ fn continue_after_max_steps_starts_a_new_run_over_the_transcript() {
     let first = h.commits[h.commits.len() - 1].clone();
     assert_eq!(first.run, RunDisposition::Running { run_id: run(2) });
     assert!(first.messages.is_empty());
-    assert_eq!(first.events[0].kind, "run_state_changed");
-    assert_eq!(first.events[1].kind, "run_started");
+    assert_eq!(first.events[0].kind(), "run_state_changed");
     assert_eq!(
-        first.events[1].payload["transcript_start"],
-        transcript_before
+        first.events[1],
+        AuditDraft::RunStarted {
+            run_id: run(2),
+            transcript_start: transcript_before,
+            now_ms: Some(7)
+        }
     );
-    assert_eq!(first.events[1].payload["now_ms"], 7);
     let start = h
         .events
         .iter()

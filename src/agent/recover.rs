@@ -21,7 +21,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::commit::{kinds, parse_permission_decided};
+use crate::commit::AuditDraft;
 use crate::error::AgentError;
 use crate::ids::{RunId, ThreadId};
 use crate::message::{Message, ToolCall, ToolResultMessage};
@@ -76,6 +76,14 @@ struct History {
     head_clock: u64,
 }
 
+impl History {
+    fn observe(&mut self, now_ms: Option<u64>) {
+        if let Some(now) = now_ms {
+            self.head_clock = self.head_clock.max(now);
+        }
+    }
+}
+
 fn read_history(
     reader: &impl CheckpointReader,
     thread: &ThreadId,
@@ -88,9 +96,10 @@ fn read_history(
         let page = reader.list_events(&scope, from, PAGE)?;
         let Some(last) = page.last() else { break };
         from = Some(last.sequence);
-        for event in &page {
-            if event.kind == kinds::RUN_STARTED {
-                if let Some(n) = minted_number(thread, &event.run_id) {
+        for event in page.iter() {
+            let draft = AuditDraft::from_stored(&event.kind, event.payload.clone());
+            if let AuditDraft::RunStarted { run_id, .. } = &draft {
+                if let Some(n) = minted_number(thread, run_id) {
                     history.runs_started = history.runs_started.max(n);
                 }
                 history.run_ids.insert(event.run_id.clone());
@@ -98,26 +107,29 @@ fn read_history(
             if Some(&event.run_id) != head {
                 continue;
             }
-            let now = event.payload.get("now_ms").and_then(Value::as_u64);
-            if let Some(now) = now {
-                history.head_clock = history.head_clock.max(now);
-            }
-            match event.kind.as_str() {
-                kinds::RUN_STARTED => {
-                    let start = event
-                        .payload
-                        .get("transcript_start")
-                        .and_then(Value::as_u64)
-                        .and_then(|s| usize::try_from(s).ok());
-                    if let Some(start) = start {
-                        history.head_start = Some((start, now.unwrap_or(0)));
-                    }
+            match draft {
+                AuditDraft::RunStarted {
+                    transcript_start,
+                    now_ms,
+                    ..
+                } => {
+                    history.head_start = Some((transcript_start, now_ms.unwrap_or(0)));
+                    history.observe(now_ms);
                 }
-                kinds::RUN_AWAITING => history.head_waits = history.head_waits.saturating_add(1),
-                kinds::PERMISSION_DECIDED => {
-                    if let Some(decision) = parse_permission_decided(&event.payload) {
-                        history.head_decisions.push(decision);
-                    }
+                AuditDraft::RunAwaiting { .. } => {
+                    history.head_waits = history.head_waits.saturating_add(1);
+                }
+                AuditDraft::PermissionDecided {
+                    step,
+                    call_id,
+                    decision,
+                    now_ms,
+                } => {
+                    history.head_decisions.push((step, call_id, decision));
+                    history.observe(now_ms);
+                }
+                AuditDraft::Custom { payload, .. } => {
+                    history.observe(payload.get("now_ms").and_then(Value::as_u64));
                 }
                 _ => {}
             }

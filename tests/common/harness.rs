@@ -122,7 +122,7 @@ pub fn render_commit(commit: &ThreadCommit) -> String {
         }
     };
     let messages: Vec<String> = commit.messages.iter().map(render_message).collect();
-    let drafts: Vec<&str> = commit.events.iter().map(|e| e.kind.as_str()).collect();
+    let drafts: Vec<&str> = commit.events.iter().map(|e| e.kind()).collect();
     let mut line = format!("commit {disposition} drafts=[{}]", drafts.join(","));
     for m in messages {
         line.push_str("\n      + ");

@@ -105,7 +105,7 @@ fn the_permission_decision_is_audited_in_the_same_running_commit() {
         draft_kinds(decided),
         ["run_state_changed", "permission_decided"]
     );
-    let payload = &decided.events[1].payload;
+    let payload = &decided.events[1].payload();
     assert_eq!(payload["call_id"], "c1");
     assert_eq!(payload["decision"], "allow");
     assert_eq!(payload["note"], "ops approved");
@@ -119,7 +119,7 @@ fn the_permission_decision_is_audited_in_the_same_running_commit() {
         draft_kinds(decided),
         ["run_state_changed", "permission_decided"]
     );
-    let payload = &decided.events[1].payload;
+    let payload = &decided.events[1].payload();
     assert_eq!(payload["call_id"], "c2");
     assert_eq!(payload["decision"], "deny");
     assert_eq!(payload["reason"], "not now");

@@ -186,7 +186,7 @@ pub(crate) fn dispositions(h: &Harness) -> Vec<String> {
 }
 
 pub(crate) fn draft_kinds(commit: &ThreadCommit) -> Vec<&str> {
-    commit.events.iter().map(|e| e.kind.as_str()).collect()
+    commit.events.iter().map(|e| e.kind()).collect()
 }
 
 /// A gated batch `[c1 rm, c2 echo, c3 ask]` awaiting its first approval.

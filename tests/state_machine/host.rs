@@ -315,7 +315,7 @@ impl Host {
                 let changes_state = commit
                     .events
                     .iter()
-                    .any(|d| d.kind == runcore::kinds::RUN_STATE_CHANGED);
+                    .any(|d| d.kind() == "run_state_changed");
                 ensure!(
                     self,
                     !commit.messages.is_empty() || changes_state,

@@ -254,7 +254,7 @@ fn describe_commit(commit: &ThreadCommit) -> String {
         }
         RunDisposition::Ended { run_id, cause } => format!("Ended {run_id}: {}", cause_text(cause)),
     };
-    let kinds: Vec<&str> = commit.events.iter().map(|e| e.kind.as_str()).collect();
+    let kinds: Vec<&str> = commit.events.iter().map(|e| e.kind()).collect();
     format!(
         "COMMIT  {disposition}, {} message(s){}",
         commit.messages.len(),
