@@ -288,7 +288,8 @@ pub fn payload_hash(py: Python<'_>, commit: &runcore::ThreadCommit) -> PyResult<
     })?;
     let sorted_keys = *SORTED_KEYS.get_or_init(|| {
         let probe = serde_json::json!({"b": {"d": 1, "c": [true, null, "\u{1}é"]}, "a": 0.5});
-        probe.to_string() == runcore::canonical_json(&probe)
+        let compact = serde_json::to_string(&probe).unwrap_or_default();
+        compact == runcore::canonical_json(&probe)
     });
     let value = serde_json::to_value(commit)
         .map_err(|e| crate::errors::internal(format!("a commit did not serialize: {e}")))?;

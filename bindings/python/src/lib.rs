@@ -6,6 +6,7 @@
 //! `Agent.poll()` gives the dict `runcore drive` would print, and a new input or output shape
 //! in the core reaches Python without a second copy here.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 use pyo3::prelude::*;
 
