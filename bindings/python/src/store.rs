@@ -132,6 +132,35 @@ impl PyStore {
         guard(|| f(&mut store))?
     }
 
+    /// Runs a write on the backend with the interpreter released (a SQLite commit waits for
+    /// the disk; other Python threads run meanwhile).
+    fn write<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut DynStore) -> Result<T, StoreError> + Send,
+    ) -> PyResult<T> {
+        enum Failed {
+            Poisoned,
+            Panicked,
+            Store(StoreError),
+        }
+        let outcome = py.detach(|| {
+            let mut store = self.inner.lock().map_err(|_| Failed::Poisoned)?;
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut store))) {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(error)) => Err(Failed::Store(error)),
+                Err(_) => Err(Failed::Panicked),
+            }
+        });
+        outcome.map_err(|failed| match failed {
+            Failed::Store(error) => store_error(&error),
+            Failed::Poisoned => {
+                internal("this store is unusable after an internal error (a Rust panic) in a call")
+            }
+            Failed::Panicked => internal("runcore panicked (a bug) in a store commit"),
+        })
+    }
+
     fn read<'py, T: serde::Serialize>(
         &self,
         py: Python<'py>,
@@ -203,16 +232,11 @@ impl PyStore {
                         operation.payload_hash
                     )));
                 }
-                let receipt = self.with(|store| {
-                    store
-                        .commit_operation(operation)
-                        .map_err(|e| store_error(&e))
-                })?;
+                let receipt = self.write(py, move |store| store.commit_operation(operation))?;
                 serde_to_py(py, &receipt)
             }
             _ => {
-                let record =
-                    self.with(|store| store.commit(commit).map_err(|e| store_error(&e)))?;
+                let record = self.write(py, move |store| store.commit(commit))?;
                 serde_to_py(py, &record)
             }
         }
