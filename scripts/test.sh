@@ -20,18 +20,16 @@ if ! command -v python3 >/dev/null 2>&1; then
 fi
 
 venv=target/python-venv
-# With --no-build-isolation pip runs the backend's `maturin` command from PATH: the venv's.
-export PATH="$PWD/$venv/bin:$PATH"
 if ! "$venv/bin/python" -c "import sys" >/dev/null 2>&1; then
     rm -rf "$venv"
     python3 -m venv "$venv"
 fi
-# The build backend and the test runner, from PyPI; then the package itself, built by maturin
-# from this checkout. A dev-profile build reuses what `cargo test` compiled (a release build
-# of the extension is for benchmarks: `pip install ./bindings/python` builds one).
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2" "pytest>=7"
-MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/python" -m pip install --quiet \
-    --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps ./bindings/python
+# The test runner from PyPI; then the package exactly as the README installs it
+# (`pip install ./bindings/python`: pip fetches maturin into an isolated build environment and
+# maturin builds the extension in release), reinstalled on every run.
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "pytest>=7"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall \
+    --no-deps ./bindings/python
 
 # pytest exits 5 when it collected no test: that is a failure here, as any other non-zero.
 RUNCORE_BIN="$PWD/target/debug/runcore" "$venv/bin/python" -m pytest bindings/python/tests
