@@ -1,4 +1,4 @@
-//! The `runcore` binary: the one place in the crate that reads stdin and writes stdout.
+//! The `runcore` binary (package `runcore-cli`): the one place that reads stdin and writes stdout.
 //!
 //! - `runcore drive [--config FILE]`: the JSON-lines driver (SPEC §12).
 //! - `runcore schema`: JSON Schema (draft 2020-12) of the driver's lines.
