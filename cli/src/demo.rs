@@ -1,60 +1,192 @@
-//! `runcore demo`: a realistic scripted session against the in-memory store, printed as a
-//! readable timeline (or, with `--json`, as the driver's output lines).
+//! `runcore demo`: a realistic scripted session whose crash is real, printed as a readable
+//! timeline (or, with `--json`, as the driver's output lines).
 //!
 //! The host here is scripted: a fake model, fake tools and a person answering approvals. It
-//! drives the agent exactly as a real host would (one input, then drain), persists every commit
-//! into a `MemoryStore`, and at one point "crashes" and recovers from the store alone.
+//! drives the agent exactly as a real host would (one input, then drain) and applies every
+//! commit to a store, fenced, before acting on what follows it.
+//!
+//! By default the store is a SQLite file in a new temporary directory. Run 1 happens in this
+//! process. Run 2 happens in a child process (this same binary, `demo --child`), which says on
+//! its stdout when the archive tool is outstanding; this process then kills it with `SIGKILL`
+//! (`Child::kill`), opens the file again, recovers the agent from what the child committed, and
+//! finishes the run. The summary is read back from the store, as `runcore show` reads it.
+//! `--memory` keeps today's single-process session against a `MemoryStore`, where the crash can
+//! only be simulated (the agent is dropped and rebuilt from the store).
 
-use std::process::ExitCode;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
 
 use runcore::driver::{ContextMode, error_line, idle_line, render_output_line};
 use runcore::{
-    Action, Agent, AgentConfig, AgentError, AgentEvent, AssistantBlock, AssistantMessage, CallId,
-    CheckpointReader, CommitLog, CommittedThreadView, ContentBlock, EventScope, Input, LoopEvent,
-    MemoryStore, Message, Output, RecoveryPolicy, ResumeCommand, ResumeResult, RunDisposition,
-    RunId, StopReason, ThreadCommit, ThreadId, ToolCall, ToolOutput, ToolSpec, UserMessage,
+    Action, Agent, AgentConfig, AssistantBlock, AssistantMessage, CallId, CheckpointReader,
+    CommitLog, CommittedThreadView, EventScope, Input, MemoryStore, Message, Output,
+    RecoveryPolicy, ResumeCommand, ResumeResult, RunDisposition, RunId, RunState, StopReason,
+    ThreadCommit, ThreadId, ToolCall, ToolOutput, ToolSpec, UserMessage,
 };
 use serde_json::json;
 
-/// The scripted host.
-struct Host {
+use crate::args::{Args, Spec};
+use crate::drive::Fence;
+use crate::inspect;
+use crate::store::{self, Access, StoreUrl};
+use crate::text::{message_text, output_text, state_text};
+
+/// The start of the line the child writes when the archive tool is outstanding, followed by
+/// the number of its last input line (never shown).
+const OUTSTANDING: &str = "\u{1}runcore-demo: the archive tool is outstanding after line ";
+
+/// The demo's errors, for people.
+type DemoResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+const SPEC: Spec = Spec {
+    command: "demo",
+    values: &["--store", "--line"],
+    switches: &["--json", "--memory", "--child"],
+    max_positional: 0,
+};
+
+/// `runcore demo [--json] [--store URL | --memory]` (and the hidden `--child`).
+pub fn main(args: &[String]) -> ExitCode {
+    let args = match Args::parse(args, &SPEC) {
+        Ok(args) => args,
+        Err(message) => return crate::usage_error(&message),
+    };
+    let json = args.has("--json");
+    if args.has("--child") {
+        return child_main(&args, json);
+    }
+    if args.value("--line").is_some() {
+        return crate::usage_error("demo does not take \"--line\"");
+    }
+    if args.has("--memory") && args.value("--store").is_some() {
+        return crate::usage_error("demo takes --store URL or --memory, not both");
+    }
+    // No SQLite backend is built in yet: the default stays in memory.
+    if args.has("--memory") || args.value("--store").is_none() {
+        return finish(memory_session(json));
+    }
+    let (url, temp_dir) = match args.value("--store") {
+        Some(url) => match StoreUrl::parse(url) {
+            Ok(url) => (url, None),
+            Err(message) => return crate::start_error("demo", &message),
+        },
+        None => match TempDir::new() {
+            Ok(dir) => (StoreUrl::Sqlite(dir.path.join("demo.sqlite")), Some(dir)),
+            Err(e) => {
+                eprintln!("runcore demo: cannot create a temporary directory: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    if let Err(message) = store::precheck(&url, Access::Write) {
+        return crate::start_error("demo", &message);
+    }
+    let result = durable_session(json, &url, temp_dir.as_ref());
+    // The temporary directory goes whatever happened (its Drop removes it).
+    drop(temp_dir);
+    finish(result)
+}
+
+fn finish(result: DemoResult<String>) -> ExitCode {
+    match result {
+        Ok(text) => crate::write_stdout(&text),
+        Err(e) => {
+            eprintln!("runcore demo: the scripted session failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A directory under the system's temporary directory, removed when dropped.
+struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    fn new() -> std::io::Result<TempDir> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path =
+            std::env::temp_dir().join(format!("runcore-demo-{}-{nanos:09}", std::process::id()));
+        // `create_dir`, not `create_dir_all`: an existing directory of that name is an error,
+        // never a directory the demo would then remove.
+        std::fs::create_dir(&path)?;
+        Ok(TempDir { path })
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// The demo's agent configuration.
+fn config() -> AgentConfig {
+    AgentConfig {
+        thread_id: ThreadId::new("demo-thread"),
+        system_prompt: Some("You are a careful assistant with file and mail tools.".into()),
+        ..AgentConfig::default()
+    }
+    .with_tool("search", ToolSpec::auto("Search the document index"))
+    .with_tool("read_file", ToolSpec::auto("Read a file"))
+    .with_tool(
+        "archive",
+        ToolSpec::auto("Archive a folder (idempotent by run and call id)"),
+    )
+    .with_tool(
+        "delete_file",
+        ToolSpec::gated("Delete a file", Some(60_000)),
+    )
+    .with_tool("send_email", ToolSpec::gated("Send an email", None))
+}
+
+/// The scripted host, over any store.
+struct Host<S> {
     json: bool,
     agent: Agent,
-    store: MemoryStore,
-    config: AgentConfig,
+    store: S,
+    fence: Fence,
     now_ms: u64,
     input_line: u64,
     sent: usize,
-    commits: usize,
-    events: usize,
     /// The outstanding model call.
     model_call: Option<(RunId, u32)>,
     /// The outstanding tool calls.
     tool_calls: Vec<ToolCall>,
     tool_run: Option<RunId>,
-    ends: Vec<(RunId, String)>,
-    /// Everything to print, written at the end in one go.
+    /// Everything to print.
     out: String,
 }
 
-impl Host {
-    fn new(json: bool, config: AgentConfig) -> Result<Host, AgentError> {
+impl<S: CommitLog + CheckpointReader> Host<S> {
+    /// A host over `store`, with a fresh agent (`agent` None) or a given one.
+    fn new(json: bool, store: S, agent: Option<Agent>) -> DemoResult<Host<S>> {
+        let config = config();
+        let fence = Fence::read(&store, &config.thread_id)?;
+        let agent = match agent {
+            Some(agent) => agent,
+            None => Agent::new(config)?,
+        };
         Ok(Host {
             json,
-            agent: Agent::new(config.clone())?,
-            store: MemoryStore::new(),
-            config,
+            agent,
+            store,
+            fence,
             now_ms: 0,
             input_line: 0,
             sent: 0,
-            commits: 0,
-            events: 0,
             model_call: None,
             tool_calls: Vec::new(),
             tool_run: None,
-            ends: Vec::new(),
             out: String::new(),
         })
+    }
+
+    fn thread(&self) -> ThreadId {
+        self.agent.thread_id().clone()
     }
 
     /// Appends one line to the printed output.
@@ -75,11 +207,15 @@ impl Host {
         }
     }
 
-    /// One input at `at_ms`, then drain.
-    fn input(&mut self, at_ms: u64, label: &str, input: Input) -> Result<(), AgentError> {
+    fn at(&mut self, at_ms: u64, text: &str) {
         self.now_ms = self.now_ms.max(at_ms);
+        self.say(&format!("[{:>7.3}s] {text}", self.now_ms as f64 / 1000.0));
+    }
+
+    /// One input at `at_ms`, then drain.
+    fn input(&mut self, at_ms: u64, label: &str, input: Input) -> DemoResult<()> {
+        self.at(at_ms, label);
         self.input_line += 1;
-        self.say(&format!("[{:>7.3}s] {label}", self.now_ms as f64 / 1000.0));
         let result = self.agent.apply_at(input, Some(self.now_ms));
         if let Err(error) = &result {
             if self.json {
@@ -90,37 +226,31 @@ impl Host {
                 self.line(text);
             }
         }
-        self.drain();
+        self.drain()?;
         if self.json {
             let text = idle_line(self.input_line);
             self.line(text);
         }
-        result
+        Ok(result?)
     }
 
-    fn drain(&mut self) {
+    /// Drains the agent; every commit is applied to the store, fenced, before its line.
+    fn drain(&mut self) -> DemoResult<()> {
         while let Some(output) = self.agent.poll() {
-            if self.json {
-                let text =
-                    render_output_line(&self.agent, &output, ContextMode::Full, &mut self.sent);
-                self.line(text);
+            let text = if self.json {
+                render_output_line(&self.agent, &output, ContextMode::Full, &mut self.sent)
             } else {
-                let text = format!("            {}", describe(&output));
-                self.line(text);
-            }
+                format!("            {}", output_text(&output))
+            };
             match output {
                 Output::Commit(commit) => {
-                    self.commits += 1;
-                    if let Err(e) = self.store.commit(commit) {
-                        self.line(format!("            the store rejected a commit: {e}"));
-                    }
+                    let operation = self.fence.operation(commit);
+                    let run = operation.operation_id.run_id.clone();
+                    let ordinal = operation.operation_id.ordinal;
+                    self.store.commit_operation(operation)?;
+                    self.fence.applied(run, ordinal);
                 }
-                Output::Event(event) => {
-                    self.events += 1;
-                    if let AgentEvent::RunEnd { run_id, result } = &event {
-                        self.ends.push((run_id.clone(), cause_text(&result.cause)));
-                    }
-                }
+                Output::Event(_) => {}
                 Output::Action(Action::CallModel { run_id, step, .. }) => {
                     self.model_call = Some((run_id, step));
                 }
@@ -129,19 +259,14 @@ impl Host {
                     self.tool_calls = calls;
                 }
             }
+            self.line(text);
         }
+        Ok(())
     }
 
-    fn model(
-        &mut self,
-        at_ms: u64,
-        deltas: &[&str],
-        message: AssistantMessage,
-    ) -> Result<(), AgentError> {
+    fn model(&mut self, at_ms: u64, deltas: &[&str], message: AssistantMessage) -> DemoResult<()> {
         let Some((run_id, step)) = self.model_call.take() else {
-            return Err(AgentError::InvalidInput(
-                "the demo expected a model call".into(),
-            ));
+            return Err("the demo expected a model call".into());
         };
         for (i, delta) in deltas.iter().enumerate() {
             let input = Input::ModelDelta {
@@ -170,7 +295,7 @@ impl Host {
         )
     }
 
-    fn tool(&mut self, at_ms: u64, call_id: &str, text: &str) -> Result<(), AgentError> {
+    fn tool(&mut self, at_ms: u64, call_id: &str, text: &str) -> DemoResult<()> {
         let run_id = self.tool_run.clone().unwrap_or_default();
         let call_id = CallId::new(call_id);
         self.tool_calls.retain(|c| c.id != call_id);
@@ -186,7 +311,7 @@ impl Host {
         )
     }
 
-    fn prompt(&mut self, at_ms: u64, text: &str) -> Result<(), AgentError> {
+    fn prompt(&mut self, at_ms: u64, text: &str) -> DemoResult<()> {
         self.input(
             at_ms,
             &format!("user prompts {text:?}"),
@@ -196,6 +321,190 @@ impl Host {
                 run_id: None,
             },
         )
+    }
+
+    /// Run 1: parallel tools answered out of order, steering, a follow-up, approvals.
+    fn run_one(&mut self) -> DemoResult<()> {
+        self.heading(
+            "Run 1: parallel tools answered out of order, steering, a follow-up, approvals",
+        );
+        self.prompt(1_000, "Find the Q3 report and summarise it")?;
+        self.model(
+            1_200,
+            &["Let me ", "look that up."],
+            calls(&[
+                ("call-search", "search", json!({"query": "Q3 report"})),
+                ("call-read", "read_file", json!({"path": "reports/q3.md"})),
+            ]),
+        )?;
+        self.input(
+            1_500,
+            "user steers \"Focus on revenue\"",
+            Input::Steer {
+                message: UserMessage::text("Focus on revenue"),
+            },
+        )?;
+        self.input(
+            1_600,
+            "user steers \"Use bullet points\"",
+            Input::Steer {
+                message: UserMessage::text("Use bullet points"),
+            },
+        )?;
+        self.tool(1_700, "call-read", "Q3 revenue: 4.2M (+12%). Costs: 3.1M.")?;
+        self.tool(1_900, "call-search", "1 hit: reports/q3.md")?;
+        self.input(
+            2_000,
+            "user queues a follow-up \"Then tidy up and tell the team\"",
+            Input::FollowUp {
+                message: UserMessage::text("Then tidy up and tell the team"),
+            },
+        )?;
+        self.model(
+            2_300,
+            &["- Revenue 4.2M", " (+12%)"],
+            AssistantMessage::text("- Revenue 4.2M (+12%)\n- Costs 3.1M"),
+        )?;
+        self.model(
+            2_800,
+            &[],
+            calls(&[
+                (
+                    "call-delete",
+                    "delete_file",
+                    json!({"path": "drafts/q3-old.md"}),
+                ),
+                (
+                    "call-mail",
+                    "send_email",
+                    json!({"to": "team@example.com", "subject": "Q3 summary"}),
+                ),
+            ]),
+        )?;
+        let first_ticket = self.agent.current_ticket().cloned();
+        self.input(
+            5_000,
+            "person allows delete_file",
+            Input::ResumeTicket {
+                result: ResumeResult::allow(),
+                now_ms: Some(5_000),
+            },
+        )?;
+        if let Some(ticket) = first_ticket {
+            let stale = ResumeCommand::from_ticket(&ticket, ResumeResult::allow(), 5_100);
+            // Rejected on purpose: the error is printed, the session goes on.
+            let _ = self.input(
+                5_100,
+                "a duplicate of the first approval arrives (stale ticket)",
+                Input::Resume { command: stale },
+            );
+        }
+        self.input(
+            6_000,
+            "person denies send_email",
+            Input::ResumeTicket {
+                result: ResumeResult::deny("not before legal review"),
+                now_ms: Some(6_000),
+            },
+        )?;
+        self.tool(6_400, "call-delete", "deleted drafts/q3-old.md")?;
+        self.model(
+            6_800,
+            &[],
+            AssistantMessage::text("Deleted the old draft; the email waits for legal review."),
+        )
+    }
+
+    /// Run 2 up to the crash point: the archive tool is handed out.
+    fn run_two_until_the_tool(&mut self) -> DemoResult<()> {
+        self.prompt(10_000, "Archive the Q3 folder")?;
+        self.model(
+            10_300,
+            &[],
+            calls(&[("call-archive", "archive", json!({"folder": "reports/q3"}))]),
+        )
+    }
+
+    /// Run 2 after recovery: the re-issued tool answers, the model ends the run.
+    fn run_two_after_recovery(&mut self) -> DemoResult<()> {
+        self.drain()?;
+        self.tool(
+            12_400,
+            "call-archive",
+            "archived reports/q3 (idempotency key demo-thread/run-2:call-archive)",
+        )?;
+        self.model(
+            12_800,
+            &[],
+            AssistantMessage::text("The Q3 folder is archived."),
+        )
+    }
+
+    /// A fenced post-terminal commit, paged audit events, the transcript check.
+    fn promises(&mut self) -> DemoResult<()> {
+        self.heading("The store keeps its promises");
+        let thread = self.thread();
+        let fenced = ThreadCommit::assemble(
+            thread.clone(),
+            RunDisposition::Running {
+                run_id: RunId::new("demo-thread/run-1"),
+            },
+            false,
+            vec![Message::user("one more thing")],
+            Vec::new(),
+            Vec::new(),
+        );
+        match self.store.commit(fenced) {
+            Err(e) => self.say(&format!("a late commit for the ended run 1 is fenced: {e}")),
+            Ok(_) => self.say("unexpected: the store accepted a commit for an ended run"),
+        }
+        let mut from = None;
+        let mut pages = 0;
+        let mut seen = 0;
+        loop {
+            let page = self
+                .store
+                .list_events(&EventScope::Thread(thread.clone()), from, 5)?;
+            let Some(last) = page.last() else { break };
+            from = Some(last.sequence);
+            pages += 1;
+            seen += page.len();
+        }
+        self.say(&format!(
+            "audit events of {thread}, paged 5 at a time: {seen} events in {pages} pages"
+        ));
+        let transcript_matches = self.store.committed_messages(&thread)? == self.agent.transcript();
+        self.say(&format!(
+            "committed transcript equals the agent's: {transcript_matches}"
+        ));
+        Ok(())
+    }
+
+    /// The closing summary, read back from the store (what `runcore show` prints).
+    fn summary(&mut self, source: &str) -> DemoResult<()> {
+        self.heading(&format!("Summary, read back from {source}"));
+        let view = inspect::show(&self.store, &self.thread())?;
+        self.say(&format!("runs: {}", view.runs.len()));
+        for run in &view.runs {
+            let line = format!("  {}: {}", run.id, state_text(&run.state));
+            self.say(&line);
+        }
+        let mut events = 0;
+        let mut from = None;
+        loop {
+            let page = self.store.list_events(&EventScope::All, from, 512)?;
+            let Some(last) = page.last() else { break };
+            from = Some(last.sequence);
+            events += page.len();
+        }
+        let pending = inspect::pending(&self.store)?.len();
+        self.say(&format!(
+            "commits: {} (the thread's version), audit events stored: {events}, messages: {}, \
+             runs waiting for a person: {pending}",
+            view.version,
+            view.messages.len(),
+        ));
+        Ok(())
     }
 }
 
@@ -209,326 +518,201 @@ fn calls(calls: &[(&str, &str, serde_json::Value)]) -> AssistantMessage {
     )
 }
 
-fn cause_text(cause: &runcore::EndCause) -> String {
-    match cause {
-        runcore::EndCause::Stopped(reason) => format!("stopped ({reason})"),
-        runcore::EndCause::Error(f) => format!("error ({})", f.code()),
-        other => other.kind().to_owned(),
+/// Today's session in one process against a `MemoryStore`: the crash is simulated.
+fn memory_session(json: bool) -> DemoResult<String> {
+    let mut host = Host::new(json, MemoryStore::new(), None)?;
+    host.say("runcore demo: one thread, two runs, a scripted model, scripted tools and a person");
+    host.say("(in memory: COMMIT lines are applied to a MemoryStore before anything after them)");
+    host.run_one()?;
+    host.heading("Run 2: a crash after a commit, then recovery from the store");
+    host.run_two_until_the_tool()?;
+    host.say(
+        "            ... the host drops its agent while the archive tool runs (simulated) ...",
+    );
+    let thread = host.thread();
+    host.agent = Agent::recover(config(), &host.store, &thread, RecoveryPolicy::Replay)?;
+    host.at(
+        12_000,
+        "a new agent is recovered from the in-memory store alone (policy: replay)",
+    );
+    host.run_two_after_recovery()?;
+    host.promises()?;
+    host.summary("the in-memory store")?;
+    Ok(host.out)
+}
+
+/// The session against a real store, run 2 in a child process that is killed.
+fn durable_session(json: bool, url: &StoreUrl, temp: Option<&TempDir>) -> DemoResult<String> {
+    let backend = store::open(url, Access::Write)?;
+    let thread = config().thread_id;
+    if backend.thread_version(&thread)? > 0 {
+        return Err(format!(
+            "{url} already holds the demo's thread {:?}; give the demo a new store",
+            thread.as_str()
+        )
+        .into());
     }
-}
-
-fn blocks_text(blocks: &[ContentBlock]) -> String {
-    blocks
-        .iter()
-        .map(|b| match b {
-            ContentBlock::Text { text } => format!("{text:?}"),
-            ContentBlock::Image { mime_type, .. } => format!("<{mime_type} image>"),
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn message_text(message: &Message) -> String {
-    match message {
-        Message::System(m) => format!("system {}", blocks_text(&m.content)),
-        Message::User(m) => format!("user {}", blocks_text(&m.content)),
-        Message::Assistant(m) => m
-            .content
-            .iter()
-            .map(|b| match b {
-                AssistantBlock::Text { text } => format!("{text:?}"),
-                AssistantBlock::Thinking { .. } => "(thinking)".to_owned(),
-                AssistantBlock::ToolCall { id, name, .. } => format!("call {name} [{id}]"),
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
-        Message::ToolResult(r) => format!(
-            "result [{}] {} {}",
-            r.call_id,
-            r.outcome.as_str(),
-            blocks_text(&r.content)
-        ),
-    }
-}
-
-fn describe_commit(commit: &ThreadCommit) -> String {
-    let disposition = match &commit.run {
-        RunDisposition::Running { run_id } => format!("Running {run_id}"),
-        RunDisposition::Awaiting(t) => {
-            format!("Awaiting {} on ticket {}", t.run_id, t.correlation_id)
-        }
-        RunDisposition::Ended { run_id, cause } => format!("Ended {run_id}: {}", cause_text(cause)),
+    let where_ = match temp {
+        Some(_) => format!("{url} (a new file in a temporary directory)"),
+        None => url.to_string(),
     };
-    let kinds: Vec<&str> = commit.events.iter().map(|e| e.kind.as_str()).collect();
-    format!(
-        "COMMIT  {disposition}, {} message(s){}",
-        commit.messages.len(),
-        if kinds.is_empty() {
-            String::new()
-        } else {
-            format!(", audit: {}", kinds.join(", "))
+    let mut host = Host::new(json, backend, None)?;
+    host.say("runcore demo: one thread, two runs, a scripted model, scripted tools and a person");
+    host.say(&format!("the store: {where_}"));
+    host.say("(COMMIT lines are applied to the store, fenced, before anything after them)");
+    host.run_one()?;
+    let mut out = std::mem::take(&mut host.out);
+    let input_line = host.input_line;
+    // The parent lets go of the store: the child opens it on its own.
+    drop(host);
+
+    let mut heading = String::new();
+    if !json {
+        heading
+            .push_str("\n== Run 2: in a child process, killed with SIGKILL while a tool runs ==\n");
+    }
+    out.push_str(&heading);
+    let exe = std::env::current_exe()?;
+    let mut command = Command::new(exe);
+    command.args(["demo", "--child", "--store"]);
+    command.arg(url_arg(url));
+    command.args(["--line", &input_line.to_string()]);
+    if json {
+        command.arg("--json");
+    }
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let pid = child.id();
+    if !json {
+        out.push_str(&format!("(child process {pid}: `runcore demo --child`)\n"));
+    }
+    let stdout = child.stdout.take().ok_or("the child has no stdout")?;
+    let mut reader = BufReader::new(stdout);
+    let mut outstanding = None;
+    let mut line = String::new();
+    while outstanding.is_none() {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            break;
         }
-    )
+        let text = line.trim_end_matches('\n');
+        match text.strip_prefix(OUTSTANDING) {
+            Some(last_line) => outstanding = Some(last_line.parse::<u64>()?),
+            None => {
+                out.push_str(text);
+                out.push('\n');
+            }
+        }
+    }
+    let Some(child_last_line) = outstanding else {
+        let status = child.wait()?;
+        let mut stderr = String::new();
+        if let Some(mut pipe) = child.stderr.take() {
+            let _ = pipe.read_to_string(&mut stderr);
+        }
+        return Err(format!(
+            "the child process ended ({status}) before the tool was outstanding: {}",
+            stderr.trim()
+        )
+        .into());
+    };
+    child.kill()?;
+    let status = child.wait()?;
+    let killed = killed_by(&status);
+
+    let backend = store::open(url, Access::Write)?;
+    let on_disk = backend.latest_run(&thread)?;
+    let version = backend.thread_version(&thread)?;
+    let agent = Agent::recover_at(config(), &backend, &thread, RecoveryPolicy::Replay, 12_000)?;
+    let mut host = Host::new(json, backend, Some(agent))?;
+    host.out = out;
+    host.input_line = child_last_line;
+    host.say(&format!(
+        "            ... the parent killed child process {pid} with SIGKILL while the archive tool \
+         was outstanding ({killed}) ..."
+    ));
+    let state = on_disk
+        .as_ref()
+        .map(|r| format!("{} {}", r.id, state_text(&r.state)))
+        .unwrap_or_else(|| "no run".to_owned());
+    host.at(
+        12_000,
+        &format!("the parent opens {url} again: thread {thread} at version {version}, {state}"),
+    );
+    host.say(&format!(
+        "            recovered from disk alone (policy: replay): the archive call has no \
+         committed result, so it is handed out again{}",
+        if on_disk.is_some_and(|r| r.state == RunState::Running) {
+            ""
+        } else {
+            " (unexpected: the run is not running)"
+        }
+    ));
+    host.run_two_after_recovery()?;
+    host.promises()?;
+    host.summary(&where_)?;
+    Ok(host.out)
 }
 
-fn describe(output: &Output) -> String {
-    match output {
-        Output::Commit(commit) => describe_commit(commit),
-        Output::Action(Action::CallModel {
-            step, final_step, ..
-        }) => format!(
-            "ACTION  call the model (step {step}{})",
-            if *final_step { ", final" } else { "" }
-        ),
-        Output::Action(Action::ExecuteTools { calls, .. }) => format!(
-            "ACTION  execute tools: {}",
-            calls
-                .iter()
-                .map(|c| format!("{} [{}]", c.name, c.id))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        Output::Event(AgentEvent::RunStart { run_id, .. }) => format!("event   run_start {run_id}"),
-        Output::Event(AgentEvent::RunEnd { run_id, result }) => format!(
-            "event   run_end {run_id}: {} after {} step(s), {} unconsumed",
-            cause_text(&result.cause),
-            result.steps,
-            result.unconsumed.len()
-        ),
-        Output::Event(AgentEvent::Loop { event, .. }) => match event {
-            LoopEvent::TextDelta { text, .. } => format!("event   text {text:?}"),
-            LoopEvent::AssistantMessage { .. } => "event   assistant message".to_owned(),
-            LoopEvent::MessageAppended { origin, message } => {
-                format!("event   appended ({origin:?}): {}", message_text(message))
-            }
-            LoopEvent::ToolStart { call_id, name, .. } => {
-                format!("event   tool_start {name} [{call_id}]")
-            }
-            LoopEvent::ToolEnd {
-                call_id, outcome, ..
-            } => format!("event   tool_end [{call_id}] {}", outcome.as_str()),
-            LoopEvent::SyntheticResult {
-                call_id, outcome, ..
-            } => {
-                format!("event   synthetic result [{call_id}] {}", outcome.as_str())
-            }
-            LoopEvent::Awaiting { ticket } => format!(
-                "event   awaiting {} ({} {})",
-                ticket.correlation_id,
-                ticket.target().reason_name(),
-                ticket
-                    .target()
-                    .call_id()
-                    .map(|c| c.to_string())
-                    .unwrap_or_default()
-            ),
-            LoopEvent::Resumed {
-                correlation_id,
-                result,
-            } => {
-                format!("event   resumed {correlation_id} with {}", result.as_str())
-            }
-            LoopEvent::InputClosed => "event   input closed".to_owned(),
-            other => format!("event   {other:?}"),
-        },
-        Output::Event(other) => format!("event   {other:?}"),
+/// The `--store` argument that names `url` to the child.
+fn url_arg(url: &StoreUrl) -> String {
+    match url {
+        StoreUrl::Sqlite(path) => format!("sqlite:{}", path.display()),
+        StoreUrl::Postgres(url) => url.clone(),
     }
 }
 
-/// Runs the demo; `json` prints driver output lines instead of the timeline.
-pub fn run(json: bool) -> ExitCode {
-    match session(json) {
-        Ok(text) => crate::write_stdout(&text),
+/// How the child ended, in words.
+fn killed_by(status: &std::process::ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return format!("it ended by signal {signal}");
+        }
+    }
+    format!("it ended with {status}")
+}
+
+/// The child: run 2 up to the outstanding tool, say so, and wait to be killed.
+fn child_main(args: &Args, json: bool) -> ExitCode {
+    let result = (|| -> DemoResult<()> {
+        let url = StoreUrl::parse(args.value("--store").ok_or("--child needs --store")?)?;
+        let line = args.number("--line")?.unwrap_or(0);
+        let backend = store::open(&url, Access::Write)?;
+        let thread = config().thread_id;
+        let agent = Agent::recover(config(), &backend, &thread, RecoveryPolicy::Replay)?;
+        let mut host = Host::new(json, backend, Some(agent))?;
+        host.input_line = line;
+        host.at(
+            9_000,
+            &format!(
+                "child {} recovers the agent from the store (thread idle, {} messages)",
+                std::process::id(),
+                host.agent.transcript().len()
+            ),
+        );
+        host.drain()?;
+        host.run_two_until_the_tool()?;
+        host.say("            ... the archive tool runs (outstanding since the ACTION above) ...");
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(host.out.as_bytes())?;
+        writeln!(stdout, "{OUTSTANDING}{}", host.input_line)?;
+        stdout.flush()?;
+        drop(stdout);
+        // Wait for the parent's SIGKILL; if the parent goes away instead, stdin ends.
+        let mut sink = Vec::new();
+        let _ = std::io::stdin().read_to_end(&mut sink);
+        Err("the parent went away before killing the child".into())
+    })();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("runcore demo: the scripted session failed: {e}");
+            eprintln!("runcore demo --child: {e}");
             ExitCode::FAILURE
         }
     }
-}
-
-/// The session's printed text.
-pub fn session(json: bool) -> Result<String, Box<dyn std::error::Error>> {
-    let config = AgentConfig {
-        thread_id: ThreadId::new("demo-thread"),
-        system_prompt: Some("You are a careful assistant with file and mail tools.".into()),
-        ..AgentConfig::default()
-    }
-    .with_tool("search", ToolSpec::auto("Search the document index"))
-    .with_tool("read_file", ToolSpec::auto("Read a file"))
-    .with_tool(
-        "archive",
-        ToolSpec::auto("Archive a folder (idempotent by run and call id)"),
-    )
-    .with_tool(
-        "delete_file",
-        ToolSpec::gated("Delete a file", Some(60_000)),
-    )
-    .with_tool("send_email", ToolSpec::gated("Send an email", None));
-    let mut host = Host::new(json, config)?;
-    host.say("runcore demo: one thread, two runs, a scripted model, scripted tools and a person");
-    host.say("(COMMIT lines are persisted to the in-memory store before anything after them)");
-
-    host.heading("Run 1: parallel tools answered out of order, steering, a follow-up, approvals");
-    host.prompt(1_000, "Find the Q3 report and summarise it")?;
-    host.model(
-        1_200,
-        &["Let me ", "look that up."],
-        calls(&[
-            ("call-search", "search", json!({"query": "Q3 report"})),
-            ("call-read", "read_file", json!({"path": "reports/q3.md"})),
-        ]),
-    )?;
-    host.input(
-        1_500,
-        "user steers \"Focus on revenue\"",
-        Input::Steer {
-            message: UserMessage::text("Focus on revenue"),
-        },
-    )?;
-    host.input(
-        1_600,
-        "user steers \"Use bullet points\"",
-        Input::Steer {
-            message: UserMessage::text("Use bullet points"),
-        },
-    )?;
-    host.tool(1_700, "call-read", "Q3 revenue: 4.2M (+12%). Costs: 3.1M.")?;
-    host.tool(1_900, "call-search", "1 hit: reports/q3.md")?;
-    host.input(
-        2_000,
-        "user queues a follow-up \"Then tidy up and tell the team\"",
-        Input::FollowUp {
-            message: UserMessage::text("Then tidy up and tell the team"),
-        },
-    )?;
-    host.model(
-        2_300,
-        &["- Revenue 4.2M", " (+12%)"],
-        AssistantMessage::text("- Revenue 4.2M (+12%)\n- Costs 3.1M"),
-    )?;
-    host.model(
-        2_800,
-        &[],
-        calls(&[
-            (
-                "call-delete",
-                "delete_file",
-                json!({"path": "drafts/q3-old.md"}),
-            ),
-            (
-                "call-mail",
-                "send_email",
-                json!({"to": "team@example.com", "subject": "Q3 summary"}),
-            ),
-        ]),
-    )?;
-    let first_ticket = host.agent.current_ticket().cloned();
-    host.input(
-        5_000,
-        "person allows delete_file",
-        Input::ResumeTicket {
-            result: ResumeResult::allow(),
-            now_ms: Some(5_000),
-        },
-    )?;
-    if let Some(ticket) = first_ticket {
-        let stale = ResumeCommand::from_ticket(&ticket, ResumeResult::allow(), 5_100);
-        let _ = host.input(
-            5_100,
-            "a duplicate of the first approval arrives (stale ticket)",
-            Input::Resume { command: stale },
-        );
-    }
-    host.input(
-        6_000,
-        "person denies send_email",
-        Input::ResumeTicket {
-            result: ResumeResult::deny("not before legal review"),
-            now_ms: Some(6_000),
-        },
-    )?;
-    host.tool(6_400, "call-delete", "deleted drafts/q3-old.md")?;
-    host.model(
-        6_800,
-        &[],
-        AssistantMessage::text("Deleted the old draft; the email waits for legal review."),
-    )?;
-
-    host.heading("Run 2: a crash after a commit, then recovery from the store");
-    host.prompt(10_000, "Archive the Q3 folder")?;
-    host.model(
-        10_300,
-        &[],
-        calls(&[("call-archive", "archive", json!({"folder": "reports/q3"}))]),
-    )?;
-    host.say("            ... the host process dies while the archive tool runs ...");
-    let thread = host.config.thread_id.clone();
-    host.agent = Agent::recover(
-        host.config.clone(),
-        &host.store,
-        &thread,
-        RecoveryPolicy::Replay,
-    )?;
-    host.say("[ 12.000s] a new process recovers the agent from the store alone (policy: replay)");
-    host.drain();
-    host.tool(
-        12_400,
-        "call-archive",
-        "archived reports/q3 (idempotency key demo-thread/run-2:call-archive)",
-    )?;
-    host.model(
-        12_800,
-        &[],
-        AssistantMessage::text("The Q3 folder is archived."),
-    )?;
-
-    host.heading("The store keeps its promises");
-    let fenced = ThreadCommit::assemble(
-        thread.clone(),
-        RunDisposition::Running {
-            run_id: RunId::new("demo-thread/run-1"),
-        },
-        false,
-        vec![Message::user("one more thing")],
-        Vec::new(),
-        Vec::new(),
-    );
-    match host.store.commit(fenced) {
-        Err(e) => host.say(&format!("a late commit for the ended run 1 is fenced: {e}")),
-        Ok(_) => host.say("unexpected: the store accepted a commit for an ended run"),
-    }
-    let mut from = None;
-    let mut pages = 0;
-    let mut seen = 0;
-    loop {
-        let page = host
-            .store
-            .list_events(&EventScope::Thread(thread.clone()), from, 5)?;
-        let Some(last) = page.last() else { break };
-        from = Some(last.sequence);
-        pages += 1;
-        seen += page.len();
-    }
-    host.say(&format!(
-        "audit events of {thread}, paged 5 at a time: {seen} events in {pages} pages"
-    ));
-    let transcript_matches = host.store.committed_messages(&thread)? == host.agent.transcript();
-    host.say(&format!(
-        "committed transcript equals the agent's: {transcript_matches}"
-    ));
-
-    host.heading("Summary");
-    host.say(&format!("runs: {}", host.ends.len()));
-    for (run, cause) in host.ends.clone() {
-        host.say(&format!("  {run}: {cause}"));
-    }
-    host.say(&format!(
-        "commits: {} (store sequence {}), events emitted: {}, audit events stored: {}, messages: {}",
-        host.commits,
-        host.store.last_sequence(),
-        host.events,
-        host.store.event_count(),
-        host.agent.transcript().len()
-    ));
-    Ok(host.out)
 }

@@ -592,14 +592,14 @@ fn help_prints_usage_and_exits_0() {
 fn usage_errors_exit_2() {
     let cases: &[(&[&str], &str)] = &[
         (&["frobnicate"], "unknown command \"frobnicate\""),
-        (&["drive", "--bogus"], "drive takes only --config FILE"),
-        (&["drive", "--config"], "drive takes only --config FILE"),
+        (&["drive", "--bogus"], "drive does not take \"--bogus\""),
+        (&["drive", "--config"], "drive --config needs a value"),
         (
             &["drive", "--config", "/nonexistent/runcore.json"],
             "cannot read",
         ),
         (&["schema", "everything"], "input or output"),
-        (&["demo", "--yaml"], "unknown demo option"),
+        (&["demo", "--yaml"], "demo does not take \"--yaml\""),
     ];
     for (args, message) in cases {
         let output = runcore(args);
