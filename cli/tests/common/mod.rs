@@ -4,6 +4,8 @@
 //! `<test crate>__<name>.snap` (the same names they had before the binary moved into `cli/`).
 #![allow(dead_code, unused_macros, unused_imports)]
 
+pub mod process;
+
 /// Snapshots a rendered text under the workspace's `snapshots/` directory with a readable name
 /// (`<test crate>__<name>.snap`), without the expression in the header.
 macro_rules! snapshot {
