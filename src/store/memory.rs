@@ -299,13 +299,7 @@ impl CommittedThreadView for MemoryStore {
         after: Option<&ThreadId>,
         limit: usize,
     ) -> Result<Vec<ThreadSummary>, StoreError> {
-        let range = match after {
-            Some(after) => self
-                .threads
-                .range::<ThreadId, _>((Bound::Excluded(after), Bound::Unbounded)),
-            None => self.threads.range::<ThreadId, _>(..),
-        };
-        Ok(range
+        Ok(after_key(&self.threads, after)
             .take(limit)
             .map(|(id, entry)| ThreadSummary {
                 thread_id: id.clone(),
@@ -320,13 +314,7 @@ impl CommittedThreadView for MemoryStore {
         after: Option<&RunId>,
         limit: usize,
     ) -> Result<Vec<ResumeTicket>, StoreError> {
-        let range = match after {
-            Some(after) => self
-                .runs
-                .range::<RunId, _>((Bound::Excluded(after), Bound::Unbounded)),
-            None => self.runs.range::<RunId, _>(..),
-        };
-        Ok(range
+        Ok(after_key(&self.runs, after)
             .filter_map(|(_, entry)| entry.pending_ticket())
             .take(limit)
             .cloned()
@@ -382,6 +370,17 @@ impl CommittedThreadView for MemoryStore {
         self.verify_transcript_snapshot(snapshot)?;
         let messages = self.messages(&snapshot.thread_id);
         Ok(slice_ranges(messages, ranges))
+    }
+}
+
+/// The entries of `map` whose key comes after `after` (exclusive), or all of them.
+fn after_key<'a, K: Ord, V>(
+    map: &'a BTreeMap<K, V>,
+    after: Option<&K>,
+) -> std::collections::btree_map::Range<'a, K, V> {
+    match after {
+        Some(after) => map.range((Bound::Excluded(after), Bound::Unbounded)),
+        None => map.range::<K, _>(..),
     }
 }
 

@@ -60,6 +60,29 @@ where
     Ok(())
 }
 
+/// Writer `i` makes `COMMITS` plain commits of run `run-{i}` on thread `thread_of(i)`, each
+/// with one user message `"{i}:{k}"`, all writers at once.
+fn race_plain_commits<S: StoreHandles>(
+    store: &S,
+    thread_of: impl Fn(usize) -> String + Sync,
+) -> CaseResult {
+    race(store, |i, handle| {
+        let thread_name = thread_of(i);
+        for k in 0..COMMITS {
+            let c = commit(
+                &thread_name,
+                running(&format!("run-{i}")),
+                vec![user(&format!("{i}:{k}"))],
+                vec![],
+            );
+            handle
+                .commit(c)
+                .map_err(|e| format!("writer {i}, commit {k}: {e}"))?;
+        }
+        Ok(())
+    })
+}
+
 /// Checks the store-wide sequences after a race: `commits` commits with dense commit
 /// sequences, and dense event sequences in commit order.
 fn dense_after_race<S: CheckpointReader>(store: &S, commits: usize) -> CaseResult {
@@ -105,21 +128,7 @@ fn message_text(message: &Message) -> String {
 /// Several OS threads commit on distinct threads at once: every commit lands exactly once,
 /// each thread holds its writer's messages in order, and sequences stay dense.
 pub fn concurrent_commits_on_distinct_threads<S: StoreHandles>(store: &mut S) -> CaseResult {
-    race(store, |i, handle| {
-        let name = format!("thread-{i}");
-        for k in 0..COMMITS {
-            let c = commit(
-                &name,
-                running(&format!("run-{i}")),
-                vec![user(&format!("{i}:{k}"))],
-                vec![],
-            );
-            handle
-                .commit(c)
-                .map_err(|e| format!("writer {i}, commit {k}: {e}"))?;
-        }
-        Ok(())
-    })?;
+    race_plain_commits(store, |i| format!("thread-{i}"))?;
     for i in 0..WRITERS {
         let t = thread(&format!("thread-{i}"));
         let texts: Vec<String> = read("committed_messages", store.committed_messages(&t))?
@@ -141,20 +150,7 @@ pub fn concurrent_commits_on_distinct_threads<S: StoreHandles>(store: &mut S) ->
 /// thread holds every message exactly once, each writer's in the order it wrote them, and
 /// sequences stay dense.
 pub fn concurrent_commits_on_one_thread<S: StoreHandles>(store: &mut S) -> CaseResult {
-    race(store, |i, handle| {
-        for k in 0..COMMITS {
-            let c = commit(
-                "shared",
-                running(&format!("run-{i}")),
-                vec![user(&format!("{i}:{k}"))],
-                vec![],
-            );
-            handle
-                .commit(c)
-                .map_err(|e| format!("writer {i}, commit {k}: {e}"))?;
-        }
-        Ok(())
-    })?;
+    race_plain_commits(store, |_| "shared".to_owned())?;
     let texts: Vec<String> = read(
         "committed_messages",
         store.committed_messages(&thread("shared")),
