@@ -14,6 +14,7 @@ use runcore::{
     EventRecord, EventScope, Message, ResumeTicket, RunId, RunRecord, StateCommand, StoreError,
     ThreadCommit, ThreadId, ThreadSummary,
 };
+use runcore_postgres::PostgresStore;
 
 /// Where a store is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,25 +122,49 @@ pub fn precheck(url: &StoreUrl, access: Access) -> Result<(), String> {
 
 /// An opened store: one of the backends, behind the core's ports.
 #[derive(Debug)]
-pub enum Backend {}
+pub enum Backend {
+    /// A PostgreSQL database.
+    Postgres(PostgresStore),
+}
 
 /// Opens `url` for `access`, or says in one line why it cannot be opened.
 pub fn open(url: &StoreUrl, access: Access) -> Result<Backend, String> {
     precheck(url, access)?;
-    Err(format!(
-        "--store {url}: this binary was built without that backend"
-    ))
+    match url {
+        StoreUrl::Sqlite(_) => Err(format!(
+            "--store {url}: this binary was built without the SQLite backend"
+        )),
+        StoreUrl::Postgres(raw) => PostgresStore::connect(raw)
+            .map(Backend::Postgres)
+            .map_err(|e| format!("--store {url}: {}", error_chain(&e))),
+    }
+}
+
+/// An error and its sources, on one line (a backend's message names what failed; its
+/// source says why).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text.replace('\n', " ")
 }
 
 /// Forwards a call to whichever backend is open.
 macro_rules! delegate {
     ($self:ident, $store:ident => $call:expr) => {
-        match *$self {}
+        match $self {
+            Backend::Postgres($store) => $call,
+        }
     };
 }
 
-// Until a backend is built in, the arms have no store to forward to.
-#[allow(unused_variables)]
 impl CommitLog for Backend {
     fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
         delegate!(self, s => s.commit(commit))
@@ -153,8 +178,6 @@ impl CommitLog for Backend {
     }
 }
 
-// Until a backend is built in, the arms have no store to forward to.
-#[allow(unused_variables)]
 impl CommittedThreadView for Backend {
     fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
         delegate!(self, s => s.committed_messages(thread))
@@ -190,8 +213,6 @@ impl CommittedThreadView for Backend {
     }
 }
 
-// Until a backend is built in, the arms have no store to forward to.
-#[allow(unused_variables)]
 impl CheckpointReader for Backend {
     fn list_events(
         &self,

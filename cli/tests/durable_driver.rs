@@ -13,7 +13,6 @@
 //!   exit 3) and the store holds only the first one's commits;
 //! - the Python host (`python_durable_host.py`) does the replay and seal crashes itself.
 
-#[allow(dead_code)]
 mod common;
 
 use common::process::{
@@ -58,7 +57,10 @@ fn replay_after_sigkill_hands_out_the_same_tools_and_ends_like_an_uncrashed_run(
     to_the_end(&mut uncrashed, &tools);
     uncrashed.finish();
     let crashed = show_json(&url, "crashed");
-    assert_eq!(crashed["messages"], show_json(&url, "uncrashed")["messages"]);
+    assert_eq!(
+        crashed["messages"],
+        show_json(&url, "uncrashed")["messages"]
+    );
     assert_eq!(crashed["messages"].as_array().map(Vec::len), Some(4));
     assert_eq!(crashed["runs"][0]["state"]["cause"]["type"], "natural_end");
 }
@@ -73,7 +75,10 @@ fn seal_after_sigkill_ends_indeterminate_and_the_next_prompt_is_a_new_run() {
 
     let mut drive = Drive::spawn(&["--store", &url, "--thread", "t", "--recover", "seal"]);
     let sealing = first(&drive.start, "commit");
-    assert_eq!(sealing["commit"]["run"]["cause"], json!({"type":"indeterminate"}));
+    assert_eq!(
+        sealing["commit"]["run"]["cause"],
+        json!({"type":"indeterminate"})
+    );
     let outcomes: Vec<&Value> = sealing["commit"]["messages"]
         .as_array()
         .expect("messages")
@@ -124,7 +129,8 @@ fn a_crash_while_awaiting_approval_reexecutes_nothing_and_resume_continues_the_r
     let mut drive = Drive::spawn(&["--store", &url, "--config", config]);
     assert_eq!(drive.start, [json!({"type":"idle","line":0})]);
 
-    let out = drive.send(json!({"type":"resume_ticket","result":{"type":"permission","decision":"allow"}}));
+    let out = drive
+        .send(json!({"type":"resume_ticket","result":{"type":"permission","decision":"allow"}}));
     let tools = first(&out, "execute_tools").clone();
     assert_eq!(tools["run_id"], "t/run-1");
     assert_eq!(tools["calls"][0]["id"], "call-1");
@@ -187,7 +193,11 @@ fn two_drivers_on_one_thread_the_second_ones_first_commit_is_fenced() {
     for (driver, code) in [(b, "payload_mismatch"), (c, "version_conflict")] {
         let mut driver = driver;
         let rest = driver.rest();
-        assert_eq!(rest.len(), 1, "one store line and nothing after it: {rest:?}");
+        assert_eq!(
+            rest.len(),
+            1,
+            "one store line and nothing after it: {rest:?}"
+        );
         assert_eq!(rest[0]["type"], "error");
         assert_eq!(rest[0]["line"], 1);
         assert_eq!(rest[0]["error"]["kind"], "store");

@@ -235,8 +235,10 @@ pub fn model_tool(call: &Value, id: &str, tool: &str) -> Value {
 pub fn answer_tools(drive: &mut Drive, tools: &Value) -> Vec<Value> {
     let mut out = Vec::new();
     for call in tools["calls"].as_array().expect("calls") {
-        out = drive.send(json!({"type":"tool_done","run_id":tools["run_id"],"call_id":call["id"],
-                                "content":format!("done {}", call["id"])}));
+        out = drive.send(
+            json!({"type":"tool_done","run_id":tools["run_id"],"call_id":call["id"],
+                                "content":format!("done {}", call["id"])}),
+        );
     }
     out
 }
