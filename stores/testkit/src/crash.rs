@@ -596,12 +596,14 @@ impl CrashTest {
             let kills_this_cycle = 1 + lcg.below(3);
             for _ in 0..kills_this_cycle {
                 let acked_before = acks.len();
+                // One kill in six lands early (while the child starts, opens the store,
+                // recovers, or makes its first commit); the others after a random number of
+                // acknowledged commits, plus up to 3 ms so some land inside a commit.
                 let remaining = reference.commits.saturating_sub(acks.len() as u64);
-                let target = lcg.below(remaining.max(1)) as usize;
-                let jitter_us = if target == 0 {
-                    lcg.below(40_000)
+                let (target, jitter_us) = if lcg.below(6) == 0 {
+                    (0, lcg.below(40_000))
                 } else {
-                    lcg.below(3_000)
+                    (1 + lcg.below(remaining.max(1)) as usize, lcg.below(3_000))
                 };
                 let outcome = self.kill_child(&location, target, jitter_us, &mut acks)?;
                 check_child_acks(acks.get(acked_before..).unwrap_or_default())?;
