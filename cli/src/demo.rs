@@ -62,8 +62,7 @@ pub fn main(args: &[String]) -> ExitCode {
     if args.has("--memory") && args.value("--store").is_some() {
         return crate::usage_error("demo takes --store URL or --memory, not both");
     }
-    // No SQLite backend is built in yet: the default stays in memory.
-    if args.has("--memory") || args.value("--store").is_none() {
+    if args.has("--memory") {
         return finish(memory_session(json));
     }
     let (url, temp_dir) = match args.value("--store") {
@@ -72,7 +71,13 @@ pub fn main(args: &[String]) -> ExitCode {
             Err(message) => return crate::start_error("demo", &message),
         },
         None => match TempDir::new() {
-            Ok(dir) => (StoreUrl::Sqlite(dir.path.join("demo.sqlite")), Some(dir)),
+            Ok(dir) => (
+                StoreUrl::Sqlite {
+                    path: dir.path.join("demo.sqlite"),
+                    synchronous: Default::default(),
+                },
+                Some(dir),
+            ),
             Err(e) => {
                 eprintln!("runcore demo: cannot create a temporary directory: {e}");
                 return ExitCode::FAILURE;
@@ -654,13 +659,19 @@ fn durable_session(json: bool, url: &StoreUrl, temp: Option<&TempDir>) -> DemoRe
     host.run_two_after_recovery()?;
     host.promises()?;
     host.summary(&where_)?;
+    if let Some(temp) = temp {
+        host.say(&format!(
+            "(the temporary directory {} is removed as the demo ends)",
+            temp.path.display()
+        ));
+    }
     Ok(host.out)
 }
 
 /// The `--store` argument that names `url` to the child.
 fn url_arg(url: &StoreUrl) -> String {
     match url {
-        StoreUrl::Sqlite(path) => format!("sqlite:{}", path.display()),
+        StoreUrl::Sqlite { .. } => url.to_string(),
         StoreUrl::Postgres(url) => url.clone(),
     }
 }

@@ -1,7 +1,9 @@
 //! `--store URL`: which backend, where, and opening it (SPEC §12.2).
 //!
 //! `sqlite:PATH` (the file is created if missing, for the commands that write) or
-//! `postgres://…` / `postgresql://…`. Opening checks what the command line can see before the
+//! `postgres://…` / `postgresql://…`. A SQLite URL may end in `?synchronous=normal` (or
+//! `=full`, the default) to choose how much SQLite syncs at each commit (see
+//! [`Synchronous`]): NORMAL survives a process crash, FULL also a power loss. Opening checks what the command line can see before the
 //! backend touches anything — the scheme, a missing parent directory (directories are never
 //! created), a directory where the file should be, a missing store for the commands that only
 //! read — so that a bad `--store` is one clear line and nothing is created or changed.
@@ -15,12 +17,18 @@ use runcore::{
     ThreadCommit, ThreadId, ThreadSummary,
 };
 use runcore_postgres::PostgresStore;
+use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 /// Where a store is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreUrl {
     /// A SQLite file.
-    Sqlite(PathBuf),
+    Sqlite {
+        /// The file.
+        path: PathBuf,
+        /// How much SQLite syncs at each commit.
+        synchronous: Synchronous,
+    },
     /// A PostgreSQL connection URL.
     Postgres(String),
 }
@@ -28,13 +36,26 @@ pub enum StoreUrl {
 impl StoreUrl {
     /// Parses `sqlite:PATH`, `postgres://…` or `postgresql://…`.
     pub fn parse(url: &str) -> Result<StoreUrl, String> {
-        if let Some(path) = url.strip_prefix("sqlite:") {
+        if let Some(rest) = url.strip_prefix("sqlite:") {
+            let (path, synchronous) = match rest.rsplit_once("?synchronous=") {
+                Some((path, "full")) => (path, Synchronous::Full),
+                Some((path, "normal")) => (path, Synchronous::Normal),
+                Some((_, other)) => {
+                    return Err(format!(
+                        "--store {url:?}: synchronous takes full or normal, not {other:?}"
+                    ));
+                }
+                None => (rest, Synchronous::Full),
+            };
             if path.is_empty() {
                 return Err(format!(
                     "--store {url:?} names no file: write sqlite:PATH, e.g. sqlite:runs.db"
                 ));
             }
-            return Ok(StoreUrl::Sqlite(PathBuf::from(path)));
+            return Ok(StoreUrl::Sqlite {
+                path: PathBuf::from(path),
+                synchronous,
+            });
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             return Ok(StoreUrl::Postgres(url.to_owned()));
@@ -54,7 +75,13 @@ impl StoreUrl {
 impl fmt::Display for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StoreUrl::Sqlite(path) => write!(f, "sqlite:{}", path.display()),
+            StoreUrl::Sqlite { path, synchronous } => {
+                write!(f, "sqlite:{}", path.display())?;
+                match synchronous {
+                    Synchronous::Full => Ok(()),
+                    Synchronous::Normal => f.write_str("?synchronous=normal"),
+                }
+            }
             StoreUrl::Postgres(url) => f.write_str(&redact_password(url)),
         }
     }
@@ -90,7 +117,7 @@ pub enum Access {
 
 /// The checks the command line can make before any backend opens anything.
 pub fn precheck(url: &StoreUrl, access: Access) -> Result<(), String> {
-    let StoreUrl::Sqlite(path) = url else {
+    let StoreUrl::Sqlite { path, .. } = url else {
         return Ok(());
     };
     let shown = path.display();
@@ -116,6 +143,11 @@ pub fn precheck(url: &StoreUrl, access: Access) -> Result<(), String> {
                 "--store {url}: there is no store at {shown} (nothing was created)"
             ));
         }
+    } else if access == Access::Read && path.metadata().is_ok_and(|m| m.len() == 0) {
+        // Opening would make it a store: a command that only reads changes nothing.
+        return Err(format!(
+            "--store {url}: {shown} is an empty file, not a store (nothing was changed)"
+        ));
     }
     Ok(())
 }
@@ -123,19 +155,24 @@ pub fn precheck(url: &StoreUrl, access: Access) -> Result<(), String> {
 /// An opened store: one of the backends, behind the core's ports.
 #[derive(Debug)]
 pub enum Backend {
-    /// A PostgreSQL database.
-    Postgres(PostgresStore),
+    /// A SQLite file.
+    Sqlite(SqliteStore),
+    /// A PostgreSQL database (boxed: its connection state is large, and there is one store).
+    Postgres(Box<PostgresStore>),
 }
 
 /// Opens `url` for `access`, or says in one line why it cannot be opened.
 pub fn open(url: &StoreUrl, access: Access) -> Result<Backend, String> {
     precheck(url, access)?;
     match url {
-        StoreUrl::Sqlite(_) => Err(format!(
-            "--store {url}: this binary was built without the SQLite backend"
-        )),
+        StoreUrl::Sqlite { path, synchronous } => SqliteStore::open(
+            path,
+            SqliteOptions::default().with_synchronous(*synchronous),
+        )
+        .map(Backend::Sqlite)
+        .map_err(|e| format!("--store {url}: {}", error_chain(&e))),
         StoreUrl::Postgres(raw) => PostgresStore::connect(raw)
-            .map(Backend::Postgres)
+            .map(|store| Backend::Postgres(Box::new(store)))
             .map_err(|e| format!("--store {url}: {}", error_chain(&e))),
     }
 }
@@ -160,6 +197,7 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 macro_rules! delegate {
     ($self:ident, $store:ident => $call:expr) => {
         match $self {
+            Backend::Sqlite($store) => $call,
             Backend::Postgres($store) => $call,
         }
     };
@@ -231,13 +269,24 @@ mod tests {
 
     #[test]
     fn urls_parse_by_scheme() {
+        let sqlite = |path: &str, synchronous| StoreUrl::Sqlite {
+            path: PathBuf::from(path),
+            synchronous,
+        };
         assert_eq!(
             StoreUrl::parse("sqlite:runs.db"),
-            Ok(StoreUrl::Sqlite(PathBuf::from("runs.db")))
+            Ok(sqlite("runs.db", Synchronous::Full))
         );
         assert_eq!(
             StoreUrl::parse("sqlite:/tmp/a b.db"),
-            Ok(StoreUrl::Sqlite(PathBuf::from("/tmp/a b.db")))
+            Ok(sqlite("/tmp/a b.db", Synchronous::Full))
+        );
+        let normal = StoreUrl::parse("sqlite:x.db?synchronous=normal").unwrap();
+        assert_eq!(normal, sqlite("x.db", Synchronous::Normal));
+        assert_eq!(normal.to_string(), "sqlite:x.db?synchronous=normal");
+        assert_eq!(
+            StoreUrl::parse("sqlite:x.db?synchronous=full"),
+            Ok(sqlite("x.db", Synchronous::Full))
         );
         for url in ["postgres://u@h/db", "postgresql://h/db?sslmode=disable"] {
             assert_eq!(StoreUrl::parse(url), Ok(StoreUrl::Postgres(url.to_owned())));
@@ -252,6 +301,7 @@ mod tests {
             ("", "it has no scheme"),
             ("sqlite:", "names no file"),
             ("SQLITE:x", "the scheme \"SQLITE\" is unknown"),
+            ("sqlite:x?synchronous=off", "full or normal"),
         ] {
             let error = StoreUrl::parse(url).unwrap_err();
             assert!(error.contains(says), "{url:?}: {error}");
@@ -273,7 +323,10 @@ mod tests {
     fn precheck_refuses_what_it_can_see_and_creates_nothing() {
         let dir = std::env::temp_dir().join(format!("runcore-precheck-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let url = |p: &Path| StoreUrl::Sqlite(p.to_path_buf());
+        let url = |p: &Path| StoreUrl::Sqlite {
+            path: p.to_path_buf(),
+            synchronous: Synchronous::Full,
+        };
         let missing_parent = dir.join("no/such/dir/x.db");
         let error = precheck(&url(&missing_parent), Access::Write).unwrap_err();
         assert!(error.contains("does not exist"), "{error}");
@@ -284,6 +337,11 @@ mod tests {
         let error = precheck(&url(&absent), Access::Read).unwrap_err();
         assert!(error.contains("there is no store"), "{error}");
         assert!(!absent.exists() && !dir.join("no").exists());
+        let empty = dir.join("empty.db");
+        std::fs::write(&empty, b"").unwrap();
+        let error = precheck(&url(&empty), Access::Read).unwrap_err();
+        assert!(error.contains("an empty file"), "{error}");
+        assert_eq!(precheck(&url(&empty), Access::Write), Ok(()));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

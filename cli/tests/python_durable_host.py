@@ -63,9 +63,8 @@ def up_to_the_tool(driver):
 def to_the_end(driver, tools):
     """Runs the tools (idempotent by run and call id) and lets the model finish."""
     for call in tools["calls"]:
-        key = tools["run_id"] + ":" + call["id"]
         out = driver.send({"type": "tool_done", "run_id": tools["run_id"], "call_id": call["id"],
-                           "content": "archived (" + key + ")"})
+                           "content": "archived " + call["arguments"]["folder"]})
     out = answer(driver, first(out, "call_model"), "stop", {"type": "text", "text": "Done."})
     assert ended(out) == ["natural_end"], out
 
