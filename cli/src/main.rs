@@ -258,7 +258,7 @@ pub(crate) fn write_stdout(text: &str) -> ExitCode {
 
 /// A usage error: one line naming the mistake, the pointer to the help, exit status 2.
 fn usage_error(message: &str) -> ExitCode {
-    eprintln!("runcore: {message}\n(see `runcore --help`)");
+    eprintln!("runcore: {message} (see `runcore --help`)");
     ExitCode::from(2)
 }
 

@@ -577,6 +577,27 @@ fn help_prints_usage_and_exits_0() {
         (&["schema", "--help"], "runcore schema [input|output]"),
         (&["help", "demo"], "runcore demo [--json]"),
         (&["demo", "--help"], "runcore demo [--json]"),
+        (
+            &["help", "drive"],
+            "runcore drive [--config FILE] [--store URL [--thread ID] [--recover replay|seal]]",
+        ),
+        (
+            &["threads", "--help"],
+            "runcore threads --store URL [--json]",
+        ),
+        (
+            &["help", "show"],
+            "runcore show THREAD --store URL [--json]",
+        ),
+        (&["pending", "-h"], "runcore pending --store URL [--json]"),
+        (
+            &["help", "events"],
+            "runcore events --store URL [--thread T | --run R] [--from N] [--limit K]",
+        ),
+        (
+            &["help", "demo"],
+            "runcore demo [--json] [--store URL | --memory]",
+        ),
     ];
     for (args, usage) in cases {
         let output = runcore(args);
