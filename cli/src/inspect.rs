@@ -290,10 +290,13 @@ fn tickets_block(tickets: &[ResumeTicket]) -> String {
             ]
         })
         .collect();
-    table(&["RUN", "TICKET", "WAITS FOR", "DEADLINE"], &rows)
-        .lines()
-        .map(|line| format!("  {line}\n"))
-        .collect()
+    table(
+        &["RUN", "TICKET", "WAITS FOR", "DEADLINE (HOST CLOCK)"],
+        &rows,
+    )
+    .lines()
+    .map(|line| format!("  {line}\n"))
+    .collect()
 }
 
 /// `runcore pending`, readable: what needs a person, and how to answer it.
@@ -313,7 +316,16 @@ pub fn pending_text(tickets: &[ResumeTicket]) -> String {
             ]
         })
         .collect();
-    let mut text = table(&["THREAD", "RUN", "TICKET", "WAITS FOR", "DEADLINE"], &rows);
+    let mut text = table(
+        &[
+            "THREAD",
+            "RUN",
+            "TICKET",
+            "WAITS FOR",
+            "DEADLINE (HOST CLOCK)",
+        ],
+        &rows,
+    );
     text.push_str(&format!(
         "({} waiting for a person; answer one with `runcore drive --store URL --thread THREAD` \
          and a resume_ticket line)\n",

@@ -4,7 +4,7 @@
 
 use runcore::{
     Action, AgentEvent, AssistantBlock, AwaitTarget, ContentBlock, EndCause, LoopEvent, Message,
-    Output, ResumeTicket, RunDisposition, RunState, ThreadCommit,
+    Output, ResumeTicket, RunDisposition, RunState, StopReason, ThreadCommit,
 };
 
 /// An end cause as a short word (`natural_end`, `stopped (reason)`, `error (code)`).
@@ -41,16 +41,29 @@ pub fn message_text(message: &Message) -> String {
     match message {
         Message::System(m) => format!("system {}", blocks_text(&m.content)),
         Message::User(m) => format!("user {}", blocks_text(&m.content)),
-        Message::Assistant(m) => m
-            .content
-            .iter()
-            .map(|b| match b {
-                AssistantBlock::Text { text } => format!("{text:?}"),
-                AssistantBlock::Thinking { .. } => "(thinking)".to_owned(),
-                AssistantBlock::ToolCall { id, name, .. } => format!("call {name} [{id}]"),
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
+        Message::Assistant(m) => {
+            let mut parts: Vec<String> = m
+                .content
+                .iter()
+                .map(|b| match b {
+                    AssistantBlock::Text { text } => format!("{text:?}"),
+                    AssistantBlock::Thinking { .. } => "(thinking)".to_owned(),
+                    AssistantBlock::ToolCall { id, name, .. } => format!("call {name} [{id}]"),
+                })
+                .collect();
+            // A failed or aborted answer says so (it often has no content at all).
+            let stopped = match m.stop_reason {
+                StopReason::Error => Some("error"),
+                StopReason::Aborted => Some("aborted"),
+                _ => None,
+            };
+            match (stopped, &m.error_message) {
+                (Some(how), Some(error)) => parts.push(format!("({how}: {error:?})")),
+                (Some(how), None) => parts.push(format!("({how})")),
+                (None, _) => {}
+            }
+            parts.join(", ")
+        }
         Message::ToolResult(r) => format!(
             "result [{}] {} {}",
             r.call_id,
