@@ -18,7 +18,7 @@ fn reducer_delta(messages: usize, events: usize) -> std::time::Duration {
         state,
         &AgentEvent::RunStart {
             run_id: "r".into(),
-            message: Message::user("go"),
+            message: Some(Message::user("go")),
         },
     );
     let delta = AgentEvent::Loop {

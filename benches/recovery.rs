@@ -25,7 +25,9 @@ fn fill(store: &mut MemoryStore, thread: &str, runs: u32) -> Agent {
         while let Some(output) = agent.poll() {
             match output {
                 Output::Commit(commit) => {
-                    store.commit(commit).expect("accepted");
+                    store
+                        .commit_operation(commit.into_operation())
+                        .expect("accepted");
                 }
                 Output::Action(runcore::Action::CallModel { run_id, step, .. }) => {
                     let answer = AssistantMessage::text(format!("answer {i}"));

@@ -3,10 +3,12 @@
 //! ```sh
 //! cargo run --release --example workloads -- w1 10000
 //! cargo run --release --example workloads -- w2 10000
+//! cargo run --release --example workloads -- floor-w1 10000
+//! cargo run --release --example workloads -- floor-w2 10000
 //! ```
 //!
 //! Each prints one JSON line:
-//! `{"peer":"runcore","workload","param","wall_ms","per_item_us","peak_rss_kb"}`.
+//! `{"peer":"runcore"|"floor","workload","param","wall_ms","per_item_us","peak_rss_kb"}`.
 //!
 //! - **w1 (long run)**: one prompt; the scripted model answers N−1 times with 20 text deltas of
 //!   50 bytes, then an assistant message with that text and one `echo` tool call `{"i": n}`;
@@ -14,6 +16,10 @@
 //!   steps (model calls).
 //! - **w2 (many runs)**: N sequential prompts on one agent, each answered by one text-only
 //!   assistant message of 1000 bytes. Items are runs.
+//!
+//! - **floor-w1 / floor-w2**: the same messages appended to a plain `Vec<Message>` and the
+//!   same calls answered, and nothing else (no events, commits or checks): the floor the
+//!   core's cost is measured against, in the same run.
 //!
 //! The host side is minimal on purpose (outputs are drained and dropped, as a host that
 //! forwards them elsewhere would), so the figures are the core's own cost.
@@ -36,21 +42,28 @@ fn main() {
     let items = match workload {
         "w1" => workloads::long_run(n),
         "w2" => workloads::many_runs(n),
+        "floor-w1" => workloads::floor_long_run(n),
+        "floor-w2" => workloads::floor_many_runs(n),
         _ => usage(),
     };
     let wall = start.elapsed();
+    let peer = if workload.starts_with("floor-") {
+        "floor"
+    } else {
+        "runcore"
+    };
     let wall_ms = wall.as_secs_f64() * 1000.0;
     let per_item_us = wall.as_secs_f64() * 1e6 / f64::from(items);
     // Fields in the documented order (a JSON object built with serde_json would sort them).
     let line = format!(
-        "{{\"peer\":\"runcore\",\"workload\":\"{workload}\",\"param\":{n},\"wall_ms\":{wall_ms:.3},\"per_item_us\":{per_item_us:.3},\"peak_rss_kb\":{}}}",
+        "{{\"peer\":\"{peer}\",\"workload\":\"{workload}\",\"param\":{n},\"wall_ms\":{wall_ms:.3},\"per_item_us\":{per_item_us:.3},\"peak_rss_kb\":{}}}",
         peak_rss_kb()
     );
     println!("{line}");
 }
 
 fn usage() -> ! {
-    eprintln!("usage: workloads <w1|w2> <N>   (N >= 1)");
+    eprintln!("usage: workloads <w1|w2|floor-w1|floor-w2> <N>   (N >= 1)");
     std::process::exit(2);
 }
 

@@ -15,127 +15,308 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::hash::{canonical_json, sha256_hex};
 use crate::ids::{CallId, RunId, ThreadId};
 use crate::message::Message;
-use crate::resume::PermissionDecision;
-use crate::run::{EndCause, RunDisposition};
+use crate::resume::{AwaitTarget, PermissionDecision};
+use crate::run::{EndCause, RunDisposition, RunState};
 use crate::state::{StateCommand, StateScope, exclusive_conflict};
 
 /// The envelope version of [`ThreadCommit`] this crate writes and the newest it reads.
 pub const COMMIT_SCHEMA_VERSION: u32 = 1;
 
 /// An audit draft: an event the store will number and append with the commit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AuditDraft {
-    /// The event kind, snake_case (`run_state_changed`, `permission_decided`, …).
-    pub kind: String,
-    /// The event's data.
-    pub payload: Value,
+///
+/// The drafts the crate writes are typed: each kind holds exactly its fields, and a reader
+/// (recovery, a host) matches on them instead of parsing JSON back by key name. A host's own
+/// drafts are [`AuditDraft::Custom`]. On the wire (and in a store) every draft is
+/// `{"kind": "<snake_case kind>", "payload": {…}}`, the payload's keys in sorted order; the
+/// JSON is built when the commit is serialized, so a draft costs nothing until it is written.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum AuditDraft {
+    /// `run_state_changed {state, await_reason?, await_target?}` (see [`ThreadCommit::assemble`]).
+    RunStateChanged {
+        /// The run's new state.
+        state: RunState,
+        /// The ticket's target, when Awaiting.
+        awaiting: Option<AwaitTarget>,
+    },
+    /// `state_changed {commands}`: the commit carries state commands.
+    StateChanged {
+        /// How many.
+        commands: usize,
+    },
+    /// `run_awaiting {run_id}`: the run waits on a ticket.
+    RunAwaiting {
+        /// The run.
+        run_id: RunId,
+    },
+    /// `permission_decided {call_id, decision, reason?, note?, step, now_ms?}`: a permission
+    /// decision, committed before any call of its batch runs.
+    PermissionDecided {
+        /// The step whose batch holds the call.
+        step: u32,
+        /// The call.
+        call_id: CallId,
+        /// Allow (with its note) or deny (with its reason).
+        decision: PermissionDecision,
+        /// The agent's clock when it was decided.
+        now_ms: Option<u64>,
+    },
+    /// `run_started {run_id, transcript_start, now_ms?}`: where a run's messages begin, written
+    /// with its first commit.
+    RunStarted {
+        /// The run.
+        run_id: RunId,
+        /// The transcript length when the run started.
+        transcript_start: usize,
+        /// The agent's clock when it started.
+        now_ms: Option<u64>,
+    },
+    /// A draft of any other kind (a host's own audit events).
+    Custom {
+        /// The kind, snake_case.
+        kind: String,
+        /// The payload.
+        payload: Value,
+    },
 }
 
 /// Audit kinds the crate writes.
-pub mod kinds {
-    /// The run's state changed (see `assemble`).
-    pub const RUN_STATE_CHANGED: &str = "run_state_changed";
-    /// The commit carries state commands.
-    pub const STATE_CHANGED: &str = "state_changed";
-    /// The run waits on a ticket.
-    pub const RUN_AWAITING: &str = "run_awaiting";
-    /// A permission decision, committed before any call of its batch runs.
-    pub const PERMISSION_DECIDED: &str = "permission_decided";
-    /// A run started; written by the agent with its first commit.
-    pub const RUN_STARTED: &str = "run_started";
+pub(crate) mod kinds {
+    pub(crate) const RUN_STATE_CHANGED: &str = "run_state_changed";
+    pub(crate) const STATE_CHANGED: &str = "state_changed";
+    pub(crate) const RUN_AWAITING: &str = "run_awaiting";
+    pub(crate) const PERMISSION_DECIDED: &str = "permission_decided";
+    pub(crate) const RUN_STARTED: &str = "run_started";
 }
 
 impl AuditDraft {
-    /// A draft of any kind.
+    /// A draft of any kind ([`AuditDraft::Custom`]).
     pub fn new(kind: impl Into<String>, payload: Value) -> Self {
-        AuditDraft {
+        AuditDraft::Custom {
             kind: kind.into(),
             payload,
         }
     }
 
-    /// `run_state_changed {state, await_reason?, await_target?}` for `run`.
+    /// `run_state_changed` for `run`.
     pub fn run_state_changed(run: &RunDisposition) -> Self {
-        let mut payload = Map::new();
-        payload.insert("state".into(), to_value_or_null(&run.state()));
-        if let Some(ticket) = run.ticket() {
-            payload.insert(
-                "await_reason".into(),
-                Value::String(ticket.target().reason_name().to_owned()),
-            );
-            payload.insert("await_target".into(), to_value_or_null(ticket.target()));
+        AuditDraft::RunStateChanged {
+            state: run.state(),
+            awaiting: run.ticket().map(|ticket| ticket.target().clone()),
         }
-        AuditDraft::new(kinds::RUN_STATE_CHANGED, Value::Object(payload))
     }
 
     /// `state_changed {commands: n}`.
     pub fn state_changed(commands: usize) -> Self {
-        AuditDraft::new(kinds::STATE_CHANGED, json!({ "commands": commands }))
+        AuditDraft::StateChanged { commands }
     }
 
     /// `run_awaiting {run_id}`.
     pub fn run_awaiting(run_id: &RunId) -> Self {
-        AuditDraft::new(kinds::RUN_AWAITING, json!({ "run_id": run_id }))
+        AuditDraft::RunAwaiting {
+            run_id: run_id.clone(),
+        }
     }
 
     /// `permission_decided {call_id, decision, reason?, note?, step}`.
     pub fn permission_decided(step: u32, call_id: &CallId, decision: &PermissionDecision) -> Self {
-        let mut payload = Map::new();
-        payload.insert("call_id".into(), Value::String(call_id.0.clone()));
-        payload.insert("decision".into(), Value::String(decision.name().to_owned()));
-        match decision {
-            PermissionDecision::Allow { note: Some(note) } => {
-                payload.insert("note".into(), Value::String(note.clone()));
-            }
-            PermissionDecision::Deny {
-                reason: Some(reason),
-            } => {
-                payload.insert("reason".into(), Value::String(reason.clone()));
-            }
-            _ => {}
+        AuditDraft::PermissionDecided {
+            step,
+            call_id: call_id.clone(),
+            decision: decision.clone(),
+            now_ms: None,
         }
-        payload.insert("step".into(), Value::from(step));
-        AuditDraft::new(kinds::PERMISSION_DECIDED, Value::Object(payload))
     }
 
     /// `run_started {run_id, transcript_start}`: where the run's messages begin.
     pub fn run_started(run_id: &RunId, transcript_start: usize) -> Self {
-        AuditDraft::new(
-            kinds::RUN_STARTED,
-            json!({ "run_id": run_id, "transcript_start": transcript_start }),
-        )
+        AuditDraft::RunStarted {
+            run_id: run_id.clone(),
+            transcript_start,
+            now_ms: None,
+        }
     }
 
-    /// The same draft with `now_ms` recorded in its (object) payload: the agent's clock when
-    /// the fact was decided, so a recovered agent can restore its clock from committed facts.
-    pub fn with_now_ms(mut self, now_ms: u64) -> Self {
-        if let Value::Object(map) = &mut self.payload {
-            map.insert("now_ms".into(), Value::from(now_ms));
+    /// The same draft with `now_ms` recorded: the agent's clock when the fact was decided, so
+    /// a recovered agent can restore its clock from committed facts. Only `run_started` and
+    /// `permission_decided` record it; other drafts are returned unchanged.
+    pub fn with_now_ms(mut self, now: u64) -> Self {
+        match &mut self {
+            AuditDraft::PermissionDecided { now_ms, .. }
+            | AuditDraft::RunStarted { now_ms, .. } => {
+                *now_ms = Some(now);
+            }
+            _ => {}
         }
         self
     }
+
+    /// The snake_case kind, as stored.
+    pub fn kind(&self) -> &str {
+        match self {
+            AuditDraft::RunStateChanged { .. } => kinds::RUN_STATE_CHANGED,
+            AuditDraft::StateChanged { .. } => kinds::STATE_CHANGED,
+            AuditDraft::RunAwaiting { .. } => kinds::RUN_AWAITING,
+            AuditDraft::PermissionDecided { .. } => kinds::PERMISSION_DECIDED,
+            AuditDraft::RunStarted { .. } => kinds::RUN_STARTED,
+            AuditDraft::Custom { kind, .. } => kind,
+        }
+    }
+
+    /// The payload as stored: a JSON object with sorted keys (built on each call).
+    pub fn payload(&self) -> Value {
+        let mut payload = Map::new();
+        match self {
+            AuditDraft::RunStateChanged { state, awaiting } => {
+                payload.insert("state".into(), to_value_or_null(state));
+                if let Some(target) = awaiting {
+                    payload.insert(
+                        "await_reason".into(),
+                        Value::String(target.reason_name().to_owned()),
+                    );
+                    payload.insert("await_target".into(), to_value_or_null(target));
+                }
+            }
+            AuditDraft::StateChanged { commands } => {
+                payload.insert("commands".into(), Value::from(*commands));
+            }
+            AuditDraft::RunAwaiting { run_id } => {
+                payload.insert("run_id".into(), Value::from(run_id.as_str()));
+            }
+            AuditDraft::PermissionDecided {
+                step,
+                call_id,
+                decision,
+                now_ms,
+            } => {
+                payload.insert("call_id".into(), Value::from(call_id.as_str()));
+                payload.insert("decision".into(), Value::String(decision.name().to_owned()));
+                match decision {
+                    PermissionDecision::Allow { note: Some(note) } => {
+                        payload.insert("note".into(), Value::String(note.clone()));
+                    }
+                    PermissionDecision::Deny {
+                        reason: Some(reason),
+                    } => {
+                        payload.insert("reason".into(), Value::String(reason.clone()));
+                    }
+                    _ => {}
+                }
+                payload.insert("step".into(), Value::from(*step));
+                if let Some(now) = now_ms {
+                    payload.insert("now_ms".into(), Value::from(*now));
+                }
+            }
+            AuditDraft::RunStarted {
+                run_id,
+                transcript_start,
+                now_ms,
+            } => {
+                payload.insert("run_id".into(), Value::from(run_id.as_str()));
+                payload.insert("transcript_start".into(), Value::from(*transcript_start));
+                if let Some(now) = now_ms {
+                    payload.insert("now_ms".into(), Value::from(*now));
+                }
+            }
+            AuditDraft::Custom { payload, .. } => return payload.clone(),
+        }
+        Value::Object(payload)
+    }
+
+    /// Reads a stored draft back: the crate's own kinds become their typed variants when the
+    /// payload has their exact shape; anything else is [`AuditDraft::Custom`].
+    pub fn from_stored(kind: &str, payload: Value) -> Self {
+        match typed_from_stored(kind, &payload) {
+            Some(draft) => draft,
+            None => AuditDraft::Custom {
+                kind: kind.to_owned(),
+                payload,
+            },
+        }
+    }
 }
 
-/// Reads a `permission_decided` payload back: `(step, call_id, decision)`.
-pub fn parse_permission_decided(payload: &Value) -> Option<(u32, CallId, PermissionDecision)> {
-    let call_id = CallId::new(payload.get("call_id")?.as_str()?);
-    let step = u32::try_from(payload.get("step")?.as_u64()?).ok()?;
-    let text = |key: &str| payload.get(key).and_then(Value::as_str).map(str::to_owned);
-    let decision = match payload.get("decision")?.as_str()? {
-        "allow" => PermissionDecision::Allow { note: text("note") },
-        "deny" => PermissionDecision::Deny {
-            reason: text("reason"),
+/// The typed draft a stored `(kind, payload)` holds, if it has exactly that shape (it writes
+/// back to the same JSON).
+fn typed_from_stored(kind: &str, payload: &Value) -> Option<AuditDraft> {
+    let object = payload.as_object()?;
+    let text = |key: &str| object.get(key).and_then(Value::as_str).map(str::to_owned);
+    let number = |key: &str| object.get(key).and_then(Value::as_u64);
+    let draft = match kind {
+        kinds::RUN_STATE_CHANGED => {
+            let state: RunState = serde_json::from_value(object.get("state")?.clone()).ok()?;
+            let awaiting = match object.get("await_target") {
+                Some(target) => Some(serde_json::from_value::<AwaitTarget>(target.clone()).ok()?),
+                None => None,
+            };
+            AuditDraft::RunStateChanged { state, awaiting }
+        }
+        kinds::STATE_CHANGED => AuditDraft::StateChanged {
+            commands: usize::try_from(number("commands")?).ok()?,
+        },
+        kinds::RUN_AWAITING => AuditDraft::RunAwaiting {
+            run_id: RunId::new(text("run_id")?),
+        },
+        kinds::PERMISSION_DECIDED => {
+            let decision = match text("decision")?.as_str() {
+                "allow" => PermissionDecision::Allow { note: text("note") },
+                "deny" => PermissionDecision::Deny {
+                    reason: text("reason"),
+                },
+                _ => return None,
+            };
+            AuditDraft::PermissionDecided {
+                step: u32::try_from(number("step")?).ok()?,
+                call_id: CallId::new(text("call_id")?),
+                decision,
+                now_ms: number("now_ms"),
+            }
+        }
+        kinds::RUN_STARTED => AuditDraft::RunStarted {
+            run_id: RunId::new(text("run_id")?),
+            transcript_start: usize::try_from(number("transcript_start")?).ok()?,
+            now_ms: number("now_ms"),
         },
         _ => return None,
     };
-    Some((step, call_id, decision))
+    // Only a payload that reads back to exactly the same JSON is typed, so reading a stored
+    // draft and writing it again never changes it.
+    (draft.payload() == *payload).then_some(draft)
 }
+
+/// An audit draft: an event the store will number and append with the commit.
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AuditDraftRepr {
+    /// The event kind, snake_case (`run_state_changed`, `permission_decided`, …).
+    kind: String,
+    /// The event's data.
+    payload: Value,
+}
+
+impl Serialize for AuditDraft {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        AuditDraftRepr {
+            kind: self.kind().to_owned(),
+            payload: self.payload(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for AuditDraft {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let repr = AuditDraftRepr::deserialize(deserializer)?;
+        Ok(AuditDraft::from_stored(&repr.kind, repr.payload))
+    }
+}
+
+crate::schema_via::schema_via_repr!(AuditDraft => AuditDraftRepr, "AuditDraft");
 
 fn to_value_or_null<T: Serialize>(value: &T) -> Value {
     // Serializing our own plain data types cannot fail; fall back to null rather than panic.
@@ -465,6 +646,7 @@ mod tests {
     use super::*;
     use crate::resume::{PauseReason, ResumeTicket, WaitIdentity};
     use crate::state::MergePolicy;
+    use serde_json::json;
 
     fn ticket(thread: &str) -> ResumeTicket {
         ResumeTicket::pause(
@@ -494,7 +676,7 @@ mod tests {
         );
         assert_eq!(commit.state[0].run_id, Some(RunId::new("r")));
         assert_eq!(commit.state[1].run_id, None);
-        let kinds: Vec<&str> = commit.events.iter().map(|e| e.kind.as_str()).collect();
+        let kinds: Vec<&str> = commit.events.iter().map(|e| e.kind()).collect();
         assert_eq!(
             kinds,
             [
@@ -504,7 +686,7 @@ mod tests {
                 "custom"
             ]
         );
-        assert_eq!(commit.events[0].payload["await_reason"], "manual");
+        assert_eq!(commit.events[0].payload()["await_reason"], "manual");
     }
 
     #[test]
@@ -557,14 +739,45 @@ mod tests {
     }
 
     #[test]
-    fn permission_decided_round_trips() {
+    fn typed_drafts_round_trip_through_their_stored_shape() {
         let d = PermissionDecision::Deny {
             reason: Some("no".into()),
         };
-        let draft = AuditDraft::permission_decided(3, &CallId::new("c"), &d);
-        assert_eq!(
-            parse_permission_decided(&draft.payload),
-            Some((3, CallId::new("c"), d))
-        );
+        let drafts = [
+            AuditDraft::permission_decided(3, &CallId::new("c"), &d).with_now_ms(7),
+            AuditDraft::permission_decided(
+                1,
+                &CallId::new("c"),
+                &PermissionDecision::Allow { note: None },
+            ),
+            AuditDraft::run_started(&RunId::new("r"), 4).with_now_ms(9),
+            AuditDraft::run_awaiting(&RunId::new("r")),
+            AuditDraft::state_changed(2),
+            AuditDraft::run_state_changed(&RunDisposition::Awaiting(Box::new(ticket("t")))),
+            AuditDraft::run_state_changed(&RunDisposition::Ended {
+                run_id: "r".into(),
+                cause: EndCause::Stopped("x".into()),
+            }),
+        ];
+        for draft in drafts {
+            let json = serde_json::to_string(&draft).unwrap();
+            let back: AuditDraft = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, draft, "{json}");
+            assert_eq!(
+                AuditDraft::from_stored(draft.kind(), draft.payload()),
+                draft
+            );
+        }
+        // A crate kind whose payload has another shape stays a custom draft, unchanged.
+        let odd = AuditDraft::new("permission_decided", json!({"n": 1}));
+        let back: AuditDraft = serde_json::from_str(&serde_json::to_string(&odd).unwrap()).unwrap();
+        assert_eq!(back, odd);
+        // Extra keys are not silently dropped: the draft stays custom.
+        let mut payload = AuditDraft::run_awaiting(&RunId::new("r")).payload();
+        payload["extra"] = json!(true);
+        assert!(matches!(
+            AuditDraft::from_stored("run_awaiting", payload),
+            AuditDraft::Custom { .. }
+        ));
     }
 }

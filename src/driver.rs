@@ -16,18 +16,15 @@
 //!   a resume error adds `resume_error`.
 //! - A line longer than [`MAX_LINE_BYTES`] is rejected without being parsed.
 
-use std::collections::BTreeMap;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::agent::{Action, Agent, AgentConfig, AgentEvent, Input, Output, QueueMode, ToolSpec};
+use crate::agent::{Action, Agent, AgentConfig, AgentEvent, Input, Output};
 use crate::commit::ThreadCommit;
 use crate::error::AgentError;
-use crate::ids::{CallId, RunId, Step, ThreadId};
-use crate::message::{AssistantMessage, ContentBlock, Message, ToolCall, ToolOutput, UserMessage};
-use crate::resume::{ResumeCommand, ResumeResult};
+use crate::ids::{RunId, Step};
+use crate::message::{Message, ToolCall};
 
 /// The longest input line the driver parses (64 MiB).
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
@@ -44,215 +41,100 @@ pub enum ContextMode {
     Delta,
 }
 
-/// Tool output content: blocks, or a plain string (one text block).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(
-    untagged,
-    // Without this, serde says "data did not match any variant of untagged enum ContentInput",
-    // which names neither the field nor what it takes.
-    expecting = "`content` must be a string or a list of content blocks \
-                 ({\"type\":\"text\",\"text\"} or {\"type\":\"image\",\"data\",\"mime_type\"})"
-)]
-pub enum ContentInput {
-    /// Content blocks.
-    Blocks(Vec<ContentBlock>),
-    /// One text block.
-    Text(String),
-}
-
-impl ContentInput {
-    fn into_blocks(self) -> Vec<ContentBlock> {
-        match self {
-            ContentInput::Blocks(blocks) => blocks,
-            ContentInput::Text(text) => vec![ContentBlock::text(text)],
-        }
-    }
-}
-
-/// An assistant message as a line carries it: the §2 shape, with `"role":"assistant"`
-/// (optional here, since the field can only say one thing).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(transparent)]
-pub struct AssistantLine(
-    #[serde(with = "crate::message::assistant_with_role")]
-    #[schemars(schema_with = "crate::message::assistant_with_role::schema")]
-    pub AssistantMessage,
-);
-
-/// The `config` line.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigLine {
-    /// Default `"thread-1"`.
-    #[serde(default)]
-    pub thread_id: Option<ThreadId>,
-    /// Default 32.
-    #[serde(default)]
-    pub max_steps: Option<u32>,
-    /// Sent with every `call_model`.
-    #[serde(default)]
-    pub system_prompt: Option<String>,
-    /// Default `"default"`.
-    #[serde(default)]
-    pub snapshot_id: Option<String>,
-    /// Default `"default"`.
-    #[serde(default)]
-    pub catalog_fingerprint: Option<String>,
-    /// `"all"` (default) or `"one_at_a_time"`.
-    #[serde(default)]
-    pub steering_mode: Option<QueueMode>,
-    /// `"all"` (default) or `"one_at_a_time"`.
-    #[serde(default)]
-    pub follow_up_mode: Option<QueueMode>,
-    /// The tool catalog; a tool not listed is `auto`.
-    #[serde(default)]
-    pub tools: Option<BTreeMap<String, ToolSpec>>,
-    /// `"full"` (default) or `"delta"`.
-    #[serde(default)]
-    pub context: Option<ContextMode>,
-    /// Larger tool outputs become `malformed` results (default 1 MiB).
-    #[serde(default)]
-    pub max_tool_output_bytes: Option<usize>,
-    /// The host's clock.
-    #[serde(default)]
+/// One input line, parsed: the library's own [`Input`] (the line's `"type"` and fields) and
+/// the line-level fields beside it.
+///
+/// There is no second copy of the inputs here: the fields of a line are exactly the serde shape
+/// of [`Input`] (and of [`AgentConfig`] for `config`), so a new input reaches the driver by
+/// being added to [`Input`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputLine {
+    /// The input.
+    pub input: Input,
+    /// The host's clock for this line (SPEC §8.5); absent, the agent's clock stands still.
+    /// Required on `expire_wait` and `timeout`.
     pub now_ms: Option<u64>,
+    /// `config` only: how `call_model` lines carry the transcript (default `full`).
+    pub context: Option<ContextMode>,
 }
 
-impl ConfigLine {
-    /// The agent configuration this line describes (defaults for what it omits).
-    pub fn agent_config(&self) -> AgentConfig {
-        let defaults = AgentConfig::default();
-        AgentConfig {
-            thread_id: self.thread_id.clone().unwrap_or(defaults.thread_id),
-            max_steps: self.max_steps.unwrap_or(defaults.max_steps),
-            system_prompt: self.system_prompt.clone(),
-            snapshot_id: self.snapshot_id.clone().unwrap_or(defaults.snapshot_id),
-            catalog_fingerprint: self
-                .catalog_fingerprint
-                .clone()
-                .unwrap_or(defaults.catalog_fingerprint),
-            steering_mode: self.steering_mode.unwrap_or(defaults.steering_mode),
-            follow_up_mode: self.follow_up_mode.unwrap_or(defaults.follow_up_mode),
-            tools: self.tools.clone().unwrap_or_default(),
-            max_tool_output_bytes: self
-                .max_tool_output_bytes
-                .unwrap_or(defaults.max_tool_output_bytes),
-        }
+/// Inputs whose line must say what time it is.
+const NEEDS_NOW: [&str; 2] = ["expire_wait", "timeout"];
+
+/// Inputs without fields. serde's `deny_unknown_fields` does not reach the unit variants of an
+/// internally tagged enum, so the driver rejects their extra fields itself.
+const NO_FIELDS: [&str; 7] = [
+    "abort",
+    "pause",
+    "cancel_wait",
+    "expire_wait",
+    "abandon_tools",
+    "continue",
+    "timeout",
+];
+
+impl InputLine {
+    /// Parses one line's JSON text.
+    pub fn parse(text: &str) -> Result<InputLine, String> {
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| format!("the line is not valid JSON: {e}"))?;
+        InputLine::from_value(value)
     }
-}
 
-/// One input line (tagged by `"type"`). Every line may carry `now_ms`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-#[allow(missing_docs)] // the fields are the SPEC §12 names; each variant says what it maps to
-pub enum InputLine {
-    /// Configuration; only before the first `prompt`.
-    Config(ConfigLine),
-    /// Start a run.
-    Prompt {
-        text: String,
-        #[serde(default)]
-        run_id: Option<RunId>,
-        #[serde(default)]
-        now_ms: Option<u64>,
-    },
-    /// Queue steering.
-    Steer {
-        text: String,
-        #[serde(default)]
-        now_ms: Option<u64>,
-    },
-    /// Queue a follow-up.
-    FollowUp {
-        text: String,
-        #[serde(default)]
-        now_ms: Option<u64>,
-    },
-    /// Cancel the active run.
-    Abort {
-        #[serde(default)]
-        now_ms: Option<u64>,
-    },
-    /// Pause at the next boundary.
-    Pause {
-        #[serde(default)]
-        now_ms: Option<u64>,
-    },
-    /// Streamed model text.
-    ModelDelta {
-        run_id: RunId,
-        step: Step,
-        text: String,
-        #[serde(default)]
-        now_ms: Option<u64>,
-    },
-    /// The model's answer (an assistant message; `"role":"assistant"` may be given).
-    ModelDone {
-        run_id: RunId,
-        step: Step,
-        message: AssistantLine,
-        #[serde(default)]
-        now_ms: Option<u64>,
-    },
-    /// The model call failed.
-    ModelFailed {
-        run_id: RunId,
-        step: Step,
-        code: String,
-        message: String,
-        #[serde(default)]
-        now_ms: Option<u64>,
-    },
-    /// Live tool progress.
-    ToolProgress {
-        run_id: RunId,
-        call_id: CallId,
-        content: ContentInput,
-        #[serde(default)]
-        now_ms: Option<u64>,
-    },
-    /// A tool's result.
-    ToolDone {
-        run_id: RunId,
-        call_id: CallId,
-        content: ContentInput,
-        #[serde(default)]
-        is_error: bool,
-        #[serde(default)]
-        details: Option<Value>,
-        #[serde(default)]
-        now_ms: Option<u64>,
-    },
-    /// A full resume command.
-    Resume {
-        command: ResumeCommand,
-        #[serde(default)]
-        now_ms: Option<u64>,
-    },
-    /// A resume built from the currently committed ticket.
-    ResumeTicket {
-        result: ResumeResult,
-        #[serde(default)]
-        now_ms: Option<u64>,
-    },
-    /// Cancel the wait.
-    CancelWait {
-        #[serde(default)]
-        now_ms: Option<u64>,
-    },
-    /// End the run by host policy.
-    Stop {
-        reason: String,
-        #[serde(default)]
-        now_ms: Option<u64>,
-    },
-    /// End an expired wait.
-    ExpireWait { now_ms: u64 },
-    /// Give up on executing tools.
-    AbandonTools {
-        #[serde(default)]
-        now_ms: Option<u64>,
-    },
+    /// Reads one line from its JSON value: an object with a string `"type"`.
+    pub fn from_value(value: Value) -> Result<InputLine, String> {
+        let Value::Object(mut object) = value else {
+            return Err(format!(
+                "expected a JSON object with a \"type\", got {}",
+                json_kind(&value)
+            ));
+        };
+        let kind = match object.get("type") {
+            Some(Value::String(kind)) => kind.clone(),
+            Some(other) => {
+                return Err(format!(
+                    "\"type\" must be a string, got {}",
+                    json_kind(other)
+                ));
+            }
+            None => return Err("the object has no \"type\" field".to_owned()),
+        };
+        let invalid = |e: serde_json::Error| format!("not a valid input line: {e}");
+        let now_ms = match object.remove("now_ms") {
+            None | Some(Value::Null) => None,
+            Some(value) => Some(
+                serde_json::from_value::<u64>(value)
+                    .map_err(|e| format!("not a valid input line: now_ms: {e}"))?,
+            ),
+        };
+        if now_ms.is_none() && NEEDS_NOW.contains(&kind.as_str()) {
+            return Err(format!("not a valid input line: {kind} needs `now_ms`"));
+        }
+        let context = match (kind.as_str(), object.remove("context")) {
+            (_, None | Some(Value::Null)) => None,
+            ("config", Some(value)) => {
+                Some(serde_json::from_value::<ContextMode>(value).map_err(invalid)?)
+            }
+            (_, Some(value)) => {
+                // Not a field of this input: put it back so serde names it as unknown.
+                object.insert("context".into(), value);
+                None
+            }
+        };
+        if NO_FIELDS.contains(&kind.as_str())
+            && let Some(extra) = object.keys().find(|key| *key != "type")
+        {
+            return Err(format!(
+                "not a valid input line: unknown field `{extra}`, there are no fields"
+            ));
+        }
+        let input = serde_json::from_value::<Input>(Value::Object(object)).map_err(invalid)?;
+        Ok(InputLine {
+            input,
+            now_ms,
+            context,
+        })
+    }
 }
 
 /// A tool as `call_model` lists it.
@@ -305,14 +187,28 @@ pub enum OutputLine<'a> {
         step: Step,
         calls: &'a [ToolCall],
     },
-    /// Persist this commit before acting on later lines.
-    Commit { commit: &'a ThreadCommit },
+    /// Persist this commit before acting on later lines, fenced by its operation fields
+    /// (SPEC §7.1, §12.1).
+    Commit {
+        commit: &'a ThreadCommit,
+        /// Commits of this run emitted before this one.
+        ordinal: u64,
+        /// The thread's commit count this commit builds on.
+        expected_thread_version: u64,
+        /// SHA-256 (lowercase hex) of the commit's canonical JSON.
+        payload_hash: String,
+    },
     /// A notification.
     Event { event: &'a AgentEvent },
     /// The input line was rejected; nothing changed.
     Error { line: u64, error: ErrorBody },
-    /// The last line written for input line `line`.
-    Idle { line: u64 },
+    /// The last line written for input line `line`; `timeout_ms` when something is due then
+    /// (send a `timeout` line at that time, SPEC §12.1).
+    Idle {
+        line: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<u64>,
+    },
 }
 
 /// Drives one [`Agent`] from JSON lines.
@@ -399,7 +295,7 @@ impl Driver {
             sink(to_line(&OutputLine::Error { line, error }));
         }
         self.drain_into(sink);
-        sink(to_line(&OutputLine::Idle { line }));
+        sink(idle_line(line, self.agent.poll_timeout()));
     }
 
     fn apply_line(&mut self, bytes: &[u8]) -> Result<(), ErrorBody> {
@@ -431,26 +327,7 @@ impl Driver {
         if text.trim().is_empty() {
             return Err(invalid_json("the line is empty; expected one JSON object"));
         }
-        let value: Value = serde_json::from_str(text)
-            .map_err(|e| invalid_json(format!("the line is not valid JSON: {e}")))?;
-        let Value::Object(object) = &value else {
-            return Err(invalid_json(format!(
-                "expected a JSON object with a \"type\", got {}",
-                json_kind(&value)
-            )));
-        };
-        match object.get("type") {
-            Some(Value::String(_)) => {}
-            Some(other) => {
-                return Err(invalid_json(format!(
-                    "\"type\" must be a string, got {}",
-                    json_kind(other)
-                )));
-            }
-            None => return Err(invalid_json("the object has no \"type\" field")),
-        }
-        serde_json::from_value(value)
-            .map_err(|e| invalid_json(format!("not a valid input line: {e}")))
+        InputLine::parse(text).map_err(invalid_json)
     }
 
     /// Counts one more input line and returns its number (1-based): the `line` of its `error`
@@ -468,123 +345,15 @@ impl Driver {
         self.agent.poll()
     }
 
-    /// Applies one parsed line.
+    /// Applies one parsed line: its input at its time (the agent's clock when it has none).
     pub fn apply(&mut self, line: InputLine) -> Result<(), AgentError> {
-        let (input, now_ms) = match line {
-            InputLine::Config(config) => {
-                let agent_config = config.agent_config();
-                self.agent.apply_at(
-                    Input::Config {
-                        config: agent_config,
-                    },
-                    config.now_ms,
-                )?;
-                self.context = config.context.unwrap_or_default();
-                return Ok(());
-            }
-            InputLine::Prompt {
-                text,
-                run_id,
-                now_ms,
-            } => (
-                Input::Prompt {
-                    message: UserMessage::text(text),
-                    now_ms: now_ms.unwrap_or(self.agent.clock_ms()),
-                    run_id,
-                },
-                now_ms,
-            ),
-            InputLine::Steer { text, now_ms } => (
-                Input::Steer {
-                    message: UserMessage::text(text),
-                },
-                now_ms,
-            ),
-            InputLine::FollowUp { text, now_ms } => (
-                Input::FollowUp {
-                    message: UserMessage::text(text),
-                },
-                now_ms,
-            ),
-            InputLine::Abort { now_ms } => (Input::Abort, now_ms),
-            InputLine::Pause { now_ms } => (Input::Pause, now_ms),
-            InputLine::ModelDelta {
-                run_id,
-                step,
-                text,
-                now_ms,
-            } => (Input::ModelDelta { run_id, step, text }, now_ms),
-            InputLine::ModelDone {
-                run_id,
-                step,
-                message,
-                now_ms,
-            } => (
-                Input::ModelDone {
-                    run_id,
-                    step,
-                    message: message.0,
-                },
-                now_ms,
-            ),
-            InputLine::ModelFailed {
-                run_id,
-                step,
-                code,
-                message,
-                now_ms,
-            } => (
-                Input::ModelFailed {
-                    run_id,
-                    step,
-                    code,
-                    message,
-                },
-                now_ms,
-            ),
-            InputLine::ToolProgress {
-                run_id,
-                call_id,
-                content,
-                now_ms,
-            } => (
-                Input::ToolProgress {
-                    run_id,
-                    call_id,
-                    content: content.into_blocks(),
-                },
-                now_ms,
-            ),
-            InputLine::ToolDone {
-                run_id,
-                call_id,
-                content,
-                is_error,
-                details,
-                now_ms,
-            } => (
-                Input::ToolDone {
-                    run_id,
-                    output: ToolOutput {
-                        call_id: call_id.clone(),
-                        content: content.into_blocks(),
-                        is_error,
-                        details,
-                    },
-                    call_id,
-                },
-                now_ms,
-            ),
-            InputLine::Resume { command, now_ms } => (Input::Resume { command }, now_ms),
-            InputLine::ResumeTicket { result, now_ms } => {
-                (Input::ResumeTicket { result, now_ms }, now_ms)
-            }
-            InputLine::CancelWait { now_ms } => (Input::CancelWait, now_ms),
-            InputLine::Stop { reason, now_ms } => (Input::Stop { reason }, now_ms),
-            InputLine::ExpireWait { now_ms } => (Input::ExpireWait { now_ms }, Some(now_ms)),
-            InputLine::AbandonTools { now_ms } => (Input::AbandonTools, now_ms),
-        };
-        self.agent.apply_at(input, now_ms)
+        let now_ms = line.now_ms.unwrap_or(self.agent.clock_ms());
+        let is_config = matches!(line.input, Input::Config(_));
+        self.agent.handle(line.input, now_ms)?;
+        if is_config {
+            self.context = line.context.unwrap_or_default();
+        }
+        Ok(())
     }
 
     /// Drains the agent, handing each output as a JSON line to `sink`.
@@ -665,7 +434,12 @@ pub fn render_output_line(
             step: *step,
             calls,
         }),
-        Output::Commit(commit) => to_line(&OutputLine::Commit { commit }),
+        Output::Commit(commit) => to_line(&OutputLine::Commit {
+            commit: &commit.commit,
+            ordinal: commit.ordinal,
+            expected_thread_version: commit.expected_thread_version,
+            payload_hash: commit.payload_hash(),
+        }),
         Output::Event(event) => to_line(&OutputLine::Event { event }),
     }
 }
@@ -678,9 +452,10 @@ pub fn error_line(line: u64, error: &AgentError) -> String {
     })
 }
 
-/// The `idle` line that closes input line `line`.
-pub fn idle_line(line: u64) -> String {
-    to_line(&OutputLine::Idle { line })
+/// The `idle` line that closes input line `line`, with the agent's
+/// [`poll_timeout`](Agent::poll_timeout) after it.
+pub fn idle_line(line: u64, timeout_ms: Option<u64>) -> String {
+    to_line(&OutputLine::Idle { line, timeout_ms })
 }
 
 fn json_kind(value: &Value) -> &'static str {
@@ -704,12 +479,54 @@ fn unreachable_default() -> Agent {
     }
 }
 
-/// JSON Schema (draft 2020-12) of one input line (the deserialization contract).
+/// JSON Schema (draft 2020-12) of one input line (the deserialization contract): the schema
+/// of [`Input`] with the line-level fields added to every variant (`now_ms`, required on
+/// `expire_wait` and `timeout`) and to `config` (`context`).
 pub fn input_line_schema() -> Value {
     let generator = schemars::generate::SchemaSettings::draft2020_12()
         .for_deserialize()
         .into_generator();
-    generator.into_root_schema_for::<InputLine>().to_value()
+    let mut schema = generator.into_root_schema_for::<Input>().to_value();
+    let context = schemars::SchemaGenerator::default()
+        .into_root_schema_for::<ContextMode>()
+        .to_value();
+    if let Some(Value::Array(variants)) = schema.get_mut("oneOf") {
+        for variant in variants {
+            let kind = variant
+                .pointer("/properties/type/const")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_default();
+            let Some(Value::Object(properties)) = variant.get_mut("properties") else {
+                continue;
+            };
+            properties.insert(
+                "now_ms".into(),
+                serde_json::json!({
+                    "description": "The host's clock for this input (SPEC §8.5).",
+                    "type": "integer", "format": "uint64", "minimum": 0,
+                }),
+            );
+            if kind == "config" {
+                let mut context = context.clone();
+                if let Value::Object(map) = &mut context {
+                    map.remove("$schema");
+                    map.remove("title");
+                    map.insert(
+                        "description".into(),
+                        Value::from("How call_model lines carry the transcript (default full)."),
+                    );
+                }
+                properties.insert("context".into(), context);
+            }
+            if NEEDS_NOW.contains(&kind.as_str())
+                && let Some(Value::Array(required)) = variant.get_mut("required")
+            {
+                required.push(Value::from("now_ms"));
+            }
+        }
+    }
+    schema
 }
 
 /// JSON Schema (draft 2020-12) of one output line (the serialization contract).

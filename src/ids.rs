@@ -7,24 +7,24 @@
 //! agent's inputs and its configuration.
 
 use std::fmt;
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 macro_rules! string_id {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(
-            Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-            JsonSchema,
-        )]
-        #[serde(transparent)]
-        pub struct $name(pub String);
+    ($description:literal, $name:ident) => {
+        #[doc = $description]
+        ///
+        /// The string is shared: cloning an id (the agent does so for every event it emits)
+        /// does not copy it.
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+        pub struct $name(Arc<str>);
 
         impl $name {
             /// Wraps a string as this id type. Emptiness is checked where the id is used.
             pub fn new(id: impl Into<String>) -> Self {
-                Self(id.into())
+                Self(Arc::from(id.into()))
             }
 
             /// The id as a string slice.
@@ -46,13 +46,13 @@ macro_rules! string_id {
 
         impl From<&str> for $name {
             fn from(id: &str) -> Self {
-                Self(id.to_owned())
+                Self(Arc::from(id))
             }
         }
 
         impl From<String> for $name {
             fn from(id: String) -> Self {
-                Self(id)
+                Self(Arc::from(id))
             }
         }
 
@@ -61,24 +61,42 @@ macro_rules! string_id {
                 &self.0
             }
         }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(&self.0)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                String::deserialize(deserializer).map(Self::from)
+            }
+        }
+
+        impl JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                std::borrow::Cow::Borrowed(stringify!($name))
+            }
+
+            fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                let mut schema = String::json_schema(generator);
+                schema.insert("description".into(), $description.into());
+                schema
+            }
+        }
     };
 }
 
 string_id!(
-    /// The identity of a conversation. Never use a run id in its place.
+    "The identity of a conversation. Never use a run id in its place.",
     ThreadId
 );
 string_id!(
-    /// One bounded execution on a thread; unique across all threads.
-    ///
-    /// When the host supplies none, the agent mints `"{thread_id}/run-{n}"` with `n` counting
-    /// from 1 per agent.
+    "One bounded execution on a thread; unique across all threads.\n\nWhen the host supplies none, the agent mints `\"{thread_id}/run-{n}\"` with `n` counting\nfrom 1 per agent.",
     RunId
 );
-string_id!(
-    /// A tool call id exactly as the model produced it.
-    CallId
-);
+string_id!("A tool call id exactly as the model produced it.", CallId);
 
 /// Step numbers count model calls within a run, from 1.
 pub type Step = u32;

@@ -12,7 +12,8 @@
 //! [`Agent::poll`] until it returns `None`, acting on each [`Output`] in order:
 //!
 //! - [`Output::Commit`]: persist the [`ThreadCommit`] *before* acting on anything after it
-//!   (facts before notifications);
+//!   (facts before notifications), fenced by the operation fields the agent attaches
+//!   ([`AgentCommit::into_operation`], SPEC §7.1);
 //! - [`Output::Event`]: show it, or fold it into an [`AgentState`] with [`reduce`];
 //! - [`Output::Action`]: do the work ([`Action::CallModel`], [`Action::ExecuteTools`]) and
 //!   answer with the outcome input that names the run and step (or call) it answers.
@@ -36,7 +37,7 @@
 //! while let Some(output) = agent.poll() {
 //!     match output {
 //!         Output::Commit(commit) => {
-//!             store.commit(commit)?;
+//!             store.commit_operation(commit.into_operation())?;
 //!         }
 //!         Output::Action(Action::CallModel { run_id, step, .. }) => {
 //!             // A scripted model: first ask for a tool, then answer.
@@ -118,10 +119,10 @@ pub mod state;
 pub mod store;
 
 pub use agent::{
-    AGENT_SCHEMA_VERSION, Action, Agent, AgentConfig, AgentEvent, AgentSnapshot, AgentState,
-    AgentStatus, Input, LoopEvent, MessageOrigin, ModelRequest, Observer, ObserverId, Observers,
-    Output, QueueMode, RecoverError, RecoveryPolicy, RunResult, SnapshotError, ToolPolicy,
-    ToolSpec, reduce,
+    AGENT_SCHEMA_VERSION, Action, Agent, AgentCommit, AgentConfig, AgentEvent, AgentSnapshot,
+    AgentState, AgentStatus, Input, LoopEvent, MessageOrigin, ModelRequest, Observer, ObserverId,
+    Observers, Output, QueueMode, RecoverError, RecoveryPolicy, RunResult, SnapshotError,
+    ToolPolicy, ToolSpec, reduce,
 };
 pub use commit::*;
 pub use error::AgentError;

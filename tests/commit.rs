@@ -9,8 +9,7 @@ use proptest::prelude::*;
 use runcore::{
     AuditDraft, COMMIT_SCHEMA_VERSION, CallId, CommitError, CommitOperation, EndCause, MergePolicy,
     Message, PauseReason, PendingTool, ResumeTicket, RunDisposition, RunId, RunState, StateCommand,
-    StateScope, ThreadCommit, ThreadId, ToolWaitReason, WaitIdentity, canonical_json, kinds,
-    sha256_hex,
+    StateScope, ThreadCommit, ThreadId, ToolWaitReason, WaitIdentity, canonical_json, sha256_hex,
 };
 use serde_json::{Value, json};
 
@@ -121,21 +120,18 @@ fn expected_drafts(
             payload["await_reason"] = json!(ticket.target().reason_name());
             payload["await_target"] = serde_json::to_value(ticket.target()).unwrap();
         }
-        drafts.push((kinds::RUN_STATE_CHANGED.to_owned(), payload));
+        drafts.push(("run_state_changed".to_owned(), payload));
     }
     if commands > 0 {
-        drafts.push((
-            kinds::STATE_CHANGED.to_owned(),
-            json!({ "commands": commands }),
-        ));
+        drafts.push(("state_changed".to_owned(), json!({ "commands": commands })));
     }
     if let Some(ticket) = disposition.ticket() {
         drafts.push((
-            kinds::RUN_AWAITING.to_owned(),
+            "run_awaiting".to_owned(),
             json!({ "run_id": ticket.run_id }),
         ));
     }
-    drafts.extend(extra.iter().map(|d| (d.kind.clone(), d.payload.clone())));
+    drafts.extend(extra.iter().map(|d| (d.kind().to_owned(), d.payload())));
     drafts
 }
 
@@ -143,7 +139,7 @@ fn drafts_of(commit: &ThreadCommit) -> Vec<(String, Value)> {
     commit
         .events
         .iter()
-        .map(|d| (d.kind.clone(), d.payload.clone()))
+        .map(|d| (d.kind().to_owned(), d.payload()))
         .collect()
 }
 
@@ -194,8 +190,8 @@ fn a_further_running_commit_has_no_run_state_changed() {
         vec![StateCommand::set(StateScope::Thread, "k", json!(1))],
         vec![],
     );
-    let kinds: Vec<&str> = with_state.events.iter().map(|e| e.kind.as_str()).collect();
-    assert_eq!(kinds, [kinds::STATE_CHANGED]);
+    let kinds: Vec<&str> = with_state.events.iter().map(|e| e.kind()).collect();
+    assert_eq!(kinds, ["state_changed"]);
 }
 
 #[test]

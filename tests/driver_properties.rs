@@ -3,7 +3,7 @@
 //!
 //! For every input line: the driver never panics; it writes exactly one `idle`, numbered by
 //! the line, and last. A valid line writes exactly what the library writes when driven
-//! directly: a reference `Agent` fed the equivalent `Input` through `apply_at`, its outputs
+//! directly: a reference `Agent` fed the equivalent `Input` through `Agent::handle`, its outputs
 //! rendered with `render_output_line`, a rejection with `error_line`, then `idle_line`. A
 //! malformed line writes one `invalid_json` error and its `idle`, and changes nothing (the
 //! reference is not fed at all, and the two agents still agree at the end).
@@ -69,6 +69,8 @@ enum Cmd {
     Stop(String),
     ExpireWait(u64),
     AbandonTools,
+    Continue(Option<u64>),
+    Timeout(u64),
 }
 
 /// One line the driver must reject as `invalid_json`.
@@ -254,6 +256,9 @@ impl Cmd {
             Cmd::Stop(reason) => json!({"type": "stop", "reason": reason}),
             Cmd::ExpireWait(now) => json!({"type": "expire_wait", "now_ms": now}),
             Cmd::AbandonTools => json!({"type": "abandon_tools"}),
+            Cmd::Continue(None) => json!({"type": "continue"}),
+            Cmd::Continue(Some(now)) => json!({"type": "continue", "now_ms": now}),
+            Cmd::Timeout(now) => json!({"type": "timeout", "now_ms": now}),
         }
     }
 
@@ -266,15 +271,12 @@ impl Cmd {
                 now_ms,
                 ..
             } => (
-                Input::Config {
-                    config: Self::agent_config(*max_steps, *gated),
-                },
+                Input::Config(Self::agent_config(*max_steps, *gated)),
                 *now_ms,
             ),
             Cmd::Prompt { text, now_ms } => (
                 Input::Prompt {
                     message: UserMessage::text(text.clone()),
-                    now_ms: now_ms.unwrap_or(agent.clock_ms()),
                     run_id: None,
                 },
                 *now_ms,
@@ -358,14 +360,7 @@ impl Cmd {
                 let call_id = format!("call-{call}");
                 let mut output = ToolOutput::text(call_id.clone(), format!("result {call}"));
                 output.is_error = *is_error;
-                (
-                    Input::ToolDone {
-                        run_id,
-                        call_id: call_id.into(),
-                        output,
-                    },
-                    None,
-                )
+                (Input::tool_done(run_id, output), None)
             }
             Cmd::Permission { allow, now_ms } => {
                 let decision = if *allow {
@@ -378,7 +373,6 @@ impl Cmd {
                 (
                     Input::ResumeTicket {
                         result: ResumeResult::Permission(decision),
-                        now_ms: *now_ms,
                     },
                     *now_ms,
                 )
@@ -386,7 +380,6 @@ impl Cmd {
             Cmd::ResumeInput(text) => (
                 Input::ResumeTicket {
                     result: ResumeResult::Input(text.clone()),
-                    now_ms: None,
                 },
                 None,
             ),
@@ -397,8 +390,10 @@ impl Cmd {
                 },
                 None,
             ),
-            Cmd::ExpireWait(now) => (Input::ExpireWait { now_ms: *now }, Some(*now)),
+            Cmd::ExpireWait(now) => (Input::ExpireWait, Some(*now)),
             Cmd::AbandonTools => (Input::AbandonTools, None),
+            Cmd::Continue(now_ms) => (Input::Continue, *now_ms),
+            Cmd::Timeout(now) => (Input::Timeout, Some(*now)),
         }
     }
 }
@@ -523,6 +518,8 @@ fn malformed() -> impl Strategy<Value = Malformed> {
                 | "stop"
                 | "expire_wait"
                 | "abandon_tools"
+                | "continue"
+                | "timeout"
         )
     });
     prop_oneof![
@@ -545,6 +542,20 @@ fn lines() -> impl Strategy<Value = Vec<Line>> {
     )
 }
 
+/// Sessions that also continue runs and deliver timeouts (SPEC §8.5, §8.8), generated apart so
+/// the deterministic sessions of [`generated_sessions_reach_deep_states`] keep their coverage.
+fn lines_with_timers() -> impl Strategy<Value = Vec<Line>> {
+    prop::collection::vec(
+        prop_oneof![
+            10 => cmd().prop_map(Line::Valid),
+            1 => prop::option::of(0u64..8000).prop_map(|now| Line::Valid(Cmd::Continue(now))),
+            1 => (0u64..8000).prop_map(|now| Line::Valid(Cmd::Timeout(now))),
+            1 => malformed().prop_map(Line::Malformed),
+        ],
+        1..48,
+    )
+}
+
 // ----- the property ----------------------------------------------------------------------------
 
 /// The driver's lines for a valid command, computed from the library directly.
@@ -557,7 +568,7 @@ fn reference_lines(
 ) -> Vec<String> {
     let (input, now_ms) = cmd.to_input(agent);
     let mut lines = Vec::new();
-    match agent.apply_at(input, now_ms) {
+    match agent.handle(input, now_ms.unwrap_or(agent.clock_ms())) {
         Err(error) => lines.push(error_line(n, &error)),
         Ok(()) => {
             if let Cmd::Config { context: mode, .. } = cmd {
@@ -568,7 +579,7 @@ fn reference_lines(
     while let Some(output) = agent.poll() {
         lines.push(render_output_line(agent, &output, *context, sent));
     }
-    lines.push(idle_line(n));
+    lines.push(idle_line(n, agent.poll_timeout()));
     lines
 }
 
@@ -588,7 +599,7 @@ fn check(lines: &[Line]) -> Result<(), TestCaseError> {
             Line::Malformed(bad) => (bad.bytes(&agent), None),
         };
         let out = driver.handle_line(&bytes);
-        let idle = idle_line(n);
+        let idle = idle_line(n, agent.poll_timeout());
         prop_assert_eq!(out.last(), Some(&idle), "line {} ends with its idle", n);
         let idles = out
             .iter()
@@ -622,6 +633,11 @@ proptest! {
 
     #[test]
     fn driver_lines_equal_the_library_driven_directly(lines in lines()) {
+        check(&lines)?;
+    }
+
+    #[test]
+    fn driver_lines_equal_the_library_with_continue_and_timeouts(lines in lines_with_timers()) {
         check(&lines)?;
     }
 }

@@ -462,11 +462,10 @@ fn drive_with_ending(h: &mut Harness, scenario: &Scenario, plan: &mut EndingPlan
                 Some(Ending::Expiry) => {
                     if let Some(deadline) = ticket.deadline_ms {
                         h.clock_ms = deadline + 1;
-                        h.input(
+                        h.input_at(
                             &format!("expire_wait {}", deadline + 1),
-                            Input::ExpireWait {
-                                now_ms: deadline + 1,
-                            },
+                            Input::ExpireWait,
+                            deadline + 1,
                         )
                         .unwrap();
                         plan.applied_to = Some(ticket.run_id.clone());

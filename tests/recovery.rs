@@ -235,7 +235,7 @@ fn recover_awaiting_an_expired_ticket_still_expires_it() {
             now_ms: 1_001,
         })
     );
-    cold.input("expire_wait 1001", Input::ExpireWait { now_ms: 1_001 })
+    cold.input_at("expire_wait 1001", Input::ExpireWait, 1_001)
         .unwrap();
     assert_eq!(cold.last_cause(), &EndCause::Stopped("wait_expired".into()));
     assert_eq!(
@@ -518,7 +518,9 @@ fn recover_after_a_resume_with_context_in_the_middle_of_a_batch() {
         while let Some(output) = agent.poll() {
             match output {
                 Output::Commit(commit) => {
-                    store.commit(commit).expect("the store accepts the commit");
+                    store
+                        .commit_operation(commit.into_operation())
+                        .expect("the store accepts the commit");
                     if Some(store.last_sequence()) == crash_after {
                         return actions;
                     }
@@ -736,4 +738,91 @@ fn snapshot_envelope_errors() {
     }
     assert_eq!(Agent::restore_json(&json), Ok(agent));
     common::snapshot!("snapshot_envelope_errors", lines.join("\n") + "\n");
+}
+
+// ----- §7.1: fenced commits after recovery --------------------------------------------------------
+
+/// Two processes recover the same thread from the same version. The first to commit wins; the
+/// second is fenced with `VersionConflict` and nothing of it is written. The recovered agent's
+/// ordinal continues from the run's stored commit count.
+#[test]
+fn two_writers_recovered_from_one_version_the_second_is_fenced() {
+    let mut h = Harness::new(config());
+    h.script([Reply::call("c1", "echo", json!({})), Reply::text("done")]);
+    h.prompt("one step of tools").unwrap();
+    h.drive_bounded(2);
+    assert_eq!(h.pending_model, Some((run(1), 2)));
+    let store = crash(&h);
+    let version = store.thread_version(&thread()).unwrap();
+    let stored = store.run(&run(1)).unwrap().expect("run 1").commits;
+
+    let answer = |store: &MemoryStore| {
+        let mut agent =
+            Agent::recover(config(), store, &thread(), RecoveryPolicy::Replay).expect("recovers");
+        let _ = agent.drain(); // the model call of step 2, handed out again
+        agent
+            .model_done(&run(1), 2, AssistantMessage::text("done"))
+            .unwrap();
+        agent
+            .drain()
+            .into_iter()
+            .filter_map(|output| match output {
+                Output::Commit(commit) => Some(commit),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let first = answer(&store);
+    let second = answer(&store);
+    assert_eq!(first[0].expected_thread_version, version);
+    assert_eq!(first[0].ordinal, stored);
+
+    let mut shared = store;
+    for commit in first {
+        shared.commit_operation(commit.into_operation()).unwrap();
+    }
+    let after_first = serde_json::to_string(&shared).unwrap();
+    // The second writer's commit is byte-identical here, so it gets the stored receipt (the
+    // same fact, harmless); had it said anything else it is rejected. Either way nothing of it
+    // is written.
+    let receipt = shared
+        .commit_operation(second[0].clone().into_operation())
+        .unwrap();
+    assert!(receipt.duplicate);
+    let mut zombie = second[0].clone();
+    zombie.commit.messages = vec![Message::Assistant(AssistantMessage::text("other"))];
+    let err = shared
+        .commit_operation(zombie.into_operation())
+        .unwrap_err();
+    assert!(
+        matches!(err.rejection(), Some(CommitError::PayloadMismatch { .. })),
+        "{err}"
+    );
+    assert_eq!(serde_json::to_string(&shared).unwrap(), after_first);
+
+    // Two idle writers recovered from the same version start runs of their own: the first
+    // commit wins, the other is fenced by the thread version.
+    let prompt = |store: &MemoryStore, run_id: &str| {
+        let mut agent =
+            Agent::recover(config(), store, &thread(), RecoveryPolicy::Replay).expect("recovers");
+        agent
+            .prompt_with_run_id(RunId::new(run_id), UserMessage::text("next"), 0)
+            .unwrap();
+        match agent.poll() {
+            Some(Output::Commit(commit)) => commit,
+            other => panic!("expected the run's first commit, got {other:?}"),
+        }
+    };
+    let a = prompt(&shared, "writer-a");
+    let b = prompt(&shared, "writer-b");
+    assert_eq!(a.expected_thread_version, b.expected_thread_version);
+    assert_eq!((a.ordinal, b.ordinal), (0, 0));
+    shared.commit_operation(a.into_operation()).unwrap();
+    let before_b = serde_json::to_string(&shared).unwrap();
+    let err = shared.commit_operation(b.into_operation()).unwrap_err();
+    assert!(
+        matches!(err.rejection(), Some(CommitError::VersionConflict { .. })),
+        "{err}"
+    );
+    assert_eq!(serde_json::to_string(&shared).unwrap(), before_b);
 }

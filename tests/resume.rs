@@ -612,8 +612,8 @@ proptest! {
         };
         let mut cmd = ResumeCommand::from_ticket(&ticket, result, now).with_context(context);
         if flips[0] { cmd.correlation_id.push('x'); }
-        if flips[1] { cmd.run_id.0.push('x'); }
-        if flips[2] { cmd.thread_id.0.push('x'); }
+        if flips[1] { cmd.run_id = RunId::new(format!("{}x", cmd.run_id)); }
+        if flips[2] { cmd.thread_id = ThreadId::new(format!("{}x", cmd.thread_id)); }
         if flips[3] { cmd.snapshot_id.push('x'); }
         if flips[4] { cmd.catalog_fingerprint.push('x'); }
         let active = active.then_some(&ticket);

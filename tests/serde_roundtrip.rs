@@ -9,9 +9,9 @@ use std::fmt::Debug;
 use common::strategies::*;
 use proptest::prelude::*;
 use runcore::{
-    AwaitTarget, CallId, CommitLog, EndCause, Failure, MaterializedState, MemoryStore, PauseReason,
-    PendingTool, PermissionDecision, RemoteInputReason, ResumeResult, ResumeTicket, RunDisposition,
-    RunId, RunState, ToolOutput, ToolWaitReason, WaitIdentity,
+    AuditDraft, AwaitTarget, CallId, CommitLog, EndCause, Failure, MaterializedState, MemoryStore,
+    PauseReason, PendingTool, PermissionDecision, RemoteInputReason, ResumeResult, ResumeTicket,
+    RunDisposition, RunId, RunState, ToolOutput, ToolWaitReason, WaitIdentity,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -340,4 +340,40 @@ fn event_scope_rejects_unknown_fields() {
     }
     let scope: runcore::EventScope = serde_json::from_str(r#"{"type":"thread","id":"t"}"#).unwrap();
     assert_eq!(scope, runcore::EventScope::Thread("t".into()));
+}
+
+/// Every typed audit draft the crate writes, in its stored `{kind, payload}` shape (SPEC §6),
+/// plus a host's custom draft; each reads back to the same typed value.
+#[test]
+fn audit_draft_variants() {
+    let ticket = ResumeTicket::pause(identity(), PauseReason::Manual, Some(1_700_000_000_000));
+    let drafts = vec![
+        AuditDraft::run_state_changed(&RunDisposition::Running {
+            run_id: RunId::new("t/run-1"),
+        }),
+        AuditDraft::run_state_changed(&RunDisposition::Awaiting(Box::new(ticket))),
+        AuditDraft::run_state_changed(&RunDisposition::Ended {
+            run_id: RunId::new("t/run-1"),
+            cause: EndCause::Stopped("wait_expired".into()),
+        }),
+        AuditDraft::state_changed(2),
+        AuditDraft::run_awaiting(&RunId::new("t/run-1")),
+        AuditDraft::permission_decided(
+            2,
+            &CallId::new("c1"),
+            &PermissionDecision::Allow {
+                note: Some("ok".into()),
+            },
+        )
+        .with_now_ms(5),
+        AuditDraft::permission_decided(
+            2,
+            &CallId::new("c2"),
+            &PermissionDecision::Deny { reason: None },
+        ),
+        AuditDraft::run_started(&RunId::new("t/run-1"), 0).with_now_ms(0),
+        AuditDraft::new("host_note", serde_json::json!({"b": 1, "a": [true]})),
+    ];
+    all_round_trip(&drafts);
+    common::snapshot_json!("audit_draft_variants", drafts);
 }

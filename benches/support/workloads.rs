@@ -7,12 +7,17 @@
 //! - `many_runs(n)` (w2): n sequential prompts on one agent, each answered by one text-only
 //!   assistant message of 1000 bytes. Returns the runs made.
 //!
+//! - `floor_long_run(n)` / `floor_many_runs(n)` (floor-w1, floor-w2): the same messages
+//!   appended to a plain `Vec<Message>` and the same calls answered, with nothing else (no
+//!   events, commits, checks or ids): what any agent must at least do, the floor the core's
+//!   cost is compared to.
+//!
 //! The host side is minimal on purpose (outputs are drained and dropped, as a host that
 //! forwards them elsewhere would), so the figures are the core's own cost.
 
 use runcore::{
-    Action, Agent, AgentConfig, AssistantBlock, AssistantMessage, Output, StopReason, ToolOutput,
-    UserMessage,
+    Action, Agent, AgentConfig, AssistantBlock, AssistantMessage, Message, Output, StopReason,
+    ToolOutput, UserMessage,
 };
 use serde_json::json;
 
@@ -80,5 +85,57 @@ pub fn many_runs(n: u32) -> u32 {
             }
         }
     }
+    n
+}
+
+/// w1's floor: the transcript grows by the same messages; deltas are gathered into the text.
+pub fn floor_long_run(n: u32) -> u32 {
+    let delta = "d".repeat(50);
+    let tool_text = "t".repeat(100);
+    let mut transcript: Vec<Message> = vec![Message::User(UserMessage::text("go"))];
+    let mut steps = 0;
+    for step in 1..=n {
+        steps = step;
+        std::hint::black_box(transcript.len());
+        if step < n {
+            let mut text = String::new();
+            for _ in 0..20 {
+                text.push_str(std::hint::black_box(&delta));
+            }
+            let message = AssistantMessage::new(
+                vec![
+                    AssistantBlock::text(text),
+                    AssistantBlock::tool_call(
+                        format!("call-{step}").as_str(),
+                        "echo",
+                        json!({ "i": step }),
+                    ),
+                ],
+                StopReason::ToolUse,
+            );
+            let calls: Vec<_> = message.tool_calls().collect();
+            transcript.push(Message::Assistant(message));
+            for call in calls {
+                let output = ToolOutput::text(call.id.clone(), tool_text.clone());
+                transcript.push(Message::ToolResult(output.into_result(call.name)));
+            }
+        } else {
+            transcript.push(Message::Assistant(AssistantMessage::text("done")));
+        }
+    }
+    std::hint::black_box(&transcript);
+    steps
+}
+
+/// w2's floor: n prompts and n answers appended to one transcript.
+pub fn floor_many_runs(n: u32) -> u32 {
+    let answer = "a".repeat(1000);
+    let mut transcript: Vec<Message> = Vec::new();
+    for i in 0..n {
+        transcript.push(Message::User(UserMessage::text(format!("q{i}"))));
+        std::hint::black_box(transcript.len());
+        transcript.push(Message::Assistant(AssistantMessage::text(answer.clone())));
+    }
+    std::hint::black_box(&transcript);
     n
 }

@@ -167,7 +167,9 @@ fn build_store(path: &Path, messages: usize, ended: bool) {
     'drain: while let Some(output) = agent.poll() {
         match output {
             Output::Commit(commit) => {
-                store.commit(commit).expect("commit");
+                store
+                    .commit_operation(commit.into_operation())
+                    .expect("commit");
             }
             Output::Action(Action::CallModel { run_id, step, .. }) => {
                 if agent.transcript().len() >= messages.saturating_sub(1) {

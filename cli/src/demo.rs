@@ -27,7 +27,6 @@ use runcore::{
 use serde_json::json;
 
 use crate::args::{Args, Spec};
-use crate::drive::Fence;
 use crate::inspect;
 use crate::store::{self, Access, StoreUrl};
 use crate::text::{message_text, output_text, state_text};
@@ -153,7 +152,6 @@ struct Host<S> {
     json: bool,
     agent: Agent,
     store: S,
-    fence: Fence,
     now_ms: u64,
     input_line: u64,
     sent: usize,
@@ -169,17 +167,14 @@ struct Host<S> {
 impl<S: CommitLog + CheckpointReader> Host<S> {
     /// A host over `store`, with a fresh agent (`agent` None) or a given one.
     fn new(json: bool, store: S, agent: Option<Agent>) -> DemoResult<Host<S>> {
-        let config = config();
-        let fence = Fence::read(&store, &config.thread_id)?;
         let agent = match agent {
             Some(agent) => agent,
-            None => Agent::new(config)?,
+            None => Agent::new(config())?,
         };
         Ok(Host {
             json,
             agent,
             store,
-            fence,
             now_ms: 0,
             input_line: 0,
             sent: 0,
@@ -221,7 +216,7 @@ impl<S: CommitLog + CheckpointReader> Host<S> {
     fn input(&mut self, at_ms: u64, label: &str, input: Input) -> DemoResult<()> {
         self.at(at_ms, label);
         self.input_line += 1;
-        let result = self.agent.apply_at(input, Some(self.now_ms));
+        let result = self.agent.handle(input, self.now_ms);
         if let Err(error) = &result {
             if self.json {
                 let text = error_line(self.input_line, error);
@@ -233,7 +228,7 @@ impl<S: CommitLog + CheckpointReader> Host<S> {
         }
         self.drain()?;
         if self.json {
-            let text = idle_line(self.input_line);
+            let text = idle_line(self.input_line, self.agent.poll_timeout());
             self.line(text);
         }
         Ok(result?)
@@ -249,11 +244,8 @@ impl<S: CommitLog + CheckpointReader> Host<S> {
             };
             match output {
                 Output::Commit(commit) => {
-                    let operation = self.fence.operation(commit);
-                    let run = operation.operation_id.run_id.clone();
-                    let ordinal = operation.operation_id.ordinal;
-                    self.store.commit_operation(operation)?;
-                    self.fence.applied(run, ordinal);
+                    // The fenced operation the agent supplies with the commit (SPEC §7.1).
+                    self.store.commit_operation(commit.into_operation())?;
                 }
                 Output::Event(_) => {}
                 Output::Action(Action::CallModel { run_id, step, .. }) => {
@@ -308,11 +300,7 @@ impl<S: CommitLog + CheckpointReader> Host<S> {
         self.input(
             at_ms,
             &format!("tool {call_id} finishes: {text:?}"),
-            Input::ToolDone {
-                run_id,
-                call_id,
-                output,
-            },
+            Input::tool_done(run_id, output),
         )
     }
 
@@ -322,7 +310,6 @@ impl<S: CommitLog + CheckpointReader> Host<S> {
             &format!("user prompts {text:?}"),
             Input::Prompt {
                 message: UserMessage::text(text),
-                now_ms: at_ms,
                 run_id: None,
             },
         )
@@ -392,7 +379,6 @@ impl<S: CommitLog + CheckpointReader> Host<S> {
             "person allows delete_file",
             Input::ResumeTicket {
                 result: ResumeResult::allow(),
-                now_ms: Some(5_000),
             },
         )?;
         if let Some(ticket) = first_ticket {
@@ -409,7 +395,6 @@ impl<S: CommitLog + CheckpointReader> Host<S> {
             "person denies send_email",
             Input::ResumeTicket {
                 result: ResumeResult::deny("not before legal review"),
-                now_ms: Some(6_000),
             },
         )?;
         self.tool(6_400, "call-delete", "deleted drafts/q3-old.md")?;
@@ -631,7 +616,7 @@ fn durable_session(json: bool, url: &StoreUrl, temp: Option<&TempDir>) -> DemoRe
     let backend = store::open(url, Access::Write)?;
     let on_disk = backend.latest_run(&thread)?;
     let version = backend.thread_version(&thread)?;
-    let agent = Agent::recover_at(config(), &backend, &thread, RecoveryPolicy::Replay, 12_000)?;
+    let agent = Agent::recover(config(), &backend, &thread, RecoveryPolicy::Replay)?;
     let mut host = Host::new(json, backend, Some(agent))?;
     host.out = out;
     host.input_line = child_last_line;

@@ -21,82 +21,61 @@ use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::process::ExitCode;
 
 use runcore::driver::{
-    ConfigLine, Driver, ErrorBody, InputLine, MAX_LINE_BYTES, OutputLine, error_line, idle_line,
+    ContextMode, Driver, ErrorBody, InputLine, MAX_LINE_BYTES, OutputLine, error_line, idle_line,
 };
 use runcore::{
-    Agent, AgentError, CheckpointReader, CommitLog, CommitOperation, Output, RecoveryPolicy, RunId,
-    StoreError, ThreadCommit, ThreadId,
+    Agent, AgentCommit, AgentConfig, AgentError, CheckpointReader, CommitLog, Input, Output,
+    RecoveryPolicy, StoreError, ThreadId,
 };
 use serde_json::{Map, Value};
 
 /// Exit status when the store rejected or failed a commit (SPEC §12.2).
 pub const EXIT_STORE: u8 = 3;
 
-/// Reads a `--config FILE`: a JSON object with the fields of a `config` line (`type`
-/// optional).
-pub fn read_config_file(path: &str) -> Result<ConfigLine, String> {
-    let text = std::fs::read(path).map_err(|e| format!("cannot read --config {path:?}: {e}"))?;
-    let rejected = |e: String| format!("--config {path:?} was rejected: {e}");
-    match serde_json::from_slice::<Value>(&text) {
-        Ok(Value::Object(mut object)) => {
-            object.insert("type".into(), Value::from("config"));
-            match serde_json::from_value::<InputLine>(Value::Object(object)) {
-                Ok(InputLine::Config(config)) => match Agent::new(config.agent_config()) {
-                    Ok(_) => Ok(config),
-                    Err(e) => Err(rejected(e.to_string())),
-                },
-                Ok(_) => Err(rejected("it is not a config".to_owned())),
-                Err(e) => Err(rejected(e.to_string())),
-            }
-        }
-        _ => Err(rejected("it must hold one JSON object".to_owned())),
-    }
+/// A `--config FILE`: a JSON object with the fields of a `config` line (`type` optional).
+#[derive(Debug, Clone)]
+pub struct ConfigFile {
+    /// The agent configuration (defaults for what the file omits).
+    pub config: AgentConfig,
+    /// Whether the file names a thread (`thread_id`).
+    pub names_thread: bool,
+    /// How `call_model` lines carry the transcript.
+    pub context: Option<ContextMode>,
+    /// The host's clock, if the file gives it.
+    pub now_ms: Option<u64>,
 }
 
-/// The operation fields of each agent commit (SPEC §7.1), kept in this one place until the
-/// agent supplies them with every commit itself.
-///
-/// `expected_thread_version` is the thread's version read at start (before recovery) plus
-/// the commits applied since; `ordinal` is the run's stored commit count (for the run that
-/// was the thread's head at start) or 0 (a run this driver started), plus the commits of that
-/// run applied since. Only the driver's own agent commits through it, one commit at a time.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Fence {
-    next_version: u64,
-    /// The run of the last commit (or the head at start) and its next ordinal.
-    run: Option<(RunId, u64)>,
-}
-
-impl Fence {
-    /// The fence of `thread` as the store holds it now.
-    pub fn read(store: &impl CheckpointReader, thread: &ThreadId) -> Result<Fence, StoreError> {
-        Ok(Fence {
-            next_version: store.thread_version(thread)?,
-            run: store
-                .latest_run(thread)?
-                .map(|record| (record.id, record.commits)),
+impl ConfigFile {
+    /// Reads and checks the file at `path`.
+    pub fn read(path: &str) -> Result<ConfigFile, String> {
+        let text =
+            std::fs::read(path).map_err(|e| format!("cannot read --config {path:?}: {e}"))?;
+        let rejected = |e: String| format!("--config {path:?} was rejected: {e}");
+        let Ok(Value::Object(mut object)) = serde_json::from_slice::<Value>(&text) else {
+            return Err(rejected("it must hold one JSON object".to_owned()));
+        };
+        let names_thread = object.get("thread_id").is_some_and(|v| !v.is_null());
+        object.insert("type".into(), Value::from("config"));
+        let line = InputLine::from_value(Value::Object(object)).map_err(rejected)?;
+        let Input::Config(config) = line.input else {
+            return Err(rejected("it is not a config".to_owned()));
+        };
+        Agent::new(config.clone()).map_err(|e| rejected(e.to_string()))?;
+        Ok(ConfigFile {
+            config,
+            names_thread,
+            context: line.context,
+            now_ms: line.now_ms,
         })
     }
 
-    /// The thread's version the next commit builds on.
-    pub fn next_version(&self) -> u64 {
-        self.next_version
-    }
-
-    /// `commit` as the operation to apply; call [`applied`](Fence::applied) once the store
-    /// accepted it.
-    pub fn operation(&self, commit: ThreadCommit) -> CommitOperation {
-        let ordinal = match &self.run {
-            Some((run, next)) if run == commit.run_id() => *next,
-            _ => 0,
-        };
-        CommitOperation::new(commit, ordinal, self.next_version)
-    }
-
-    /// Records that the operation for a commit of `run` with `ordinal` was stored.
-    pub fn applied(&mut self, run: RunId, ordinal: u64) {
-        self.next_version = self.next_version.saturating_add(1);
-        self.run = Some((run, ordinal.saturating_add(1)));
+    /// The file as the config line it stands for.
+    fn into_line(self) -> InputLine {
+        InputLine {
+            input: Input::Config(self.config),
+            now_ms: self.now_ms,
+            context: self.context,
+        }
     }
 }
 
@@ -104,53 +83,43 @@ impl Fence {
 struct Durable<'s, S> {
     store: &'s mut S,
     thread: ThreadId,
-    fence: Fence,
+    /// Whether the thread has committed history (at start, or since).
+    has_history: bool,
 }
 
 impl<S: CommitLog + CheckpointReader> Durable<'_, S> {
-    /// Applies one commit, fenced. `Err` is the message of the `store` error line.
-    fn apply(&mut self, commit: ThreadCommit) -> Result<(), StoreError> {
-        let operation = self.fence.operation(commit);
-        let run = operation.operation_id.run_id.clone();
-        let ordinal = operation.operation_id.ordinal;
+    /// Applies one agent commit as the fenced operation it carries (SPEC §7.1).
+    fn apply(&mut self, commit: AgentCommit) -> Result<(), StoreError> {
         // A duplicate receipt is the same fact already stored (SPEC §7.1): harmless.
-        self.store.commit_operation(operation)?;
-        self.fence.applied(run, ordinal);
+        self.store.commit_operation(commit.into_operation())?;
+        self.has_history = true;
         Ok(())
     }
 
-    /// Whether the thread has committed history (at start, or since).
-    fn has_history(&self) -> bool {
-        self.fence.next_version() > 0
-    }
-
     /// The `invalid_state` error of a `config` line a durable driver cannot take, if it is
-    /// one. A config line without a thread is for the driver's thread.
-    fn check_config(&self, config: &mut ConfigLine) -> Result<(), AgentError> {
-        if self.has_history() {
+    /// one. `raw` is the line as sent: a config line that names no thread is for the
+    /// driver's thread.
+    fn check_config(&self, config: &mut AgentConfig, raw: &[u8]) -> Result<(), AgentError> {
+        if self.has_history {
             return Err(AgentError::InvalidState {
                 expected: "no config line once the thread has history (configure with --config)"
                     .into(),
-                actual: format!(
-                    "thread {:?} has {} commit(s) in the store",
-                    self.thread.as_str(),
-                    self.fence.next_version()
-                ),
+                actual: format!("thread {:?} has commits in the store", self.thread.as_str()),
             });
         }
-        match &config.thread_id {
-            Some(named) if *named != self.thread => Err(AgentError::InvalidState {
+        let names_thread = serde_json::from_slice::<Value>(raw)
+            .is_ok_and(|v| v.get("thread_id").is_some_and(|t| !t.is_null()));
+        if names_thread && config.thread_id != self.thread {
+            return Err(AgentError::InvalidState {
                 expected: format!(
                     "a config for the driver's thread {:?}",
                     self.thread.as_str()
                 ),
-                actual: format!("a config for thread {:?}", named.as_str()),
-            }),
-            _ => {
-                config.thread_id = Some(self.thread.clone());
-                Ok(())
-            }
+                actual: format!("a config for thread {:?}", config.thread_id.as_str()),
+            });
         }
+        config.thread_id = self.thread.clone();
+        Ok(())
     }
 }
 
@@ -204,7 +173,7 @@ pub enum DriveError {
 
 /// Runs one session on `input` and `output`. `config` comes from `--config FILE`.
 pub fn run_session<S: CommitLog + CheckpointReader>(
-    config: Option<ConfigLine>,
+    config: Option<ConfigFile>,
     durable: Option<DurableStart<'_, S>>,
     input: impl BufRead,
     output: impl Write,
@@ -214,7 +183,7 @@ pub fn run_session<S: CommitLog + CheckpointReader>(
             let mut driver = Driver::new();
             if let Some(config) = config {
                 driver
-                    .apply(InputLine::Config(config))
+                    .apply(config.into_line())
                     .map_err(|e| DriveError::Usage(format!("--config was rejected: {e}")))?;
             }
             (driver, None)
@@ -231,7 +200,7 @@ pub fn run_session<S: CommitLog + CheckpointReader>(
     if let Some(durable) = durable.as_mut() {
         // What the recovered agent emits, then idle 0 (SPEC §12.2).
         drain(&mut driver, Some(durable), 0, &mut out)?;
-        out.write(&idle_line(0))?;
+        out.write(&idle_line(0, driver.agent().poll_timeout()))?;
         out.flush()?;
     }
     let mut reader = BufReader::with_capacity(1 << 16, input);
@@ -252,8 +221,8 @@ pub fn run_session<S: CommitLog + CheckpointReader>(
                 Err(serde_json::to_string(&OutputLine::Error { line, error }).unwrap_or_default())
             }
             Ok(mut parsed) => {
-                let checked = match (&mut parsed, durable.as_ref()) {
-                    (InputLine::Config(config), Some(durable)) => durable.check_config(config),
+                let checked = match (&mut parsed.input, durable.as_ref()) {
+                    (Input::Config(config), Some(durable)) => durable.check_config(config, &buf),
                     _ => Ok(()),
                 };
                 checked
@@ -265,7 +234,7 @@ pub fn run_session<S: CommitLog + CheckpointReader>(
             out.write(&text)?;
         }
         drain(&mut driver, durable.as_mut(), line, &mut out)?;
-        out.write(&idle_line(line))?;
+        out.write(&idle_line(line, driver.agent().poll_timeout()))?;
         out.flush()?;
         if out.pipe_closed {
             // Nobody reads what the driver writes: stop, as at EOF.
@@ -314,30 +283,37 @@ impl<W: Write> LineWriter<W> {
 
 /// Opens the thread: recovers it when it has history, else a fresh agent on it.
 fn start_durable<'s, S: CommitLog + CheckpointReader>(
-    config: Option<ConfigLine>,
+    config: Option<ConfigFile>,
     start: DurableStart<'s, S>,
 ) -> Result<(Driver, Durable<'s, S>), DriveError> {
-    let mut config = config.unwrap_or_default();
-    if let Some(named) = &config.thread_id
-        && *named != start.thread
-    {
+    let mut file = config.unwrap_or(ConfigFile {
+        config: AgentConfig::default(),
+        names_thread: false,
+        context: None,
+        now_ms: None,
+    });
+    if file.names_thread && file.config.thread_id != start.thread {
         return Err(DriveError::Usage(format!(
             "--config names thread {:?} but --thread is {:?}",
-            named.as_str(),
+            file.config.thread_id.as_str(),
             start.thread.as_str()
         )));
     }
-    config.thread_id = Some(start.thread.clone());
+    file.config.thread_id = start.thread.clone();
     let unavailable = |e: StoreError| {
         DriveError::Store(format!(
             "cannot read thread {:?} from the store: {e}",
             start.thread.as_str()
         ))
     };
-    let fence = Fence::read(&*start.store, &start.thread).map_err(unavailable)?;
-    let driver = if fence.next_version() > 0 {
+    let has_history = start
+        .store
+        .thread_version(&start.thread)
+        .map_err(unavailable)?
+        > 0;
+    let driver = if has_history {
         let agent = Agent::recover(
-            config.agent_config(),
+            file.config.clone(),
             &*start.store,
             &start.thread,
             start.policy,
@@ -349,11 +325,11 @@ fn start_durable<'s, S: CommitLog + CheckpointReader>(
                 start.thread.as_str()
             )),
         })?;
-        Driver::from_agent(agent, config.context.unwrap_or_default())
+        Driver::from_agent(agent, file.context.unwrap_or_default())
     } else {
         let mut driver = Driver::new();
         driver
-            .apply(InputLine::Config(config))
+            .apply(file.into_line())
             .map_err(|e| DriveError::Usage(format!("--config was rejected: {e}")))?;
         driver
     };
@@ -362,7 +338,7 @@ fn start_durable<'s, S: CommitLog + CheckpointReader>(
         Durable {
             store: start.store,
             thread: start.thread,
-            fence,
+            has_history,
         },
     ))
 }
@@ -443,7 +419,10 @@ fn read_line_capped(reader: &mut impl BufRead, buf: &mut Vec<u8>) -> io::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use runcore::{CommitError, CommittedThreadView, MemoryStore, Message};
+    use runcore::{
+        CommitError, CommitOperation, CommittedThreadView, MemoryStore, Message, RunId,
+        ThreadCommit,
+    };
     use serde_json::json;
 
     fn session(
@@ -572,17 +551,22 @@ mod tests {
                 Vec::new(),
             )
         };
-        let fence = Fence::read(&store, &thread).unwrap();
         // Another writer commits first, from the same version.
         store
             .commit_operation(CommitOperation::new(commit("a", "t/run-1"), 0, 0))
             .unwrap();
         let mut durable = Durable {
-            fence,
             store: &mut store,
             thread: thread.clone(),
+            has_history: false,
         };
-        let error = durable.apply(commit("b", "t/run-9")).unwrap_err();
+        let error = durable
+            .apply(AgentCommit {
+                commit: commit("b", "t/run-9"),
+                ordinal: 0,
+                expected_thread_version: 0,
+            })
+            .unwrap_err();
         assert_eq!(
             error.rejection(),
             Some(&CommitError::VersionConflict {

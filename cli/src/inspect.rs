@@ -351,7 +351,7 @@ mod tests {
         let commit_all = |agent: &mut Agent, store: &mut MemoryStore| {
             while let Some(output) = agent.poll() {
                 if let Output::Commit(commit) = output {
-                    store.commit(commit).unwrap();
+                    store.commit_operation(commit.into_operation()).unwrap();
                 }
             }
         };

@@ -302,7 +302,7 @@ fn drive(args: &[String]) -> ExitCode {
     };
     let config = match args
         .value("--config")
-        .map(drive::read_config_file)
+        .map(drive::ConfigFile::read)
         .transpose()
     {
         Ok(config) => config,
@@ -313,7 +313,8 @@ fn drive(args: &[String]) -> ExitCode {
         Some(id) => ThreadId::new(id),
         None => config
             .as_ref()
-            .and_then(|c| c.thread_id.clone())
+            .filter(|c| c.names_thread)
+            .map(|c| c.config.thread_id.clone())
             .unwrap_or_else(|| ThreadId::new("thread-1")),
     };
     let stdin = std::io::stdin();

@@ -117,7 +117,7 @@ pub fn commit_text(commit: &ThreadCommit) -> String {
         }
         RunDisposition::Ended { run_id, cause } => format!("Ended {run_id}: {}", cause_text(cause)),
     };
-    let kinds: Vec<&str> = commit.events.iter().map(|e| e.kind.as_str()).collect();
+    let kinds: Vec<&str> = commit.events.iter().map(|e| e.kind()).collect();
     format!(
         "COMMIT  {disposition}, {} message(s){}",
         commit.messages.len(),
@@ -132,7 +132,7 @@ pub fn commit_text(commit: &ThreadCommit) -> String {
 /// An output of the agent on one line, as the demo's timeline prints it.
 pub fn output_text(output: &Output) -> String {
     match output {
-        Output::Commit(commit) => commit_text(commit),
+        Output::Commit(commit) => commit_text(&commit.commit),
         Output::Action(Action::CallModel {
             step, final_step, ..
         }) => format!(

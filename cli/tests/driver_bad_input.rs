@@ -84,13 +84,15 @@ impl Session {
         stdin.flush().expect("flush stdin");
         self.sent += 1;
         let idle = idle_line(self.sent);
+        // An idle line may carry `timeout_ms` when something is due (SPEC §12.1).
+        let idle_with_timeout = format!("{},\"timeout_ms\":", idle.trim_end_matches('}'));
         let mut out = Vec::new();
         loop {
             let next = self
                 .lines
                 .recv_timeout(READ_TIMEOUT)
                 .unwrap_or_else(|e| panic!("no idle for line {} ({e})", self.sent));
-            let done = next == idle;
+            let done = next == idle || next.starts_with(&idle_with_timeout);
             if !done {
                 assert!(!next.contains(r#""type":"idle""#), "a stray idle: {next}");
             }

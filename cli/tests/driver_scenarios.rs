@@ -483,7 +483,7 @@ fn every_scenario_file_has_expectations() {
     assert_eq!(files, known);
     for file in EXPECTED.iter().map(|e| e.file).chain([COLD_FILE]) {
         for (i, line) in input_lines(&read_scenario(file)).iter().enumerate() {
-            let parsed: Result<InputLine, _> = serde_json::from_str(line);
+            let parsed = InputLine::parse(line);
             assert!(parsed.is_ok(), "{file}:{}: {parsed:?}", i + 1);
         }
     }
@@ -836,8 +836,11 @@ fn store_of<'a>(outputs: impl IntoIterator<Item = &'a Value>) -> MemoryStore {
 }
 
 fn warm_config(warm: &[&str]) -> runcore::AgentConfig {
-    match serde_json::from_str::<InputLine>(warm[0]) {
-        Ok(InputLine::Config(config)) => config.agent_config(),
+    match InputLine::parse(warm[0]) {
+        Ok(InputLine {
+            input: runcore::Input::Config(config),
+            ..
+        }) => config,
         other => panic!("the warm file starts with its config line: {other:?}"),
     }
 }
@@ -912,6 +915,8 @@ fn t6_recovery_behaves_like_the_warm_path() {
     let mut warm_driver = Driver::new();
     let warm_outputs = feed(&mut warm_driver, &warm);
     let warm_rest = feed(&mut warm_driver, &cold[1..]);
+    // Operation fields included: the recovered agent continues the run's ordinals and the
+    // thread's version from the store (SPEC §7.1).
     for (cold_line, warm_line) in cold_outputs[1..].iter().zip(&warm_rest) {
         assert_eq!(
             without_line_numbers(cold_line),

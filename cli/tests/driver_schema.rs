@@ -117,6 +117,9 @@ fn every_line_type_of_spec_12_is_in_the_schema() {
         "stop",
         "expire_wait",
         "abandon_tools",
+        // SPEC §12.1
+        "continue",
+        "timeout",
     ];
     input.sort();
     assert_eq!(tags(&input_line_schema()), input);

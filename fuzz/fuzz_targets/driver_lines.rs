@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
     let mut driver = Driver::new();
     for (i, line) in data.split(|&b| b == b'\n').enumerate() {
         let out = driver.handle_line(line);
-        let idle = idle_line(i as u64 + 1);
+        let idle = idle_line(i as u64 + 1, driver.agent().poll_timeout());
         assert_eq!(
             out.last(),
             Some(&idle),

@@ -46,11 +46,7 @@ impl Agent {
         }
     }
 
-    /// Cancels the active run (no-op when idle; repeated calls are harmless). Before the
-    /// model call is handed out, or while Awaiting, the run ends `Cancelled` at once (open
-    /// calls `skipped`); while the model or tools are out, the core waits for every outcome,
-    /// pairs every call, then ends `Cancelled`.
-    pub fn abort(&mut self) -> Result<(), AgentError> {
+    pub(super) fn on_abort(&mut self) -> Result<(), AgentError> {
         match &self.active {
             Some(run) if run.end_request.is_none() => self.request_end(EndRequest::Abort),
             _ => {}
@@ -58,9 +54,7 @@ impl Agent {
         Ok(())
     }
 
-    /// A host policy end: like [`abort`](Agent::abort) but the run ends `Stopped(reason)`.
-    /// `InvalidState` when no run is active.
-    pub fn stop(&mut self, reason: &str) -> Result<(), AgentError> {
+    pub(super) fn on_stop(&mut self, reason: &str) -> Result<(), AgentError> {
         if reason.trim().is_empty() {
             return Err(AgentError::invalid("stop: the reason is empty"));
         }
@@ -77,8 +71,7 @@ impl Agent {
         }
     }
 
-    /// Asks for a `Pause(Manual)` wait at the next boundary (only while Running).
-    pub fn pause(&mut self) -> Result<(), AgentError> {
+    pub(super) fn on_pause(&mut self) -> Result<(), AgentError> {
         let actual = self.state_name();
         match self.active.as_mut() {
             Some(run) if !matches!(run.phase, Phase::Waiting(_)) => {
@@ -89,8 +82,7 @@ impl Agent {
         }
     }
 
-    /// Ends the waiting run `Cancelled` (only while Awaiting).
-    pub fn cancel_wait(&mut self) -> Result<(), AgentError> {
+    pub(super) fn on_cancel_wait(&mut self) -> Result<(), AgentError> {
         if self.current_ticket().is_none() {
             return Err(AgentError::state("an awaiting run", self.state_name()));
         }
@@ -98,14 +90,28 @@ impl Agent {
         Ok(())
     }
 
-    /// Ends the waiting run `Stopped("wait_expired")` once its deadline has passed: the
-    /// waiting call gets an `expired` result and every other call without one `skipped`.
-    /// `NotExpired` before the deadline (equal is not past) or for a wait without one.
-    pub fn expire_wait(&mut self, now_ms: u64) -> Result<(), AgentError> {
+    /// The earliest `now_ms` at which something is due, `None` when nothing is (SPEC §8.5).
+    /// Today that is the current ticket's deadline + 1: a resume at the deadline itself is
+    /// still in time. Call it after draining [`poll`](Agent::poll); any input can change it.
+    /// When the time comes, call [`handle_timeout`](Agent::handle_timeout).
+    #[must_use = "a host must come back at this time"]
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.current_ticket()?.deadline_ms?.checked_add(1)
+    }
+
+    /// `timeout`: an expired wait ends as `expire_wait` says; anything else is a no-op.
+    pub(super) fn on_timeout(&mut self) -> Result<(), AgentError> {
+        match self.poll_timeout() {
+            Some(due) if self.clock_ms >= due => self.on_expire_wait(),
+            _ => Ok(()),
+        }
+    }
+
+    pub(super) fn on_expire_wait(&mut self) -> Result<(), AgentError> {
         let Some(ticket) = self.current_ticket() else {
             return Err(AgentError::state("an awaiting run", self.state_name()));
         };
-        let now = self.clock_ms.max(now_ms);
+        let now = self.clock_ms;
         match ticket.deadline_ms {
             Some(deadline) if now > deadline => {}
             deadline_ms => {
@@ -118,7 +124,6 @@ impl Agent {
         let Some(run) = self.active.take() else {
             return Err(AgentError::Internal("expire_wait: the run vanished".into()));
         };
-        self.observe_clock(now);
         let mut tx = Tx::default();
         self.finish(
             run,
@@ -130,10 +135,7 @@ impl Agent {
         Ok(())
     }
 
-    /// For a host that cannot wait for its tools: every executing call is paired
-    /// `interrupted` (outcome unknown) and the run ends `Indeterminate`; a late `tool_done`
-    /// is `UnexpectedOutcome`.
-    pub fn abandon_tools(&mut self) -> Result<(), AgentError> {
+    pub(super) fn on_abandon_tools(&mut self) -> Result<(), AgentError> {
         let executing = matches!(
             self.active.as_ref().map(|run| &run.phase),
             Some(Phase::Tools(batch)) if batch.dispatched
@@ -155,27 +157,15 @@ impl Agent {
         Ok(())
     }
 
-    /// Answers the current wait with a command built from the committed ticket
-    /// ([`ResumeCommand::from_ticket`]). `now_ms` defaults to the agent's clock.
-    pub fn resume_ticket(
-        &mut self,
-        result: ResumeResult,
-        now_ms: Option<u64>,
-    ) -> Result<(), AgentError> {
+    pub(super) fn on_resume_ticket(&mut self, result: ResumeResult) -> Result<(), AgentError> {
         let ticket = self
             .current_ticket()
             .ok_or(AgentError::Resume(ResumeError::NotWaiting))?;
-        let command = ResumeCommand::from_ticket(ticket, result, now_ms.unwrap_or(self.clock_ms));
-        self.resume(command)
+        let command = ResumeCommand::from_ticket(ticket, result, self.clock_ms);
+        self.on_resume(command)
     }
 
-    /// Answers the current wait. The command is validated against the current ticket (SPEC
-    /// §4; its `now_ms` counts as no earlier than the agent's clock); on failure nothing
-    /// changes and the ticket stays. On success the same run continues: one Running commit
-    /// deletes the ticket and carries the context messages (and the `permission_decided`
-    /// draft for a permission answer), then the next ticket of the batch, the batch's
-    /// execution, or the next model call follows.
-    pub fn resume(&mut self, mut command: ResumeCommand) -> Result<(), AgentError> {
+    pub(super) fn on_resume(&mut self, mut command: ResumeCommand) -> Result<(), AgentError> {
         command.now_ms = command.now_ms.max(self.clock_ms);
         validate_resume(self.current_ticket(), &command)?;
         self.check_resume_applies(&command)?;

@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::commit::ThreadCommit;
+use crate::commit::{CommitOperation, OperationId, ThreadCommit};
 use crate::ids::{CallId, RunId, Step};
 use crate::message::{AssistantMessage, ContentBlock, Message, ResultOutcome, ToolCall};
 use crate::resume::{ResultKind, ResumeTicket};
@@ -56,10 +56,55 @@ pub enum Action {
 pub enum Output {
     /// Work for the host.
     Action(Action),
-    /// A durable fact to persist before acting on what follows.
-    Commit(ThreadCommit),
+    /// A durable fact to persist before acting on what follows, with its operation fields
+    /// (SPEC §7.1): apply it with [`CommitLog::commit_operation`](crate::CommitLog) via
+    /// [`AgentCommit::into_operation`].
+    Commit(AgentCommit),
     /// A notification.
     Event(AgentEvent),
+}
+
+/// A commit the agent emitted, with the operation fields that fence it (SPEC §7.1).
+///
+/// The agent counts its own commits: `ordinal` is how many commits of this run it emitted
+/// before (from 0, continuing from the store's count after recovery) and
+/// `expected_thread_version` is the thread's commit count this commit builds on. A host
+/// persists it with [`CommitLog::commit_operation`](crate::CommitLog::commit_operation) on
+/// [`into_operation`](AgentCommit::into_operation), so a retry after a lost acknowledgement is a
+/// harmless duplicate and a second writer on the same thread is fenced.
+///
+/// The payload hash is not stored here: hashing is SHA-256 over the commit's canonical JSON, a
+/// cost a host that drops or batches commits should not pay per output. It is computed when
+/// asked for ([`payload_hash`](AgentCommit::payload_hash), [`into_operation`](AgentCommit::into_operation)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentCommit {
+    /// The commit.
+    pub commit: ThreadCommit,
+    /// Commits of this run emitted before this one (from 0).
+    pub ordinal: u64,
+    /// The thread's commit count this commit builds on.
+    pub expected_thread_version: u64,
+}
+
+impl AgentCommit {
+    /// The idempotency key: the run and `ordinal`.
+    pub fn operation_id(&self) -> OperationId {
+        OperationId {
+            run_id: self.commit.run_id().clone(),
+            ordinal: self.ordinal,
+        }
+    }
+
+    /// SHA-256, lowercase hex, of the commit's canonical JSON (computed on each call).
+    pub fn payload_hash(&self) -> String {
+        self.commit.payload_hash()
+    }
+
+    /// The operation to apply with [`CommitLog::commit_operation`](crate::CommitLog::commit_operation).
+    pub fn into_operation(self) -> CommitOperation {
+        CommitOperation::new(self.commit, self.ordinal, self.expected_thread_version)
+    }
 }
 
 /// Where an appended message came from.
@@ -83,12 +128,13 @@ pub enum MessageOrigin {
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum AgentEvent {
-    /// A run started with this user message.
+    /// A run started with this user message (none for a continued run, SPEC §8.8).
     RunStart {
         /// The run.
         run_id: RunId,
-        /// The prompt.
-        message: Message,
+        /// The prompt; absent when the run continues the transcript as it stands.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<Message>,
     },
     /// Progress inside a run.
     Loop {

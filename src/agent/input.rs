@@ -1,5 +1,15 @@
-//! Every input method as data, for hosts that drive the agent from messages (the JSON-lines
-//! driver, a durable-workflow history, a test script).
+//! Every input as data, and the one door through which each of them — and time — enters the
+//! agent: [`Agent::handle`].
+//!
+//! The input methods ([`Agent::prompt`], [`Agent::steer`], …) are thin sugar over
+//! [`Agent::handle`]; the JSON-lines driver deserializes its input lines straight into
+//! [`Input`] (the serde shape of `Input` *is* the line shape of SPEC §12, minus the line-level
+//! `now_ms`), so a new input is added once, here.
+//!
+//! Time enters the same way for every input: `handle(input, now_ms)`. The agent's clock moves
+//! to `max(clock, now_ms)` (it never runs backwards) before the input is handled, so a ticket
+//! minted by this input gets its deadline from it; when the input is rejected the clock is
+//! put back with everything else.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -13,33 +23,38 @@ use super::Agent;
 use super::config::AgentConfig;
 
 /// One input. Exhaustive on purpose: a new kind must break an embedder's `match` loudly.
+///
+/// JSON: tagged by `"type"`, snake_case, unknown fields rejected — the driver's input lines
+/// (SPEC §12) without their `now_ms`, which travels beside the input
+/// ([`Agent::handle`]'s second argument).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Input {
-    /// [`Agent::set_config`].
-    Config {
-        /// The configuration.
-        config: AgentConfig,
-    },
+    /// [`Agent::set_config`]: the configuration's fields sit beside `"type"` (every field has
+    /// a default); only before the first run.
+    Config(AgentConfig),
     /// [`Agent::prompt`] (or [`Agent::prompt_with_run_id`] when `run_id` is given).
     Prompt {
-        /// The user message.
+        /// The user message: a string (one text block) or a user message object.
+        #[serde(rename = "text", with = "user_text")]
+        #[schemars(schema_with = "user_text::schema")]
         message: UserMessage,
-        /// The host's clock.
-        #[serde(default)]
-        now_ms: u64,
-        /// A host-supplied run id.
+        /// A host-supplied run id (unique across all threads).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         run_id: Option<RunId>,
     },
     /// [`Agent::steer`].
     Steer {
-        /// The message.
+        /// The message: a string (one text block) or a user message object.
+        #[serde(rename = "text", with = "user_text")]
+        #[schemars(schema_with = "user_text::schema")]
         message: UserMessage,
     },
     /// [`Agent::follow_up`].
     FollowUp {
-        /// The message.
+        /// The message: a string (one text block) or a user message object.
+        #[serde(rename = "text", with = "user_text")]
+        #[schemars(schema_with = "user_text::schema")]
         message: UserMessage,
     },
     /// [`Agent::abort`].
@@ -61,7 +76,9 @@ pub enum Input {
         run_id: RunId,
         /// The step.
         step: Step,
-        /// The answer.
+        /// The answer (an assistant message; `"role":"assistant"` may be given).
+        #[serde(with = "crate::message::assistant_with_role")]
+        #[schemars(schema_with = "crate::message::assistant_with_role::schema")]
         message: AssistantMessage,
     },
     /// [`Agent::model_failed`].
@@ -81,30 +98,37 @@ pub enum Input {
         run_id: RunId,
         /// The call.
         call_id: CallId,
-        /// Progress content.
+        /// Progress content: content blocks, or a string (one text block).
+        #[serde(with = "blocks_or_text")]
+        #[schemars(schema_with = "blocks_or_text::schema")]
         content: Vec<ContentBlock>,
     },
-    /// [`Agent::tool_done`].
+    /// [`Agent::tool_done`]: the fields of a [`ToolOutput`] beside the run.
     ToolDone {
         /// The run.
         run_id: RunId,
         /// The call.
         call_id: CallId,
-        /// The output.
-        output: ToolOutput,
+        /// The output: content blocks, or a string (one text block).
+        #[serde(with = "blocks_or_text")]
+        #[schemars(schema_with = "blocks_or_text::schema")]
+        content: Vec<ContentBlock>,
+        /// Whether the tool failed.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+        /// Structured details for the host.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        details: Option<serde_json::Value>,
     },
     /// [`Agent::resume`].
     Resume {
         /// The command.
         command: ResumeCommand,
     },
-    /// [`Agent::resume_ticket`].
+    /// [`Agent::resume_ticket`]: a command built from the current ticket at the input's time.
     ResumeTicket {
         /// The answer.
         result: ResumeResult,
-        /// The host's clock (default: the agent's).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        now_ms: Option<u64>,
     },
     /// [`Agent::cancel_wait`].
     CancelWait,
@@ -113,13 +137,16 @@ pub enum Input {
         /// Why.
         reason: String,
     },
-    /// [`Agent::expire_wait`].
-    ExpireWait {
-        /// The host's clock.
-        now_ms: u64,
-    },
+    /// [`Agent::expire_wait`]: strict, `NotExpired` when the wait is not past its deadline at
+    /// the input's time.
+    ExpireWait,
     /// [`Agent::abandon_tools`].
     AbandonTools,
+    /// [`Agent::continue_run`] (SPEC §8.8).
+    Continue,
+    /// [`Agent::handle_timeout`] (SPEC §8.5): whatever is due at the input's time; a no-op
+    /// when nothing is.
+    Timeout,
 }
 
 impl Input {
@@ -141,80 +168,411 @@ impl Input {
             Input::ResumeTicket { .. } => "resume_ticket",
             Input::CancelWait => "cancel_wait",
             Input::Stop { .. } => "stop",
-            Input::ExpireWait { .. } => "expire_wait",
+            Input::ExpireWait => "expire_wait",
             Input::AbandonTools => "abandon_tools",
+            Input::Continue => "continue",
+            Input::Timeout => "timeout",
+        }
+    }
+
+    /// The `tool_done` input for `output`.
+    pub fn tool_done(run_id: RunId, output: ToolOutput) -> Input {
+        Input::ToolDone {
+            run_id,
+            call_id: output.call_id,
+            content: output.content,
+            is_error: output.is_error,
+            details: output.details,
         }
     }
 }
 
 impl Agent {
-    /// Applies one input (the same as calling its method).
-    pub fn apply(&mut self, input: Input) -> Result<(), AgentError> {
-        match input {
-            Input::Config { config } => self.set_config(config),
-            Input::Prompt {
-                message,
-                now_ms,
-                run_id: None,
-            } => self.prompt(message, now_ms).map(drop),
-            Input::Prompt {
-                message,
-                now_ms,
-                run_id: Some(run_id),
-            } => self.prompt_with_run_id(run_id, message, now_ms).map(drop),
-            Input::Steer { message } => self.steer(message),
-            Input::FollowUp { message } => self.follow_up(message),
-            Input::Abort => self.abort(),
-            Input::Pause => self.pause(),
-            Input::ModelDelta { run_id, step, text } => self.model_delta(&run_id, step, &text),
-            Input::ModelDone {
-                run_id,
-                step,
-                message,
-            } => self.model_done(&run_id, step, message),
-            Input::ModelFailed {
-                run_id,
-                step,
-                code,
-                message,
-            } => self.model_failed(&run_id, step, &code, &message),
-            Input::ToolProgress {
-                run_id,
-                call_id,
-                content,
-            } => self.tool_progress(&run_id, &call_id, content),
-            Input::ToolDone {
-                run_id,
-                call_id,
-                output,
-            } => self.tool_done(&run_id, &call_id, output),
-            Input::Resume { command } => self.resume(command),
-            Input::ResumeTicket { result, now_ms } => self.resume_ticket(result, now_ms),
-            Input::CancelWait => self.cancel_wait(),
-            Input::Stop { reason } => self.stop(&reason),
-            Input::ExpireWait { now_ms } => self.expire_wait(now_ms),
-            Input::AbandonTools => self.abandon_tools(),
-        }
-    }
-
-    /// Applies one input that arrived at `now_ms` (a host clock reading that may come with
-    /// any input). The agent's clock advances to it first (it never runs backwards), so a
-    /// ticket created by this input gets its deadline from it; if the input is rejected the
-    /// clock is put back, and nothing has changed.
-    pub fn apply_at(&mut self, input: Input, now_ms: Option<u64>) -> Result<(), AgentError> {
+    /// Handles one input that arrived at `now_ms`: the single mutation entry (every input
+    /// method is sugar over it). The clock advances to `now_ms` first (never backwards); a
+    /// rejected input returns an [`AgentError`] and changes nothing, the clock included.
+    /// Then drain [`poll`](Agent::poll).
+    ///
+    /// A host without a clock reading for this input passes [`clock_ms`](Agent::clock_ms).
+    pub fn handle(&mut self, input: Input, now_ms: u64) -> Result<(), AgentError> {
         let before = self.clock_ms;
-        if let Some(now) = now_ms {
-            self.observe_clock(now);
-        }
-        let result = self.apply(input);
+        self.observe_clock(now_ms);
+        let result = self.dispatch(input);
         if result.is_err() {
             self.clock_ms = before;
         }
         result
     }
 
-    /// Advances the agent's clock (it never runs backwards).
-    pub fn observe_time(&mut self, now_ms: u64) {
-        self.observe_clock(now_ms);
+    fn dispatch(&mut self, input: Input) -> Result<(), AgentError> {
+        match input {
+            Input::Config(config) => self.on_config(config),
+            Input::Prompt { message, run_id } => self.on_prompt(run_id, message),
+            Input::Steer { message } => self.on_queue_input(message, true),
+            Input::FollowUp { message } => self.on_queue_input(message, false),
+            Input::Abort => self.on_abort(),
+            Input::Pause => self.on_pause(),
+            Input::ModelDelta { run_id, step, text } => self.on_model_delta(run_id, step, text),
+            Input::ModelDone {
+                run_id,
+                step,
+                message,
+            } => self.on_model_done(&run_id, step, message),
+            Input::ModelFailed {
+                run_id,
+                step,
+                code,
+                message,
+            } => self.on_model_failed(&run_id, step, &code, &message),
+            Input::ToolProgress {
+                run_id,
+                call_id,
+                content,
+            } => self.on_tool_progress(&run_id, &call_id, content),
+            Input::ToolDone {
+                run_id,
+                call_id,
+                content,
+                is_error,
+                details,
+            } => {
+                let output = ToolOutput {
+                    call_id: call_id.clone(),
+                    content,
+                    is_error,
+                    details,
+                };
+                self.on_tool_done(&run_id, &call_id, output)
+            }
+            Input::Resume { command } => self.on_resume(command),
+            Input::ResumeTicket { result } => self.on_resume_ticket(result),
+            Input::CancelWait => self.on_cancel_wait(),
+            Input::Stop { reason } => self.on_stop(&reason),
+            Input::ExpireWait => self.on_expire_wait(),
+            Input::AbandonTools => self.on_abandon_tools(),
+            Input::Continue => self.on_continue(),
+            Input::Timeout => self.on_timeout(),
+        }
+    }
+
+    // ----- the input methods: sugar over `handle` ------------------------------------------
+
+    /// Replaces the configuration; only before the first run.
+    pub fn set_config(&mut self, config: AgentConfig) -> Result<(), AgentError> {
+        self.handle(Input::Config(config), self.clock_ms)
+    }
+
+    /// Starts a run with a minted id `"{thread_id}/run-{n}"`. `Busy` while a run is active.
+    pub fn prompt(&mut self, message: UserMessage, now_ms: u64) -> Result<RunId, AgentError> {
+        self.handle(
+            Input::Prompt {
+                message,
+                run_id: None,
+            },
+            now_ms,
+        )?;
+        self.started_run_id()
+    }
+
+    /// Starts a run with a host-supplied run id (unique across all threads).
+    pub fn prompt_with_run_id(
+        &mut self,
+        run_id: RunId,
+        message: UserMessage,
+        now_ms: u64,
+    ) -> Result<RunId, AgentError> {
+        self.handle(
+            Input::Prompt {
+                message,
+                run_id: Some(run_id),
+            },
+            now_ms,
+        )?;
+        self.started_run_id()
+    }
+
+    /// Starts a new run from the current transcript without a new message (SPEC §8.8): only
+    /// when no run is active (`Busy` otherwise) and the transcript ends in a `user` or
+    /// `tool_result` message (`InvalidState` otherwise, saying why).
+    pub fn continue_run(&mut self, now_ms: u64) -> Result<RunId, AgentError> {
+        self.handle(Input::Continue, now_ms)?;
+        self.started_run_id()
+    }
+
+    fn started_run_id(&self) -> Result<RunId, AgentError> {
+        self.active_run_id().cloned().ok_or_else(|| {
+            debug_assert!(false, "a run was started but is not active");
+            AgentError::Internal("a run was started but is not active".into())
+        })
+    }
+
+    /// Queues a steering message: it enters at the next complete boundary (after the whole
+    /// tool batch, or after a text stop). `NotAccepting` while idle or after input closed.
+    pub fn steer(&mut self, message: UserMessage) -> Result<(), AgentError> {
+        self.handle(Input::Steer { message }, self.clock_ms)
+    }
+
+    /// Queues a follow-up: it enters only after a natural text stop with no steering.
+    pub fn follow_up(&mut self, message: UserMessage) -> Result<(), AgentError> {
+        self.handle(Input::FollowUp { message }, self.clock_ms)
+    }
+
+    /// Cancels the active run (no-op when idle; repeated calls are harmless). Before the
+    /// model call is handed out, or while Awaiting, the run ends `Cancelled` at once (open
+    /// calls `skipped`); while the model or tools are out, the core waits for every outcome,
+    /// pairs every call, then ends `Cancelled`.
+    pub fn abort(&mut self) -> Result<(), AgentError> {
+        self.handle(Input::Abort, self.clock_ms)
+    }
+
+    /// Asks for a `Pause(Manual)` wait at the next boundary (only while Running).
+    pub fn pause(&mut self) -> Result<(), AgentError> {
+        self.handle(Input::Pause, self.clock_ms)
+    }
+
+    /// Streamed text of the outstanding model call (live only).
+    pub fn model_delta(
+        &mut self,
+        run_id: &RunId,
+        step: Step,
+        text: &str,
+    ) -> Result<(), AgentError> {
+        // Checked before the text is copied, so a rejected delta costs no allocation.
+        self.expect_model(run_id, step, "model_delta")?;
+        self.handle(
+            Input::ModelDelta {
+                run_id: run_id.clone(),
+                step,
+                text: text.to_owned(),
+            },
+            self.clock_ms,
+        )
+    }
+
+    /// The model's answer to the outstanding call.
+    pub fn model_done(
+        &mut self,
+        run_id: &RunId,
+        step: Step,
+        message: AssistantMessage,
+    ) -> Result<(), AgentError> {
+        self.handle(
+            Input::ModelDone {
+                run_id: run_id.clone(),
+                step,
+                message,
+            },
+            self.clock_ms,
+        )
+    }
+
+    /// The outstanding model call failed: an error assistant message is appended and the run
+    /// ends `Error(Inference{code, message})` (`Cancelled` / `Stopped` if an abort or stop was
+    /// requested). Tool facts of earlier steps stay in the transcript.
+    pub fn model_failed(
+        &mut self,
+        run_id: &RunId,
+        step: Step,
+        code: &str,
+        message: &str,
+    ) -> Result<(), AgentError> {
+        self.handle(
+            Input::ModelFailed {
+                run_id: run_id.clone(),
+                step,
+                code: code.to_owned(),
+                message: message.to_owned(),
+            },
+            self.clock_ms,
+        )
+    }
+
+    /// Live progress of an executing call (never committed).
+    pub fn tool_progress(
+        &mut self,
+        run_id: &RunId,
+        call_id: &CallId,
+        content: Vec<ContentBlock>,
+    ) -> Result<(), AgentError> {
+        self.handle(
+            Input::ToolProgress {
+                run_id: run_id.clone(),
+                call_id: call_id.clone(),
+                content,
+            },
+            self.clock_ms,
+        )
+    }
+
+    /// The outcome of one executing call. Results enter the transcript in call order once the
+    /// whole batch is answered; `tool_end` events come in completion order. An output whose
+    /// content cannot be represented (bad image, over `max_tool_output_bytes`) is replaced by
+    /// a `malformed` error result and the run continues. `InvalidInput` when `output` names
+    /// another call than `call_id`.
+    pub fn tool_done(
+        &mut self,
+        run_id: &RunId,
+        call_id: &CallId,
+        output: ToolOutput,
+    ) -> Result<(), AgentError> {
+        if output.call_id != *call_id {
+            return Err(AgentError::invalid(format!(
+                "tool_done: the output names call {:?} but was delivered for call {:?}",
+                output.call_id.as_str(),
+                call_id.as_str()
+            )));
+        }
+        self.handle(Input::tool_done(run_id.clone(), output), self.clock_ms)
+    }
+
+    /// Answers the current wait. The command is validated against the current ticket (SPEC
+    /// §4; its `now_ms` counts as no earlier than the agent's clock); on failure nothing
+    /// changes and the ticket stays. On success the same run continues: one Running commit
+    /// deletes the ticket and carries the context messages (and the `permission_decided`
+    /// draft for a permission answer), then the next ticket of the batch, the batch's
+    /// execution, or the next model call follows.
+    pub fn resume(&mut self, command: ResumeCommand) -> Result<(), AgentError> {
+        let now_ms = command.now_ms;
+        self.handle(Input::Resume { command }, now_ms)
+    }
+
+    /// Answers the current wait with a command built from the committed ticket
+    /// ([`ResumeCommand::from_ticket`]) at `now_ms` (default: the agent's clock).
+    pub fn resume_ticket(
+        &mut self,
+        result: ResumeResult,
+        now_ms: Option<u64>,
+    ) -> Result<(), AgentError> {
+        let now_ms = now_ms.unwrap_or(self.clock_ms);
+        self.handle(Input::ResumeTicket { result }, now_ms)
+    }
+
+    /// Ends the waiting run `Cancelled` (only while Awaiting).
+    pub fn cancel_wait(&mut self) -> Result<(), AgentError> {
+        self.handle(Input::CancelWait, self.clock_ms)
+    }
+
+    /// A host policy end: like [`abort`](Agent::abort) but the run ends `Stopped(reason)`.
+    /// `InvalidState` when no run is active.
+    pub fn stop(&mut self, reason: &str) -> Result<(), AgentError> {
+        self.handle(
+            Input::Stop {
+                reason: reason.to_owned(),
+            },
+            self.clock_ms,
+        )
+    }
+
+    /// Ends the waiting run `Stopped("wait_expired")` once its deadline has passed at
+    /// `now_ms`: the waiting call gets an `expired` result and every other call without one
+    /// `skipped`. `NotExpired` before the deadline (equal is not past) or for a wait without
+    /// one. The strict form of [`handle_timeout`](Agent::handle_timeout).
+    pub fn expire_wait(&mut self, now_ms: u64) -> Result<(), AgentError> {
+        self.handle(Input::ExpireWait, now_ms)
+    }
+
+    /// For a host that cannot wait for its tools: every executing call is paired
+    /// `interrupted` (outcome unknown) and the run ends `Indeterminate`; a late `tool_done`
+    /// is `UnexpectedOutcome`.
+    pub fn abandon_tools(&mut self) -> Result<(), AgentError> {
+        self.handle(Input::AbandonTools, self.clock_ms)
+    }
+
+    /// Does whatever is due at `now_ms` (SPEC §8.5): today, a wait past its deadline ends as
+    /// [`expire_wait`](Agent::expire_wait) says. A harmless no-op when nothing is due (the
+    /// clock still advances). Call it when [`poll_timeout`](Agent::poll_timeout) says.
+    pub fn handle_timeout(&mut self, now_ms: u64) -> Result<(), AgentError> {
+        self.handle(Input::Timeout, now_ms)
+    }
+}
+
+/// A user message written as a string when it is one plain text block, else as the message
+/// object; read from either.
+mod user_text {
+    use schemars::{Schema, SchemaGenerator, json_schema};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::message::{ContentBlock, UserMessage};
+
+    #[derive(Deserialize)]
+    #[serde(
+        untagged,
+        expecting = "a string or a user message {\"content\":[…],\"id\"?}"
+    )]
+    enum Repr {
+        Text(String),
+        Message(UserMessage),
+    }
+
+    pub(super) fn serialize<S: Serializer>(
+        message: &UserMessage,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match (message.content.as_slice(), &message.id) {
+            ([ContentBlock::Text { text }], None) => serializer.serialize_str(text),
+            _ => message.serialize(serializer),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<UserMessage, D::Error> {
+        Ok(match Repr::deserialize(deserializer)? {
+            Repr::Text(text) => UserMessage::text(text),
+            Repr::Message(message) => message,
+        })
+    }
+
+    pub(super) fn schema(generator: &mut SchemaGenerator) -> Schema {
+        let message = generator.subschema_for::<UserMessage>();
+        json_schema!({
+            "description": "The text (one text block), or a user message object.",
+            "anyOf": [{"type": "string"}, message],
+        })
+    }
+}
+
+/// Content blocks, or a string as shorthand for one text block (SPEC §12.1).
+mod blocks_or_text {
+    use schemars::{Schema, SchemaGenerator, json_schema};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::message::ContentBlock;
+
+    #[derive(Deserialize)]
+    #[serde(
+        untagged,
+        // Without this, serde says "data did not match any variant of untagged enum", which
+        // names neither the field nor what it takes.
+        expecting = "`content` must be a string or a list of content blocks \
+                     ({\"type\":\"text\",\"text\"} or {\"type\":\"image\",\"data\",\"mime_type\"})"
+    )]
+    enum Repr {
+        Blocks(Vec<ContentBlock>),
+        Text(String),
+    }
+
+    pub(super) fn serialize<S: Serializer>(
+        content: &[ContentBlock],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        content.serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<ContentBlock>, D::Error> {
+        Ok(match Repr::deserialize(deserializer)? {
+            Repr::Blocks(blocks) => blocks,
+            Repr::Text(text) => vec![ContentBlock::text(text)],
+        })
+    }
+
+    pub(super) fn schema(generator: &mut SchemaGenerator) -> Schema {
+        let blocks = generator.subschema_for::<Vec<ContentBlock>>();
+        json_schema!({
+            "description": "Content blocks, or a string (one text block).",
+            "anyOf": [blocks, {"type": "string"}],
+        })
     }
 }

@@ -23,7 +23,7 @@ mod run_loop;
 mod snapshot;
 
 pub use config::{AgentConfig, ToolPolicy, ToolSpec};
-pub use events::{Action, AgentEvent, LoopEvent, MessageOrigin, Output, RunResult};
+pub use events::{Action, AgentCommit, AgentEvent, LoopEvent, MessageOrigin, Output, RunResult};
 pub use input::Input;
 pub use observers::{Observer, ObserverId, Observers};
 pub use queues::QueueMode;
@@ -37,9 +37,12 @@ use run_loop::{ActiveRun, CommittedAs, Phase, Slot, Tx, check_tool_call};
 /// active run, which it drives through the step-driven loop. It does no I/O.
 ///
 /// # How to drive it
-/// Call **one input method**, then call [`poll`](Agent::poll) until it returns `None`, acting
-/// on each [`Output`] in order: persist a `Commit` before acting on anything after it, show an
-/// `Event`, do an `Action` and answer it with the matching outcome input. Repeat.
+/// Give it **one input** ([`handle`](Agent::handle), or one of the input methods that are sugar
+/// over it), then call [`poll`](Agent::poll) until it returns `None`, acting on each
+/// [`Output`] in order: persist a `Commit` (fenced, with its operation fields) before acting on
+/// anything after it, show an `Event`, do an `Action` and answer it with the matching outcome
+/// input. Then ask [`poll_timeout`](Agent::poll_timeout) when to come back if no input arrives
+/// first, and call [`handle_timeout`](Agent::handle_timeout) then. Repeat.
 ///
 /// # Methods, by kind
 /// - **Getters:** [`config`](Agent::config), [`thread_id`](Agent::thread_id),
@@ -47,16 +50,21 @@ use run_loop::{ActiveRun, CommittedAs, Phase, Slot, Tx, check_tool_call};
 ///   [`active_run_id`](Agent::active_run_id), [`run_state`](Agent::run_state),
 ///   [`current_ticket`](Agent::current_ticket), [`steps`](Agent::steps),
 ///   [`clock_ms`](Agent::clock_ms), [`last_end`](Agent::last_end),
-///   [`queued`](Agent::queued), [`is_idle`](Agent::is_idle).
-/// - **Inputs** (one mutation each; each is also an [`Input`] for [`apply`](Agent::apply)):
-///   [`prompt`](Agent::prompt), [`steer`](Agent::steer), [`follow_up`](Agent::follow_up),
-///   [`abort`](Agent::abort), [`pause`](Agent::pause), [`model_delta`](Agent::model_delta),
+///   [`queued`](Agent::queued), [`is_idle`](Agent::is_idle),
+///   [`pending_outputs`](Agent::pending_outputs).
+/// - **Inputs** (one mutation each): [`handle`](Agent::handle) takes any [`Input`] with its
+///   time; the sugar: [`set_config`](Agent::set_config), [`prompt`](Agent::prompt),
+///   [`prompt_with_run_id`](Agent::prompt_with_run_id), [`continue_run`](Agent::continue_run),
+///   [`steer`](Agent::steer), [`follow_up`](Agent::follow_up), [`abort`](Agent::abort),
+///   [`pause`](Agent::pause), [`model_delta`](Agent::model_delta),
 ///   [`model_done`](Agent::model_done), [`model_failed`](Agent::model_failed),
 ///   [`tool_progress`](Agent::tool_progress), [`tool_done`](Agent::tool_done),
 ///   [`resume`](Agent::resume), [`resume_ticket`](Agent::resume_ticket),
 ///   [`cancel_wait`](Agent::cancel_wait), [`stop`](Agent::stop),
-///   [`expire_wait`](Agent::expire_wait), [`abandon_tools`](Agent::abandon_tools).
-/// - **Output:** [`poll`](Agent::poll) / [`drain`](Agent::drain).
+///   [`expire_wait`](Agent::expire_wait), [`abandon_tools`](Agent::abandon_tools),
+///   [`handle_timeout`](Agent::handle_timeout).
+/// - **Output:** [`poll`](Agent::poll) / [`drain`](Agent::drain) after every input;
+///   [`poll_timeout`](Agent::poll_timeout) after draining.
 /// - **Persistence:** [`snapshot`](Agent::snapshot) / [`restore`](Agent::restore) (the whole
 ///   machine, queues included) and [`recover`](Agent::recover) (from committed facts only).
 ///
@@ -74,6 +82,10 @@ pub struct Agent {
     clock_ms: u64,
     /// The `n` of the latest minted run id `"{thread_id}/run-{n}"`.
     runs_started: u64,
+    /// The thread's commit count the next commit builds on (SPEC §7.1): the store's version
+    /// at creation or recovery, plus every commit emitted since.
+    #[serde(default)]
+    thread_version: u64,
     /// Every run id used on this thread (minted or host-supplied), so none repeats. Not empty
     /// once the agent was prompted, which locks the configuration.
     used_run_ids: BTreeSet<RunId>,
@@ -125,6 +137,7 @@ impl Agent {
             committed: 0,
             clock_ms: 0,
             runs_started: 0,
+            thread_version: 0,
             used_run_ids: BTreeSet::new(),
             active: None,
             last_end: None,
@@ -280,10 +293,9 @@ impl Agent {
         self.clock_ms = self.clock_ms.max(now_ms);
     }
 
-    // ----- inputs --------------------------------------------------------------------------
+    // ----- input handlers (reached through `handle`) ---------------------------------------
 
-    /// Replaces the configuration; only before the first prompt.
-    pub fn set_config(&mut self, config: AgentConfig) -> Result<(), AgentError> {
+    fn on_config(&mut self, config: AgentConfig) -> Result<(), AgentError> {
         if !self.used_run_ids.is_empty() {
             return Err(AgentError::state(
                 "config before the first prompt",
@@ -295,36 +307,52 @@ impl Agent {
         Ok(())
     }
 
-    /// Starts a run with a minted id `"{thread_id}/run-{n}"`. `Busy` while a run is active.
-    pub fn prompt(&mut self, message: UserMessage, now_ms: u64) -> Result<RunId, AgentError> {
-        self.start_run(None, message, now_ms)
-    }
-
-    /// Starts a run with a host-supplied run id (unique across all threads).
-    pub fn prompt_with_run_id(
-        &mut self,
-        run_id: RunId,
-        message: UserMessage,
-        now_ms: u64,
-    ) -> Result<RunId, AgentError> {
-        if run_id.is_blank() {
-            return Err(AgentError::invalid("prompt: the run id is empty"));
-        }
-        self.start_run(Some(run_id), message, now_ms)
-    }
-
-    fn start_run(
-        &mut self,
-        run_id: Option<RunId>,
-        message: UserMessage,
-        now_ms: u64,
-    ) -> Result<RunId, AgentError> {
+    fn on_prompt(&mut self, run_id: Option<RunId>, message: UserMessage) -> Result<(), AgentError> {
         if let Some(run) = &self.active {
             return Err(AgentError::Busy {
                 active_run: run.run_id.clone(),
             });
         }
+        if run_id.as_ref().is_some_and(RunId::is_blank) {
+            return Err(AgentError::invalid("prompt: the run id is empty"));
+        }
         check_user_message(&message, "the prompt")?;
+        self.start_run(run_id, Some(message))
+    }
+
+    /// `continue` (SPEC §8.8): a new run over the transcript as it stands.
+    fn on_continue(&mut self) -> Result<(), AgentError> {
+        if let Some(run) = &self.active {
+            return Err(AgentError::Busy {
+                active_run: run.run_id.clone(),
+            });
+        }
+        let why_not = match self.messages.last() {
+            None => Some("the transcript is empty: there is no run to continue from"),
+            Some(Message::Assistant(_)) => Some(
+                "the transcript ends in the model's own answer: prompt with a new message instead",
+            ),
+            Some(Message::System(_)) => {
+                Some("the transcript ends in a system message, which the model cannot answer")
+            }
+            Some(Message::User(_) | Message::ToolResult(_)) => None,
+        };
+        if let Some(why_not) = why_not {
+            return Err(AgentError::state(
+                "a transcript ending in a user or tool_result message",
+                why_not,
+            ));
+        }
+        self.start_run(None, None)
+    }
+
+    /// Mints (or takes) the run id, commits Running (with the prompt, if any) and announces
+    /// `run_start`. Every check was made before.
+    fn start_run(
+        &mut self,
+        run_id: Option<RunId>,
+        message: Option<UserMessage>,
+    ) -> Result<(), AgentError> {
         if let Some(id) = &run_id
             && self.used_run_ids.contains(id)
         {
@@ -346,12 +374,13 @@ impl Agent {
                 }
             },
         };
-        self.observe_clock(now_ms);
         self.runs_started = n;
         self.used_run_ids.insert(run_id.clone());
         let transcript_start = self.messages.len();
-        let message = Message::User(message);
-        self.messages.push(message.clone());
+        let message = message.map(Message::User);
+        if let Some(message) = &message {
+            self.messages.push(message.clone());
+        }
         let mut run = ActiveRun {
             run_id: run_id.clone(),
             steps: 0,
@@ -362,6 +391,7 @@ impl Agent {
             waits: 0,
             transcript_start,
             committed_as: CommittedAs::Nothing,
+            commits: 0,
         };
         let mut tx = Tx::default();
         self.commit_running(
@@ -372,16 +402,13 @@ impl Agent {
             ],
             &mut tx,
         );
-        tx.events.push(AgentEvent::RunStart {
-            run_id: run_id.clone(),
-            message,
-        });
+        tx.events.push(AgentEvent::RunStart { run_id, message });
         self.active = Some(run);
         self.emit(tx);
-        Ok(run_id)
+        Ok(())
     }
 
-    fn queue_input(&mut self, message: UserMessage, steering: bool) -> Result<(), AgentError> {
+    fn on_queue_input(&mut self, message: UserMessage, steering: bool) -> Result<(), AgentError> {
         let what = if steering { "steer" } else { "follow_up" };
         let Some(run) = self.active.as_mut() else {
             let reason = match &self.last_end {
@@ -402,61 +429,61 @@ impl Agent {
         Ok(())
     }
 
-    /// Queues a steering message: it enters at the next complete boundary (after the whole
-    /// tool batch, or after a text stop). `NotAccepting` while idle or after input closed.
-    pub fn steer(&mut self, message: UserMessage) -> Result<(), AgentError> {
-        self.queue_input(message, true)
-    }
-
-    /// Queues a follow-up: it enters only after a natural text stop with no steering.
-    pub fn follow_up(&mut self, message: UserMessage) -> Result<(), AgentError> {
-        self.queue_input(message, false)
-    }
-
+    /// Checks that a model outcome answers the outstanding call. The error's text is built
+    /// only when the check fails: this runs for every streamed delta.
     fn expect_model(&self, run_id: &RunId, step: Step, got: &str) -> Result<(), AgentError> {
+        match &self.active {
+            Some(run)
+                if run.phase == (Phase::ModelOutstanding { step }) && run.run_id == *run_id =>
+            {
+                Ok(())
+            }
+            active => Err(Self::model_mismatch(active.as_ref(), run_id, step, got)),
+        }
+    }
+
+    #[cold]
+    fn model_mismatch(
+        active: Option<&ActiveRun>,
+        run_id: &RunId,
+        step: Step,
+        got: &str,
+    ) -> AgentError {
         let got = format!("{got} for run {run_id} step {step}");
-        let Some(run) = &self.active else {
-            return Err(AgentError::unexpected("nothing (no run is active)", got));
+        let Some(run) = active else {
+            return AgentError::unexpected("nothing (no run is active)", got);
         };
         match run.phase {
-            Phase::ModelOutstanding { step: out } if run.run_id == *run_id && out == step => Ok(()),
-            Phase::ModelOutstanding { step: out } => Err(AgentError::unexpected(
+            Phase::ModelOutstanding { step: out } => AgentError::unexpected(
                 format!("a model outcome for run {} step {out}", run.run_id),
                 got,
-            )),
-            ref phase => Err(AgentError::unexpected(
+            ),
+            ref phase => AgentError::unexpected(
                 format!(
                     "no model outcome ({} of run {})",
                     phase.describe(),
                     run.run_id
                 ),
                 got,
-            )),
+            ),
         }
     }
 
-    /// Streamed text of the outstanding model call (live only).
-    pub fn model_delta(
+    fn on_model_delta(
         &mut self,
-        run_id: &RunId,
+        run_id: RunId,
         step: Step,
-        text: &str,
+        text: String,
     ) -> Result<(), AgentError> {
-        self.expect_model(run_id, step, "model_delta")?;
-        let mut tx = Tx::default();
-        tx.event(
+        self.expect_model(&run_id, step, "model_delta")?;
+        self.outbox.push_back(Output::Event(AgentEvent::Loop {
             run_id,
-            LoopEvent::TextDelta {
-                step,
-                text: text.to_owned(),
-            },
-        );
-        self.emit(tx);
+            event: LoopEvent::TextDelta { step, text },
+        }));
         Ok(())
     }
 
-    /// The model's answer to the outstanding call.
-    pub fn model_done(
+    fn on_model_done(
         &mut self,
         run_id: &RunId,
         step: Step,
@@ -471,15 +498,12 @@ impl Agent {
             return Err(AgentError::Internal("model_done: the run vanished".into()));
         };
         let mut tx = Tx::default();
-        self.on_model_done(run, step, message, &mut tx);
+        self.model_answered(run, step, message, &mut tx);
         self.emit(tx);
         Ok(())
     }
 
-    /// The outstanding model call failed: an error assistant message is appended and the run
-    /// ends `Error(Inference{code, message})` (`Cancelled` / `Stopped` if an abort or stop was
-    /// requested). Tool facts of earlier steps stay in the transcript.
-    pub fn model_failed(
+    fn on_model_failed(
         &mut self,
         run_id: &RunId,
         step: Step,
@@ -524,6 +548,13 @@ impl Agent {
     }
 
     fn expect_tools(&self, run_id: &RunId, got: &str) -> Result<&run_loop::Batch, AgentError> {
+        if let Some(run) = &self.active
+            && let Phase::Tools(batch) = &run.phase
+            && batch.dispatched
+            && run.run_id == *run_id
+        {
+            return Ok(batch);
+        }
         let got = format!("{got} for run {run_id}");
         let Some(run) = &self.active else {
             return Err(AgentError::unexpected("nothing (no run is active)", got));
@@ -545,8 +576,7 @@ impl Agent {
         }
     }
 
-    /// Live progress of an executing call (never committed).
-    pub fn tool_progress(
+    fn on_tool_progress(
         &mut self,
         run_id: &RunId,
         call_id: &CallId,
@@ -578,11 +608,7 @@ impl Agent {
         Ok(())
     }
 
-    /// The outcome of one executing call. Results enter the transcript in call order once the
-    /// whole batch is answered; `tool_end` events come in completion order. An output whose
-    /// content cannot be represented (bad image, over `max_tool_output_bytes`) is replaced by
-    /// a `malformed` error result and the run continues.
-    pub fn tool_done(
+    fn on_tool_done(
         &mut self,
         run_id: &RunId,
         call_id: &CallId,
@@ -591,13 +617,6 @@ impl Agent {
         let batch = self.expect_tools(run_id, "tool_done")?;
         if call_id.is_blank() {
             return Err(AgentError::invalid("tool_done: the call id is empty"));
-        }
-        if output.call_id != *call_id {
-            return Err(AgentError::invalid(format!(
-                "tool_done: the output names call {:?} but was delivered for call {:?}",
-                output.call_id.as_str(),
-                call_id.as_str()
-            )));
         }
         let entry = check_tool_call(batch, call_id)?;
         let tool_name = entry.call.name.clone();

@@ -13,14 +13,15 @@
 //!
 //! What committed facts cannot hold is not recovered: input queued but never committed
 //! (steering, follow-ups) and the host's clock. The clock resumes from the latest time the
-//! run's facts recorded (run start, permission decisions); [`Agent::recover_at`] also takes the
-//! host's current clock. Replayed tools must be idempotent by `"{run_id}:{call_id}"`.
+//! run's facts recorded (run start, permission decisions); the host's clock comes back with its
+//! next input, like every input's (for a wait past its deadline: [`Agent::handle_timeout`]).
+//! Replayed tools must be idempotent by `"{run_id}:{call_id}"`.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::commit::{kinds, parse_permission_decided};
+use crate::commit::AuditDraft;
 use crate::error::AgentError;
 use crate::ids::{RunId, ThreadId};
 use crate::message::{Message, ToolCall, ToolResultMessage};
@@ -75,6 +76,14 @@ struct History {
     head_clock: u64,
 }
 
+impl History {
+    fn observe(&mut self, now_ms: Option<u64>) {
+        if let Some(now) = now_ms {
+            self.head_clock = self.head_clock.max(now);
+        }
+    }
+}
+
 fn read_history(
     reader: &impl CheckpointReader,
     thread: &ThreadId,
@@ -87,9 +96,10 @@ fn read_history(
         let page = reader.list_events(&scope, from, PAGE)?;
         let Some(last) = page.last() else { break };
         from = Some(last.sequence);
-        for event in &page {
-            if event.kind == kinds::RUN_STARTED {
-                if let Some(n) = minted_number(thread, &event.run_id) {
+        for event in page.iter() {
+            let draft = AuditDraft::from_stored(&event.kind, event.payload.clone());
+            if let AuditDraft::RunStarted { run_id, .. } = &draft {
+                if let Some(n) = minted_number(thread, run_id) {
                     history.runs_started = history.runs_started.max(n);
                 }
                 history.run_ids.insert(event.run_id.clone());
@@ -97,26 +107,29 @@ fn read_history(
             if Some(&event.run_id) != head {
                 continue;
             }
-            let now = event.payload.get("now_ms").and_then(Value::as_u64);
-            if let Some(now) = now {
-                history.head_clock = history.head_clock.max(now);
-            }
-            match event.kind.as_str() {
-                kinds::RUN_STARTED => {
-                    let start = event
-                        .payload
-                        .get("transcript_start")
-                        .and_then(Value::as_u64)
-                        .and_then(|s| usize::try_from(s).ok());
-                    if let Some(start) = start {
-                        history.head_start = Some((start, now.unwrap_or(0)));
-                    }
+            match draft {
+                AuditDraft::RunStarted {
+                    transcript_start,
+                    now_ms,
+                    ..
+                } => {
+                    history.head_start = Some((transcript_start, now_ms.unwrap_or(0)));
+                    history.observe(now_ms);
                 }
-                kinds::RUN_AWAITING => history.head_waits = history.head_waits.saturating_add(1),
-                kinds::PERMISSION_DECIDED => {
-                    if let Some(decision) = parse_permission_decided(&event.payload) {
-                        history.head_decisions.push(decision);
-                    }
+                AuditDraft::RunAwaiting { .. } => {
+                    history.head_waits = history.head_waits.saturating_add(1);
+                }
+                AuditDraft::PermissionDecided {
+                    step,
+                    call_id,
+                    decision,
+                    now_ms,
+                } => {
+                    history.head_decisions.push((step, call_id, decision));
+                    history.observe(now_ms);
+                }
+                AuditDraft::Custom { payload, .. } => {
+                    history.observe(payload.get("now_ms").and_then(Value::as_u64));
                 }
                 _ => {}
             }
@@ -157,17 +170,6 @@ impl Agent {
         thread_id: &ThreadId,
         policy: RecoveryPolicy,
     ) -> Result<Agent, RecoverError> {
-        Self::recover_at(config, reader, thread_id, policy, 0)
-    }
-
-    /// [`recover`](Agent::recover) with the host's current clock.
-    pub fn recover_at(
-        config: AgentConfig,
-        reader: &impl CheckpointReader,
-        thread_id: &ThreadId,
-        policy: RecoveryPolicy,
-        now_ms: u64,
-    ) -> Result<Agent, RecoverError> {
         if config.thread_id != *thread_id {
             return Err(RecoverError::Invalid(AgentError::invalid(format!(
                 "recover: the configuration is for thread {:?}, not {:?}",
@@ -178,11 +180,14 @@ impl Agent {
         let mut agent = Agent::new(config)?;
         agent.messages = reader.committed_messages(thread_id)?;
         agent.committed = agent.messages.len();
+        // The fence (SPEC §7.1): the recovered agent's first commit builds on the version the
+        // store holds now; a second writer recovered from the same version is fenced.
+        agent.thread_version = reader.thread_version(thread_id)?;
         let head = reader.latest_run(thread_id)?;
         let history = read_history(reader, thread_id, head.as_ref().map(|r| &r.id))?;
         agent.runs_started = history.runs_started;
         agent.used_run_ids = history.run_ids;
-        agent.clock_ms = history.head_clock.max(now_ms);
+        agent.clock_ms = history.head_clock;
         let Some(head) = head else {
             return Ok(agent);
         };
@@ -243,6 +248,8 @@ impl Agent {
             waits: history.head_waits,
             transcript_start,
             committed_as: CommittedAs::Running,
+            // Ordinals continue from the run's stored commit count.
+            commits: head.commits,
         };
         let batch = |config: &AgentConfig| {
             let mut batch = Batch::gated(steps, open_calls.clone(), |name| config.policy(name));

@@ -7,7 +7,7 @@
 //!
 //! Rules:
 //! - `run_start` always applies: status Running, the active run id, the user message
-//!   appended, streaming text and pending ids cleared, awaiting cleared, diagnostics kept.
+//!   appended (a continued run has none), streaming text and pending ids cleared, awaiting cleared, diagnostics kept.
 //! - A `loop` or `run_end` event whose run id is not the active run (or while Idle) leaves the
 //!   state unchanged: late events of an old run are ignored.
 //! - `text_delta` appends to `streaming_text`; `assistant_message` clears it and appends the
@@ -82,7 +82,9 @@ pub fn reduce(mut state: AgentState, event: &AgentEvent) -> AgentState {
         AgentEvent::RunStart { run_id, message } => {
             state.status = AgentStatus::Running;
             state.active_run_id = Some(run_id.clone());
-            state.messages.push(message.clone());
+            if let Some(message) = message {
+                state.messages.push(message.clone());
+            }
             state.streaming_text.clear();
             state.pending_tool_call_ids.clear();
             state.awaiting = None;
@@ -134,7 +136,7 @@ mod tests {
     fn start(run: &str) -> AgentEvent {
         AgentEvent::RunStart {
             run_id: run.into(),
-            message: Message::user("hi"),
+            message: Some(Message::user("hi")),
         }
     }
 

@@ -36,7 +36,7 @@ use crate::run::{EndCause, Failure, RunDisposition};
 
 use super::Agent;
 use super::config::ToolPolicy;
-use super::events::{AgentEvent, LoopEvent, MessageOrigin, RunResult};
+use super::events::{AgentCommit, AgentEvent, LoopEvent, MessageOrigin, RunResult};
 use super::queues::{
     BoundaryDecision, BoundaryInput, BoundaryKind, Queues, decide_boundary, take_queued,
 };
@@ -58,6 +58,9 @@ pub(crate) struct ActiveRun {
     pub(crate) transcript_start: usize,
     /// What the run's latest commit recorded (for `state_changed`).
     pub(crate) committed_as: CommittedAs,
+    /// Commits of this run emitted so far: the next commit's `ordinal` (SPEC §7.1).
+    #[serde(default)]
+    pub(crate) commits: u64,
 }
 
 /// What the run's latest commit recorded.
@@ -217,7 +220,7 @@ pub(crate) enum Pairing {
 /// The outputs of one input, emitted commits first, then events.
 #[derive(Debug, Default)]
 pub(crate) struct Tx {
-    pub(crate) commits: Vec<ThreadCommit>,
+    pub(crate) commits: Vec<AgentCommit>,
     pub(crate) events: Vec<AgentEvent>,
 }
 
@@ -254,22 +257,32 @@ impl Agent {
         new
     }
 
+    /// Emits one commit of `run` with every message not yet committed, stamped with the
+    /// run's ordinal and the thread version it builds on (both then advance).
     fn push_commit(
         &mut self,
         tx: &mut Tx,
-        run: RunDisposition,
+        run: &mut ActiveRun,
+        disposition: RunDisposition,
         state_changed: bool,
         extra: Vec<AuditDraft>,
     ) {
         let messages = self.take_uncommitted();
-        tx.commits.push(ThreadCommit::assemble(
+        let commit = ThreadCommit::assemble(
             self.config.thread_id.clone(),
-            run,
+            disposition,
             state_changed,
             messages,
             Vec::new(),
             extra,
-        ));
+        );
+        tx.commits.push(AgentCommit {
+            commit,
+            ordinal: run.commits,
+            expected_thread_version: self.thread_version,
+        });
+        run.commits = run.commits.saturating_add(1);
+        self.thread_version = self.thread_version.saturating_add(1);
     }
 
     /// Commits `Running` with every new message. `state_changed` when the run's previous
@@ -285,7 +298,7 @@ impl Agent {
         let disposition = RunDisposition::Running {
             run_id: run.run_id.clone(),
         };
-        self.push_commit(tx, disposition, state_changed, extra);
+        self.push_commit(tx, run, disposition, state_changed, extra);
     }
 
     /// Opens a wait: mints the ticket, commits `Awaiting` and announces it.
@@ -310,6 +323,7 @@ impl Agent {
         run.committed_as = CommittedAs::Awaiting;
         self.push_commit(
             tx,
+            &mut run,
             RunDisposition::Awaiting(Box::new(ticket.clone())),
             true,
             Vec::new(),
@@ -325,7 +339,7 @@ impl Agent {
     }
 
     /// `model_done` for the outstanding step (already checked).
-    pub(crate) fn on_model_done(
+    pub(crate) fn model_answered(
         &mut self,
         mut run: ActiveRun,
         step: Step,
@@ -582,15 +596,11 @@ impl Agent {
                 );
             }
         }
-        self.push_commit(
-            tx,
-            RunDisposition::Ended {
-                run_id: run.run_id.clone(),
-                cause: cause.clone(),
-            },
-            true,
-            Vec::new(),
-        );
+        let disposition = RunDisposition::Ended {
+            run_id: run.run_id.clone(),
+            cause: cause.clone(),
+        };
+        self.push_commit(tx, &mut run, disposition, true, Vec::new());
         self.last_end = Some((run.run_id.clone(), cause.clone()));
         self.active = None;
         tx.event(&run.run_id, LoopEvent::InputClosed);

@@ -173,8 +173,8 @@ impl MemoryStore {
                 commit_sequence: sequence,
                 thread_id: commit.thread_id.clone(),
                 run_id: run_id.clone(),
-                kind: draft.kind,
-                payload: draft.payload,
+                kind: draft.kind().to_owned(),
+                payload: draft.payload(),
             });
         }
         run.record.state = state;

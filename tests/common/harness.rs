@@ -98,7 +98,7 @@ pub fn render_output(output: &Output) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-        Output::Commit(commit) => render_commit(commit),
+        Output::Commit(commit) => render_commit(&commit.commit),
         Output::Event(event) => render_event(event),
     }
 }
@@ -122,7 +122,7 @@ pub fn render_commit(commit: &ThreadCommit) -> String {
         }
     };
     let messages: Vec<String> = commit.messages.iter().map(render_message).collect();
-    let drafts: Vec<&str> = commit.events.iter().map(|e| e.kind.as_str()).collect();
+    let drafts: Vec<&str> = commit.events.iter().map(|e| e.kind()).collect();
     let mut line = format!("commit {disposition} drafts=[{}]", drafts.join(","));
     for m in messages {
         line.push_str("\n      + ");
@@ -189,9 +189,13 @@ pub fn render_message(message: &Message) -> String {
 
 pub fn render_event(event: &AgentEvent) -> String {
     match event {
-        AgentEvent::RunStart { run_id, message } => {
+        AgentEvent::RunStart {
+            run_id,
+            message: Some(message),
+        } => {
             format!("event run_start {run_id} {}", render_message(message))
         }
+        AgentEvent::RunStart { run_id, .. } => format!("event run_start {run_id} (continue)"),
         AgentEvent::RunEnd { run_id, result } => format!(
             "event run_end {run_id} {} steps={} unconsumed=[{}]",
             render_cause(&result.cause),
@@ -439,10 +443,18 @@ impl Harness {
         out
     }
 
-    /// Applies `input` (rendered as `label`) and drains. Errors are recorded and returned.
+    /// Applies `input` (rendered as `label`) at the agent's own clock and drains. Errors are
+    /// recorded and returned.
     pub fn input(&mut self, label: &str, input: Input) -> Result<(), AgentError> {
+        let now_ms = self.agent.clock_ms();
+        self.input_at(label, input, now_ms)
+    }
+
+    /// Applies `input` (rendered as `label`) at `now_ms` and drains. Errors are recorded and
+    /// returned.
+    pub fn input_at(&mut self, label: &str, input: Input, now_ms: u64) -> Result<(), AgentError> {
         let before = serde_json::to_string(&self.agent).expect("agent serializes");
-        match self.agent.apply(input) {
+        match self.agent.handle(input, now_ms) {
             Ok(()) => {
                 self.trace.push(format!("> {label}"));
                 self.drain();
@@ -460,13 +472,13 @@ impl Harness {
 
     pub fn prompt(&mut self, text: &str) -> Result<(), AgentError> {
         let now_ms = self.clock_ms;
-        self.input(
+        self.input_at(
             &format!("prompt {text:?}"),
             Input::Prompt {
                 message: UserMessage::text(text),
-                now_ms,
                 run_id: None,
             },
+            now_ms,
         )
     }
 
@@ -497,8 +509,8 @@ impl Harness {
             "resume {}",
             serde_json::to_string(&result).unwrap_or_default()
         );
-        let now_ms = Some(self.clock_ms);
-        self.input(&label, Input::ResumeTicket { result, now_ms })
+        let now_ms = self.clock_ms;
+        self.input_at(&label, Input::ResumeTicket { result }, now_ms)
     }
 
     /// Polls one output and acts on it: commits are persisted, events reduced, actions
@@ -528,16 +540,24 @@ impl Harness {
         self.trace.push(format!("  {}", render_output(&output)));
         match output {
             Output::Commit(commit) => {
-                if let Some(ended) = self.ended_runs.iter().find(|r| *r == commit.run_id()) {
+                if let Some(ended) = self
+                    .ended_runs
+                    .iter()
+                    .find(|r| *r == commit.commit.run_id())
+                {
                     panic!("a commit for run {ended} after its Ended commit");
                 }
-                if let RunDisposition::Ended { run_id, .. } = &commit.run {
+                if let RunDisposition::Ended { run_id, .. } = &commit.commit.run {
                     self.ended_runs.push(run_id.clone());
                 }
-                self.store
-                    .commit(commit.clone())
+                // Fenced like a real host's (SPEC §7.1): the agent's ordinal and expected
+                // thread version must match the store, recovered agents included.
+                let receipt = self
+                    .store
+                    .commit_operation(commit.clone().into_operation())
                     .unwrap_or_else(|e| panic!("the store rejected an agent commit: {e}"));
-                self.commits.push(commit);
+                assert!(!receipt.duplicate, "an agent commit was a duplicate");
+                self.commits.push(commit.commit);
                 if self.crash_after_commits == Some(self.commits.len()) {
                     self.crashed = true;
                     self.trace
@@ -738,11 +758,7 @@ impl Harness {
         self.pending_tools.retain(|(_, c)| c.id != call.id);
         self.input(
             &format!("tool_done {}", call.id),
-            Input::ToolDone {
-                run_id: run_id.clone(),
-                call_id: call.id.clone(),
-                output,
-            },
+            Input::tool_done(run_id.clone(), output),
         )
         .expect("tool_done accepted");
     }

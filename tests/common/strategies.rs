@@ -404,7 +404,7 @@ pub fn state_command() -> impl Strategy<Value = StateCommand> {
 }
 
 pub fn audit_draft() -> impl Strategy<Value = AuditDraft> {
-    (id_text(), json_value()).prop_map(|(kind, payload)| AuditDraft { kind, payload })
+    (id_text(), json_value()).prop_map(|(kind, payload)| AuditDraft::new(kind, payload))
 }
 
 pub fn thread_commit() -> impl Strategy<Value = ThreadCommit> {

@@ -4,8 +4,8 @@
 use crate::common;
 use crate::common::harness::{Harness, Reply};
 use crate::support::{
-    config, execute_tools_count, outcomes, reject, result_of, resume_error, run1, ticket,
-    waiting_call,
+    config, execute_tools_count, outcomes, reject, reject_at, result_of, resume_error, run1,
+    ticket, waiting_call,
 };
 use runcore::*;
 use serde_json::json;
@@ -29,7 +29,6 @@ fn t5_expired_resume_is_rejected_and_expire_wait_ends_the_run_stopped() {
         "resume allow one past the deadline",
         Input::ResumeTicket {
             result: ResumeResult::allow(),
-            now_ms: Some(1_001),
         },
     ));
     assert_eq!(
@@ -46,7 +45,7 @@ fn t5_expired_resume_is_rejected_and_expire_wait_ends_the_run_stopped() {
     );
     assert_eq!(h.agent.run_state(), Some(RunState::Awaiting));
 
-    h.input("expire_wait 1001", Input::ExpireWait { now_ms: 1_001 })
+    h.input_at("expire_wait 1001", Input::ExpireWait, 1_001)
         .unwrap();
     assert!(h.agent.is_idle());
     assert_eq!(h.last_cause(), &EndCause::Stopped("wait_expired".into()));
@@ -84,7 +83,7 @@ fn expiry_of_a_later_ticket_keeps_earlier_decisions_apart() {
         Some(150),
         "deadline from the clock at creation"
     );
-    h.input("expire_wait 151", Input::ExpireWait { now_ms: 151 })
+    h.input_at("expire_wait 151", Input::ExpireWait, 151)
         .unwrap();
     assert_eq!(
         outcomes(&h),
@@ -108,10 +107,11 @@ fn expire_wait_before_or_at_the_deadline_is_not_expired() {
     assert_eq!(ticket(&h).deadline_ms, Some(1_100));
 
     for now_ms in [500, 1_100] {
-        let err = reject(
+        let err = reject_at(
             &mut h,
             &format!("expire_wait {now_ms}"),
-            Input::ExpireWait { now_ms },
+            Input::ExpireWait,
+            now_ms,
         );
         assert_eq!(
             err,
@@ -125,18 +125,15 @@ fn expire_wait_before_or_at_the_deadline_is_not_expired() {
     h.clock_ms = 1_100;
     h.resume(ResumeResult::allow())
         .expect("an answer exactly at the deadline is accepted");
-    let err = reject(
+    let err = reject_at(
         &mut h,
         "expire_wait while running",
-        Input::ExpireWait { now_ms: 9_999 },
+        Input::ExpireWait,
+        9_999,
     );
     assert_eq!(err.kind(), "invalid_state");
     h.drive();
-    let err = reject(
-        &mut h,
-        "expire_wait while idle",
-        Input::ExpireWait { now_ms: 9_999 },
-    );
+    let err = reject_at(&mut h, "expire_wait while idle", Input::ExpireWait, 9_999);
     assert_eq!(err.kind(), "invalid_state");
     assert_eq!(h.last_cause(), &EndCause::NaturalEnd);
     common::snapshot!("expire_wait_not_expired", h.rendered());
@@ -150,10 +147,11 @@ fn a_wait_without_deadline_never_expires() {
     h.drive();
     assert_eq!(ticket(&h).deadline_ms, None);
 
-    let err = reject(
+    let err = reject_at(
         &mut h,
         "expire_wait at the end of time",
-        Input::ExpireWait { now_ms: u64::MAX },
+        Input::ExpireWait,
+        u64::MAX,
     );
     assert_eq!(
         err,

@@ -105,7 +105,7 @@ fn the_permission_decision_is_audited_in_the_same_running_commit() {
         draft_kinds(decided),
         ["run_state_changed", "permission_decided"]
     );
-    let payload = &decided.events[1].payload;
+    let payload = &decided.events[1].payload();
     assert_eq!(payload["call_id"], "c1");
     assert_eq!(payload["decision"], "allow");
     assert_eq!(payload["note"], "ops approved");
@@ -119,7 +119,7 @@ fn the_permission_decision_is_audited_in_the_same_running_commit() {
         draft_kinds(decided),
         ["run_state_changed", "permission_decided"]
     );
-    let payload = &decided.events[1].payload;
+    let payload = &decided.events[1].payload();
     assert_eq!(payload["call_id"], "c2");
     assert_eq!(payload["decision"], "deny");
     assert_eq!(payload["reason"], "not now");
@@ -230,7 +230,9 @@ fn context_messages_at_a_permission_wait_are_committed_with_the_decision() {
                 trace.push(format!("  {}", render_output(&output)));
                 match output {
                     Output::Commit(commit) => {
-                        store.commit(commit).expect("the store accepts the commit");
+                        store
+                            .commit_operation(commit.into_operation())
+                            .expect("the store accepts the commit");
                     }
                     Output::Action(action) => actions.push(action),
                     Output::Event(_) => {}

@@ -40,7 +40,6 @@ fn t5_duplicate_resume_is_not_waiting() {
         "resume_ticket allow (no ticket)",
         Input::ResumeTicket {
             result: ResumeResult::allow(),
-            now_ms: None,
         },
     );
     assert_eq!(err, AgentError::Resume(ResumeError::NotWaiting));

@@ -130,11 +130,17 @@ pub(crate) fn resume_with(
 /// A rejected input: the error is returned, and nothing changed — the serialized agent (the
 /// harness asserts that too), the store, the commits and the current ticket.
 pub(crate) fn reject(h: &mut Harness, label: &str, input: Input) -> AgentError {
+    let now_ms = h.clock_ms;
+    reject_at(h, label, input, now_ms)
+}
+
+/// [`reject`] for an input that arrives at `now_ms`.
+pub(crate) fn reject_at(h: &mut Harness, label: &str, input: Input, now_ms: u64) -> AgentError {
     let agent_before = serde_json::to_string(&h.agent).expect("agent serializes");
     let store_before = serde_json::to_string(&h.store).expect("store serializes");
     let ticket_before = h.agent.current_ticket().cloned();
     let (commits, events) = (h.commits.len(), h.events.len());
-    let err = match h.input(label, input) {
+    let err = match h.input_at(label, input, now_ms) {
         Ok(()) => panic!("{label} was accepted"),
         Err(e) => e,
     };
@@ -180,7 +186,7 @@ pub(crate) fn dispositions(h: &Harness) -> Vec<String> {
 }
 
 pub(crate) fn draft_kinds(commit: &ThreadCommit) -> Vec<&str> {
-    commit.events.iter().map(|e| e.kind.as_str()).collect()
+    commit.events.iter().map(|e| e.kind()).collect()
 }
 
 /// A gated batch `[c1 rm, c2 echo, c3 ask]` awaiting its first approval.

@@ -283,11 +283,7 @@ fn abandon_tools_pairs_interrupted_results_and_ends_indeterminate() {
     );
     assert!(result_of(&h, "c1").is_error);
 
-    let late = Input::ToolDone {
-        run_id: run1(),
-        call_id: CallId::new("c1"),
-        output: ToolOutput::text("c1", "finished after all"),
-    };
+    let late = Input::tool_done(run1(), ToolOutput::text("c1", "finished after all"));
     let err = reject(&mut h, "tool_done c1 (late)", late);
     assert_eq!(err.kind(), "unexpected_outcome");
     let err = reject(&mut h, "abandon_tools while idle", Input::AbandonTools);

@@ -10,11 +10,7 @@ use serde_json::json;
 // ----- §10 misuse errors change nothing -----------------------------------------------------------
 
 fn tool_done_input(run_id: RunId, call_id: &str) -> Input {
-    Input::ToolDone {
-        run_id,
-        call_id: CallId::new(call_id),
-        output: ToolOutput::text(call_id, "x"),
-    }
+    Input::tool_done(run_id, ToolOutput::text(call_id, "x"))
 }
 
 fn model_done_input(run_id: RunId, step: Step, message: AssistantMessage) -> Input {
@@ -84,11 +80,7 @@ fn misuse_errors_change_nothing() {
             ),
             ("pause", Input::Pause, "invalid_state"),
             ("cancel_wait", Input::CancelWait, "invalid_state"),
-            (
-                "expire_wait",
-                Input::ExpireWait { now_ms: 1_000 },
-                "invalid_state",
-            ),
+            ("expire_wait", Input::ExpireWait, "invalid_state"),
             (
                 "stop",
                 Input::Stop {
@@ -101,7 +93,6 @@ fn misuse_errors_change_nothing() {
                 "resume_ticket allow",
                 Input::ResumeTicket {
                     result: ResumeResult::allow(),
-                    now_ms: None,
                 },
                 "resume",
             ),
@@ -110,7 +101,6 @@ fn misuse_errors_change_nothing() {
                 "prompt with an empty run id",
                 Input::Prompt {
                     message: UserMessage::text("q"),
-                    now_ms: 0,
                     run_id: Some(RunId::new("")),
                 },
                 "invalid_input",
@@ -178,11 +168,7 @@ fn misuse_errors_change_nothing() {
                 "unexpected_outcome",
             ),
             ("cancel_wait", Input::CancelWait, "invalid_state"),
-            (
-                "expire_wait",
-                Input::ExpireWait { now_ms: 1_000 },
-                "invalid_state",
-            ),
+            ("expire_wait", Input::ExpireWait, "invalid_state"),
             ("abandon_tools", Input::AbandonTools, "invalid_state"),
             (
                 "stop \" \"",
@@ -191,9 +177,7 @@ fn misuse_errors_change_nothing() {
             ),
             (
                 "config after the first prompt",
-                Input::Config {
-                    config: config.clone(),
-                },
+                Input::Config(config.clone()),
                 "invalid_state",
             ),
         ],
@@ -202,7 +186,7 @@ fn misuse_errors_change_nothing() {
 
     h.note("the tools of step 1 are executing");
     h.step();
-    let errors = reject_all(
+    let mut errors = reject_all(
         &mut h,
         vec![
             (
@@ -215,15 +199,29 @@ fn misuse_errors_change_nothing() {
                 tool_done_input(run(1), ""),
                 "invalid_input",
             ),
-            (
-                "tool_done c1 with an output naming c2",
-                Input::ToolDone {
-                    run_id: run(1),
-                    call_id: CallId::new("c1"),
-                    output: ToolOutput::text("c2", "x"),
-                },
-                "invalid_input",
-            ),
+        ],
+    );
+    // An output naming another call cannot be written as an `Input` (its call id is the
+    // output's); the `tool_done` method rejects it before it gets there.
+    let before = serde_json::to_string(&h.agent).expect("agent serializes");
+    let err = h
+        .agent
+        .tool_done(&run(1), &CallId::new("c1"), ToolOutput::text("c2", "x"))
+        .expect_err("an output naming another call is rejected");
+    assert_eq!(err.kind(), "invalid_input");
+    assert_eq!(
+        serde_json::to_string(&h.agent).expect("agent serializes"),
+        before
+    );
+    h.trace.push(format!(
+        "> tool_done c1 with an output naming c2\n  ! {} ({})",
+        err,
+        err.kind()
+    ));
+    errors.push(err);
+    errors.extend(reject_all(
+        &mut h,
+        vec![
             (
                 "tool_done for another run",
                 tool_done_input(other_run.clone(), "c1"),
@@ -236,7 +234,7 @@ fn misuse_errors_change_nothing() {
             ),
             ("cancel_wait", Input::CancelWait, "invalid_state"),
         ],
-    );
+    ));
     assert!(
         matches!(&errors[0], AgentError::UnknownCall { call_id, .. } if call_id.as_str() == "zz")
     );
@@ -274,21 +272,18 @@ fn misuse_errors_change_nothing() {
     let ticket = h.agent.current_ticket().expect("a ticket").clone();
     let mut stale = ResumeCommand::from_ticket(&ticket, ResumeResult::allow(), 0);
     stale.correlation_id = "thread-1/run-1:wait-0".into();
+    // Rejected inputs arrive at 50 ms (time changes nothing when an input is rejected).
+    h.clock_ms = 50;
     let errors = reject_all(
         &mut h,
         vec![
             ("pause", Input::Pause, "invalid_state"),
             ("abandon_tools", Input::AbandonTools, "invalid_state"),
-            (
-                "expire_wait at 50",
-                Input::ExpireWait { now_ms: 50 },
-                "not_expired",
-            ),
+            ("expire_wait at 50", Input::ExpireWait, "not_expired"),
             (
                 "resume_ticket with input",
                 Input::ResumeTicket {
                     result: ResumeResult::Input("hi".into()),
-                    now_ms: None,
                 },
                 "resume",
             ),
@@ -325,6 +320,7 @@ fn misuse_errors_change_nothing() {
         errors[4],
         AgentError::Resume(ResumeError::CorrelationMismatch { .. })
     ));
+    h.clock_ms = 0;
     h.input("cancel_wait", Input::CancelWait).unwrap();
     assert_eq!(h.last_cause(), &EndCause::Cancelled);
 
@@ -344,7 +340,6 @@ fn misuse_errors_change_nothing() {
                 "prompt reusing the ended run's id",
                 Input::Prompt {
                     message: UserMessage::text("q"),
-                    now_ms: 0,
                     run_id: Some(run(1)),
                 },
                 "invalid_input",
@@ -374,7 +369,6 @@ fn minted_run_id_never_repeats_a_host_supplied_one() {
         "prompt \"q1\" with run id thread-1/run-2",
         Input::Prompt {
             message: UserMessage::text("q1"),
-            now_ms: 0,
             run_id: Some(run(2)),
         },
     )
@@ -393,7 +387,6 @@ fn minted_run_id_never_repeats_a_host_supplied_one() {
         "prompt \"q3\" with run id thread-1/run-1 again",
         Input::Prompt {
             message: UserMessage::text("q3"),
-            now_ms: 0,
             run_id: Some(run(1)),
         },
     );

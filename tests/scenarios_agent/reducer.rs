@@ -28,7 +28,7 @@ fn a01_reducer_derives_state() {
     let events = vec![
         AgentEvent::RunStart {
             run_id: r1.clone(),
-            message: Message::user("hi"),
+            message: Some(Message::user("hi")),
         },
         loop_event(
             &r1,
@@ -210,7 +210,7 @@ fn a02_reducer_ignores_events_of_an_older_run() {
     let (r1, r2) = (RunId::new("r1"), RunId::new("r2"));
     let start = |run_id: &RunId, text: &str| AgentEvent::RunStart {
         run_id: run_id.clone(),
-        message: Message::user(text),
+        message: Some(Message::user(text)),
     };
     let stale = vec![
         loop_event(
@@ -331,7 +331,7 @@ fn reflects(state: &AgentState, event: &AgentEvent) -> bool {
         AgentEvent::RunStart { run_id, message } => {
             state.status == AgentStatus::Running
                 && state.active_run_id.as_ref() == Some(run_id)
-                && state.messages.last() == Some(message)
+                && state.messages.last() == message.as_ref()
         }
         AgentEvent::RunEnd { result, .. } => {
             state.status == AgentStatus::Idle && state.last_end.as_ref() == Some(&result.cause)

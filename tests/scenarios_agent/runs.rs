@@ -158,15 +158,7 @@ fn a04_run_started_on_run_end_is_unaffected() {
 
     let (run_id, call) = h.pending_tools.pop().expect("c1 is executing");
     let output = h.tool_output(&call);
-    apply_only(
-        &mut h,
-        "tool_done c1",
-        Input::ToolDone {
-            run_id,
-            call_id: call.id.clone(),
-            output,
-        },
-    );
+    apply_only(&mut h, "tool_done c1", Input::tool_done(run_id, output));
     assert!(poll_until(&mut h, is_run_end));
     h.note("run_end of run 1 drained: prompt run 2 at once");
     h.script([Reply::text("two done")]);
@@ -253,7 +245,7 @@ fn a06_no_shared_mutable_data() {
     h.note("the host mutates its copies: the run_start event, the commit, the request, a UI state");
     let tampered = Message::user("tampered");
     match h.events.first_mut() {
-        Some(AgentEvent::RunStart { message, .. }) => *message = tampered.clone(),
+        Some(AgentEvent::RunStart { message, .. }) => *message = Some(tampered.clone()),
         other => panic!("expected run_start, got {other:?}"),
     }
     h.commits[0].messages[0] = tampered.clone();

@@ -12,7 +12,6 @@ pub(crate) fn run(n: u64) -> RunId {
 pub(crate) fn prompt_input(text: &str) -> Input {
     Input::Prompt {
         message: UserMessage::text(text),
-        now_ms: 0,
         run_id: None,
     }
 }
@@ -35,7 +34,7 @@ pub(crate) fn lines(messages: &[Message]) -> Vec<String> {
 /// Applies an input without draining: the test then polls by hand, like a host that acts on
 /// each output as it comes.
 pub(crate) fn apply_only(h: &mut Harness, label: &str, input: Input) {
-    if let Err(e) = h.agent.apply(input) {
+    if let Err(e) = h.agent.handle(input, h.clock_ms) {
         panic!("{label} was rejected: {e}");
     }
     h.trace.push(format!("> {label} (not drained)"));
@@ -105,11 +104,14 @@ pub(crate) fn answer_model_with_by_hand(h: &mut Harness, text: &str) {
 
 /// A rejected input: its error kind is `kind`, the serialized agent is identical (outbox
 /// included), nothing new is emitted and nothing was recorded.
+/// Applies `input` at the host's clock (`h.clock_ms`) and expects it rejected with `kind`,
+/// changing nothing (the agent's clock included).
 pub(crate) fn reject(h: &mut Harness, label: &str, input: Input, kind: &str) -> AgentError {
     let before = serde_json::to_string(&h.agent).expect("agent serializes");
     let (events, commits) = (h.events.len(), h.commits.len());
     let pending = h.agent.pending_outputs();
-    let err = match h.input(label, input) {
+    let now_ms = h.clock_ms;
+    let err = match h.input_at(label, input, now_ms) {
         Ok(()) => panic!("{label} was accepted, expected {kind}"),
         Err(e) => e,
     };

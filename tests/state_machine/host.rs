@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::THREAD;
 use super::reference::{Expect, RefConfig, RefEnd, RefPhase, RefState};
-use super::transitions::{Answer, Transition, input_for, interjection};
+use super::transitions::{Answer, Transition, input_for, interjection, tool_output};
 use crate::common::harness::{check_pairing, render_output};
 
 /// The action the host is working on.
@@ -159,7 +159,21 @@ impl Host {
         self.trace.push(format!("> {t:?}"));
         let before = serde_json::to_string(&self.agent).expect("the agent serializes");
         let transcript_len = self.agent.transcript().len();
-        match self.agent.apply(input_for(t)) {
+        let result = match t {
+            // Through the method: it is the door that checks an output naming another call
+            // (an `Input` cannot express one).
+            Transition::ToolDone { run, call, answer } => self.agent.tool_done(
+                &RunId::new(run.as_str()),
+                &CallId::new(call.as_str()),
+                tool_output(call, *answer),
+            ),
+            _ => {
+                let (input, now_ms) = input_for(t);
+                let now_ms = now_ms.unwrap_or(self.agent.clock_ms());
+                self.agent.handle(input, now_ms)
+            }
+        };
+        match result {
             Err(error) => {
                 self.trace.push(format!("  ! {error} ({})", error.kind()));
                 let after = serde_json::to_string(&self.agent).expect("the agent serializes");
@@ -275,8 +289,24 @@ impl Host {
     fn act(&mut self, output: Output, transcript_len: usize) {
         let thread = self.thread();
         match output {
-            Output::Commit(commit) => {
-                let run = commit.run_id().clone();
+            Output::Commit(agent_commit) => {
+                let run = agent_commit.commit.run_id().clone();
+                // SPEC §7.1: the agent's own counts match what the store holds.
+                ensure_eq!(
+                    self,
+                    agent_commit.expected_thread_version,
+                    self.store
+                        .thread_version(&thread)
+                        .expect("memory store reads never fail"),
+                    "§7.1 expected_thread_version of a commit of {run}"
+                );
+                ensure_eq!(
+                    self,
+                    agent_commit.ordinal,
+                    self.store.run_commit_count(&run),
+                    "§7.1 ordinal of a commit of {run}"
+                );
+                let commit = &agent_commit.commit;
                 ensure!(
                     self,
                     !self.ended_commits.contains(&run),
@@ -285,7 +315,7 @@ impl Host {
                 let changes_state = commit
                     .events
                     .iter()
-                    .any(|d| d.kind == runcore::kinds::RUN_STATE_CHANGED);
+                    .any(|d| d.kind() == "run_state_changed");
                 ensure!(
                     self,
                     !commit.messages.is_empty() || changes_state,
@@ -307,8 +337,11 @@ impl Host {
                 if let RunDisposition::Ended { run_id, .. } = &commit.run {
                     self.ended_commits.push(run_id.clone());
                 }
-                if let Err(e) = self.store.commit(commit) {
-                    ensure!(self, false, "the store rejected an agent commit: {e}");
+                match self.store.commit_operation(agent_commit.into_operation()) {
+                    Ok(receipt) => {
+                        ensure!(self, !receipt.duplicate, "an agent commit was a duplicate")
+                    }
+                    Err(e) => ensure!(self, false, "the store rejected an agent commit: {e}"),
                 }
             }
             Output::Event(event) => {

@@ -289,13 +289,27 @@ pub fn interjection(stop: &Option<String>) -> Transition {
     }
 }
 
-pub fn input_for(t: &Transition) -> Input {
+/// The input the host applies for a transition, and the time it carries (none: the agent's
+/// own clock).
+pub fn input_for(t: &Transition) -> (Input, Option<u64>) {
     match t {
-        Transition::Prompt { text, now_ms } => Input::Prompt {
-            message: UserMessage::text(text.as_str()),
-            now_ms: *now_ms,
-            run_id: None,
-        },
+        Transition::Prompt { text, now_ms } => (
+            Input::Prompt {
+                message: UserMessage::text(text.as_str()),
+                run_id: None,
+            },
+            Some(*now_ms),
+        ),
+        Transition::ExpireWait { now_ms } => (Input::ExpireWait, Some(*now_ms)),
+        other => (untimed_input(other), None),
+    }
+}
+
+fn untimed_input(t: &Transition) -> Input {
+    match t {
+        Transition::Prompt { .. } | Transition::ExpireWait { .. } => {
+            unreachable!("timed inputs are built by input_for")
+        }
         Transition::Steer { text } => Input::Steer {
             message: UserMessage::text(text.as_str()),
         },
@@ -312,10 +326,8 @@ pub fn input_for(t: &Transition) -> Input {
                 Answer::Input(text) => ResumeResult::Input(text.clone()),
                 Answer::Continue => ResumeResult::Continue,
             },
-            now_ms: None,
         },
         Transition::CancelWait => Input::CancelWait,
-        Transition::ExpireWait { now_ms } => Input::ExpireWait { now_ms: *now_ms },
         Transition::ModelDelta { run, step, text } => Input::ModelDelta {
             run_id: RunId::new(run.as_str()),
             step: *step,
@@ -342,11 +354,9 @@ pub fn input_for(t: &Transition) -> Input {
             call_id: CallId::new(call.as_str()),
             content: vec![ContentBlock::text("working")],
         },
-        Transition::ToolDone { run, call, answer } => Input::ToolDone {
-            run_id: RunId::new(run.as_str()),
-            call_id: CallId::new(call.as_str()),
-            output: tool_output(call, *answer),
-        },
+        Transition::ToolDone { run, call, answer } => {
+            Input::tool_done(RunId::new(run.as_str()), tool_output(call, *answer))
+        }
         Transition::AbandonTools => Input::AbandonTools,
         Transition::Interject { .. } => unreachable!("an interjection is two inputs"),
     }

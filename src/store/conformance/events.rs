@@ -25,7 +25,7 @@ pub fn events_ordered_and_paged<S: CommitLog + CheckpointReader>(store: &mut S) 
     let mut expected: Vec<(u64, &str, &str, Vec<String>)> = Vec::new();
     for (thread_id, run_id, label, drafts) in plan {
         let c = commit_with_drafts(thread_id, running(run_id), false, label, drafts);
-        let kinds: Vec<String> = c.events.iter().map(|e| e.kind.clone()).collect();
+        let kinds: Vec<String> = c.events.iter().map(|e| e.kind().to_owned()).collect();
         let record = accepted(&format!("commit {label}"), store.commit(c))?;
         expected.push((record.sequence, thread_id, run_id, kinds));
     }

@@ -109,12 +109,12 @@ impl Encoded {
             kinds: commit
                 .events
                 .iter()
-                .map(|e| e.kind.as_bytes().to_vec())
+                .map(|e| e.kind().as_bytes().to_vec())
                 .collect(),
             payloads: commit
                 .events
                 .iter()
-                .map(|e| to_json("an event payload", &e.payload))
+                .map(|e| to_json("an event payload", &e.payload()))
                 .collect::<Result<_, _>>()?,
             run_state: to_json("the run state", &commit.run.state())?,
             ticket,

@@ -214,14 +214,14 @@ fn append(
             .map_err(|e| backend("prepare the event insert", e))?;
         let mut event_sequence = first_event;
         for draft in &commit.events {
-            let payload = encode(&draft.payload, "an event payload")?;
+            let payload = encode(&draft.payload(), "an event payload")?;
             insert
                 .execute(params![
                     int(event_sequence),
                     int(sequence),
                     thread_id,
                     run_id,
-                    draft.kind,
+                    draft.kind(),
                     payload
                 ])
                 .map_err(|e| backend("insert an event", e))?;

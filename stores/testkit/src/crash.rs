@@ -328,7 +328,7 @@ pub fn verify_after_kill<S: CommitLog + CheckpointReader>(
         let run_events = store.list_events(&EventScope::Run(record.id.clone()), None, 1_000)?;
         let start = run_events
             .iter()
-            .find(|e| e.kind == runcore::kinds::RUN_STARTED)
+            .find(|e| e.kind == "run_started")
             .and_then(|e| e.payload.get("transcript_start"))
             .and_then(Value::as_u64)
             .ok_or_else(|| KitError(format!("run {} has no run_started event", record.id)))?;

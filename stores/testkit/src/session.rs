@@ -296,11 +296,7 @@ pub fn answer(action: &Action) -> Vec<Input> {
                 });
             }
             for call in calls {
-                inputs.push(Input::ToolDone {
-                    run_id: run_id.clone(),
-                    call_id: call.id.clone(),
-                    output: tool_output(run_id, call),
-                });
+                inputs.push(Input::tool_done(run_id.clone(), tool_output(run_id, call)));
             }
             inputs
         }
@@ -402,7 +398,7 @@ fn drain<S: CommitLog + CommittedThreadView>(
     while let Some(output) = agent.poll() {
         match output {
             Output::Commit(commit) => {
-                let (operation, receipt) = commit_output(store, fence, commit)?;
+                let (operation, receipt) = commit_output(store, fence, commit.commit)?;
                 on_commit(&operation, &receipt);
             }
             Output::Action(next) => action = Some(next),
@@ -431,21 +427,22 @@ pub fn drive<S: CommitLog + CommittedThreadView>(
     let mut action = drain(agent, store, &mut fence, on_commit)?;
     // A session has 6 runs of at most MAX_STEPS steps; far fewer rounds than this.
     for _ in 0..10_000 {
+        // The host's clock for these inputs: a prompt's own time, else the agent's clock.
+        let mut at = None;
         let inputs = if let Some(action) = action.take() {
             answer(&action)
         } else if let Some(ticket) = agent.current_ticket() {
             vec![Input::ResumeTicket {
                 result: permission(ticket),
-                now_ms: None,
             }]
         } else if agent.is_idle() {
             let next = next_prompt(agent);
             let Some(text) = PROMPTS.get(next) else {
                 return Ok(());
             };
+            at = Some((next as u64 + 1) * 1_000);
             vec![Input::Prompt {
                 message: UserMessage::text(*text),
-                now_ms: (next as u64 + 1) * 1_000,
                 run_id: None,
             }]
         } else {
@@ -455,7 +452,8 @@ pub fn drive<S: CommitLog + CommittedThreadView>(
             )));
         };
         for input in inputs {
-            agent.apply(input)?;
+            let now_ms = at.unwrap_or(agent.clock_ms());
+            agent.handle(input, now_ms)?;
             if let Some(next) = drain(agent, store, &mut fence, on_commit)? {
                 action = Some(next);
             }
