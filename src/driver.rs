@@ -153,7 +153,8 @@ pub struct ToolDefinition<'a> {
 /// The body of an `error` line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorBody {
-    /// `invalid_json` or an agent error kind (SPEC §10).
+    /// `invalid_json`, an agent error kind (SPEC §10), or `store` when the durable driver's
+    /// store rejected or failed a commit (SPEC §12.2).
     pub kind: String,
     /// What went wrong, for people.
     pub message: String,
@@ -298,6 +299,19 @@ impl Driver {
     }
 
     fn apply_line(&mut self, bytes: &[u8]) -> Result<(), ErrorBody> {
+        let parsed = Self::parse_line(bytes)?;
+        self.apply(parsed).map_err(|e| error_body(&e))
+    }
+
+    /// Reads one input line's bytes (without its `\n`) as [`handle_line`](Driver::handle_line)
+    /// does: the body of its `invalid_json` error when it is too long, not UTF-8, not a JSON
+    /// object with a string `"type"`, or not a known input with its required fields.
+    ///
+    /// With [`next_line`](Driver::next_line), [`apply`](Driver::apply),
+    /// [`poll`](Driver::poll) and [`render`](Driver::render) this is `handle_line` in parts,
+    /// for a host that must look at a line before it is applied, or act on an output before its
+    /// line is written (a durable driver persists each commit first, SPEC §12.2).
+    pub fn parse_line(bytes: &[u8]) -> Result<InputLine, ErrorBody> {
         if bytes.len() > MAX_LINE_BYTES {
             return Err(invalid_json(format!(
                 "the line is {} bytes, over the limit of {MAX_LINE_BYTES}",
@@ -313,8 +327,22 @@ impl Driver {
         if text.trim().is_empty() {
             return Err(invalid_json("the line is empty; expected one JSON object"));
         }
-        let parsed = InputLine::parse(text).map_err(invalid_json)?;
-        self.apply(parsed).map_err(|e| error_body(&e))
+        InputLine::parse(text).map_err(invalid_json)
+    }
+
+    /// Counts one more input line and returns its number (1-based): the `line` of its `error`
+    /// and `idle` lines. [`handle_line`](Driver::handle_line) does this itself.
+    pub fn next_line(&mut self) -> u64 {
+        self.line = self.line.saturating_add(1);
+        self.line
+    }
+
+    /// The driven agent's next output ([`Agent::poll`]), for a host that acts on it before
+    /// writing its line with [`render`](Driver::render). Call it until it returns `None` after
+    /// each applied line, as [`drain_into`](Driver::drain_into) does.
+    #[must_use]
+    pub fn poll(&mut self) -> Option<Output> {
+        self.agent.poll()
     }
 
     /// Applies one parsed line: its input at its time (the agent's clock when it has none).

@@ -579,6 +579,27 @@ fn help_prints_usage_and_exits_0() {
         (&["schema", "--help"], "runcore schema [input|output]"),
         (&["help", "demo"], "runcore demo [--json]"),
         (&["demo", "--help"], "runcore demo [--json]"),
+        (
+            &["help", "drive"],
+            "runcore drive [--config FILE] [--store URL [--thread ID] [--recover replay|seal]]",
+        ),
+        (
+            &["threads", "--help"],
+            "runcore threads --store URL [--json]",
+        ),
+        (
+            &["help", "show"],
+            "runcore show THREAD --store URL [--json]",
+        ),
+        (&["pending", "-h"], "runcore pending --store URL [--json]"),
+        (
+            &["help", "events"],
+            "runcore events --store URL [--thread T | --run R] [--from N] [--limit K]",
+        ),
+        (
+            &["help", "demo"],
+            "runcore demo [--json] [--store URL | --memory]",
+        ),
     ];
     for (args, usage) in cases {
         let output = runcore(args);
@@ -594,14 +615,14 @@ fn help_prints_usage_and_exits_0() {
 fn usage_errors_exit_2() {
     let cases: &[(&[&str], &str)] = &[
         (&["frobnicate"], "unknown command \"frobnicate\""),
-        (&["drive", "--bogus"], "drive takes only --config FILE"),
-        (&["drive", "--config"], "drive takes only --config FILE"),
+        (&["drive", "--bogus"], "drive does not take \"--bogus\""),
+        (&["drive", "--config"], "drive --config needs a value"),
         (
             &["drive", "--config", "/nonexistent/runcore.json"],
             "cannot read",
         ),
         (&["schema", "everything"], "input or output"),
-        (&["demo", "--yaml"], "unknown demo option"),
+        (&["demo", "--yaml"], "demo does not take \"--yaml\""),
     ];
     for (args, message) in cases {
         let output = runcore(args);

@@ -1,0 +1,262 @@
+//! The durable driver's cost, through the real binary and real pipes.
+//!
+//! ```sh
+//! cargo bench -p runcore-cli --bench durable_driver            # 1000 steps; 10k and 100k messages
+//! cargo bench -p runcore-cli --bench durable_driver -- 2000 10000,100000
+//! ```
+//!
+//! 1. **Steps per second of a w1-style session** (the comparison workload w1: one prompt; per
+//!    step 20 text deltas of 50 bytes, an answer with that text and one `echo` tool call, a
+//!    100-byte tool result; a final text answer), driven line by line through
+//!    `runcore drive` in memory, `--store sqlite:…?synchronous=normal` and
+//!    `--store sqlite:…` (FULL), side by side. The host writes one line and reads until its
+//!    `idle`, as a real host does; the driver runs in `"context":"delta"` mode (the mode meant
+//!    for long runs: each `call_model` carries only the new messages).
+//! 2. **Start to `idle` 0** of `runcore drive --store sqlite:…` on a thread of 10,000 and
+//!    100,000 committed messages (a w1 session committed straight into SQLite beforehand):
+//!    once with the run ended (recovery alone), once with the run waiting for its next model
+//!    call (recovery plus the `call_model` line carrying the whole transcript).
+//!
+//! Each figure is one JSON line.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Instant;
+
+use runcore::{
+    Action, Agent, AgentConfig, AssistantBlock, AssistantMessage, CommitLog, Output, StopReason,
+    ToolOutput, UserMessage,
+};
+use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
+use serde_json::{Value, json};
+
+const RUNCORE: &str = env!("CARGO_BIN_EXE_runcore");
+
+struct Driver {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    line: String,
+}
+
+impl Driver {
+    fn spawn(args: &[&str]) -> Driver {
+        let mut child = Command::new(RUNCORE)
+            .arg("drive")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn runcore drive");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::with_capacity(1 << 20, child.stdout.take().expect("stdout"));
+        Driver {
+            child,
+            stdin,
+            stdout,
+            line: String::new(),
+        }
+    }
+
+    /// Reads up to and including the next idle; returns the lines' values that matter to the
+    /// host (actions), and how many bytes were read.
+    fn until_idle(&mut self) -> (Option<Value>, usize) {
+        let mut action = None;
+        let mut bytes = 0;
+        loop {
+            self.line.clear();
+            let n = self.stdout.read_line(&mut self.line).expect("read");
+            assert!(n > 0, "the driver ended early");
+            bytes += n;
+            if self.line.starts_with(r#"{"type":"idle""#) {
+                return (action, bytes);
+            }
+            if self.line.starts_with(r#"{"type":"call_model""#)
+                || self.line.starts_with(r#"{"type":"execute_tools""#)
+            {
+                action = Some(serde_json::from_str(&self.line).expect("JSON"));
+            }
+            if self.line.starts_with(r#"{"type":"error""#) {
+                panic!("the driver wrote an error: {}", self.line);
+            }
+        }
+    }
+
+    fn send(&mut self, line: &Value) -> Option<Value> {
+        writeln!(self.stdin, "{line}").expect("write");
+        self.stdin.flush().expect("flush");
+        self.until_idle().0
+    }
+
+    fn finish(mut self) {
+        drop(self.stdin);
+        let status = self.child.wait().expect("wait");
+        assert!(status.success());
+    }
+}
+
+/// One w1 session through a driver: returns the steps made.
+fn w1_through(driver: &mut Driver, n: u32) -> u32 {
+    let delta = "d".repeat(50);
+    let text = delta.repeat(20);
+    let tool_text = "t".repeat(100);
+    driver.send(&json!({"type":"config","max_steps":n,"context":"delta"}));
+    let mut action = driver.send(&json!({"type":"prompt","text":"go"}));
+    let mut steps = 0;
+    while let Some(line) = action.take() {
+        let run = line["run_id"].clone();
+        if line["type"] == "call_model" {
+            let step = line["step"].as_u64().expect("step") as u32;
+            steps = step;
+            let message = if step < n {
+                for _ in 0..20 {
+                    driver
+                        .send(&json!({"type":"model_delta","run_id":run,"step":step,"text":delta}));
+                }
+                json!({"role":"assistant","content":[{"type":"text","text":text},
+                       {"type":"tool_call","id":format!("call-{step}"),"name":"echo","arguments":{"i":step}}],
+                       "stop_reason":"tool_use"})
+            } else {
+                json!({"role":"assistant","content":[{"type":"text","text":"done"}],"stop_reason":"stop"})
+            };
+            action = driver
+                .send(&json!({"type":"model_done","run_id":run,"step":step,"message":message}));
+        } else {
+            for call in line["calls"].as_array().expect("calls") {
+                action = driver.send(&json!({"type":"tool_done","run_id":run,"call_id":call["id"],"content":tool_text}));
+            }
+        }
+    }
+    steps
+}
+
+fn steps_per_second(label: &str, args: &[&str], n: u32) {
+    let mut driver = Driver::spawn(args);
+    if args.contains(&"--store") {
+        driver.until_idle();
+    }
+    let start = Instant::now();
+    let steps = w1_through(&mut driver, n);
+    let wall = start.elapsed().as_secs_f64();
+    driver.finish();
+    println!(
+        "{{\"bench\":\"w1_steps_per_second\",\"driver\":\"{label}\",\"steps\":{steps},\"wall_s\":{wall:.3},\"steps_per_s\":{:.1}}}",
+        f64::from(steps) / wall
+    );
+}
+
+/// Commits a w1 session of about `messages` messages on thread `t` straight into SQLite; with
+/// `ended` false the run is left waiting for its next model call.
+fn build_store(path: &Path, messages: usize, ended: bool) {
+    let mut store = SqliteStore::open(
+        path,
+        SqliteOptions::default().with_synchronous(Synchronous::Normal),
+    )
+    .expect("open");
+    // A step budget the session never reaches: it ends (or waits) by its message count.
+    let config = AgentConfig {
+        max_steps: messages as u32 + 10,
+        ..AgentConfig::for_thread("t")
+    };
+    let mut agent = Agent::new(config).expect("config");
+    let text = "d".repeat(1000);
+    let tool_text = "t".repeat(100);
+    agent.prompt(UserMessage::text("go"), 0).expect("prompt");
+    'drain: while let Some(output) = agent.poll() {
+        match output {
+            Output::Commit(commit) => {
+                store
+                    .commit_operation(commit.into_operation())
+                    .expect("commit");
+            }
+            Output::Action(Action::CallModel { run_id, step, .. }) => {
+                if agent.transcript().len() >= messages.saturating_sub(1) {
+                    if !ended {
+                        break 'drain;
+                    }
+                    agent
+                        .model_done(&run_id, step, AssistantMessage::text("done"))
+                        .expect("answer");
+                    continue;
+                }
+                let message = AssistantMessage::new(
+                    vec![
+                        AssistantBlock::text(text.clone()),
+                        AssistantBlock::tool_call(
+                            format!("call-{step}").as_str(),
+                            "echo",
+                            json!({ "i": step }),
+                        ),
+                    ],
+                    StopReason::ToolUse,
+                );
+                agent.model_done(&run_id, step, message).expect("answer");
+            }
+            Output::Action(Action::ExecuteTools { run_id, calls, .. }) => {
+                for call in calls {
+                    let output = ToolOutput::text(call.id.clone(), tool_text.clone());
+                    agent.tool_done(&run_id, &call.id, output).expect("result");
+                }
+            }
+            Output::Event(_) => {}
+        }
+    }
+}
+
+fn time_to_idle_0(dir: &Path, messages: usize, ended: bool) {
+    let path = dir.join(format!("m{messages}-{ended}.db"));
+    build_store(&path, messages, ended);
+    let url = format!("sqlite:{}", path.display());
+    // The configuration the session ran with (its step budget), as a host recovers with it.
+    let config = dir.join("config.json");
+    std::fs::write(&config, json!({"max_steps": messages + 10}).to_string()).expect("config");
+    let config = config.to_str().expect("UTF-8 path");
+    let mut best = f64::MAX;
+    let mut bytes = 0;
+    for _ in 0..3 {
+        let start = Instant::now();
+        let mut driver = Driver::spawn(&["--store", &url, "--thread", "t", "--config", config]);
+        bytes = driver.until_idle().1;
+        best = best.min(start.elapsed().as_secs_f64());
+        driver.finish();
+    }
+    let shown = Command::new(RUNCORE)
+        .args(["threads", "--store", &url, "--json"])
+        .output()
+        .expect("threads");
+    let thread: Value = serde_json::from_slice(&shown.stdout).expect("one thread");
+    println!(
+        "{{\"bench\":\"start_to_idle_0\",\"messages\":{messages},\"run\":\"{}\",\"version\":{},\"best_of_3_ms\":{:.1},\"bytes_before_idle_0\":{bytes}}}",
+        if ended { "ended" } else { "awaiting_model" },
+        thread["version"],
+        best * 1000.0
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; the figures come from the arguments after it.
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let steps: u32 = args.first().and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let sizes: Vec<usize> = args
+        .get(1)
+        .map(|a| a.split(',').filter_map(|s| s.parse().ok()).collect())
+        .unwrap_or_else(|| vec![10_000, 100_000]);
+    let dir = std::env::temp_dir().join(format!("runcore-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let db = |name: &str| -> PathBuf { dir.join(name) };
+    let normal = format!("sqlite:{}?synchronous=normal", db("normal.db").display());
+    let full = format!("sqlite:{}", db("full.db").display());
+    steps_per_second("memory", &[], steps);
+    steps_per_second("sqlite_normal", &["--store", &normal], steps);
+    steps_per_second("sqlite_full", &["--store", &full], steps);
+    for &messages in &sizes {
+        time_to_idle_0(&dir, messages, true);
+        time_to_idle_0(&dir, messages, false);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

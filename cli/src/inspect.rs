@@ -1,0 +1,424 @@
+//! Looking into a store (SPEC §12.3): `runcore threads`, `show`, `pending` and `events`.
+//!
+//! Each command gathers its data through the core's read ports only ([`CheckpointReader`]),
+//! so it reads any backend the same way, and renders it either as the JSON shapes of §12.3
+//! (one JSON value per line) or as readable tables and transcripts in the words of the demo's
+//! timeline.
+
+use std::io::{self, Write};
+
+use runcore::{
+    CheckpointReader, EventScope, Message, ResumeTicket, RunId, RunRecord, RunState, StoreError,
+    ThreadId,
+};
+use serde::Serialize;
+
+use crate::text::{deadline_text, state_text, ticket_target_text, transcript_line};
+
+/// How many items one read asks the store for.
+const PAGE: usize = 512;
+
+/// A run as §12.3 shows it: `{"id","thread_id","state"}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunView {
+    /// The run.
+    pub id: RunId,
+    /// Its thread.
+    pub thread_id: ThreadId,
+    /// Its latest committed state.
+    pub state: RunState,
+}
+
+impl From<RunRecord> for RunView {
+    fn from(record: RunRecord) -> Self {
+        RunView {
+            id: record.id,
+            thread_id: record.thread_id,
+            state: record.state,
+        }
+    }
+}
+
+/// One line of `runcore threads --json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThreadLine {
+    /// The thread.
+    pub thread_id: ThreadId,
+    /// Its commit count.
+    pub version: u64,
+    /// The run of its latest commit.
+    pub latest_run: Option<RunView>,
+}
+
+/// What `runcore show THREAD --json` prints: everything committed on one thread.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThreadView {
+    /// The thread.
+    pub thread_id: ThreadId,
+    /// Its commit count (0 for an unknown thread).
+    pub version: u64,
+    /// The committed transcript.
+    pub messages: Vec<Message>,
+    /// Its runs, in start order.
+    pub runs: Vec<RunView>,
+    /// The tickets of its awaiting runs.
+    pub tickets: Vec<ResumeTicket>,
+}
+
+/// Every thread, ordered by id.
+pub fn threads(store: &impl CheckpointReader) -> Result<Vec<ThreadLine>, StoreError> {
+    let mut lines: Vec<ThreadLine> = Vec::new();
+    loop {
+        let after = lines.last().map(|l| l.thread_id.clone());
+        let page = store.threads(after.as_ref(), PAGE)?;
+        let full = page.len() == PAGE;
+        lines.extend(page.into_iter().map(|summary| ThreadLine {
+            thread_id: summary.thread_id,
+            version: summary.version,
+            latest_run: summary.latest_run.map(RunView::from),
+        }));
+        if !full {
+            return Ok(lines);
+        }
+    }
+}
+
+/// Everything committed on `thread` (an unknown thread is empty, version 0).
+pub fn show(store: &impl CheckpointReader, thread: &ThreadId) -> Result<ThreadView, StoreError> {
+    let version = store.thread_version(thread)?;
+    let messages = store.committed_messages(thread)?;
+    // A run's first commit always carries an audit event (its `run_state_changed`), so the
+    // runs in the order their first event appears are the runs in start order.
+    let mut run_ids: Vec<RunId> = Vec::new();
+    let scope = EventScope::Thread(thread.clone());
+    let mut from = None;
+    loop {
+        let page = store.list_events(&scope, from, PAGE)?;
+        let Some(last) = page.last() else { break };
+        from = Some(last.sequence);
+        for event in page {
+            if !run_ids.contains(&event.run_id) {
+                run_ids.push(event.run_id);
+            }
+        }
+    }
+    let mut runs = Vec::with_capacity(run_ids.len());
+    let mut tickets = Vec::new();
+    for id in run_ids {
+        let Some(record) = store.run(&id)? else {
+            continue;
+        };
+        if record.state == RunState::Awaiting
+            && let Some(ticket) = store.resume_ticket(&id)?
+        {
+            tickets.push(ticket);
+        }
+        runs.push(RunView::from(record));
+    }
+    Ok(ThreadView {
+        thread_id: thread.clone(),
+        version,
+        messages,
+        runs,
+        tickets,
+    })
+}
+
+/// Every awaiting run's ticket, ordered by run id.
+pub fn pending(store: &impl CheckpointReader) -> Result<Vec<ResumeTicket>, StoreError> {
+    let mut tickets: Vec<ResumeTicket> = Vec::new();
+    loop {
+        let after = tickets.last().map(|t| t.run_id.clone());
+        let page = store.pending_tickets(after.as_ref(), PAGE)?;
+        let full = page.len() == PAGE;
+        tickets.extend(page);
+        if !full {
+            return Ok(tickets);
+        }
+    }
+}
+
+/// Why `runcore events` stopped.
+#[derive(Debug)]
+pub enum EventsError {
+    /// The store failed.
+    Store(StoreError),
+    /// Writing stdout failed.
+    Io(io::Error),
+}
+
+/// Writes the events of `scope` after `from` (exclusive), at most `limit` (all when `None`),
+/// one JSON line each, page by page.
+pub fn write_events(
+    store: &impl CheckpointReader,
+    scope: &EventScope,
+    from: Option<u64>,
+    limit: Option<u64>,
+    out: &mut impl Write,
+) -> Result<(), EventsError> {
+    let mut from = from;
+    let mut left = limit.unwrap_or(u64::MAX);
+    while left > 0 {
+        let want = usize::try_from(left).unwrap_or(usize::MAX).min(PAGE);
+        let page = store
+            .list_events(scope, from, want)
+            .map_err(EventsError::Store)?;
+        let Some(last) = page.last() else { break };
+        from = Some(last.sequence);
+        left = left.saturating_sub(page.len() as u64);
+        for event in &page {
+            let line = serde_json::to_string(event).unwrap_or_default();
+            writeln!(out, "{line}").map_err(EventsError::Io)?;
+        }
+        if page.len() < want {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// One JSON value per line.
+pub fn json_lines<T: Serialize>(items: &[T]) -> String {
+    let mut text = String::new();
+    for item in items {
+        text.push_str(&serde_json::to_string(item).unwrap_or_default());
+        text.push('\n');
+    }
+    text
+}
+
+/// A table: a header row and rows, columns padded to their widest cell (the last column is
+/// not padded).
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut text = String::new();
+    let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let last = row.len().saturating_sub(1);
+        let mut line = String::new();
+        for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
+            if i == last {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}  "));
+            }
+        }
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `runcore threads`, readable.
+pub fn threads_text(lines: &[ThreadLine]) -> String {
+    if lines.is_empty() {
+        return "no threads in this store\n".to_owned();
+    }
+    let rows: Vec<Vec<String>> = lines
+        .iter()
+        .map(|line| {
+            let (run, state) = match &line.latest_run {
+                Some(run) => (run.id.to_string(), state_text(&run.state)),
+                None => ("-".to_owned(), "-".to_owned()),
+            };
+            vec![
+                line.thread_id.to_string(),
+                line.version.to_string(),
+                run,
+                state,
+            ]
+        })
+        .collect();
+    let mut text = table(&["THREAD", "VERSION", "LATEST RUN", "STATE"], &rows);
+    text.push_str(&format!("({})\n", plural(lines.len(), "thread", "threads")));
+    text
+}
+
+/// `runcore show THREAD`, readable: the runs, the transcript and the tickets.
+pub fn show_text(view: &ThreadView) -> String {
+    let mut text = format!(
+        "thread {}: version {}, {}, {}, {}\n",
+        view.thread_id,
+        view.version,
+        plural(view.runs.len(), "run", "runs"),
+        plural(view.messages.len(), "message", "messages"),
+        plural(view.tickets.len(), "ticket", "tickets"),
+    );
+    if view.version == 0 {
+        text.push_str("(nothing is committed on this thread)\n");
+        return text;
+    }
+    text.push_str("\n== Runs (in start order) ==\n");
+    let rows: Vec<Vec<String>> = view
+        .runs
+        .iter()
+        .map(|run| vec![run.id.to_string(), state_text(&run.state)])
+        .collect();
+    for line in table(&["RUN", "STATE"], &rows).lines().skip(1) {
+        text.push_str(&format!("  {line}\n"));
+    }
+    text.push_str("\n== Transcript ==\n");
+    let digits = view.messages.len().saturating_sub(1).to_string().len();
+    for (i, message) in view.messages.iter().enumerate() {
+        text.push_str(&format!("  [{i:>digits$}] {}\n", transcript_line(message)));
+    }
+    if !view.tickets.is_empty() {
+        text.push_str("\n== Waiting for a person ==\n");
+        text.push_str(&tickets_block(&view.tickets));
+    }
+    text
+}
+
+fn tickets_block(tickets: &[ResumeTicket]) -> String {
+    let rows: Vec<Vec<String>> = tickets
+        .iter()
+        .map(|t| {
+            vec![
+                t.run_id.to_string(),
+                t.correlation_id.clone(),
+                ticket_target_text(t),
+                deadline_text(t),
+            ]
+        })
+        .collect();
+    table(
+        &["RUN", "TICKET", "WAITS FOR", "DEADLINE (HOST CLOCK)"],
+        &rows,
+    )
+    .lines()
+    .map(|line| format!("  {line}\n"))
+    .collect()
+}
+
+/// `runcore pending`, readable: what needs a person, and how to answer it.
+pub fn pending_text(tickets: &[ResumeTicket]) -> String {
+    if tickets.is_empty() {
+        return "no run is waiting for a person\n".to_owned();
+    }
+    let rows: Vec<Vec<String>> = tickets
+        .iter()
+        .map(|t| {
+            vec![
+                t.thread_id.to_string(),
+                t.run_id.to_string(),
+                t.correlation_id.clone(),
+                ticket_target_text(t),
+                deadline_text(t),
+            ]
+        })
+        .collect();
+    let mut text = table(
+        &[
+            "THREAD",
+            "RUN",
+            "TICKET",
+            "WAITS FOR",
+            "DEADLINE (HOST CLOCK)",
+        ],
+        &rows,
+    );
+    text.push_str(&format!(
+        "({} waiting for a person; answer one with `runcore drive --store URL --thread THREAD` \
+         and a resume_ticket line)\n",
+        plural(tickets.len(), "run", "runs")
+    ));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runcore::{
+        Agent, AgentConfig, CommitLog, CommittedThreadView, MemoryStore, Output, ToolSpec,
+        UserMessage,
+    };
+
+    /// A store with one ended run and one awaiting run on thread `t`, and an empty thread
+    /// listing elsewhere.
+    fn store() -> MemoryStore {
+        let mut store = MemoryStore::new();
+        let config = AgentConfig::for_thread("t").with_tool("rm", ToolSpec::gated("Remove", None));
+        let mut agent = Agent::new(config).unwrap();
+        let commit_all = |agent: &mut Agent, store: &mut MemoryStore| {
+            while let Some(output) = agent.poll() {
+                if let Output::Commit(commit) = output {
+                    store.commit_operation(commit.into_operation()).unwrap();
+                }
+            }
+        };
+        agent.prompt(UserMessage::text("hi"), 0).unwrap();
+        commit_all(&mut agent, &mut store);
+        agent
+            .model_done(
+                &RunId::new("t/run-1"),
+                1,
+                runcore::AssistantMessage::text("hello"),
+            )
+            .unwrap();
+        commit_all(&mut agent, &mut store);
+        agent.prompt(UserMessage::text("remove x"), 0).unwrap();
+        commit_all(&mut agent, &mut store);
+        let call = runcore::AssistantBlock::tool_call("c1", "rm", serde_json::json!({"p": "x"}));
+        agent
+            .model_done(
+                &RunId::new("t/run-2"),
+                1,
+                runcore::AssistantMessage::new(vec![call], runcore::StopReason::ToolUse),
+            )
+            .unwrap();
+        commit_all(&mut agent, &mut store);
+        store
+    }
+
+    #[test]
+    fn show_lists_runs_in_start_order_with_the_awaiting_ticket() {
+        let store = store();
+        let view = show(&store, &ThreadId::new("t")).unwrap();
+        let ids: Vec<&str> = view.runs.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["t/run-1", "t/run-2"]);
+        assert_eq!(view.tickets.len(), 1);
+        assert_eq!(view.messages.len(), 4);
+        assert_eq!(
+            view.version,
+            store.thread_version(&ThreadId::new("t")).unwrap()
+        );
+        assert_eq!(pending(&store).unwrap(), view.tickets);
+        let text = show_text(&view);
+        assert!(text.contains("t/run-1  ended: natural_end"), "{text}");
+        assert!(text.contains("permission for rm [c1]"), "{text}");
+    }
+
+    #[test]
+    fn an_unknown_thread_is_empty() {
+        let view = show(&store(), &ThreadId::new("nope")).unwrap();
+        assert_eq!(
+            serde_json::to_string(&view).unwrap(),
+            r#"{"thread_id":"nope","version":0,"messages":[],"runs":[],"tickets":[]}"#
+        );
+    }
+
+    #[test]
+    fn events_page_from_and_limit() {
+        let store = store();
+        let all = |from, limit| {
+            let mut out = Vec::new();
+            write_events(&store, &EventScope::All, from, limit, &mut out).unwrap();
+            String::from_utf8(out).unwrap().lines().count()
+        };
+        let total = store.event_count();
+        assert!(total > 3);
+        assert_eq!(all(None, None), total);
+        assert_eq!(all(Some(2), None), total - 2);
+        assert_eq!(all(None, Some(3)), 3);
+        assert_eq!(all(None, Some(0)), 0);
+    }
+}

@@ -1,0 +1,347 @@
+//! `--store URL`: which backend, where, and opening it (SPEC §12.2).
+//!
+//! `sqlite:PATH` (the file is created if missing, for the commands that write) or
+//! `postgres://…` / `postgresql://…`. A SQLite URL may end in `?synchronous=normal` (or
+//! `=full`, the default) to choose how much SQLite syncs at each commit (see
+//! [`Synchronous`]): NORMAL survives a process crash, FULL also a power loss. Opening checks what the command line can see before the
+//! backend touches anything — the scheme, a missing parent directory (directories are never
+//! created), a directory where the file should be, a missing store for the commands that only
+//! read — so that a bad `--store` is one clear line and nothing is created or changed.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use runcore::{
+    CheckpointReader, CommitLog, CommitOperation, CommitReceipt, CommitRecord, CommittedThreadView,
+    EventRecord, EventScope, Message, ResumeTicket, RunId, RunRecord, StateCommand, StoreError,
+    ThreadCommit, ThreadId, ThreadSummary,
+};
+use runcore_postgres::PostgresStore;
+use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
+
+/// Where a store is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreUrl {
+    /// A SQLite file.
+    Sqlite {
+        /// The file.
+        path: PathBuf,
+        /// How much SQLite syncs at each commit.
+        synchronous: Synchronous,
+    },
+    /// A PostgreSQL connection URL.
+    Postgres(String),
+}
+
+impl StoreUrl {
+    /// Parses `sqlite:PATH`, `postgres://…` or `postgresql://…`.
+    pub fn parse(url: &str) -> Result<StoreUrl, String> {
+        if let Some(rest) = url.strip_prefix("sqlite:") {
+            let (path, synchronous) = match rest.rsplit_once("?synchronous=") {
+                Some((path, "full")) => (path, Synchronous::Full),
+                Some((path, "normal")) => (path, Synchronous::Normal),
+                Some((_, other)) => {
+                    return Err(format!(
+                        "--store {url:?}: synchronous takes full or normal, not {other:?}"
+                    ));
+                }
+                None => (rest, Synchronous::Full),
+            };
+            if path.is_empty() {
+                return Err(format!(
+                    "--store {url:?} names no file: write sqlite:PATH, e.g. sqlite:runs.db"
+                ));
+            }
+            return Ok(StoreUrl::Sqlite {
+                path: PathBuf::from(path),
+                synchronous,
+            });
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(StoreUrl::Postgres(url.to_owned()));
+        }
+        let scheme = match url.split_once(':') {
+            Some((scheme, _)) if !scheme.is_empty() => format!("the scheme {scheme:?} is unknown"),
+            _ => "it has no scheme".to_owned(),
+        };
+        Err(format!(
+            "--store {url:?} is not a store URL: {scheme}; expected sqlite:PATH, postgres://… \
+             or postgresql://…"
+        ))
+    }
+}
+
+/// The URL for messages: a PostgreSQL password is never printed.
+impl fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreUrl::Sqlite { path, synchronous } => {
+                write!(f, "sqlite:{}", path.display())?;
+                match synchronous {
+                    Synchronous::Full => Ok(()),
+                    Synchronous::Normal => f.write_str("?synchronous=normal"),
+                }
+            }
+            StoreUrl::Postgres(url) => f.write_str(&redact_password(url)),
+        }
+    }
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
+fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = match rest.find(['/', '?']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+/// What a command does with the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// It writes: a missing SQLite file is created (`drive`, `demo`).
+    Write,
+    /// It only reads: a store that does not exist is an error, and nothing is created
+    /// (`threads`, `show`, `pending`, `events`).
+    Read,
+}
+
+/// The checks the command line can make before any backend opens anything.
+pub fn precheck(url: &StoreUrl, access: Access) -> Result<(), String> {
+    let StoreUrl::Sqlite { path, .. } = url else {
+        return Ok(());
+    };
+    let shown = path.display();
+    if path.is_dir() {
+        return Err(format!(
+            "--store {url}: {shown} is a directory; name a file (sqlite:{}/runcore.db)",
+            path.display()
+        ));
+    }
+    if !path.exists() {
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        if let Some(parent) = parent
+            && !parent.is_dir()
+        {
+            return Err(format!(
+                "--store {url}: the directory {} does not exist (runcore never creates \
+                 directories)",
+                parent.display()
+            ));
+        }
+        if access == Access::Read {
+            return Err(format!(
+                "--store {url}: there is no store at {shown} (nothing was created)"
+            ));
+        }
+    } else if access == Access::Read && path.metadata().is_ok_and(|m| m.len() == 0) {
+        // Opening would make it a store: a command that only reads changes nothing.
+        return Err(format!(
+            "--store {url}: {shown} is an empty file, not a store (nothing was changed)"
+        ));
+    }
+    Ok(())
+}
+
+/// An opened store: one of the backends, behind the core's ports.
+#[derive(Debug)]
+pub enum Backend {
+    /// A SQLite file.
+    Sqlite(SqliteStore),
+    /// A PostgreSQL database (boxed: its connection state is large, and there is one store).
+    Postgres(Box<PostgresStore>),
+}
+
+/// Opens `url` for `access`, or says in one line why it cannot be opened.
+pub fn open(url: &StoreUrl, access: Access) -> Result<Backend, String> {
+    precheck(url, access)?;
+    match url {
+        StoreUrl::Sqlite { path, synchronous } => SqliteStore::open(
+            path,
+            SqliteOptions::default().with_synchronous(*synchronous),
+        )
+        .map(Backend::Sqlite)
+        .map_err(|e| format!("--store {url}: {}", error_chain(&e))),
+        StoreUrl::Postgres(raw) => PostgresStore::connect(raw)
+            .map(|store| Backend::Postgres(Box::new(store)))
+            .map_err(|e| format!("--store {url}: {}", error_chain(&e))),
+    }
+}
+
+/// An error and its sources, on one line (a backend's message names what failed; its
+/// source says why).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text.replace('\n', " ")
+}
+
+/// Forwards a call to whichever backend is open.
+macro_rules! delegate {
+    ($self:ident, $store:ident => $call:expr) => {
+        match $self {
+            Backend::Sqlite($store) => $call,
+            Backend::Postgres($store) => $call,
+        }
+    };
+}
+
+impl CommitLog for Backend {
+    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
+        delegate!(self, s => s.commit(commit))
+    }
+
+    fn commit_operation(
+        &mut self,
+        operation: CommitOperation,
+    ) -> Result<CommitReceipt, StoreError> {
+        delegate!(self, s => s.commit_operation(operation))
+    }
+}
+
+impl CommittedThreadView for Backend {
+    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
+        delegate!(self, s => s.committed_messages(thread))
+    }
+    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        delegate!(self, s => s.run(run))
+    }
+    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
+        delegate!(self, s => s.latest_run(thread))
+    }
+    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
+        delegate!(self, s => s.resume_ticket(run))
+    }
+    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
+        delegate!(self, s => s.committed_state(thread))
+    }
+    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
+        delegate!(self, s => s.thread_version(thread))
+    }
+    fn threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadSummary>, StoreError> {
+        delegate!(self, s => s.threads(after, limit))
+    }
+    fn pending_tickets(
+        &self,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<Vec<ResumeTicket>, StoreError> {
+        delegate!(self, s => s.pending_tickets(after, limit))
+    }
+}
+
+impl CheckpointReader for Backend {
+    fn list_events(
+        &self,
+        scope: &EventScope,
+        from: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        delegate!(self, s => s.list_events(scope, from, limit))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn urls_parse_by_scheme() {
+        let sqlite = |path: &str, synchronous| StoreUrl::Sqlite {
+            path: PathBuf::from(path),
+            synchronous,
+        };
+        assert_eq!(
+            StoreUrl::parse("sqlite:runs.db"),
+            Ok(sqlite("runs.db", Synchronous::Full))
+        );
+        assert_eq!(
+            StoreUrl::parse("sqlite:/tmp/a b.db"),
+            Ok(sqlite("/tmp/a b.db", Synchronous::Full))
+        );
+        let normal = StoreUrl::parse("sqlite:x.db?synchronous=normal").unwrap();
+        assert_eq!(normal, sqlite("x.db", Synchronous::Normal));
+        assert_eq!(normal.to_string(), "sqlite:x.db?synchronous=normal");
+        assert_eq!(
+            StoreUrl::parse("sqlite:x.db?synchronous=full"),
+            Ok(sqlite("x.db", Synchronous::Full))
+        );
+        for url in ["postgres://u@h/db", "postgresql://h/db?sslmode=disable"] {
+            assert_eq!(StoreUrl::parse(url), Ok(StoreUrl::Postgres(url.to_owned())));
+        }
+    }
+
+    #[test]
+    fn bad_urls_say_what_is_expected() {
+        for (url, says) in [
+            ("mysql://h/db", "the scheme \"mysql\" is unknown"),
+            ("runs.db", "it has no scheme"),
+            ("", "it has no scheme"),
+            ("sqlite:", "names no file"),
+            ("SQLITE:x", "the scheme \"SQLITE\" is unknown"),
+            ("sqlite:x?synchronous=off", "full or normal"),
+        ] {
+            let error = StoreUrl::parse(url).unwrap_err();
+            assert!(error.contains(says), "{url:?}: {error}");
+            if !url.starts_with("sqlite:") {
+                assert!(error.contains("expected sqlite:PATH"), "{error}");
+            }
+        }
+    }
+
+    #[test]
+    fn passwords_are_never_shown() {
+        let url = StoreUrl::parse("postgres://me:s3cret@db.example:5432/runs").unwrap();
+        assert_eq!(url.to_string(), "postgres://me:***@db.example:5432/runs");
+        let url = StoreUrl::parse("postgresql://me@db/runs").unwrap();
+        assert_eq!(url.to_string(), "postgresql://me@db/runs");
+    }
+
+    #[test]
+    fn precheck_refuses_what_it_can_see_and_creates_nothing() {
+        let dir = std::env::temp_dir().join(format!("runcore-precheck-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = |p: &Path| StoreUrl::Sqlite {
+            path: p.to_path_buf(),
+            synchronous: Synchronous::Full,
+        };
+        let missing_parent = dir.join("no/such/dir/x.db");
+        let error = precheck(&url(&missing_parent), Access::Write).unwrap_err();
+        assert!(error.contains("does not exist"), "{error}");
+        let error = precheck(&url(&dir), Access::Write).unwrap_err();
+        assert!(error.contains("is a directory"), "{error}");
+        let absent = dir.join("absent.db");
+        assert_eq!(precheck(&url(&absent), Access::Write), Ok(()));
+        let error = precheck(&url(&absent), Access::Read).unwrap_err();
+        assert!(error.contains("there is no store"), "{error}");
+        assert!(!absent.exists() && !dir.join("no").exists());
+        let empty = dir.join("empty.db");
+        std::fs::write(&empty, b"").unwrap();
+        let error = precheck(&url(&empty), Access::Read).unwrap_err();
+        assert!(error.contains("an empty file"), "{error}");
+        assert_eq!(precheck(&url(&empty), Access::Write), Ok(()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,231 @@
+//! [`PostgresStore`]: opening, reconnecting, and the connection it keeps.
+
+use std::fmt;
+use std::sync::{Mutex, MutexGuard};
+
+use postgres::{Client, Config, NoTls};
+use runcore::{StoreError, StoreHandles};
+
+use crate::codec::db_error;
+use crate::schema;
+use crate::statements::Statements;
+
+/// The environment variable that names the database, as a PostgreSQL connection URL
+/// (`postgresql://user@host:port/database`) or key-value string (`host=… dbname=…`).
+pub const URL_ENV: &str = "RUNCORE_PG_URL";
+
+/// A runcore commit log and its read ports in a PostgreSQL database (15 or newer).
+///
+/// One `PostgresStore` is one connection. Open as many as you have writers — in one process
+/// ([`open_handle`](StoreHandles::open_handle)) or in many, on many machines: the database
+/// serializes what must be serialized (see the [crate docs](crate)). Calls on one handle are
+/// serialized by a lock around its connection, so a handle may be shared between threads for
+/// reading; give each writing thread its own handle.
+///
+/// # Methods
+/// - open: [`connect`](Self::connect), [`connect_in_schema`](Self::connect_in_schema),
+///   [`connect_from_env`](Self::connect_from_env); another connection:
+///   [`open_handle`](StoreHandles::open_handle);
+/// - write: [`CommitLog`](runcore::CommitLog) (`commit`, `commit_operation`), one transaction
+///   each;
+/// - read: [`CommittedThreadView`](runcore::CommittedThreadView) and
+///   [`CheckpointReader`](runcore::CheckpointReader), one statement each;
+/// - connection: [`reconnect`](Self::reconnect), [`schema`](Self::schema).
+///
+/// # A lost connection
+/// A call whose connection breaks returns [`StoreError::Unavailable`] with the driver's error
+/// as its source, and the next call connects again by itself ([`reconnect`](Self::reconnect)
+/// does it at once). What was lost is never half-written: a commit is one transaction, so
+/// either all of it is stored or none of it. Only when the connection breaks while the final
+/// `COMMIT` is in flight can the client not know which; a host that commits through
+/// [`commit_operation`](runcore::CommitLog::commit_operation) (as the agent's commits are)
+/// retries the same operation and gets the stored receipt (`duplicate = true`) if it had
+/// landed, or lands it now. A read that finds its connection already closed reconnects and
+/// reads once more, since reading twice changes nothing.
+pub struct PostgresStore {
+    target: Target,
+    session: Mutex<Option<Session>>,
+}
+
+/// Where the store lives: the parsed connection settings and, optionally, a schema of its own.
+#[derive(Clone)]
+struct Target {
+    config: Config,
+    schema: Option<String>,
+}
+
+/// One open connection with its prepared statements.
+pub(crate) struct Session {
+    pub(crate) client: Client,
+    pub(crate) sql: Statements,
+}
+
+impl Session {
+    fn open(target: &Target) -> Result<Session, StoreError> {
+        let mut client = target
+            .config
+            .connect(NoTls)
+            .map_err(|e| db_error("connect to PostgreSQL", e))?;
+        schema::prepare(&mut client, target.schema.as_deref())?;
+        let sql = Statements::prepare(&mut client)?;
+        Ok(Session { client, sql })
+    }
+}
+
+impl fmt::Debug for PostgresStore {
+    /// Names the server and schema, never the password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("hosts", &self.target.config.get_hosts())
+            .field("ports", &self.target.config.get_ports())
+            .field("dbname", &self.target.config.get_dbname())
+            .field("schema", &self.target.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` and brings runcore's tables, in the schema the
+    /// connection's `search_path` selects (normally `public`), up to this build's schema
+    /// version, creating them on first use. A schema written by a newer build is refused with
+    /// an error naming the version found ([`SchemaTooNew`](crate::SchemaTooNew) as its source).
+    pub fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::open(Target {
+            config: parse(url)?,
+            schema: None,
+        })
+    }
+
+    /// Like [`connect`](Self::connect), with runcore's tables in `schema` (created if missing;
+    /// any name, taken literally). Several stores can share one database this way.
+    pub fn connect_in_schema(url: &str, schema: &str) -> Result<Self, StoreError> {
+        Self::open(Target {
+            config: parse(url)?,
+            schema: Some(schema.to_owned()),
+        })
+    }
+
+    /// [`connect`](Self::connect) to the database named by the [`URL_ENV`] environment
+    /// variable (`RUNCORE_PG_URL`).
+    pub fn connect_from_env() -> Result<Self, StoreError> {
+        match std::env::var(URL_ENV) {
+            Ok(url) => Self::connect(&url),
+            Err(std::env::VarError::NotPresent) => Err(StoreError::unavailable(format!(
+                "{URL_ENV} is not set: set it to a PostgreSQL URL such as \
+                 postgresql://user@127.0.0.1:5432/dbname"
+            ))),
+            Err(e) => Err(StoreError::backend(format!("{URL_ENV} is not usable"), e)),
+        }
+    }
+
+    fn open(target: Target) -> Result<Self, StoreError> {
+        let session = Session::open(&target)?;
+        Ok(PostgresStore {
+            target,
+            session: Mutex::new(Some(session)),
+        })
+    }
+
+    /// The schema given to [`connect_in_schema`](Self::connect_in_schema), if any.
+    pub fn schema(&self) -> Option<&str> {
+        self.target.schema.as_deref()
+    }
+
+    /// Drops the connection and opens a new one now (the next call would do it by itself
+    /// once the connection is found closed).
+    pub fn reconnect(&self) -> Result<(), StoreError> {
+        let mut slot = self.lock();
+        *slot = None;
+        *slot = Some(Session::open(&self.target)?);
+        Ok(())
+    }
+
+    /// The connection slot. A poisoned lock is taken over: a panic elsewhere cannot leave the
+    /// connection mid-transaction (an unfinished transaction rolls back when dropped).
+    fn lock(&self) -> MutexGuard<'_, Option<Session>> {
+        self.session
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs a read on the connection, connecting first if there is none or it was found
+    /// closed, and once more on a fresh connection if it fails because the connection closed.
+    pub(crate) fn read<T>(
+        &self,
+        read: impl Fn(&mut Session) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut slot = self.lock();
+        let (session, fresh) = connected(&mut slot, &self.target)?;
+        match read(session) {
+            Err(error) if !fresh && session.client.is_closed() => {
+                *slot = None;
+                let (session, _) = connected(&mut slot, &self.target)?;
+                read(session).map_err(|retry| {
+                    // Both failures matter to whoever reads the message; the retry's is current.
+                    match retry {
+                        StoreError::Unavailable { message, source } => StoreError::Unavailable {
+                            message: format!("{message} (after reconnecting; before: {error})"),
+                            source,
+                        },
+                        other => other,
+                    }
+                })
+            }
+            result => result,
+        }
+    }
+
+    /// The connection for a write, connecting first if there is none or it was found closed;
+    /// `true` when it was opened just now.
+    pub(crate) fn session_for_write(&mut self) -> Result<(&mut Session, bool), StoreError> {
+        let slot = self
+            .session
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        connected(slot, &self.target)
+    }
+
+    /// Forgets the connection (after it broke), so the next call opens a new one.
+    pub(crate) fn drop_session(&mut self) {
+        let slot = self
+            .session
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *slot = None;
+    }
+}
+
+/// The open session in `slot`, opening one if there is none or the one there is closed.
+fn connected<'a>(
+    slot: &'a mut Option<Session>,
+    target: &Target,
+) -> Result<(&'a mut Session, bool), StoreError> {
+    let fresh = match slot {
+        Some(session) if !session.client.is_closed() => false,
+        _ => {
+            *slot = None;
+            *slot = Some(Session::open(target)?);
+            true
+        }
+    };
+    match slot {
+        Some(session) => Ok((session, fresh)),
+        None => Err(StoreError::unavailable("no connection to PostgreSQL")),
+    }
+}
+
+fn parse(url: &str) -> Result<Config, StoreError> {
+    url.parse::<Config>().map_err(|e| {
+        StoreError::backend(
+            format!("not a PostgreSQL connection URL or key-value string: {e}"),
+            e,
+        )
+    })
+}
+
+impl StoreHandles for PostgresStore {
+    /// A new connection to the same database and schema.
+    fn open_handle(&self) -> Result<Self, StoreError> {
+        Self::open(self.target.clone())
+    }
+}
