@@ -197,6 +197,17 @@ pub fn store_error(error: &CoreStoreError) -> PyErr {
     err
 }
 
+/// `StoreError` with an explicit code (e.g. `"open"` for a store that cannot be opened).
+pub fn store_error_with_code(code: &str, message: &str) -> PyErr {
+    let err = StoreError::new_err(message.to_owned());
+    Python::attach(|py| {
+        let value = err.value(py);
+        let _ = value.setattr("code", code);
+        let _ = value.setattr("message", message);
+    });
+    err
+}
+
 /// The exception for a snapshot that cannot be restored.
 pub fn snapshot_error(error: &CoreSnapshotError) -> PyErr {
     let kind = match error {

@@ -32,6 +32,8 @@ fn _runcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<driver::PyDriver>()?;
     m.add_class::<store::PyStore>()?;
     m.add_class::<store::PyMemoryStore>()?;
+    m.add_class::<store::PySqliteStore>()?;
+    m.add_class::<store::PyPostgresStore>()?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

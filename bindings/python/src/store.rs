@@ -16,6 +16,9 @@ use runcore::{
 };
 use serde_json::Value;
 
+use runcore_postgres::PostgresStore;
+use runcore_sqlite::{OpenError, SqliteOptions, SqliteStore, Synchronous};
+
 use crate::convert::{from_py, serde_to_py};
 use crate::errors::{guard, internal, store_error};
 
@@ -370,4 +373,93 @@ impl PyMemoryStore {
     fn new() -> PyClassInitializer<Self> {
         PyClassInitializer::from(PyStore::new(MemoryStore::new())).add_subclass(PyMemoryStore)
     }
+}
+
+/// A store in one SQLite file (the embedded default: WAL, one transaction per commit; several
+/// processes may share the file). A missing file is created (its directory must exist).
+#[pyclass(extends = PyStore, module = "runcore", name = "SqliteStore")]
+pub struct PySqliteStore {
+    path: String,
+}
+
+#[pymethods]
+impl PySqliteStore {
+    /// Opens (or creates) the store at `path`. `synchronous="full"` (the default) makes a
+    /// returned commit survive a power loss; `"normal"` survives a process crash only, and
+    /// commits faster.
+    #[new]
+    #[pyo3(signature = (path, *, synchronous = "full"))]
+    fn new(path: &str, synchronous: &str) -> PyResult<PyClassInitializer<Self>> {
+        let synchronous = match synchronous {
+            "full" => Synchronous::Full,
+            "normal" => Synchronous::Normal,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "synchronous must be \"full\" or \"normal\", got {other:?}"
+                )));
+            }
+        };
+        let options = SqliteOptions::default().with_synchronous(synchronous);
+        let store = SqliteStore::open(path, options).map_err(|e| open_error(&e))?;
+        Ok(
+            PyClassInitializer::from(PyStore::new(store)).add_subclass(PySqliteStore {
+                path: path.to_owned(),
+            }),
+        )
+    }
+
+    /// The file's path, as given.
+    #[getter]
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn __repr__(&self) -> String {
+        format!("SqliteStore({:?})", self.path)
+    }
+}
+
+/// A store in a PostgreSQL database (many processes, many machines). `url` is a
+/// `postgres://` / `postgresql://` URL; `schema`, when given, keeps the store's tables in a
+/// schema of their own (created if missing). A lost connection is re-opened by the next call.
+#[pyclass(extends = PyStore, module = "runcore", name = "PostgresStore")]
+pub struct PyPostgresStore {
+    schema: Option<String>,
+}
+
+#[pymethods]
+impl PyPostgresStore {
+    /// Connects to the database at `url` (migrating the store's schema forward if needed).
+    #[new]
+    #[pyo3(signature = (url, *, schema = None))]
+    fn new(
+        py: Python<'_>,
+        url: &str,
+        schema: Option<String>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let connected = py.detach(|| match &schema {
+            Some(schema) => PostgresStore::connect_in_schema(url, schema),
+            None => PostgresStore::connect(url),
+        });
+        let store = connected.map_err(|e| store_error(&e))?;
+        Ok(PyClassInitializer::from(PyStore::new(store)).add_subclass(PyPostgresStore { schema }))
+    }
+
+    /// The schema the store's tables live in (`None`: the connection's default).
+    #[getter]
+    fn schema(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+
+    fn __repr__(&self) -> String {
+        match &self.schema {
+            Some(schema) => format!("PostgresStore(schema={schema:?})"),
+            None => "PostgresStore()".to_owned(),
+        }
+    }
+}
+
+/// The exception for a store that cannot be opened: `StoreError` with code `"open"`.
+fn open_error(error: &OpenError) -> PyErr {
+    crate::errors::store_error_with_code("open", &error.to_string())
 }

@@ -10,12 +10,7 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 import runcore
-
-pytestmark = pytest.mark.skipif(not hasattr(runcore, "SqliteStore"),
-                                reason="this build has no SqliteStore")
 
 CONFIG = {"tools": {"search": {}, "fetch": {}}}
 

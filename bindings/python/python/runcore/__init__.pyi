@@ -293,6 +293,20 @@ class MemoryStore(Store):
 
     def __init__(self) -> None: ...
 
+class SqliteStore(Store):
+    """A store in one SQLite file (created if missing; its directory must exist)."""
+
+    def __init__(self, path: str, *, synchronous: Literal["full", "normal"] = "full") -> None: ...
+    @property
+    def path(self) -> str: ...
+
+class PostgresStore(Store):
+    """A store in a PostgreSQL database (`postgres://` / `postgresql://` URL)."""
+
+    def __init__(self, url: str, *, schema: Optional[str] = None) -> None: ...
+    @property
+    def schema(self) -> Optional[str]: ...
+
 # ----- errors ---------------------------------------------------------------------------------
 
 class AgentError(Exception):
@@ -358,7 +372,8 @@ class InternalError(AgentError):
     """A runcore bug (a Rust panic included)."""
 
 class StoreError(Exception):
-    """A store call failed; `.code` is the rejection's code, "transcript" or "unavailable"."""
+    """A store call failed; `.code` is the rejection's code (e.g. "version_conflict"),
+    "transcript", "unavailable", or "open" for a store that cannot be opened."""
 
     code: str
     message: str

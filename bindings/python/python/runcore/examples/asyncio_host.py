@@ -203,14 +203,8 @@ class Host:
             {"type": "permission", "decision": "allow", "note": "ok by alice"}, now_ms=now_ms()))
 
 
-def open_store(path: str) -> runcore.Store:
-    """A SQLite store at `path` when this build has one, else the in-memory store."""
-    sqlite = getattr(runcore, "SqliteStore", None)
-    return sqlite(path) if sqlite is not None else runcore.MemoryStore()
-
-
 async def main(db_path: str) -> dict:
-    store = open_store(db_path)
+    store = runcore.SqliteStore(db_path)
     agent = runcore.Agent(CONFIG)
 
     def log(line: dict) -> None:
