@@ -24,10 +24,10 @@ if ! "$venv/bin/python" -c "import sys" >/dev/null 2>&1; then
     rm -rf "$venv"
     python3 -m venv "$venv"
 fi
-# The test runner from PyPI; then the package exactly as the README installs it
+# The test runner and mypy (it checks that the shipped stub types real code) from PyPI; then the package exactly as the README installs it
 # (`pip install ./bindings/python`: pip fetches maturin into an isolated build environment and
 # maturin builds the extension in release), reinstalled on every run.
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "pytest>=7"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "pytest>=7" "mypy>=1.10,<2"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall \
     --no-deps ./bindings/python
 

@@ -26,7 +26,8 @@ import json
 import os
 import sys
 import tempfile
-from typing import Any, Awaitable, Callable, Dict, List, Optional
+from functools import partial
+from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Dict, List, Optional, Tuple
 
 import runcore
 
@@ -51,7 +52,7 @@ def now_ms() -> int:
 # ----- the outside world: a model, tools, a user and an approver ----------------------------
 
 
-async def scripted_model(request: Dict[str, Any]):
+async def scripted_model(request: runcore.CallModelOutput) -> AsyncIterator[Tuple[str, Any]]:
     """Streams the answer to one `call_model` request: ("delta", text)*, then ("done", msg)."""
     messages = request["messages"]
     last_user = [m for m in messages if m["role"] == "user"][-1]["content"][0]["text"]
@@ -111,20 +112,28 @@ Input = Callable[[runcore.Agent], None]
 """What the inbox carries: one agent input, applied by the host loop."""
 
 
+def delta(run_id: str, step: int, text: str, agent: runcore.Agent) -> None:
+    agent.model_delta(run_id, step, text, now_ms=now_ms())
+
+
+def done(run_id: str, step: int, message: Any, agent: runcore.Agent) -> None:
+    agent.model_done(run_id, step, message, now_ms=now_ms())
+
+
 class Host:
-    def __init__(self, agent: runcore.Agent, store: runcore.Store, log: Callable[[dict], None]):
+    def __init__(self, agent: runcore.Agent, store: runcore.Store, log: Callable[[Dict[str, Any]], None]):
         self.agent = agent
         self.store = store
         self.log = log
         self.inbox: "asyncio.Queue[Input]" = asyncio.Queue()
-        self.tasks: List[asyncio.Task] = []
-        self.end: Optional[dict] = None
+        self.tasks: "List[asyncio.Task[None]]" = []
+        self.end: Optional[Dict[str, Any]] = None
         self.steered = False
 
-    def spawn(self, coroutine) -> None:
+    def spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         self.tasks.append(asyncio.create_task(coroutine))
 
-    async def run(self, prompt: str) -> dict:
+    async def run(self, prompt: str) -> Dict[str, Any]:
         run_id = self.agent.prompt(prompt, now_ms=now_ms())
         self.log({"prompt": prompt, "run_id": run_id})
         while self.end is None:
@@ -141,12 +150,11 @@ class Host:
     def drain(self) -> None:
         """Acts on every output available now, in order (commits first: persisted)."""
         for out in self.agent.drain():
-            kind = out["type"]
-            if kind == "commit":
+            if out["type"] == "commit":
                 self.store.commit(out)  # durable before anything after it is acted on
-            elif kind == "call_model":
+            elif out["type"] == "call_model":
                 self.spawn(self.call_model(out))
-            elif kind == "execute_tools":
+            elif out["type"] == "execute_tools":
                 self.log({"execute": [c["name"] for c in out["calls"]]})
                 for call in out["calls"]:
                     self.spawn(self.execute(out["run_id"], call))
@@ -156,7 +164,7 @@ class Host:
             else:
                 self.on_event(out["event"])
 
-    def on_event(self, event: dict) -> None:
+    def on_event(self, event: Dict[str, Any]) -> None:
         if event["type"] == "run_end":
             self.end = event["result"]
             self.log({"run_end": event["result"]["cause"]})
@@ -166,6 +174,7 @@ class Host:
         inner = event["event"]
         if inner["type"] == "awaiting":
             ticket = self.agent.current_ticket()
+            assert ticket is not None, "an awaiting event comes with a ticket"
             self.log({"awaiting": ticket["target"]["tool"]["name"], "deadline_ms": ticket["deadline_ms"]})
             self.spawn(self.approver(ticket))
         elif inner["type"] == "message_appended":
@@ -174,15 +183,15 @@ class Host:
         elif inner["type"] == "tool_end":
             self.log({"tool_end": inner["call_id"], "is_error": inner["is_error"]})
 
-    async def call_model(self, request: dict) -> None:
+    async def call_model(self, request: runcore.CallModelOutput) -> None:
         run_id, step = request["run_id"], request["step"]
         async for kind, value in scripted_model(request):
             if kind == "delta":
-                await self.inbox.put(lambda a, v=value: a.model_delta(run_id, step, v, now_ms=now_ms()))
+                await self.inbox.put(partial(delta, run_id, step, value))
             else:
-                await self.inbox.put(lambda a, v=value: a.model_done(run_id, step, v, now_ms=now_ms()))
+                await self.inbox.put(partial(done, run_id, step, value))
 
-    async def execute(self, run_id: str, call: dict) -> None:
+    async def execute(self, run_id: str, call: runcore.ToolCall) -> None:
         try:
             result = await asyncio.wait_for(TOOLS[call["name"]](call["arguments"]), TOOL_TIMEOUT_S)
             is_error = False
@@ -196,18 +205,18 @@ class Host:
         self.log({"steer": text})
         await self.inbox.put(lambda a: a.steer(text, now_ms=now_ms()))
 
-    async def approver(self, ticket: dict) -> None:
+    async def approver(self, ticket: runcore.ResumeTicket) -> None:
         await asyncio.sleep(0.05)  # a person reads the request
         self.log({"approve": ticket["correlation_id"]})
         await self.inbox.put(lambda a: a.resume_ticket(
             {"type": "permission", "decision": "allow", "note": "ok by alice"}, now_ms=now_ms()))
 
 
-async def main(db_path: str) -> dict:
+async def main(db_path: str) -> Dict[str, Any]:
     store = runcore.SqliteStore(db_path)
     agent = runcore.Agent(CONFIG)
 
-    def log(line: dict) -> None:
+    def log(line: Dict[str, Any]) -> None:
         print(json.dumps(line), flush=True)
 
     result = await Host(agent, store, log).run("Plan a day in Lisbon.")
