@@ -158,11 +158,11 @@ impl SqliteStore {
     /// this build reads (see the crate docs for every case). On a refusal nothing at `path` is
     /// created or changed.
     pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore, OpenError> {
-        let path = path.as_ref();
-        let conn = open::open_file(path, &options)?;
+        let path = open::file_path(path.as_ref());
+        let conn = open::open_file(&path, &options)?;
         Ok(SqliteStore {
             conn,
-            location: Location::File(path.to_owned()),
+            location: Location::File(path),
             options,
         })
     }

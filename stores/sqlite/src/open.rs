@@ -163,10 +163,24 @@ fn quick_check(conn: &Connection, path: &Path) -> Result<(), OpenError> {
     })
 }
 
+/// The path SQLite gets: a bare file name becomes `./name`, because SQLite reads the names
+/// `:memory:` and `""` as "no file" (an in-memory or private temporary database), while a
+/// caller who passed a file name means a file in the current directory.
+pub(crate) fn file_path(path: &Path) -> std::path::PathBuf {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => path.to_owned(),
+        _ => Path::new(".").join(path),
+    }
+}
+
 /// Opens (creating or migrating as the table in the module docs says) the store file at
-/// `path`.
+/// `path` (already passed through [`file_path`]).
 pub(crate) fn open_file(path: &Path, options: &SqliteOptions) -> Result<Connection, OpenError> {
     let on_disk = look(path)?;
+    debug_assert!(
+        path.parent().is_some_and(|p| !p.as_os_str().is_empty()),
+        "a bare name reaches SQLite, which reads \":memory:\" and \"\" as no file at all"
+    );
     let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     if on_disk == OnDisk::Missing {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
