@@ -132,8 +132,8 @@ fn describe_bytes(head: &[u8], len: u64) -> String {
     format!("{start}, {len} bytes in all")
 }
 
-/// Sets what every connection needs: the busy timeout and the synchronous level. Nothing
-/// here writes to the file.
+/// Sets what every connection needs: the busy timeout, the synchronous level and the
+/// checkpoint interval. Nothing here writes to the file.
 pub(crate) fn configure(
     conn: &Connection,
     path: &Path,
@@ -143,6 +143,12 @@ pub(crate) fn configure(
         .map_err(|e| OpenError::sqlite(path, "set the busy timeout", e))?;
     conn.pragma_update(None, "synchronous", options.synchronous.pragma_value())
         .map_err(|e| OpenError::sqlite(path, "set the synchronous level", e))?;
+    // Returns the new value as a row, hence the query form.
+    let _: i64 = conn
+        .pragma_update_and_check(None, "wal_autocheckpoint", options.checkpoint_pages, |r| {
+            r.get(0)
+        })
+        .map_err(|e| OpenError::sqlite(path, "set the checkpoint interval", e))?;
     Ok(())
 }
 
