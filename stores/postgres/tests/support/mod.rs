@@ -93,6 +93,12 @@ impl Server {
         }
     }
 
+    /// The server's URL with one more query parameter (`key=value`).
+    pub fn url_with(&self, parameter: &str) -> String {
+        let separator = if self.url.contains('?') { '&' } else { '?' };
+        format!("{}{separator}{parameter}", self.url)
+    }
+
     /// A plain client, for the tests' own SQL.
     pub fn client(&self) -> Client {
         Client::connect(&self.url, NoTls)
