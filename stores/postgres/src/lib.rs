@@ -43,9 +43,14 @@
 //!    if the same new run is committed on two threads at once, the second waits for the first
 //!    and then fails on the key; it is tried again once, now sees the run, and is rejected
 //!    (`RunOnOtherThread`), as the reference would.
-//! 3. **The store's counter row**, last: one statement takes the next commit sequence and the
-//!    next event sequences from it, numbers and inserts the events and records the operation's
-//!    receipt; then `COMMIT`.
+//! 3. **The store's counter row**, last. After the checks, one statement does every write:
+//!    the messages, state commands, run and thread rows first, then — its `WHERE` counts the
+//!    rows those writes return, so they must be done before it can lock anything — it takes
+//!    the next commit sequence and event sequences from the counter row, numbers and inserts
+//!    the events and records the operation's receipt. Then `COMMIT`.
+//!
+//! So a commit is five round trips: `BEGIN`, lock the thread, read the run and operation,
+//! write, `COMMIT` (seven for a thread's first commit, which creates the thread row).
 //!
 //! # Why the sequences come from a locked row, inside the transaction
 //!
@@ -65,16 +70,22 @@
 //!
 //! # What it costs
 //!
-//! The counter row is a store-wide critical section from the `append` statement to the end of
-//! `COMMIT`. Everything before it — the thread lock, the checks, the messages, state, run and
-//! thread rows — runs in parallel for commits on distinct threads, which is why the counter is
-//! taken last: the serialized tail is one statement and the `COMMIT`. But `COMMIT` includes the
-//! write-ahead-log flush when `synchronous_commit` is on, so on a durable server the store's
-//! commit rate is bounded by about one flush per commit: concurrent commits queue on the row
-//! instead of sharing a flush (group commit). `benches/commits.rs` measures it with 1, 4 and 8
-//! writers. A deployment that needs more commits per second than the disk gives flushes can
-//! run with `synchronous_commit = off` (a server crash may then lose the last few commits, but
-//! never reorders or half-writes one) — the price of one dense, commit-ordered sequence.
+//! The counter row is a store-wide critical section, from the moment the write statement
+//! locks it to the end of `COMMIT`: the events, the receipt, the statement's answer to the
+//! client and the `COMMIT` round trip. Everything before it — the thread lock, the checks, the
+//! messages, state, run and thread rows — runs in parallel for commits on distinct threads;
+//! that is why the counter is taken last. Two consequences, both measured by
+//! `benches/commits.rs` (1, 4 and 8 writers, with the share of time the writers' backends wait
+//! on each other's locks):
+//! - The store's commit rate is bounded by one critical section per commit, however many
+//!   writers and cores there are: on loopback with `synchronous_commit = off`, a few thousand
+//!   commits per second.
+//! - With `synchronous_commit = on` (the default, and what a durable deployment runs),
+//!   `COMMIT` includes the write-ahead-log flush, so commits queue on the row one flush at a
+//!   time instead of sharing flushes (group commit): the store's rate is about one commit per
+//!   disk flush. A deployment that needs more can run the server with
+//!   `synchronous_commit = off` (a server crash may then lose the last commits, but never
+//!   reorders or half-writes one) — the price of one dense, commit-ordered sequence.
 //!
 //! # Reads
 //!

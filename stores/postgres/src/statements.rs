@@ -46,49 +46,71 @@ statements! {
                                 ON o.run_id = $1::bytea AND o.ordinal = $2::bigint";
     /// The store's counters, read only to name the counter that would overflow.
     counters = "SELECT last_commit, last_event FROM runcore_counters";
-    insert_messages = "INSERT INTO runcore_messages (thread_id, position, message, digest)
-                       SELECT $1::bytea, u.position, u.message, u.digest
-                       FROM unnest($2::bigint[], $3::text[], $4::text[])
-                            AS u(position, message, digest)";
-    insert_state = "INSERT INTO runcore_state (thread_id, position, command)
-                    SELECT $1::bytea, u.position, u.command
-                    FROM unnest($2::bigint[], $3::text[]) AS u(position, command)";
-    /// A run's first commit. No `ON CONFLICT`: a concurrent first commit of the same run on
+    /// Every write of an accepted commit, in one round trip. It appends the messages and
+    /// state commands at the positions given, inserts (`$18`) or updates the run and moves
+    /// the thread's head; then it takes the next commit sequence and `$1` event sequences from
+    /// the counter row (no row comes back if either would pass `bigint`'s maximum; the caller
+    /// then rolls back), numbers and inserts the events, and records the operation's receipt
+    /// when `$6`.
+    ///
+    /// "Then": the counter's `WHERE` counts the rows the other writes return, so PostgreSQL
+    /// must finish them before it can decide to update (and so lock) the counter row. The
+    /// row stays locked to the end of the transaction; this keeps that stretch to the events,
+    /// the receipt and the `COMMIT`.
+    ///
+    /// The run is inserted with no `ON CONFLICT`: a concurrent first commit of the same run on
     /// another thread must fail here (and be retried, to be rejected), not overwrite it.
-    insert_run = "INSERT INTO runcore_runs (run_id, thread_id, state, commits, ticket)
-                  VALUES ($1::bytea, $2::bytea, $3::text, $4::bigint, $5::text)";
-    update_run = "UPDATE runcore_runs SET state = $2::text, commits = $3::bigint, ticket = $4::text
-                  WHERE run_id = $1::bytea";
-    update_thread = "UPDATE runcore_threads
-                     SET version = $2::bigint, message_count = $3::bigint,
-                         state_count = $4::bigint, latest_run = $5::bytea,
-                         transcript_digest = $6::text
-                     WHERE thread_id = $1::bytea";
-    /// The tail, under the counter row's lock until the transaction ends: takes the next
-    /// commit sequence and `$1` event sequences (unless either would pass `bigint`'s maximum:
-    /// then no row comes back), numbers and inserts the events, and records the operation's
-    /// receipt when `$6`. One statement, so the lock is held for one round trip and the
-    /// `COMMIT`.
-    append = "WITH counter AS (
-                  UPDATE runcore_counters
-                  SET last_commit = last_commit + 1, last_event = last_event + $1::bigint
-                  WHERE last_commit < 9223372036854775807
-                    AND last_event <= 9223372036854775807 - $1::bigint
-                  RETURNING last_commit, last_event
-              ), events AS (
-                  INSERT INTO runcore_events
-                      (sequence, commit_sequence, thread_id, run_id, kind, payload)
-                  SELECT counter.last_event - $1::bigint + drafts.n, counter.last_commit,
-                         $2::bytea, $3::bytea, drafts.kind, drafts.payload
-                  FROM counter,
-                       unnest($4::bytea[], $5::text[]) WITH ORDINALITY AS drafts(kind, payload, n)
-              ), operation AS (
-                  INSERT INTO runcore_operations
-                      (run_id, ordinal, payload_hash, sequence, thread_version)
-                  SELECT $3::bytea, $7::bigint, $8::bytea, counter.last_commit, $9::bigint
-                  FROM counter WHERE $6::boolean
-              )
-              SELECT last_commit FROM counter";
+    write = "WITH new_messages AS (
+                 INSERT INTO runcore_messages (thread_id, position, message, digest)
+                 SELECT $2::bytea, m.position, m.message, m.digest
+                 FROM unnest($10::bigint[], $11::text[], $12::text[])
+                      AS m(position, message, digest)
+                 RETURNING 1
+             ), new_state AS (
+                 INSERT INTO runcore_state (thread_id, position, command)
+                 SELECT $2::bytea, s.position, s.command
+                 FROM unnest($13::bigint[], $14::text[]) AS s(position, command)
+                 RETURNING 1
+             ), new_run AS (
+                 INSERT INTO runcore_runs (run_id, thread_id, state, commits, ticket)
+                 SELECT $3::bytea, $2::bytea, $15::text, $16::bigint, $17::text
+                 WHERE $18::boolean
+                 RETURNING 1
+             ), old_run AS (
+                 UPDATE runcore_runs
+                 SET state = $15::text, commits = $16::bigint, ticket = $17::text
+                 WHERE run_id = $3::bytea AND NOT $18::boolean
+                 RETURNING 1
+             ), head AS (
+                 UPDATE runcore_threads
+                 SET version = $9::bigint, message_count = $19::bigint,
+                     state_count = $20::bigint, latest_run = $3::bytea,
+                     transcript_digest = $21::text
+                 WHERE thread_id = $2::bytea
+                 RETURNING 1
+             ), counter AS (
+                 UPDATE runcore_counters
+                 SET last_commit = last_commit + 1, last_event = last_event + $1::bigint
+                 WHERE last_commit < 9223372036854775807
+                   AND last_event <= 9223372036854775807 - $1::bigint
+                   AND (SELECT count(*) FROM new_messages) + (SELECT count(*) FROM new_state)
+                       + (SELECT count(*) FROM new_run) + (SELECT count(*) FROM old_run)
+                       + (SELECT count(*) FROM head) >= 0
+                 RETURNING last_commit, last_event
+             ), new_events AS (
+                 INSERT INTO runcore_events
+                     (sequence, commit_sequence, thread_id, run_id, kind, payload)
+                 SELECT counter.last_event - $1::bigint + drafts.n, counter.last_commit,
+                        $2::bytea, $3::bytea, drafts.kind, drafts.payload
+                 FROM counter,
+                      unnest($4::bytea[], $5::text[]) WITH ORDINALITY AS drafts(kind, payload, n)
+             ), new_operation AS (
+                 INSERT INTO runcore_operations
+                     (run_id, ordinal, payload_hash, sequence, thread_version)
+                 SELECT $3::bytea, $7::bigint, $8::bytea, counter.last_commit, $9::bigint
+                 FROM counter WHERE $6::boolean
+             )
+             SELECT last_commit FROM counter";
 
     // ---- reads, one statement each ----
 

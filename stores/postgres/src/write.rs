@@ -8,7 +8,7 @@
 //!    expected thread version; the ordinal;
 //! 2. (`commit`) `validate`; then, for both, the terminal fence; the run on another thread;
 //!    counters that would overflow;
-//! 3. the writes, and last the counter row (see the crate docs for why last).
+//! 3. the writes, in one statement that also takes the counter row (see the crate docs).
 //!
 //! A rejection rolls the transaction back, so it leaves no trace, not even the thread row the
 //! transaction created for a thread's first commit.
@@ -351,7 +351,7 @@ fn decide_and_write(
         }
     }
 
-    // The counters this commit advances. The store-wide ones are checked by the `append`
+    // The counters this commit advances. The store-wide ones are checked by the `write`
     // statement under their lock; a thread or run counter at its end is checked here, but
     // reported after the store-wide ones, in `MemoryStore`'s order.
     let events = i64::try_from(encoded.payloads.len()).unwrap_or(i64::MAX);
@@ -385,78 +385,25 @@ fn decide_and_write(
             }
         };
 
-    // The writes that need no sequence, while only the thread (and for a new run, its row)
-    // is locked: other threads' commits run beside these.
+    // Everything is written by one statement (one round trip), which also takes the counter
+    // row: see `Statements::write` and the crate docs.
     let mut digest = thread.digest;
-    if !commit.messages.is_empty() {
-        let mut positions = Vec::with_capacity(commit.messages.len());
-        let mut digests = Vec::with_capacity(commit.messages.len());
-        for (position, message) in (thread.message_count..).zip(&commit.messages) {
-            digest = chain_digest(&digest, message);
-            positions.push(position);
-            digests.push(digest.clone());
-        }
-        tx.execute(
-            &sql.insert_messages,
-            &[&encoded.thread, &positions, &encoded.messages, &digests],
-        )
-        .map_err(step("commit: insert the messages"))?;
+    let mut message_positions = Vec::with_capacity(commit.messages.len());
+    let mut digests = Vec::with_capacity(commit.messages.len());
+    for (position, message) in (thread.message_count..).zip(&commit.messages) {
+        digest = chain_digest(&digest, message);
+        message_positions.push(position);
+        digests.push(digest.clone());
     }
-    if !encoded.state.is_empty() {
-        let positions: Vec<i64> = (thread.state_count..).take(encoded.state.len()).collect();
-        tx.execute(
-            &sql.insert_state,
-            &[&encoded.thread, &positions, &encoded.state],
-        )
-        .map_err(step("commit: insert the state commands"))?;
-    }
-    if run.is_some() {
-        tx.execute(
-            &sql.update_run,
-            &[
-                &encoded.run,
-                &encoded.run_state,
-                &new_run_commits,
-                &encoded.ticket,
-            ],
-        )
-        .map_err(step("commit: update the run"))?;
-    } else {
-        tx.execute(
-            &sql.insert_run,
-            &[
-                &encoded.run,
-                &encoded.thread,
-                &encoded.run_state,
-                &new_run_commits,
-                &encoded.ticket,
-            ],
-        )
-        .map_err(step("commit: insert the run"))?;
-    }
-    tx.execute(
-        &sql.update_thread,
-        &[
-            &encoded.thread,
-            &new_version,
-            &message_count,
-            &state_count,
-            &encoded.run,
-            &digest,
-        ],
-    )
-    .map_err(step("commit: update the thread"))?;
-
-    // Last, the sequences: the counter row stays locked from here to the end of the
-    // transaction, so this tail is the only part of a commit that commits on other threads
-    // wait for.
+    let state_positions: Vec<i64> = (thread.state_count..).take(encoded.state.len()).collect();
     let (is_operation, ordinal, hash) = match fence {
         Some(f) => (true, ordinal, f.payload_hash.as_bytes()),
         None => (false, 0, &[][..]),
     };
+    let new_run = run.is_none();
     let appended = tx
         .query_opt(
-            &sql.append,
+            &sql.write,
             &[
                 &events,
                 &encoded.thread,
@@ -467,9 +414,21 @@ fn decide_and_write(
                 &ordinal,
                 &hash,
                 &new_version,
+                &message_positions,
+                &encoded.messages,
+                &digests,
+                &state_positions,
+                &encoded.state,
+                &encoded.run_state,
+                &new_run_commits,
+                &encoded.ticket,
+                &new_run,
+                &message_count,
+                &state_count,
+                &digest,
             ],
         )
-        .map_err(step("commit: append the events"))?;
+        .map_err(step("commit: write"))?;
     let Some(appended) = appended else {
         let counter = store_overflow(tx, sql, events)?.unwrap_or("commit sequence");
         return Ok(Decision::Rejected(CommitError::CounterOverflow {

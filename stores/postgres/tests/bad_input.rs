@@ -357,3 +357,47 @@ fn processes_opening_a_fresh_schema_at_once_migrate_it_once() {
         assert!(result.is_ok(), "{result:?}");
     }
 }
+
+#[test]
+fn a_commit_that_cannot_write_fails_before_it_takes_the_counter_row() {
+    let Some(server) = support::server() else {
+        return;
+    };
+    let mut store = server.scratch();
+    store
+        .commit(commit("t", "r", "first"))
+        .expect("first commit");
+    let mut sql = server.client_in(store.guard().schema());
+    // A row where the next message of `t` goes: its insert must fail.
+    sql.execute(
+        "INSERT INTO runcore_messages (thread_id, position, message, digest)
+         VALUES ('t'::bytea, 1, '{}', '')",
+        &[],
+    )
+    .expect("plant a conflicting row");
+    // Another writer holds the counter row for as long as this test likes.
+    let mut held = sql.transaction().expect("begin");
+    held.query("SELECT * FROM runcore_counters FOR UPDATE", &[])
+        .expect("lock the counter row");
+
+    // The commit's other writes run before it asks for the counter row, so it fails at once
+    // rather than queueing behind the holder (and it would not hold the row while writing).
+    let started = Instant::now();
+    let (sender, outcome) = std::sync::mpsc::channel();
+    let mut victim = store.open_handle().expect("a second connection");
+    let waiting = thread::spawn(move || {
+        let result = victim.commit(commit("t", "r", "second"));
+        let _ = sender.send(result.map(|r| r.sequence));
+    });
+    let result = outcome
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the commit must not wait for the counter row");
+    assert!(
+        matches!(result, Err(StoreError::Unavailable { .. })),
+        "{result:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    held.rollback().expect("release");
+    waiting.join().expect("the committing thread");
+    assert_eq!(store.thread_version(&ThreadId::new("t")).expect("read"), 1);
+}
