@@ -202,10 +202,9 @@ impl PostgresStore {
             };
             let closed = session.client.is_closed();
             match failure {
-                Failure::Begin(error) if closed && !fresh && !reconnected => {
+                Failure::Begin(_) if closed && !fresh && !reconnected => {
                     // The connection died while idle (a server restart, an idle timeout): nothing
                     // of this commit was sent, so open a new one and start over.
-                    let _ = error;
                     reconnected = true;
                     self.drop_session();
                 }
@@ -221,7 +220,7 @@ impl PostgresStore {
     }
 }
 
-/// One try of the commit transaction. `Ok(Err(rejection))` is the contract's answer.
+/// One try of the commit transaction; a rejection is `Failure::Store(StoreError::Rejected)`.
 fn attempt(
     session: &mut Session,
     commit: &ThreadCommit,
