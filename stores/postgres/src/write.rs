@@ -387,14 +387,16 @@ fn decide_and_write(
     // Everything is written by one statement (one round trip), which also takes the counter
     // row: see `Statements::write` and the crate docs.
     let mut digest = thread.digest;
-    let mut message_positions = Vec::with_capacity(commit.messages.len());
-    let mut digests = Vec::with_capacity(commit.messages.len());
-    for (position, message) in (thread.message_count..).zip(&commit.messages) {
-        digest = chain_digest(&digest, message);
-        message_positions.push(position);
-        digests.push(digest.clone());
-    }
-    let state_positions: Vec<i64> = (thread.state_count..).take(encoded.state.len()).collect();
+    let digests: Vec<String> = commit
+        .messages
+        .iter()
+        .map(|message| {
+            digest = chain_digest(&digest, message);
+            digest.clone()
+        })
+        .collect();
+    let message_positions = positions(thread.message_count, message_count);
+    let state_positions = positions(thread.state_count, state_count);
     let (is_operation, ordinal, hash) = match fence {
         Some(f) => (true, ordinal, f.payload_hash.as_bytes()),
         None => (false, 0, &[][..]),
@@ -450,6 +452,11 @@ fn decide_and_write(
         }),
         None => Written::Record(record),
     }))
+}
+
+/// The positions `start..end` (checked by the caller not to overflow).
+fn positions(start: i64, end: i64) -> Vec<i64> {
+    (start..end).collect()
 }
 
 /// Locks the thread's row, creating it first for the thread's first commit.
