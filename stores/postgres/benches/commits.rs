@@ -339,7 +339,8 @@ fn recovery(url: &str, admin: &mut Client) {
     let schema = format!("runcore_bench_recovery_{}", std::process::id());
     let store = PostgresStore::connect_in_schema(url, &schema).expect("open");
     println!("\nrecovery of a thread of {} messages", 2 * RUNS);
-    // One thread's commits are serialized by its row lock, so one connection fills it.
+    // A thread's commits land one after another (each builds on the last version), so one
+    // connection fills it.
     let mut memory = MemoryStore::new();
     let mut filler = store.open_handle().expect("a handle");
     let started = Instant::now();
