@@ -118,7 +118,7 @@ fn long_thread(thread: &str, runs: usize) -> Vec<CommitOperation> {
             match output {
                 Output::Commit(commit) => {
                     let version = ops.len() as u64;
-                    ops.push(CommitOperation::new(commit, run_commits, version));
+                    ops.push(CommitOperation::new(commit.commit, run_commits, version));
                     run_commits += 1;
                 }
                 Output::Action(Action::CallModel { run_id, step, .. }) => {

@@ -2,8 +2,8 @@
 //! twice: the second run finds the history and recovers instead of starting fresh.
 
 use runcore::{
-    Action, Agent, AgentConfig, AssistantMessage, CommitLog, CommitOperation, CommittedThreadView,
-    Output, RecoveryPolicy, ThreadId, ToolOutput, UserMessage,
+    Action, Agent, AgentConfig, AssistantMessage, CommitLog, CommittedThreadView, Output,
+    RecoveryPolicy, ThreadId, ToolOutput, UserMessage,
 };
 use runcore_sqlite::{SqliteOptions, SqliteStore};
 use runcore_store_testkit::TempDir;
@@ -25,10 +25,9 @@ fn readme_example(path: &std::path::Path) -> Result<usize, Box<dyn std::error::E
     while let Some(output) = agent.poll() {
         match output {
             // Persist before acting on anything after it: fenced and idempotent (SPEC §7.1).
+            // The agent supplies the operation's ordinal and expected thread version.
             Output::Commit(commit) => {
-                let ordinal = store.run(commit.run_id())?.map_or(0, |r| r.commits);
-                let version = store.thread_version(&commit.thread_id)?;
-                store.commit_operation(CommitOperation::new(commit, ordinal, version))?;
+                store.commit_operation(commit.into_operation())?;
             }
             Output::Action(Action::CallModel { run_id, step, .. }) => {
                 let answer = AssistantMessage::text("42"); // call your model here
