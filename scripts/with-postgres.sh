@@ -50,17 +50,24 @@ install_postgres() {
         exit 1
     fi
     say "PostgreSQL is not installed; installing Debian's postgresql package"
-    # The package would create and start a cluster of its own ("main"); we want none left
-    # running, so tell postgresql-common not to create it (and keep this file over the
-    # package's own on install).
-    mkdir -p /etc/postgresql-common
-    if [ ! -e /etc/postgresql-common/createcluster.conf ]; then
-        echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.conf
-    fi
+    # The package creates and starts a cluster of its own ("main") unless told not to; we want
+    # none left running. A drop-in beside createcluster.conf (which includes that directory)
+    # says so without touching the package's own file.
+    mkdir -p /etc/postgresql-common/createcluster.d
+    echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/runcore-ci.conf
     export DEBIAN_FRONTEND=noninteractive
     apt-get update
-    apt-get install -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
-        postgresql
+    apt-get install -y postgresql
+    # Should a cluster have been created and started all the same, stop it: it is the
+    # package's, started just now by this install, and nothing here uses it.
+    if command -v pg_lsclusters >/dev/null 2>&1; then
+        pg_lsclusters --no-header 2>/dev/null | while read -r version name _ status _; do
+            if [ "$status" = "online" ]; then
+                say "stopping the cluster $version/$name that the package started"
+                pg_ctlcluster "$version" "$name" stop || true
+            fi
+        done
+    fi
 }
 
 PG_BIN=$(find_pg_bin || true)

@@ -26,26 +26,32 @@
 //! # Ok::<(), runcore::StoreError>(())
 //! ```
 //!
-//! # One transaction per commit
+//! # One transaction per commit: read, decide, write
 //!
-//! A commit is one `READ COMMITTED` transaction; it writes all of the commit or, rejected or
-//! failed, none of it. It takes at most three locks, always in this order, so two commits can
-//! never wait on each other in a cycle:
+//! A commit is two statements, and its write is one transaction — one statement, so there is
+//! no `BEGIN` or `COMMIT` round trip:
 //!
-//! 1. **The thread's row** (`SELECT … FOR UPDATE`, its first statement): commits on one thread
-//!    run one at a time. A writer that queued here reads the thread as the one before it left
-//!    it, so a second writer from the same version gets `VersionConflict` and writes nothing
-//!    (SPEC §7.1). Every check — duplicate operation, version, ordinal, terminal fence, run on
-//!    another thread — is decided on rows that only commits holding this lock change. A row
-//!    lock was chosen over a version-conditional `UPDATE` so that those checks are made on the
-//!    state the commit builds on, before anything is written, in `MemoryStore`'s order.
-//! 2. **A new run's key**: a run's first commit inserts the run's row with no `ON CONFLICT`, so
-//!    if the same new run is committed on two threads at once, the second waits for the first
-//!    and then fails on the key; it is tried again once, now sees the run, and is rejected
-//!    (`RunOnOtherThread`), as the reference would.
-//! 3. **The store's counter row**, last: one statement takes the next commit sequence and the
-//!    next event sequences from it, numbers and inserts the events and records the operation's
-//!    receipt; then `COMMIT`.
+//! 1. **Read**, in one snapshot: the thread's head row (its version, counts and transcript
+//!    digest), the run's row and the operation's stored receipt.
+//! 2. **Decide**, in Rust, with `MemoryStore`'s checks in `MemoryStore`'s order (duplicate
+//!    operation, payload reuse, version, ordinal, terminal fence, run on another thread,
+//!    counters). A rejection or a duplicate is answered here and writes nothing.
+//! 3. **Write**, conditionally on the thread's version read in 1 (SPEC §7.1's per-thread
+//!    serialization as a version-conditional write): the thread's head moves from that version
+//!    to the next, and every other row of the commit is written from that move, so if another
+//!    commit on the thread landed in between, nothing is written and the commit goes back
+//!    to 1 and decides again on the newer state — a fenced writer then gets `VersionConflict`,
+//!    exactly as if it had arrived second. Every commit on a thread moves its version, so an
+//!    unchanged version means nothing the decision rested on changed. The one race the version
+//!    cannot see, the same new run committed on two threads at once, ends on the run's (or its
+//!    first operation's) primary key: the second write fails whole, goes back to 1, and is
+//!    rejected (`RunOnOtherThread`), as the reference would reject it.
+//!
+//! Inside the write, the store's **counter row is taken last**: the statement writes the
+//! messages, state commands, run and thread rows, and only then — the counter update's `WHERE`
+//! counts the rows those writes return, so they must be done before it can lock anything —
+//! takes the next commit sequence and event sequences from the counter row, and writes the
+//! events and the operation's receipt with them.
 //!
 //! # Why the sequences come from a locked row, inside the transaction
 //!
@@ -65,16 +71,20 @@
 //!
 //! # What it costs
 //!
-//! The counter row is a store-wide critical section from the `append` statement to the end of
-//! `COMMIT`. Everything before it — the thread lock, the checks, the messages, state, run and
-//! thread rows — runs in parallel for commits on distinct threads, which is why the counter is
-//! taken last: the serialized tail is one statement and the `COMMIT`. But `COMMIT` includes the
-//! write-ahead-log flush when `synchronous_commit` is on, so on a durable server the store's
-//! commit rate is bounded by about one flush per commit: concurrent commits queue on the row
-//! instead of sharing a flush (group commit). `benches/commits.rs` measures it with 1, 4 and 8
-//! writers. A deployment that needs more commits per second than the disk gives flushes can
-//! run with `synchronous_commit = off` (a server crash may then lose the last few commits, but
-//! never reorders or half-writes one) — the price of one dense, commit-ordered sequence.
+//! The counter row is a store-wide critical section: from the moment the write statement locks
+//! it until the statement's transaction has committed — the events, the receipt and the commit
+//! itself, all inside the server (no round trip to the client happens while it is held).
+//! Everything else — the read, the decision, the messages, state, run and thread rows — runs
+//! in parallel for commits on distinct threads. Two consequences, measured by
+//! `benches/commits.rs` (1, 4 and 8 writers, with where the writers' backends wait):
+//! - However many writers and cores there are, the store commits at most one critical section
+//!   at a time.
+//! - With `synchronous_commit = on` (the default, and what a durable deployment runs), the
+//!   commit includes the write-ahead-log flush, so commits queue on the row one flush at a
+//!   time instead of sharing flushes (group commit): the store's rate is bounded by about one
+//!   commit per disk flush. A deployment that needs more can run the server with
+//!   `synchronous_commit = off` (a server crash may then lose the last commits, but never
+//!   reorders or half-writes one) — the price of one dense, commit-ordered sequence.
 //!
 //! # Reads
 //!

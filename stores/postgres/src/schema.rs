@@ -89,6 +89,13 @@ CREATE TABLE runcore_events (
 CREATE INDEX runcore_events_thread ON runcore_events (thread_id, sequence);
 CREATE INDEX runcore_events_run ON runcore_events (run_id, sequence);
 
+-- Fails the statement that calls it (plain SQL has no way to raise an error on purpose).
+CREATE FUNCTION runcore_fail(message text) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $fail$
+BEGIN
+    RAISE EXCEPTION USING MESSAGE = message, ERRCODE = 'data_corrupted';
+END
+$fail$;
+
 CREATE TABLE runcore_operations (
     run_id         bytea NOT NULL,
     ordinal        bigint NOT NULL,

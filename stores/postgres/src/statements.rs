@@ -26,69 +26,100 @@ macro_rules! statements {
 }
 
 statements! {
-    // ---- the commit transaction, in the order it runs them ----
+    // ---- a commit: read, decide (in Rust), write; each statement its own transaction ----
 
-    /// Locks the thread's row: every commit on the thread queues here.
-    thread_for_update = "SELECT version, message_count, state_count, transcript_digest
-                         FROM runcore_threads WHERE thread_id = $1::bytea FOR UPDATE";
-    /// Creates the row of a thread's first commit (rolled back with a rejected commit).
-    thread_create = "INSERT INTO runcore_threads
-                         (thread_id, version, message_count, state_count, latest_run,
-                          transcript_digest)
-                     VALUES ($1::bytea, 0, 0, 0, NULL, '')
-                     ON CONFLICT (thread_id) DO NOTHING";
-    /// The run and the operation `(run, ordinal)`, read in one snapshot.
-    run_and_operation = "SELECT r.thread_id, r.state, r.commits,
-                                o.payload_hash, o.sequence, o.thread_version
-                         FROM (SELECT 1) AS one
-                         LEFT JOIN runcore_runs r ON r.run_id = $1::bytea
-                         LEFT JOIN runcore_operations o
-                                ON o.run_id = $1::bytea AND o.ordinal = $2::bigint";
+    /// The thread's head, the run and the operation `(run, $3)`, in one snapshot.
+    read_for_commit = "SELECT t.version, t.message_count, t.state_count, t.transcript_digest,
+                              r.thread_id, r.state, r.commits,
+                              o.payload_hash, o.sequence, o.thread_version
+                       FROM (SELECT 1) AS one
+                       LEFT JOIN runcore_threads t ON t.thread_id = $1::bytea
+                       LEFT JOIN runcore_runs r ON r.run_id = $2::bytea
+                       LEFT JOIN runcore_operations o
+                              ON o.run_id = $2::bytea AND o.ordinal = $3::bigint";
     /// The store's counters, read only to name the counter that would overflow.
     counters = "SELECT last_commit, last_event FROM runcore_counters";
-    insert_messages = "INSERT INTO runcore_messages (thread_id, position, message, digest)
-                       SELECT $1::bytea, u.position, u.message, u.digest
-                       FROM unnest($2::bigint[], $3::text[], $4::text[])
-                            AS u(position, message, digest)";
-    insert_state = "INSERT INTO runcore_state (thread_id, position, command)
-                    SELECT $1::bytea, u.position, u.command
-                    FROM unnest($2::bigint[], $3::text[]) AS u(position, command)";
-    /// A run's first commit. No `ON CONFLICT`: a concurrent first commit of the same run on
-    /// another thread must fail here (and be retried, to be rejected), not overwrite it.
-    insert_run = "INSERT INTO runcore_runs (run_id, thread_id, state, commits, ticket)
-                  VALUES ($1::bytea, $2::bytea, $3::text, $4::bigint, $5::text)";
-    update_run = "UPDATE runcore_runs SET state = $2::text, commits = $3::bigint, ticket = $4::text
-                  WHERE run_id = $1::bytea";
-    update_thread = "UPDATE runcore_threads
-                     SET version = $2::bigint, message_count = $3::bigint,
-                         state_count = $4::bigint, latest_run = $5::bytea,
-                         transcript_digest = $6::text
-                     WHERE thread_id = $1::bytea";
-    /// The tail, under the counter row's lock until the transaction ends: takes the next
-    /// commit sequence and `$1` event sequences (unless either would pass `bigint`'s maximum:
-    /// then no row comes back), numbers and inserts the events, and records the operation's
-    /// receipt when `$6`. One statement, so the lock is held for one round trip and the
-    /// `COMMIT`.
-    append = "WITH counter AS (
-                  UPDATE runcore_counters
-                  SET last_commit = last_commit + 1, last_event = last_event + $1::bigint
-                  WHERE last_commit < 9223372036854775807
-                    AND last_event <= 9223372036854775807 - $1::bigint
-                  RETURNING last_commit, last_event
-              ), events AS (
-                  INSERT INTO runcore_events
-                      (sequence, commit_sequence, thread_id, run_id, kind, payload)
-                  SELECT counter.last_event - $1::bigint + drafts.n, counter.last_commit,
-                         $2::bytea, $3::bytea, drafts.kind, drafts.payload
-                  FROM counter,
-                       unnest($4::bytea[], $5::text[]) WITH ORDINALITY AS drafts(kind, payload, n)
-              ), operation AS (
-                  INSERT INTO runcore_operations
-                      (run_id, ordinal, payload_hash, sequence, thread_version)
-                  SELECT $3::bytea, $7::bigint, $8::bytea, counter.last_commit, $9::bigint
-                  FROM counter WHERE $6::boolean
-              )
-              SELECT last_commit FROM counter";
+    /// Every write of an accepted commit, as one statement (so one transaction, committed
+    /// when it ends: no `BEGIN`, no `COMMIT` round trip).
+    ///
+    /// First the thread's head moves — `head` has one row if the thread is still at the
+    /// version the decision was made on (`$23`; for a new thread, `$22`: the row is still
+    /// absent), none otherwise. Everything else is written from `head`, so if the thread moved
+    /// on meanwhile nothing is written and the first column comes back NULL. The messages and
+    /// state commands go in at the positions given, the run is inserted (`$18`) or updated.
+    /// Then the counter row — its `WHERE` counts the rows those writes return, so they must be
+    /// done before it can lock the row — gives the commit sequence and `$1` event sequences
+    /// (past `bigint`'s end the addition fails the statement), and the events and the
+    /// operation's receipt (`$6`) are written with them. The counter row stays locked to the
+    /// end of the statement's transaction: that stretch is the events, the receipt and the
+    /// commit itself, all inside the server.
+    ///
+    /// The run is inserted with no `ON CONFLICT`: a concurrent first commit of the same run on
+    /// another thread must fail here (and start over, to be rejected), not overwrite it. With
+    /// the head moved, a missing counter row fails the statement rather than leave a commit
+    /// without its sequence.
+    write = "WITH moved_thread AS (
+                 UPDATE runcore_threads
+                 SET version = $9::bigint, message_count = $19::bigint,
+                     state_count = $20::bigint, latest_run = $3::bytea,
+                     transcript_digest = $21::text
+                 WHERE thread_id = $2::bytea AND version = $23::bigint AND NOT $22::boolean
+                 RETURNING 1 AS moved
+             ), new_thread AS (
+                 INSERT INTO runcore_threads
+                     (thread_id, version, message_count, state_count, latest_run,
+                      transcript_digest)
+                 SELECT $2::bytea, $9::bigint, $19::bigint, $20::bigint, $3::bytea, $21::text
+                 WHERE $22::boolean
+                 ON CONFLICT (thread_id) DO NOTHING
+                 RETURNING 1 AS moved
+             ), head AS (
+                 SELECT moved FROM moved_thread UNION ALL SELECT moved FROM new_thread
+             ), new_messages AS (
+                 INSERT INTO runcore_messages (thread_id, position, message, digest)
+                 SELECT $2::bytea, m.position, m.message, m.digest
+                 FROM head, unnest($10::bigint[], $11::text[], $12::text[])
+                      AS m(position, message, digest)
+                 RETURNING 1
+             ), new_state AS (
+                 INSERT INTO runcore_state (thread_id, position, command)
+                 SELECT $2::bytea, s.position, s.command
+                 FROM head, unnest($13::bigint[], $14::text[]) AS s(position, command)
+                 RETURNING 1
+             ), new_run AS (
+                 INSERT INTO runcore_runs (run_id, thread_id, state, commits, ticket)
+                 SELECT $3::bytea, $2::bytea, $15::text, $16::bigint, $17::text
+                 FROM head WHERE $18::boolean
+                 RETURNING 1
+             ), old_run AS (
+                 UPDATE runcore_runs
+                 SET state = $15::text, commits = $16::bigint, ticket = $17::text
+                 WHERE run_id = $3::bytea AND NOT $18::boolean AND EXISTS (SELECT 1 FROM head)
+                 RETURNING 1
+             ), counter AS (
+                 UPDATE runcore_counters
+                 SET last_commit = last_commit + 1, last_event = last_event + $1::bigint
+                 WHERE EXISTS (SELECT 1 FROM head)
+                   AND (SELECT count(*) FROM new_messages) + (SELECT count(*) FROM new_state)
+                       + (SELECT count(*) FROM new_run) + (SELECT count(*) FROM old_run) >= 0
+                 RETURNING last_commit, last_event
+             ), new_events AS (
+                 INSERT INTO runcore_events
+                     (sequence, commit_sequence, thread_id, run_id, kind, payload)
+                 SELECT counter.last_event - $1::bigint + drafts.n, counter.last_commit,
+                        $2::bytea, $3::bytea, drafts.kind, drafts.payload
+                 FROM counter,
+                      unnest($4::bytea[], $5::text[]) WITH ORDINALITY AS drafts(kind, payload, n)
+             ), new_operation AS (
+                 INSERT INTO runcore_operations
+                     (run_id, ordinal, payload_hash, sequence, thread_version)
+                 SELECT $3::bytea, $7::bigint, $8::bytea, counter.last_commit, $9::bigint
+                 FROM counter WHERE $6::boolean
+             )
+             SELECT CASE WHEN EXISTS (SELECT 1 FROM head)
+                         THEN coalesce((SELECT last_commit FROM counter),
+                                       runcore_fail('the store''s counter row is missing'))
+                    END";
 
     // ---- reads, one statement each ----
 

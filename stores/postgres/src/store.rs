@@ -35,9 +35,9 @@ pub const URL_ENV: &str = "RUNCORE_PG_URL";
 /// # A lost connection
 /// A call whose connection breaks returns [`StoreError::Unavailable`] with the driver's error
 /// as its source, and the next call connects again by itself ([`reconnect`](Self::reconnect)
-/// does it at once). What was lost is never half-written: a commit is one transaction, so
-/// either all of it is stored or none of it. Only when the connection breaks while the final
-/// `COMMIT` is in flight can the client not know which; a host that commits through
+/// does it at once). What was lost is never half-written: a commit's write is one statement
+/// and so one transaction, either all stored or none of it. Only when the connection breaks
+/// while that statement is in flight can the client not know which; a host that commits through
 /// [`commit_operation`](runcore::CommitLog::commit_operation) (as the agent's commits are)
 /// retries the same operation and gets the stored receipt (`duplicate = true`) if it had
 /// landed, or lands it now. A read that finds its connection already closed reconnects and
@@ -140,8 +140,8 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// The connection slot. A poisoned lock is taken over: a panic elsewhere cannot leave the
-    /// connection mid-transaction (an unfinished transaction rolls back when dropped).
+    /// The connection slot. A poisoned lock is taken over: the store never leaves a
+    /// transaction open between statements, so a panic elsewhere cannot leave one behind.
     fn lock(&self) -> MutexGuard<'_, Option<Session>> {
         self.session
             .lock()

@@ -1,19 +1,28 @@
-//! The commit transaction: [`CommitLog`] for [`PostgresStore`].
+//! The commit: [`CommitLog`] for [`PostgresStore`].
 //!
-//! Every check runs in the order `MemoryStore` runs it, on rows read inside the transaction
-//! after the thread's row is locked, so the answer is the one the reference store would give
-//! had the commits arrived in the order the database serialized them:
-//! 1. (`commit_operation`) `validate`; the operation's run is the commit's; a stored operation
-//!    with the same hash → its receipt, `duplicate = true`; with another hash → reject; the
-//!    expected thread version; the ordinal;
-//! 2. (`commit`) `validate`; then, for both, the terminal fence; the run on another thread;
-//!    counters that would overflow;
-//! 3. the writes, and last the counter row (see the crate docs for why last).
+//! A commit is two statements, each its own transaction — no `BEGIN`, no `COMMIT`:
+//! 1. **read** (one snapshot): the thread's head row, the run's row and the operation's
+//!    receipt;
+//! 2. **decide**, here, in the order `MemoryStore` checks: (`commit_operation`) `validate`; the
+//!    operation's run is the commit's; a stored operation with the same hash → its receipt,
+//!    `duplicate = true`, with another hash → reject; the expected thread version; the
+//!    ordinal; (`commit`) `validate`; then, for both, the terminal fence; the run on another
+//!    thread; counters that would overflow;
+//! 3. **write** (one statement, see `Statements::write`), *conditional on the thread's version
+//!    read in 1*: every row of the commit, the counter row last.
 //!
-//! A rejection rolls the transaction back, so it leaves no trace, not even the thread row the
-//! transaction created for a thread's first commit.
+//! Every commit on a thread moves the thread's version, so if the write finds the version it
+//! read, nothing the decision rested on has changed — the thread's rows, and the run's and the
+//! operation's when they are on this thread (a run on another thread is only ever a reason to
+//! reject). If another commit on the thread landed in between, the write changes nothing and
+//! the commit starts over from 1 on the newer state; a fenced operation then gets its
+//! `VersionConflict`, as it would have had it arrived second. The one race the version cannot
+//! see — the same new run committed on two threads at once — ends on the run's (or its first
+//! operation's) primary key: the second write fails whole, starts over, and is rejected
+//! (`RunOnOtherThread`).
+//!
+//! A rejection writes nothing: it is decided before the write is sent.
 
-use postgres::Transaction;
 use postgres::error::SqlState;
 use runcore::store::chain_digest;
 use runcore::{
@@ -24,10 +33,14 @@ use runcore::{
 use crate::codec::{bound, column, count, db_error, from_json, text_of, to_json};
 use crate::store::{PostgresStore, Session};
 
-/// How many times a transaction that the database aborted for a conflict (a concurrent first
-/// commit of the same run on another thread) is tried again. The second try sees the other
-/// commit and is decided on it; more is only insurance.
-const ATTEMPTS: usize = 3;
+/// How many times a commit starts over because another commit on its thread landed between
+/// its read and its write. Each time, another commit got through, so the store is moving;
+/// only a thread hammered by other writers without pause could exhaust it.
+const RACES: usize = 10_000;
+
+/// The primary keys whose violation means "the same new run was committed concurrently on
+/// another thread": start over, and be rejected on what that commit wrote.
+const NEW_RUN_KEYS: [&str; 2] = ["runcore_runs_pkey", "runcore_operations_pkey"];
 
 /// The fencing half of a [`CommitOperation`].
 struct Fence {
@@ -40,39 +53,6 @@ struct Fence {
 enum Written {
     Record(CommitRecord),
     Receipt(CommitReceipt),
-}
-
-/// Why an attempt did not produce an answer.
-enum Failure {
-    /// `BEGIN` failed: nothing was sent that could commit, so a fresh connection may try again.
-    Begin(StoreError),
-    /// The database aborted the transaction over a conflict with a concurrent one (unique
-    /// violation or deadlock); nothing was written, so the attempt may be repeated.
-    Conflict(StoreError),
-    /// Anything else: the answer.
-    Store(StoreError),
-}
-
-/// Maps a statement's error: a conflict the database resolved by aborting is retryable.
-fn step(what: &str) -> impl FnOnce(postgres::Error) -> Failure + '_ {
-    move |error| {
-        let conflict = matches!(
-            error.code(),
-            Some(&SqlState::UNIQUE_VIOLATION) | Some(&SqlState::T_R_DEADLOCK_DETECTED)
-        );
-        let error = db_error(what, error);
-        if conflict {
-            Failure::Conflict(error)
-        } else {
-            Failure::Store(error)
-        }
-    }
-}
-
-impl From<StoreError> for Failure {
-    fn from(error: StoreError) -> Self {
-        Failure::Store(error)
-    }
 }
 
 /// The commit's values as column values, encoded once before any attempt.
@@ -122,25 +102,58 @@ impl Encoded {
     }
 }
 
-/// The locked thread row.
-struct ThreadRow {
+/// The thread's head row as read.
+struct Head {
     version: i64,
     message_count: i64,
     state_count: i64,
     digest: String,
 }
 
-/// The run's row and the operation's receipt, as one snapshot saw them.
+/// The run's row as read.
 struct RunRow {
     thread_id: Vec<u8>,
     state: RunState,
     commits: i64,
 }
 
+/// The operation's stored receipt as read.
 struct OperationRow {
     payload_hash: Vec<u8>,
     sequence: i64,
     thread_version: i64,
+}
+
+/// What step 1 read, in one snapshot.
+struct Snapshot {
+    head: Option<Head>,
+    run: Option<RunRow>,
+    operation: Option<OperationRow>,
+}
+
+/// What step 2 decided.
+enum Decision {
+    Rejected(CommitError),
+    Duplicate(CommitReceipt),
+    /// A counter of the thread or run would pass `bigint`'s end; which counter to report
+    /// depends on the store's counters too (they come first in `MemoryStore`'s order).
+    Overflow(&'static str),
+    Write(Plan),
+}
+
+/// The column values of an accepted commit's write.
+struct Plan {
+    new_thread: bool,
+    read_version: i64,
+    new_version: i64,
+    new_run: bool,
+    run_commits: i64,
+    message_positions: Vec<i64>,
+    digests: Vec<String>,
+    message_count: i64,
+    state_positions: Vec<i64>,
+    state_count: i64,
+    transcript_digest: String,
 }
 
 impl CommitLog for PostgresStore {
@@ -176,9 +189,8 @@ impl CommitLog for PostgresStore {
 }
 
 impl PostgresStore {
-    /// Validates, then runs the transaction, trying again on a fresh connection when `BEGIN`
-    /// failed on a connection that had been closed, and on the same connection when the
-    /// database aborted it over a conflict.
+    /// Read, decide, write; start over when another commit on the thread got in between, or
+    /// when the read found its connection closed (reading twice changes nothing).
     fn write(&mut self, commit: ThreadCommit, fence: Option<Fence>) -> Result<Written, StoreError> {
         commit.validate()?;
         if let Some(fence) = &fence
@@ -191,111 +203,155 @@ impl PostgresStore {
             .into());
         }
         let encoded = Encoded::new(&commit)?;
+        let fence = fence.as_ref();
+        // An ordinal no stored operation has (stored ordinals fit in bigint).
+        let ordinal = fence
+            .and_then(|f| bound(f.operation_id.ordinal))
+            .unwrap_or(-1);
         let mut reconnected = false;
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
+        for _ in 0..RACES {
             let (session, fresh) = self.session_for_write()?;
-            let failure = match attempt(session, &commit, &encoded, fence.as_ref()) {
-                Ok(written) => return Ok(written),
-                Err(failure) => failure,
-            };
-            let closed = session.client.is_closed();
-            match failure {
-                Failure::Begin(error) if closed && !fresh && !reconnected => {
-                    // The connection died while idle (a server restart, an idle timeout): nothing
-                    // of this commit was sent, so open a new one and start over.
-                    let _ = error;
-                    reconnected = true;
-                    self.drop_session();
-                }
-                Failure::Conflict(_) if !closed && attempts < ATTEMPTS => {}
-                Failure::Begin(error) | Failure::Conflict(error) | Failure::Store(error) => {
+            let snapshot = match read(session, &encoded, ordinal) {
+                Ok(snapshot) => snapshot,
+                Err(error) => {
+                    let closed = session.client.is_closed();
                     if closed {
                         self.drop_session();
+                        if !fresh && !reconnected {
+                            // Closed while idle (a server restart, an idle timeout): nothing of
+                            // this commit was sent; read again on a new connection.
+                            reconnected = true;
+                            continue;
+                        }
                     }
                     return Err(error);
                 }
+            };
+            let plan = match decide(&commit, &encoded, fence, snapshot)? {
+                Decision::Rejected(rejection) => return Err(rejection.into()),
+                Decision::Duplicate(receipt) => return Ok(Written::Receipt(receipt)),
+                Decision::Overflow(local) => {
+                    let counter = overflowing_counter(session, &encoded)?.unwrap_or(local);
+                    return Err(CommitError::CounterOverflow {
+                        counter: counter.to_owned(),
+                    }
+                    .into());
+                }
+                Decision::Write(plan) => plan,
+            };
+            match write_plan(session, &encoded, fence, ordinal, &plan) {
+                Ok(Some(sequence)) => {
+                    let record = CommitRecord {
+                        sequence: count("commit sequence", sequence)?,
+                        thread_version: count("thread version", plan.new_version)?,
+                    };
+                    return Ok(match fence {
+                        Some(fence) => Written::Receipt(CommitReceipt {
+                            operation_id: fence.operation_id.clone(),
+                            payload_hash: fence.payload_hash.clone(),
+                            record,
+                            duplicate: false,
+                        }),
+                        None => Written::Record(record),
+                    });
+                }
+                // Another commit on the thread landed since the read: decide again.
+                Ok(None) => continue,
+                Err(error) if is_new_run_race(&error) => continue,
+                Err(error) if error.code() == Some(&SqlState::NUMERIC_VALUE_OUT_OF_RANGE) => {
+                    // Only the store's counters are computed in SQL; the rest was checked.
+                    if let Some(counter) = overflowing_counter(session, &encoded)? {
+                        return Err(CommitError::CounterOverflow {
+                            counter: counter.to_owned(),
+                        }
+                        .into());
+                    }
+                    return Err(db_error("commit: write", error));
+                }
+                Err(error) => {
+                    if session.client.is_closed() {
+                        self.drop_session();
+                    }
+                    return Err(db_error(
+                        "commit: write (if the connection was lost while the write was in \
+                         flight, the commit may have landed; retry the operation: a duplicate \
+                         receipt says it did)",
+                        error,
+                    ));
+                }
             }
         }
+        Err(StoreError::unavailable(format!(
+            "commit on thread {:?}: {RACES} other commits on the thread landed first, one \
+             after another; gave up",
+            commit.thread_id.as_str()
+        )))
     }
 }
 
-/// One try of the commit transaction. `Ok(Err(rejection))` is the contract's answer.
-fn attempt(
-    session: &mut Session,
-    commit: &ThreadCommit,
-    encoded: &Encoded,
-    fence: Option<&Fence>,
-) -> Result<Written, Failure> {
-    let sql = &session.sql;
-    let mut tx = session
+/// Step 1: the thread's head, the run and the operation, in one snapshot.
+fn read(session: &mut Session, encoded: &Encoded, ordinal: i64) -> Result<Snapshot, StoreError> {
+    let row = session
         .client
-        .transaction()
-        .map_err(|e| Failure::Begin(db_error("commit: begin the transaction", e)))?;
-    match decide_and_write(&mut tx, sql, commit, encoded, fence)? {
-        Decision::Rejected(rejection) => {
-            // Rolling back is also what the server does if this fails (the connection is
-            // then gone, and the next call opens a new one).
-            let _ = tx.rollback();
-            Err(Failure::Store(rejection.into()))
-        }
-        Decision::Duplicate(receipt) => {
-            let _ = tx.rollback();
-            Ok(Written::Receipt(receipt))
-        }
-        Decision::Written(written) => {
-            tx.commit().map_err(|e| {
-                Failure::Store(db_error(
-                    "commit: COMMIT failed (if the connection was lost while it was in flight, \
-                     the commit may have landed; retry the operation: a duplicate receipt says \
-                     it did)",
-                    e,
-                ))
-            })?;
-            Ok(written)
-        }
-    }
-}
-
-enum Decision {
-    Rejected(CommitError),
-    Duplicate(CommitReceipt),
-    Written(Written),
-}
-
-fn decide_and_write(
-    tx: &mut Transaction<'_>,
-    sql: &crate::statements::Statements,
-    commit: &ThreadCommit,
-    encoded: &Encoded,
-    fence: Option<&Fence>,
-) -> Result<Decision, Failure> {
-    let thread = lock_thread(tx, sql, &encoded.thread)?;
-    // An ordinal no stored operation can have (stored ordinals fit in bigint).
-    let ordinal = fence
-        .and_then(|f| bound(f.operation_id.ordinal))
-        .unwrap_or(-1);
-    let row = tx
-        .query_one(&sql.run_and_operation, &[&encoded.run, &ordinal])
-        .map_err(step("commit: read the run"))?;
-    let run = match column::<Option<Vec<u8>>>(&row, 0, "the run's thread")? {
+        .query_one(
+            &session.sql.read_for_commit,
+            &[&encoded.thread, &encoded.run, &ordinal],
+        )
+        .map_err(|e| db_error("commit: read the thread, run and operation", e))?;
+    let head = match column::<Option<i64>>(&row, 0, "the thread's version")? {
+        None => None,
+        Some(version) => Some(Head {
+            version,
+            message_count: column(&row, 1, "the thread's message count")?,
+            state_count: column(&row, 2, "the thread's state count")?,
+            digest: column(&row, 3, "the thread's transcript digest")?,
+        }),
+    };
+    let run = match column::<Option<Vec<u8>>>(&row, 4, "the run's thread")? {
         None => None,
         Some(thread_id) => Some(RunRow {
             thread_id,
-            state: from_json("run state", &column::<String>(&row, 1, "the run's state")?)?,
-            commits: column(&row, 2, "the run's commits")?,
+            state: from_json("run state", &column::<String>(&row, 5, "the run's state")?)?,
+            commits: column(&row, 6, "the run's commits")?,
         }),
     };
-    let operation = match column::<Option<Vec<u8>>>(&row, 3, "the operation's hash")? {
+    let operation = match column::<Option<Vec<u8>>>(&row, 7, "the operation's hash")? {
         None => None,
         Some(payload_hash) => Some(OperationRow {
             payload_hash,
-            sequence: column(&row, 4, "the operation's sequence")?,
-            thread_version: column(&row, 5, "the operation's thread version")?,
+            sequence: column(&row, 8, "the operation's sequence")?,
+            thread_version: column(&row, 9, "the operation's thread version")?,
         }),
     };
-    let thread_version = count("thread version", thread.version)?;
+    Ok(Snapshot {
+        head,
+        run,
+        operation,
+    })
+}
+
+/// Step 2: the checks, in `MemoryStore`'s order, and the column values of the write.
+fn decide(
+    commit: &ThreadCommit,
+    encoded: &Encoded,
+    fence: Option<&Fence>,
+    snapshot: Snapshot,
+) -> Result<Decision, StoreError> {
+    let Snapshot {
+        head,
+        run,
+        operation,
+    } = snapshot;
+    let (read_version, message_count, state_count, digest) = match &head {
+        Some(head) => (
+            head.version,
+            head.message_count,
+            head.state_count,
+            head.digest.clone(),
+        ),
+        None => (0, 0, 0, String::new()),
+    };
+    let thread_version = count("thread version", read_version)?;
     let run_commits = match &run {
         Some(run) => count("run commit count", run.commits)?,
         None => 0,
@@ -351,187 +407,114 @@ fn decide_and_write(
         }
     }
 
-    // The counters this commit advances. The store-wide ones are checked by the `append`
-    // statement under their lock; a thread or run counter at its end is checked here, but
-    // reported after the store-wide ones, in `MemoryStore`'s order.
-    let events = i64::try_from(encoded.payloads.len()).unwrap_or(i64::MAX);
-    let new_version = thread.version.checked_add(1);
-    let new_run_commits = run.as_ref().map_or(0, |r| r.commits).checked_add(1);
-    let message_end = i64::try_from(encoded.messages.len())
-        .ok()
-        .and_then(|n| thread.message_count.checked_add(n));
-    let state_end = i64::try_from(encoded.state.len())
-        .ok()
-        .and_then(|n| thread.state_count.checked_add(n));
-    let (new_version, new_run_commits, message_count, state_count) =
-        match (new_version, new_run_commits, message_end, state_end) {
-            (Some(version), Some(commits), Some(messages), Some(state)) => {
-                (version, commits, messages, state)
-            }
-            (version, commits, messages, _) => {
-                let local = if version.is_none() {
-                    "thread version"
-                } else if commits.is_none() {
-                    "run commit count"
-                } else if messages.is_none() {
-                    "message position"
-                } else {
-                    "state position"
-                };
-                let counter = store_overflow(tx, sql, events)?.unwrap_or(local);
-                return Ok(Decision::Rejected(CommitError::CounterOverflow {
-                    counter: counter.to_owned(),
-                }));
-            }
-        };
+    // The thread's and run's counters; the store's are checked by the write, under its lock.
+    let add = |base: i64, n: usize| i64::try_from(n).ok().and_then(|n| base.checked_add(n));
+    let Some(new_version) = read_version.checked_add(1) else {
+        return Ok(Decision::Overflow("thread version"));
+    };
+    let Some(new_run_commits) = run.as_ref().map_or(0, |r| r.commits).checked_add(1) else {
+        return Ok(Decision::Overflow("run commit count"));
+    };
+    let Some(message_end) = add(message_count, encoded.messages.len()) else {
+        return Ok(Decision::Overflow("message position"));
+    };
+    let Some(state_end) = add(state_count, encoded.state.len()) else {
+        return Ok(Decision::Overflow("state position"));
+    };
 
-    // The writes that need no sequence, while only the thread (and for a new run, its row)
-    // is locked: other threads' commits run beside these.
-    let mut digest = thread.digest;
-    if !commit.messages.is_empty() {
-        let mut positions = Vec::with_capacity(commit.messages.len());
-        let mut digests = Vec::with_capacity(commit.messages.len());
-        for (position, message) in (thread.message_count..).zip(&commit.messages) {
-            digest = chain_digest(&digest, message);
-            positions.push(position);
-            digests.push(digest.clone());
-        }
-        tx.execute(
-            &sql.insert_messages,
-            &[&encoded.thread, &positions, &encoded.messages, &digests],
-        )
-        .map_err(step("commit: insert the messages"))?;
-    }
-    if !encoded.state.is_empty() {
-        let positions: Vec<i64> = (thread.state_count..).take(encoded.state.len()).collect();
-        tx.execute(
-            &sql.insert_state,
-            &[&encoded.thread, &positions, &encoded.state],
-        )
-        .map_err(step("commit: insert the state commands"))?;
-    }
-    if run.is_some() {
-        tx.execute(
-            &sql.update_run,
-            &[
-                &encoded.run,
-                &encoded.run_state,
-                &new_run_commits,
-                &encoded.ticket,
-            ],
-        )
-        .map_err(step("commit: update the run"))?;
-    } else {
-        tx.execute(
-            &sql.insert_run,
-            &[
-                &encoded.run,
-                &encoded.thread,
-                &encoded.run_state,
-                &new_run_commits,
-                &encoded.ticket,
-            ],
-        )
-        .map_err(step("commit: insert the run"))?;
-    }
-    tx.execute(
-        &sql.update_thread,
-        &[
-            &encoded.thread,
-            &new_version,
-            &message_count,
-            &state_count,
-            &encoded.run,
-            &digest,
-        ],
-    )
-    .map_err(step("commit: update the thread"))?;
-
-    // Last, the sequences: the counter row stays locked from here to the end of the
-    // transaction, so this tail is the only part of a commit that commits on other threads
-    // wait for.
-    let (is_operation, ordinal, hash) = match fence {
-        Some(f) => (true, ordinal, f.payload_hash.as_bytes()),
-        None => (false, 0, &[][..]),
-    };
-    let appended = tx
-        .query_opt(
-            &sql.append,
-            &[
-                &events,
-                &encoded.thread,
-                &encoded.run,
-                &encoded.kinds,
-                &encoded.payloads,
-                &is_operation,
-                &ordinal,
-                &hash,
-                &new_version,
-            ],
-        )
-        .map_err(step("commit: append the events"))?;
-    let Some(appended) = appended else {
-        let counter = store_overflow(tx, sql, events)?.unwrap_or("commit sequence");
-        return Ok(Decision::Rejected(CommitError::CounterOverflow {
-            counter: counter.to_owned(),
-        }));
-    };
-    let record = CommitRecord {
-        sequence: count(
-            "commit sequence",
-            column(&appended, 0, "the commit sequence")?,
-        )?,
-        thread_version: count("thread version", new_version)?,
-    };
-    Ok(Decision::Written(match fence {
-        Some(fence) => Written::Receipt(CommitReceipt {
-            operation_id: fence.operation_id.clone(),
-            payload_hash: fence.payload_hash.clone(),
-            record,
-            duplicate: false,
-        }),
-        None => Written::Record(record),
+    let mut transcript_digest = digest;
+    let digests = commit
+        .messages
+        .iter()
+        .map(|message| {
+            transcript_digest = chain_digest(&transcript_digest, message);
+            transcript_digest.clone()
+        })
+        .collect();
+    Ok(Decision::Write(Plan {
+        new_thread: head.is_none(),
+        read_version,
+        new_version,
+        new_run: run.is_none(),
+        run_commits: new_run_commits,
+        // Plain ranges: they stop at their end without stepping past it.
+        message_positions: (message_count..message_end).collect(),
+        digests,
+        message_count: message_end,
+        state_positions: (state_count..state_end).collect(),
+        state_count: state_end,
+        transcript_digest,
     }))
 }
 
-/// Locks the thread's row, creating it first for the thread's first commit.
-fn lock_thread(
-    tx: &mut Transaction<'_>,
-    sql: &crate::statements::Statements,
-    thread: &Vec<u8>,
-) -> Result<ThreadRow, Failure> {
-    let mut row = tx
-        .query_opt(&sql.thread_for_update, &[thread])
-        .map_err(step("commit: lock the thread"))?;
-    if row.is_none() {
-        tx.execute(&sql.thread_create, &[thread])
-            .map_err(step("commit: create the thread"))?;
-        row = tx
-            .query_opt(&sql.thread_for_update, &[thread])
-            .map_err(step("commit: lock the new thread"))?;
-    }
-    let Some(row) = row else {
-        return Err(Failure::Store(StoreError::unavailable(
-            "commit: the thread's row vanished while it was being created",
-        )));
+/// Step 3: the write. `Ok(Some(sequence))` when it landed, `Ok(None)` when the thread had
+/// moved on since the read (then nothing was written).
+fn write_plan(
+    session: &mut Session,
+    encoded: &Encoded,
+    fence: Option<&Fence>,
+    ordinal: i64,
+    plan: &Plan,
+) -> Result<Option<i64>, postgres::Error> {
+    let events = i64::try_from(encoded.payloads.len()).unwrap_or(i64::MAX);
+    let (is_operation, hash) = match fence {
+        Some(f) => (true, f.payload_hash.as_bytes()),
+        None => (false, &[][..]),
     };
-    Ok(ThreadRow {
-        version: column(&row, 0, "the thread's version")?,
-        message_count: column(&row, 1, "the thread's message count")?,
-        state_count: column(&row, 2, "the thread's state count")?,
-        digest: column(&row, 3, "the thread's transcript digest")?,
+    let row = session.client.query_one(
+        &session.sql.write,
+        &[
+            &events,
+            &encoded.thread,
+            &encoded.run,
+            &encoded.kinds,
+            &encoded.payloads,
+            &is_operation,
+            &ordinal,
+            &hash,
+            &plan.new_version,
+            &plan.message_positions,
+            &encoded.messages,
+            &plan.digests,
+            &plan.state_positions,
+            &encoded.state,
+            &encoded.run_state,
+            &plan.run_commits,
+            &encoded.ticket,
+            &plan.new_run,
+            &plan.message_count,
+            &plan.state_count,
+            &plan.transcript_digest,
+            &plan.new_thread,
+            &plan.read_version,
+        ],
+    )?;
+    // NULL exactly when the thread had moved on: with the thread moved, a missing sequence
+    // fails the statement (see `Statements::write`).
+    row.try_get(0)
+}
+
+/// The same new run committed concurrently on another thread (see [`NEW_RUN_KEYS`]).
+fn is_new_run_race(error: &postgres::Error) -> bool {
+    error.as_db_error().is_some_and(|db| {
+        db.code() == &SqlState::UNIQUE_VIOLATION
+            && db
+                .constraint()
+                .is_some_and(|constraint| NEW_RUN_KEYS.contains(&constraint))
     })
 }
 
-/// The store-wide counter that `events` more events would overflow, if any.
-fn store_overflow(
-    tx: &mut Transaction<'_>,
-    sql: &crate::statements::Statements,
-    events: i64,
-) -> Result<Option<&'static str>, Failure> {
-    let row = tx
-        .query_one(&sql.counters, &[])
-        .map_err(step("commit: read the counters"))?;
+/// The store-wide counter that one more commit with the encoded events would overflow, if any
+/// (`MemoryStore` reports these before the thread's and run's).
+fn overflowing_counter(
+    session: &mut Session,
+    encoded: &Encoded,
+) -> Result<Option<&'static str>, StoreError> {
+    let events = i64::try_from(encoded.payloads.len()).unwrap_or(i64::MAX);
+    let row = session
+        .client
+        .query_one(&session.sql.counters, &[])
+        .map_err(|e| db_error("commit: read the counters", e))?;
     let last_commit: i64 = column(&row, 0, "the last commit sequence")?;
     let last_event: i64 = column(&row, 1, "the last event sequence")?;
     Ok(if last_commit.checked_add(1).is_none() {

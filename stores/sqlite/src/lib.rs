@@ -104,6 +104,9 @@
 //! - **`IMMEDIATE` transactions**: a deferred transaction that reads and then writes can fail
 //!   with `SQLITE_BUSY` halfway when another writer got in between; taking the write lock
 //!   first makes every check read what the append builds on.
+//! - **A long checkpoint interval** ([`SqliteOptions::checkpoint_pages`], 10,000 pages): at
+//!   NORMAL the only syncs are the two of each checkpoint, and with SQLite's default of 1,000
+//!   pages they came every hundred or so commits and cost more than the commits themselves.
 //! - **Counters in the thread row** (version, message and state counts, last digest): a commit
 //!   costs O(size of the commit + log n), never a scan of the thread's history.
 //! - **The checks are `MemoryStore`'s, in its order**, re-stated against SQL rows; the rules
@@ -158,11 +161,11 @@ impl SqliteStore {
     /// this build reads (see the crate docs for every case). On a refusal nothing at `path` is
     /// created or changed.
     pub fn open(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteStore, OpenError> {
-        let path = path.as_ref();
-        let conn = open::open_file(path, &options)?;
+        let path = open::file_path(path.as_ref());
+        let conn = open::open_file(&path, &options)?;
         Ok(SqliteStore {
             conn,
-            location: Location::File(path.to_owned()),
+            location: Location::File(path),
             options,
         })
     }

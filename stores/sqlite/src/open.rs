@@ -132,8 +132,8 @@ fn describe_bytes(head: &[u8], len: u64) -> String {
     format!("{start}, {len} bytes in all")
 }
 
-/// Sets what every connection needs: the busy timeout and the synchronous level. Nothing
-/// here writes to the file.
+/// Sets what every connection needs: the busy timeout, the synchronous level and the
+/// checkpoint interval. Nothing here writes to the file.
 pub(crate) fn configure(
     conn: &Connection,
     path: &Path,
@@ -143,6 +143,12 @@ pub(crate) fn configure(
         .map_err(|e| OpenError::sqlite(path, "set the busy timeout", e))?;
     conn.pragma_update(None, "synchronous", options.synchronous.pragma_value())
         .map_err(|e| OpenError::sqlite(path, "set the synchronous level", e))?;
+    // Returns the new value as a row, hence the query form.
+    let _: i64 = conn
+        .pragma_update_and_check(None, "wal_autocheckpoint", options.checkpoint_pages, |r| {
+            r.get(0)
+        })
+        .map_err(|e| OpenError::sqlite(path, "set the checkpoint interval", e))?;
     Ok(())
 }
 
@@ -163,10 +169,24 @@ fn quick_check(conn: &Connection, path: &Path) -> Result<(), OpenError> {
     })
 }
 
+/// The path SQLite gets: a bare file name becomes `./name`, because SQLite reads the names
+/// `:memory:` and `""` as "no file" (an in-memory or private temporary database), while a
+/// caller who passed a file name means a file in the current directory.
+pub(crate) fn file_path(path: &Path) -> std::path::PathBuf {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => path.to_owned(),
+        _ => Path::new(".").join(path),
+    }
+}
+
 /// Opens (creating or migrating as the table in the module docs says) the store file at
-/// `path`.
+/// `path` (already passed through [`file_path`]).
 pub(crate) fn open_file(path: &Path, options: &SqliteOptions) -> Result<Connection, OpenError> {
     let on_disk = look(path)?;
+    debug_assert!(
+        path.parent().is_some_and(|p| !p.as_os_str().is_empty()),
+        "a bare name reaches SQLite, which reads \":memory:\" and \"\" as no file at all"
+    );
     let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     if on_disk == OnDisk::Missing {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;

@@ -70,13 +70,14 @@ CREATE TABLE threads (
 ) WITHOUT ROWID;
 
 -- Every run: its latest state, its ticket (only while Awaiting) and its commit count.
+-- Clustered by run id: a commit touches one page of it, not a row page and a key page.
 CREATE TABLE runs (
     run_id    TEXT PRIMARY KEY NOT NULL,
     thread_id TEXT NOT NULL,
     state     TEXT NOT NULL,  -- RunState as JSON
     ticket    TEXT,           -- ResumeTicket as JSON while Awaiting, else NULL
     commits   INTEGER NOT NULL
-);
+) WITHOUT ROWID;
 CREATE INDEX runs_awaiting ON runs (run_id) WHERE ticket IS NOT NULL;
 
 -- The transcripts. id is insertion order, so a thread's rows are read in position order

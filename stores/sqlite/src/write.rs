@@ -92,12 +92,29 @@ fn max_of(tx: &Transaction<'_>, sql: &str, what: &str) -> Result<u64, StoreError
     count(value.unwrap_or(0), what)
 }
 
+/// The commit's run and thread as stored (read once per commit).
+struct Current {
+    run: Option<(ThreadId, RunState, u64)>,
+    thread: ThreadHead,
+}
+
+fn current(tx: &Transaction<'_>, commit: &ThreadCommit) -> Result<Current, StoreError> {
+    Ok(Current {
+        run: load_run(tx, commit.run_id())?,
+        thread: load_thread(tx, &commit.thread_id)?,
+    })
+}
+
 /// Every rule of SPEC §7 that can reject `commit`, in `MemoryStore`'s order: validate, the
 /// terminal fence, the run on another thread, then room in every counter it advances.
-fn check(tx: &Transaction<'_>, commit: &ThreadCommit) -> Result<Checked, StoreError> {
+fn check(
+    tx: &Transaction<'_>,
+    commit: &ThreadCommit,
+    current: Current,
+) -> Result<Checked, StoreError> {
     commit.validate()?;
     let run_id = commit.run_id();
-    let run = load_run(tx, run_id)?;
+    let Current { run, thread } = current;
     if let Some((thread, state, _)) = &run {
         if let RunState::Ended(cause) = state {
             return Err(CommitError::AlreadyTerminal {
@@ -119,7 +136,6 @@ fn check(tx: &Transaction<'_>, commit: &ThreadCommit) -> Result<Checked, StoreEr
     let sequence = next(last_sequence, 1, "commit sequence")?;
     let last_event = max_of(tx, "SELECT max(sequence) FROM events", "event sequence")?;
     next(last_event, commit.events.len() as u64, "event sequence")?;
-    let thread = load_thread(tx, &commit.thread_id)?;
     next(thread.version, 1, "thread version")?;
     let run_commits = run.as_ref().map_or(0, |(_, _, commits)| *commits);
     next(run_commits, 1, "run commit count")?;
@@ -315,7 +331,8 @@ impl SqliteStore {
         // Validation needs no database: reject malformed commits before taking the lock.
         commit.validate()?;
         let tx = self.begin()?;
-        let checked = check(&tx, &commit)?;
+        let current = current(&tx, &commit)?;
+        let checked = check(&tx, &commit, current)?;
         let record = append(&tx, &commit, checked)?;
         tx.commit()
             .map_err(|e| backend("commit the transaction", e))?;
@@ -357,7 +374,8 @@ impl SqliteStore {
             }
             .into());
         }
-        let version = load_thread(&tx, &operation.commit.thread_id)?.version;
+        let current = current(&tx, &operation.commit)?;
+        let version = current.thread.version;
         if operation.expected_thread_version != version {
             return Err(CommitError::VersionConflict {
                 expected: operation.expected_thread_version,
@@ -365,7 +383,7 @@ impl SqliteStore {
             }
             .into());
         }
-        let committed = load_run(&tx, run_id)?.map_or(0, |(_, _, commits)| commits);
+        let committed = current.run.as_ref().map_or(0, |(_, _, commits)| *commits);
         if *ordinal != committed {
             return Err(CommitError::OrdinalConflict {
                 expected: committed,
@@ -373,7 +391,7 @@ impl SqliteStore {
             }
             .into());
         }
-        let checked = check(&tx, &operation.commit)?;
+        let checked = check(&tx, &operation.commit, current)?;
         let record = append(&tx, &operation.commit, checked)?;
         tx.prepare_cached(
             "INSERT INTO operations (run_id, ordinal, payload_hash, commit_sequence, \

@@ -4,25 +4,20 @@
 //! sets it). Without it a test prints that it was skipped and returns — except under
 //! `CI=true`, where a missing server is a failure: CI must never pass by testing nothing.
 //!
-//! Each [`Scratch`] store lives in a schema of its own, named uniquely and dropped when the
+//! Each [`Scratch`] store (the testkit's `Guarded` store with a [`SchemaGuard`]) lives in a schema of its own, named uniquely and dropped when the
 //! store and all its handles are, so tests run in parallel on one database without seeing each
 //! other.
 
 #![allow(dead_code)] // Each test crate uses a different part of this module.
 
 use std::io::Write;
-use std::ops::{Deref, DerefMut, Range};
+use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Once};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use postgres::{Client, NoTls};
-use runcore::{
-    CheckpointReader, CommitLog, CommitOperation, CommitReceipt, CommitRecord, CommittedThreadView,
-    EventRecord, EventScope, Message, ResumeTicket, RunId, RunRecord, StateCommand, StoreError,
-    StoreHandles, ThreadCommit, ThreadId, ThreadSummary, TranscriptSnapshotRef,
-};
 use runcore_postgres::{PostgresStore, URL_ENV};
+use runcore_store_testkit::Guarded;
 
 /// True when the environment says this is CI (`CI=true`, as CI services set it).
 pub fn in_ci() -> bool {
@@ -84,13 +79,21 @@ impl Server {
     pub fn scratch_named(&self, schema: &str) -> Scratch {
         let store = PostgresStore::connect_in_schema(&self.url, schema)
             .unwrap_or_else(|e| panic!("cannot open a store at {URL_ENV}: {e}"));
-        Scratch {
-            store,
-            _schema: Arc::new(SchemaGuard {
-                url: self.url.clone(),
-                schema: schema.to_owned(),
-            }),
+        Guarded::new(store, self.schema_guard(schema))
+    }
+
+    /// A guard that drops `schema` (if it exists by then) when it is dropped.
+    pub fn schema_guard(&self, schema: &str) -> SchemaGuard {
+        SchemaGuard {
+            url: self.url.clone(),
+            schema: schema.to_owned(),
         }
+    }
+
+    /// The server's URL with one more query parameter (`key=value`).
+    pub fn url_with(&self, parameter: &str) -> String {
+        let separator = if self.url.contains('?') { '&' } else { '?' };
+        format!("{}{separator}{parameter}", self.url)
     }
 
     /// A plain client, for the tests' own SQL.
@@ -114,11 +117,18 @@ pub fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// Drops its schema when the last handle onto it is gone.
+/// Drops its schema when dropped: with [`Guarded`], when the last handle onto it is gone.
 #[derive(Debug)]
-struct SchemaGuard {
+pub struct SchemaGuard {
     url: String,
     schema: String,
+}
+
+impl SchemaGuard {
+    /// The schema it drops.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
 }
 
 impl Drop for SchemaGuard {
@@ -140,111 +150,4 @@ impl Drop for SchemaGuard {
 }
 
 /// A [`PostgresStore`] in a schema of its own, dropped with the last handle.
-#[derive(Debug)]
-pub struct Scratch {
-    store: PostgresStore,
-    _schema: Arc<SchemaGuard>,
-}
-
-impl Scratch {
-    /// The schema the store lives in.
-    pub fn schema(&self) -> &str {
-        &self._schema.schema
-    }
-}
-
-impl Deref for Scratch {
-    type Target = PostgresStore;
-    fn deref(&self) -> &PostgresStore {
-        &self.store
-    }
-}
-
-impl DerefMut for Scratch {
-    fn deref_mut(&mut self) -> &mut PostgresStore {
-        &mut self.store
-    }
-}
-
-impl CommitLog for Scratch {
-    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
-        self.store.commit(commit)
-    }
-    fn commit_operation(
-        &mut self,
-        operation: CommitOperation,
-    ) -> Result<CommitReceipt, StoreError> {
-        self.store.commit_operation(operation)
-    }
-}
-
-impl CommittedThreadView for Scratch {
-    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
-        self.store.committed_messages(thread)
-    }
-    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
-        self.store.run(run)
-    }
-    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
-        self.store.latest_run(thread)
-    }
-    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
-        self.store.resume_ticket(run)
-    }
-    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
-        self.store.committed_state(thread)
-    }
-    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-        self.store.thread_version(thread)
-    }
-    fn threads(
-        &self,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadSummary>, StoreError> {
-        self.store.threads(after, limit)
-    }
-    fn pending_tickets(
-        &self,
-        after: Option<&RunId>,
-        limit: usize,
-    ) -> Result<Vec<ResumeTicket>, StoreError> {
-        self.store.pending_tickets(after, limit)
-    }
-    fn transcript_snapshot(&self, thread: &ThreadId) -> Result<TranscriptSnapshotRef, StoreError> {
-        self.store.transcript_snapshot(thread)
-    }
-    fn verify_transcript_snapshot(
-        &self,
-        snapshot: &TranscriptSnapshotRef,
-    ) -> Result<(), StoreError> {
-        self.store.verify_transcript_snapshot(snapshot)
-    }
-    fn transcript_slice(
-        &self,
-        snapshot: &TranscriptSnapshotRef,
-        ranges: &[Range<usize>],
-    ) -> Result<Vec<Message>, StoreError> {
-        self.store.transcript_slice(snapshot, ranges)
-    }
-}
-
-impl CheckpointReader for Scratch {
-    fn list_events(
-        &self,
-        scope: &EventScope,
-        from: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        self.store.list_events(scope, from, limit)
-    }
-}
-
-impl StoreHandles for Scratch {
-    fn open_handle(&self) -> Result<Self, StoreError> {
-        Ok(Scratch {
-            store: self.store.open_handle()?,
-            _schema: Arc::clone(&self._schema),
-        })
-    }
-}
+pub type Scratch = Guarded<PostgresStore, SchemaGuard>;
