@@ -1,5 +1,6 @@
 //! `runcore.Agent`: the core's [`Agent`] with one method per input, outputs polled lazily and
-//! rendered by the driver's own renderer.
+//! given as the driver's own output lines (its `OutputLine` type, or its renderer for
+//! `call_model`), as Python objects.
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;

@@ -2,9 +2,10 @@
 //! [`runcore::driver::Driver`] and its stores, as a native module (`runcore._runcore`).
 //!
 //! The binding is thin on purpose: inputs are the driver's input objects built from keyword
-//! arguments and read by the driver's own types; outputs are the driver's rendered lines. So
-//! `Agent.poll()` gives the dict `runcore drive` would print, and a new input or output shape
-//! in the core reaches Python without a second copy here.
+//! arguments and read by the driver's own `InputLine` (the scalar hot paths build the core's
+//! `Input` directly); outputs are the driver's `OutputLine`s turned into Python objects. So
+//! `Agent.poll()` gives the dict `runcore drive` would print (a test checks it on every scenario
+//! file), and a new input or output shape in the core reaches Python without a second copy.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
