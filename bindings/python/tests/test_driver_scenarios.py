@@ -116,13 +116,27 @@ def test_driver_config_is_the_config_file_of_the_binary():
         runcore.Driver(store=runcore.MemoryStore())
 
 
+def in_context(lines, context):
+    """The scenario's lines with its configuration (or a new first config line) set to
+    `context`."""
+    if context == "full":
+        return lines
+    first = json.loads(lines[0])
+    if first["type"] == "config":
+        return [json.dumps(dict(first, context=context))] + lines[1:]
+    return [json.dumps({"type": "config", "context": context})] + lines
+
+
+@pytest.mark.parametrize("context", ["full", "delta"])
 @pytest.mark.parametrize("file", FILES)
-def test_agent_outputs_are_the_drivers_lines(file):
+def test_agent_outputs_are_the_drivers_lines(file, context):
     """`Agent.handle(line)` then `drain()` gives the driver's output lines for that line, key
-    order included; a line the driver rejects raises the exception of its error kind."""
+    order included, in both contexts; a line the driver rejects raises the exception of its
+    error kind."""
     driver = runcore.Driver()
     agent = runcore.Agent()
-    for n, line in enumerate(input_lines(SCENARIOS / file), start=1):
+    lines = in_context(input_lines(SCENARIOS / file), context)
+    for n, line in enumerate(lines, start=1):
         lines = driver.send(line)
         want = [o for o in lines if o["type"] not in ("error", "idle")]
         errors = [o["error"] for o in lines if o["type"] == "error"]
