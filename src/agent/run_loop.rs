@@ -1,8 +1,55 @@
 //! One run's state machine: the step-driven loop of SPEC §8.2.
 //!
+//! # Every phase × every input
+//!
+//! The phases an agent is in between inputs (`Between` is transient and never observed):
+//! `idle0` idle, empty transcript; `idle` idle after a run; `call_model` Running, the model
+//! call decided but not yet polled; `model_out` Running, the model call of a step is out;
+//! `tools_ready` Running, a batch not yet polled (not dispatched); `tools_out` Running, a batch
+//! executing; `perm` Awaiting a permission ticket before its deadline; `perm_late` the same at
+//! a time past the deadline; `pause` Awaiting a `Pause(Manual)` ticket.
+//!
+//! A cell is the error kind of a rejected input (nothing changes, the clock included; `resume`
+//! errors give their `resume_error` code) or what an accepted one does. `-` is an accepted
+//! no-op (nothing emitted, the clock advances); `queued` keeps the phase (in `call_model` /
+//! `tools_ready` the next `poll` still hands out the action); `req` records an end (`abort` /
+//! `stop`) or pause request, honoured once the outstanding outcome arrives (at the next
+//! boundary); `finish(C)` ends the run at once with cause `C` (open calls `skipped`, or
+//! `expired` for the waiting call on expiry). `UO` is `unexpected_outcome`, `IS`
+//! `invalid_state`, `NA` `not_accepting`.
+//!
+//! | input           | idle0      | idle       | call_model | model_out  | tools_ready | tools_out      | perm       | perm_late          | pause      |
+//! |-----------------|------------|------------|------------|------------|-------------|----------------|------------|--------------------|------------|
+//! | `prompt`        | new run → `model_out` | new run → `model_out` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` |
+//! | `steer`         | `NA`       | `NA`       | queued     | queued     | queued      | queued         | queued     | queued             | queued     |
+//! | `follow_up`     | `NA`       | `NA`       | queued     | queued     | queued      | queued         | queued     | queued             | queued     |
+//! | `abort`         | -          | -          | finish(Cancelled) | req | finish(Cancelled) | req     | finish(Cancelled) | finish(Cancelled) | finish(Cancelled) |
+//! | `pause`         | `IS`       | `IS`       | req        | req        | req         | req            | `IS`       | `IS`               | `IS`       |
+//! | `model_delta`   | `UO`       | `UO`       | `UO`       | `text_delta` | `UO`      | `UO`           | `UO`       | `UO`               | `UO`       |
+//! | `model_done`    | `UO`       | `UO`       | `UO`       | by answer (below) | `UO` | `UO`           | `UO`       | `UO`               | `UO`       |
+//! | `model_failed`  | `UO`       | `UO`       | `UO`       | finish(Error) | `UO`     | `UO`           | `UO`       | `UO`               | `UO`       |
+//! | `tool_progress` | `UO`       | `UO`       | `UO`       | `UO`       | `UO`        | `tool_progress` | `UO`      | `UO`               | `UO`       |
+//! | `tool_done`     | `UO`       | `UO`       | `UO`       | `UO`       | `UO`        | `tool_end`; last → after_batch | `UO` | `UO`       | `UO`       |
+//! | `resume`        | `resume(not_waiting)` | `resume(not_waiting)` | `resume(not_waiting)` | `resume(not_waiting)` | `resume(not_waiting)` | `resume(not_waiting)` | commit Running, `resumed`; next ticket or dispatch | `resume(expired)` | commit Running, `resumed`, input appended → `model_out` |
+//! | `resume_ticket` | as `resume` | as `resume` | as `resume` | as `resume` | as `resume` | as `resume` | as `resume` | as `resume` | as `resume` |
+//! | `cancel_wait`   | `IS`       | `IS`       | `IS`       | `IS`       | `IS`        | `IS`           | finish(Cancelled) | finish(Cancelled) | finish(Cancelled) |
+//! | `stop`          | `IS`       | `IS`       | finish(Stopped) | req   | finish(Stopped) | req        | finish(Stopped) | finish(Stopped) | finish(Stopped) |
+//! | `expire_wait`   | `IS`       | `IS`       | `IS`       | `IS`       | `IS`        | `IS`           | `not_expired` | finish(Stopped("wait_expired")) | `not_expired` |
+//! | `abandon_tools` | `IS`       | `IS`       | `IS`       | `IS`       | `IS`        | open calls `interrupted`; finish(Indeterminate) | `IS` | `IS` | `IS` |
+//! | `continue`      | `IS` (empty transcript) | `IS` (ends in the answer) | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` |
+//! | `timeout`       | -          | -          | -          | -          | -           | -              | -          | as `expire_wait`   | -          |
+//! | `config`        | replaced   | `IS`       | `IS`       | `IS`       | `IS`        | `IS`           | `IS`       | `IS`               | `IS`       |
+//!
+//! `tests/phase_matrix.rs` checks this table: it drives every input into a fresh agent in each
+//! of these phases, asserts a rejected input leaves the snapshot byte-identical, and snapshots
+//! the outcomes (error kind, or drained output kinds and the next phase) in
+//! `snapshots/phase_matrix__phase_matrix.snap`.
+//!
+//! # The steps behind the cells (SPEC §8.2)
+//!
 //! | phase            | input                      | outputs → next phase                                  |
 //! |------------------|----------------------------|-------------------------------------------------------|
-//! | (idle)           | `prompt`                   | commit Running{user}, `run_start` → `CallModel`       |
+//! | (idle)           | `prompt` / `continue`      | commit Running{user msg; none on `continue`}, `run_start` → `CallModel` |
 //! | `CallModel`      | `poll`                     | action `CallModel` (steps += 1) → `ModelOutstanding`  |
 //! | `CallModel`      | `abort` / `stop`           | finish(Cancelled / Stopped)                           |
 //! | `ModelOutstanding` | `model_failed`           | error message; finish(Cancelled, Stopped or Error)    |
@@ -16,7 +63,7 @@
 //! | `Tools` (dispatched) | `abandon_tools`        | open calls `interrupted`; finish(Indeterminate)       |
 //! | `Waiting`        | `resume` (accepted)        | commit Running (ticket deleted); next ticket, dispatch or boundary |
 //! | `Waiting`        | `abort` / `cancel_wait` / `stop` | open calls `skipped`; finish                    |
-//! | `Waiting`        | `expire_wait` (past deadline) | waiting call `expired`, others `skipped`; finish(Stopped("wait_expired")) |
+//! | `Waiting`        | `expire_wait` / `timeout` (past deadline) | waiting call `expired`, others `skipped`; finish(Stopped("wait_expired")) |
 //!
 //! `after_batch` appends every result of the batch in call order and takes the boundary;
 //! `boundary` applies the queue rules of [`queues`](super::queues); `finish` closes input,
