@@ -381,6 +381,48 @@ impl Driver {
     }
 }
 
+/// The `call_model` line of an outstanding call (the request context borrowed from the agent,
+/// nothing copied). In delta mode `sent` is how many messages earlier `call_model` lines
+/// carried; it is advanced. A binding that converts lines to its own objects builds them here,
+/// so its lines cannot drift from the driver's.
+pub fn call_model_line<'a>(
+    agent: &'a Agent,
+    run_id: &'a RunId,
+    step: Step,
+    final_step: bool,
+    context: ContextMode,
+    sent: &mut usize,
+) -> OutputLine<'a> {
+    let config = agent.config();
+    let transcript = agent.transcript();
+    let (base, messages) = match context {
+        ContextMode::Full => (None, transcript),
+        ContextMode::Delta => {
+            let base = (*sent).min(transcript.len());
+            (Some(base), transcript.get(base..).unwrap_or_default())
+        }
+    };
+    *sent = transcript.len();
+    let tools = config
+        .tools
+        .iter()
+        .map(|(name, spec)| ToolDefinition {
+            name,
+            description: spec.description.as_deref(),
+            parameters: spec.parameters.as_ref(),
+        })
+        .collect();
+    OutputLine::CallModel {
+        run_id,
+        step,
+        final_step,
+        system_prompt: config.system_prompt.as_deref(),
+        base,
+        messages,
+        tools,
+    }
+}
+
 /// Renders one output of `agent` as its driver JSON line. In delta mode `sent` is how many
 /// messages earlier `call_model` lines carried; it is advanced.
 pub fn render_output_line(
@@ -394,37 +436,14 @@ pub fn render_output_line(
             run_id,
             step,
             final_step,
-        }) => {
-            let config = agent.config();
-            let transcript = agent.transcript();
-            let (base, messages) = match context {
-                ContextMode::Full => (None, transcript),
-                ContextMode::Delta => {
-                    let base = (*sent).min(transcript.len());
-                    (Some(base), transcript.get(base..).unwrap_or_default())
-                }
-            };
-            let tools = config
-                .tools
-                .iter()
-                .map(|(name, spec)| ToolDefinition {
-                    name,
-                    description: spec.description.as_deref(),
-                    parameters: spec.parameters.as_ref(),
-                })
-                .collect();
-            let line = to_line(&OutputLine::CallModel {
-                run_id,
-                step: *step,
-                final_step: *final_step,
-                system_prompt: config.system_prompt.as_deref(),
-                base,
-                messages,
-                tools,
-            });
-            *sent = transcript.len();
-            line
-        }
+        }) => to_line(&call_model_line(
+            agent,
+            run_id,
+            *step,
+            *final_step,
+            context,
+            sent,
+        )),
         Output::Action(Action::ExecuteTools {
             run_id,
             step,

@@ -5,7 +5,7 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
-use runcore::driver::{ContextMode, InputLine, OutputLine, ToolDefinition};
+use runcore::driver::{ContextMode, InputLine, OutputLine, call_model_line};
 use runcore::{
     Action, Agent, AgentConfig, CallId, ContentBlock, Input, Output, RecoveryPolicy, RunId, Step,
     ThreadId,
@@ -65,49 +65,6 @@ fn step_of(step: u64) -> PyResult<Step> {
             Step::MAX
         ))
     })
-}
-
-/// The `call_model` line of an outstanding call, as the driver's renderer
-/// (`runcore::driver::render_output_line`) builds it; in delta context `sent` (messages earlier
-/// lines carried) is advanced. Built here rather than rendered to text so that the transcript
-/// goes to Python objects in one step (a third less per message); the scenario tests check
-/// that it equals the driver's line in both contexts.
-fn call_model_line<'a>(
-    agent: &'a Agent,
-    run_id: &'a RunId,
-    step: Step,
-    final_step: bool,
-    context: ContextMode,
-    sent: &mut usize,
-) -> OutputLine<'a> {
-    let config = agent.config();
-    let transcript = agent.transcript();
-    let (base, messages) = match context {
-        ContextMode::Full => (None, transcript),
-        ContextMode::Delta => {
-            let base = (*sent).min(transcript.len());
-            (Some(base), transcript.get(base..).unwrap_or_default())
-        }
-    };
-    *sent = transcript.len();
-    let tools = config
-        .tools
-        .iter()
-        .map(|(name, spec)| ToolDefinition {
-            name,
-            description: spec.description.as_deref(),
-            parameters: spec.parameters.as_ref(),
-        })
-        .collect();
-    OutputLine::CallModel {
-        run_id,
-        step,
-        final_step,
-        system_prompt: config.system_prompt.as_deref(),
-        base,
-        messages,
-        tools,
-    }
 }
 
 /// One of the driver's output lines as Python objects (dicts keep the line's key order).
