@@ -301,8 +301,8 @@ fn phase(agent: &Agent) -> String {
                 serde_json::Value::String(phase) if phase == "call_model" => {
                     "call_model".to_owned()
                 }
-                phase if phase["tools"]["dispatched"] == true => "tools_out".to_owned(),
-                phase if phase["tools"].is_object() => "tools_ready".to_owned(),
+                phase if phase["tools_out"].is_object() => "tools_out".to_owned(),
+                phase if phase["tools_ready"].is_object() => "tools_ready".to_owned(),
                 phase => panic!("unexpected running phase {phase}"),
             },
         },
@@ -311,10 +311,11 @@ fn phase(agent: &Agent) -> String {
     if steering + follow_ups > 0 {
         text.push_str(&format!(" queued=({steering},{follow_ups})"));
     }
-    if let Some(end) = active.get("end_request").filter(|e| !e.is_null()) {
+    let run = &active["run"];
+    if let Some(end) = run.get("end_request").filter(|e| !e.is_null()) {
         text.push_str(&format!(" end_request={end}"));
     }
-    if active["pause_requested"] == true {
+    if run["pause_requested"] == true {
         text.push_str(" pause_requested");
     }
     text

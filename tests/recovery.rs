@@ -706,6 +706,36 @@ fn snapshot_envelope_errors() {
     .unwrap_err();
     assert!(matches!(err, SnapshotError::NewerVersion { .. }));
 
+    // A version-1 snapshot (before typed phases) is refused by version, not half-read.
+    let mut older: serde_json::Value = serde_json::from_str(&json).unwrap();
+    older["schema_version"] = json!(1);
+    let err = Agent::restore_json(&older.to_string()).unwrap_err();
+    assert_eq!(
+        err,
+        SnapshotError::UnsupportedVersion {
+            found: 1,
+            supported: AGENT_SCHEMA_VERSION,
+        }
+    );
+    lines.push(format!("an older version: {err}"));
+
+    // The envelope deserializes only through the same checks: an inconsistent agent or a
+    // wrong version does not decode as an `AgentSnapshot` either.
+    let mut inconsistent: serde_json::Value = serde_json::from_str(&json).unwrap();
+    inconsistent["agent"]["committed"] = json!(5);
+    let err = Agent::restore_json(&inconsistent.to_string()).unwrap_err();
+    assert!(matches!(err, SnapshotError::Inconsistent(_)), "{err:?}");
+    lines.push(format!("an inconsistent agent: {err}"));
+    for (label, text) in [
+        ("inconsistent", inconsistent.to_string()),
+        ("older", older.to_string()),
+    ] {
+        let decoded = serde_json::from_str::<AgentSnapshot>(&text);
+        assert!(decoded.is_err(), "{label} decoded as an AgentSnapshot");
+    }
+    let decoded: AgentSnapshot = serde_json::from_str(&json).unwrap();
+    assert_eq!(Agent::restore(decoded), Ok(agent.clone()));
+
     let malformed = [
         ("empty text", String::new()),
         ("not JSON", "agent, please".to_owned()),
@@ -825,4 +855,204 @@ fn two_writers_recovered_from_one_version_the_second_is_fenced() {
         "{err}"
     );
     assert_eq!(serde_json::to_string(&shared).unwrap(), before_b);
+}
+
+// ----- §8.7: a wait at a boundary ------------------------------------------------------------------
+
+/// Drains `agent`, applying every commit to `store` (fenced) before going on, and returns the
+/// other outputs as JSON, in order.
+fn pump(agent: &mut Agent, store: &mut MemoryStore) -> Vec<serde_json::Value> {
+    let mut outputs = Vec::new();
+    while let Some(output) = agent.poll() {
+        match output {
+            Output::Commit(commit) => {
+                store.commit_operation(commit.into_operation()).unwrap();
+            }
+            other => outputs.push(serde_json::to_value(&other).unwrap()),
+        }
+    }
+    outputs
+}
+
+fn model_calls(outputs: &[serde_json::Value]) -> Vec<u64> {
+    outputs
+        .iter()
+        .filter(|o| o["type"] == "action" && o["value"]["type"] == "call_model")
+        .filter_map(|o| o["value"]["step"].as_u64())
+        .collect()
+}
+
+/// Brings a live agent to a pause taken at the boundary after a tool batch (`after_batch`) or
+/// after a text answer; returns it with its store.
+fn paused(after_batch: bool) -> (Agent, MemoryStore) {
+    let mut store = MemoryStore::new();
+    let mut agent = Agent::new(config()).unwrap();
+    agent.prompt(UserMessage::text("go"), 0).unwrap();
+    assert_eq!(model_calls(&pump(&mut agent, &mut store)), [1]);
+    if after_batch {
+        let call = AssistantBlock::tool_call("c1", "echo", json!({}));
+        let reply = AssistantMessage::new(vec![call], StopReason::ToolUse);
+        agent.model_done(&run(1), 1, reply).unwrap();
+        pump(&mut agent, &mut store);
+        agent.pause().unwrap();
+        agent
+            .tool_done(&run(1), &CallId::new("c1"), ToolOutput::text("c1", "ok"))
+            .unwrap();
+    } else {
+        agent.pause().unwrap();
+        agent
+            .model_done(&run(1), 1, AssistantMessage::text("half way"))
+            .unwrap();
+    }
+    pump(&mut agent, &mut store);
+    assert!(matches!(
+        agent.current_ticket().map(|t| t.target()),
+        Some(AwaitTarget::Pause(PauseReason::Manual))
+    ));
+    (agent, store)
+}
+
+/// A pause stores the boundary it interrupted; a recovered agent finds the same boundary in
+/// the committed facts (its phase is identical to the live agent's). The pause's `Input` is
+/// then answered by the next model call, warm and recovered alike.
+#[test]
+fn recover_a_pause_keeps_the_boundary_it_interrupted() {
+    for (after_batch, boundary) in [(true, "after_tool_batch"), (false, "text_stop")] {
+        let (mut warm, mut warm_store) = paused(after_batch);
+        let mut cold_store = warm_store.clone();
+        let mut cold = Agent::recover(config(), &cold_store, &thread(), RecoveryPolicy::Replay)
+            .expect("recovers");
+        assert_eq!(cold.current_ticket(), warm.current_ticket());
+        assert!(pump(&mut cold, &mut cold_store).is_empty(), "nothing to do");
+        let phase = |agent: &Agent| {
+            let snapshot: serde_json::Value = serde_json::from_str(&agent.snapshot_json()).unwrap();
+            snapshot["agent"]["active"]["phase"].clone()
+        };
+        assert_eq!(phase(&warm)["waiting"]["pause"]["interrupted"], boundary);
+        assert_eq!(phase(&cold), phase(&warm), "after_batch={after_batch}");
+
+        let more = ResumeResult::Input("and the rest".into());
+        warm.resume_ticket(more.clone(), Some(5)).unwrap();
+        cold.resume_ticket(more, Some(5)).unwrap();
+        let warm_out = pump(&mut warm, &mut warm_store);
+        let cold_out = pump(&mut cold, &mut cold_store);
+        assert_eq!(model_calls(&cold_out), [2], "after_batch={after_batch}");
+        assert_eq!(cold_out, warm_out, "after_batch={after_batch}");
+        assert_eq!(facts(&cold_store), facts(&warm_store));
+    }
+}
+
+/// A thread whose run waits on remote input (a ticket another writer committed): the recovered
+/// agent waits on it; `Input` is appended and answered by the next model call.
+#[test]
+fn recover_a_remote_input_wait_answers_it_with_a_model_call() {
+    let cfg = config();
+    let mut store = MemoryStore::new();
+    let running = ThreadCommit::assemble(
+        thread(),
+        RunDisposition::Running { run_id: run(1) },
+        true,
+        vec![
+            Message::user("summarise my file"),
+            Message::Assistant(AssistantMessage::text("which file?")),
+        ],
+        Vec::new(),
+        vec![AuditDraft::run_started(&run(1), 0)],
+    );
+    store.commit(running).unwrap();
+    let identity = WaitIdentity {
+        correlation_id: "thread-1/run-1:wait-1".into(),
+        run_id: run(1),
+        thread_id: thread(),
+        snapshot_id: cfg.snapshot_id.clone(),
+        catalog_fingerprint: cfg.catalog_fingerprint.clone(),
+    };
+    let target = AwaitTarget::RemoteInput {
+        reason: RemoteInputReason::UserInput,
+        call_id: CallId::new("q1"),
+    };
+    let ticket = ResumeTicket::new(identity, target, None);
+    let awaiting = ThreadCommit::assemble(
+        thread(),
+        RunDisposition::Awaiting(Box::new(ticket.clone())),
+        true,
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
+    store.commit(awaiting).unwrap();
+
+    let mut agent =
+        Agent::recover(cfg, &store, &thread(), RecoveryPolicy::Replay).expect("recovers");
+    assert_eq!(agent.current_ticket(), Some(&ticket));
+    assert_eq!(agent.steps(), Some(1));
+    assert!(pump(&mut agent, &mut store).is_empty());
+    agent
+        .resume_ticket(ResumeResult::Input("notes.txt".into()), Some(10))
+        .unwrap();
+    let outputs = pump(&mut agent, &mut store);
+    assert_eq!(model_calls(&outputs), [2]);
+    assert_eq!(
+        store.committed_messages(&thread()).unwrap().last(),
+        Some(&Message::user("notes.txt"))
+    );
+    // A second wait on the same run gets the next correlation id (counted from the committed
+    // `run_awaiting` facts, not parsed from the old id).
+    agent.pause().unwrap();
+    agent
+        .model_done(&run(1), 2, AssistantMessage::text("reading it"))
+        .unwrap();
+    pump(&mut agent, &mut store);
+    assert_eq!(
+        agent.current_ticket().map(|t| t.correlation_id.as_str()),
+        Some("thread-1/run-1:wait-2")
+    );
+}
+
+/// Committed facts that no runcore agent writes — a run awaiting a tool call that its last
+/// assistant message does not make — are refused, not rebuilt into an impossible wait.
+#[test]
+fn recover_refuses_a_call_wait_on_a_call_that_is_not_open() {
+    let cfg = config();
+    let mut store = MemoryStore::new();
+    let call = AssistantBlock::tool_call("c1", "rm", json!({}));
+    let running = ThreadCommit::assemble(
+        thread(),
+        RunDisposition::Running { run_id: run(1) },
+        true,
+        vec![
+            Message::user("tidy"),
+            Message::Assistant(AssistantMessage::new(vec![call], StopReason::ToolUse)),
+        ],
+        Vec::new(),
+        vec![AuditDraft::run_started(&run(1), 0)],
+    );
+    store.commit(running).unwrap();
+    let identity = WaitIdentity {
+        correlation_id: "thread-1/run-1:wait-1".into(),
+        run_id: run(1),
+        thread_id: thread(),
+        snapshot_id: cfg.snapshot_id.clone(),
+        catalog_fingerprint: cfg.catalog_fingerprint.clone(),
+    };
+    let target = AwaitTarget::ToolCall {
+        reason: ToolWaitReason::Permission,
+        call_id: CallId::new("c9"),
+        tool: PendingTool {
+            name: "rm".into(),
+            arguments: json!({}),
+        },
+    };
+    let awaiting = ThreadCommit::assemble(
+        thread(),
+        RunDisposition::Awaiting(Box::new(ResumeTicket::new(identity, target, None))),
+        true,
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
+    store.commit(awaiting).unwrap();
+    let err = Agent::recover(cfg, &store, &thread(), RecoveryPolicy::Replay).unwrap_err();
+    assert!(matches!(&err, RecoverError::Invalid(_)), "{err:?}");
+    assert!(err.to_string().contains("call c9"), "{err}");
 }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::error::AgentError;
 use crate::ids::{CallId, RunId, Step, ThreadId};
@@ -31,7 +31,7 @@ pub use recover::{RecoverError, RecoveryPolicy};
 pub use reducer::{AgentState, AgentStatus, reduce};
 pub use snapshot::{AGENT_SCHEMA_VERSION, AgentSnapshot, SnapshotError};
 
-use run_loop::{ActiveRun, CommittedAs, Phase, Slot, Tx, check_tool_call};
+use run_loop::{ActiveRun, CommittedAs, Next, Phase, Run, Tx, check_tool_call};
 
 /// One agent per thread: it keeps the committed transcript across runs and owns at most one
 /// active run, which it drives through the step-driven loop. It does no I/O.
@@ -70,7 +70,7 @@ use run_loop::{ActiveRun, CommittedAs, Phase, Slot, Tx, check_tool_call};
 ///
 /// A rejected input returns an [`AgentError`] and changes nothing: the agent's serialized
 /// state is identical before and after.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Agent {
     config: AgentConfig,
     /// The transcript: every committed message, plus (only while one input is being handled)
@@ -84,7 +84,6 @@ pub struct Agent {
     runs_started: u64,
     /// The thread's commit count the next commit builds on (SPEC §7.1): the store's version
     /// at creation or recovery, plus every commit emitted since.
-    #[serde(default)]
     thread_version: u64,
     /// Every run id used on this thread (minted or host-supplied), so none repeats. Not empty
     /// once the agent was prompted, which locks the configuration.
@@ -164,10 +163,10 @@ impl Agent {
 
     /// The request of the outstanding model call, if one is outstanding.
     pub fn model_request(&self) -> Option<ModelRequest<'_>> {
-        let run = self.active.as_ref()?;
-        match run.phase {
-            Phase::ModelOutstanding { step } => Some(ModelRequest {
-                run_id: &run.run_id,
+        let active = self.active.as_ref()?;
+        match active.phase {
+            Phase::ModelOut { step } => Some(ModelRequest {
+                run_id: &active.run.run_id,
                 step,
                 final_step: step >= self.config.max_steps,
                 system_prompt: self.config.system_prompt.as_deref(),
@@ -180,12 +179,12 @@ impl Agent {
 
     /// The active run (Running or Awaiting).
     pub fn active_run_id(&self) -> Option<&RunId> {
-        self.active.as_ref().map(|run| &run.run_id)
+        self.active.as_ref().map(|active| &active.run.run_id)
     }
 
     /// The active run's state (`None` when idle; an ended run is no longer active).
     pub fn run_state(&self) -> Option<RunState> {
-        self.active.as_ref().map(|run| match run.phase {
+        self.active.as_ref().map(|active| match active.phase {
             Phase::Waiting(_) => RunState::Awaiting,
             _ => RunState::Running,
         })
@@ -194,14 +193,14 @@ impl Agent {
     /// The ticket the active run waits on.
     pub fn current_ticket(&self) -> Option<&ResumeTicket> {
         match &self.active.as_ref()?.phase {
-            Phase::Waiting(wait) => Some(&wait.ticket),
+            Phase::Waiting(wait) => Some(wait.ticket()),
             _ => None,
         }
     }
 
     /// Model calls the active run has made.
     pub fn steps(&self) -> Option<Step> {
-        self.active.as_ref().map(|run| run.steps)
+        self.active.as_ref().map(|active| active.run.steps)
     }
 
     /// The agent's clock: the latest `now_ms` seen on an accepted input.
@@ -216,8 +215,9 @@ impl Agent {
 
     /// Queued steering and follow-up counts of the active run.
     pub fn queued(&self) -> (usize, usize) {
-        self.active.as_ref().map_or((0, 0), |run| {
-            (run.queues.steering.len(), run.queues.follow_ups.len())
+        self.active.as_ref().map_or((0, 0), |active| {
+            let queues = &active.run.queues;
+            (queues.steering.len(), queues.follow_ups.len())
         })
     }
 
@@ -245,37 +245,7 @@ impl Agent {
         if let Some(output) = self.outbox.pop_front() {
             return Some(output);
         }
-        let max_steps = self.config.max_steps;
-        let run = self.active.as_mut()?;
-        match &mut run.phase {
-            Phase::CallModel => {
-                debug_assert!(run.steps < max_steps, "a model call past the step budget");
-                run.steps = run.steps.saturating_add(1);
-                let step = run.steps;
-                run.phase = Phase::ModelOutstanding { step };
-                Some(Output::Action(events::Action::CallModel {
-                    run_id: run.run_id.clone(),
-                    step,
-                    final_step: step >= max_steps,
-                }))
-            }
-            Phase::Tools(batch) if !batch.dispatched => {
-                batch.dispatched = true;
-                let mut calls = Vec::new();
-                for entry in &mut batch.calls {
-                    if entry.slot == Slot::Ready {
-                        entry.slot = Slot::Executing;
-                        calls.push(entry.call.clone());
-                    }
-                }
-                Some(Output::Action(events::Action::ExecuteTools {
-                    run_id: run.run_id.clone(),
-                    step: batch.step,
-                    calls,
-                }))
-            }
-            _ => None,
-        }
+        self.hand_out().map(Output::Action)
     }
 
     /// Drains every output available now (see [`poll`](Agent::poll)).
@@ -308,9 +278,9 @@ impl Agent {
     }
 
     fn on_prompt(&mut self, run_id: Option<RunId>, message: UserMessage) -> Result<(), AgentError> {
-        if let Some(run) = &self.active {
+        if let Some(active) = &self.active {
             return Err(AgentError::Busy {
-                active_run: run.run_id.clone(),
+                active_run: active.run.run_id.clone(),
             });
         }
         if run_id.as_ref().is_some_and(RunId::is_blank) {
@@ -322,9 +292,9 @@ impl Agent {
 
     /// `continue` (SPEC §8.8): a new run over the transcript as it stands.
     fn on_continue(&mut self) -> Result<(), AgentError> {
-        if let Some(run) = &self.active {
+        if let Some(active) = &self.active {
             return Err(AgentError::Busy {
-                active_run: run.run_id.clone(),
+                active_run: active.run.run_id.clone(),
             });
         }
         let why_not = match self.messages.last() {
@@ -376,41 +346,24 @@ impl Agent {
         };
         self.runs_started = n;
         self.used_run_ids.insert(run_id.clone());
-        let transcript_start = self.messages.len();
-        let message = message.map(Message::User);
-        if let Some(message) = &message {
-            self.messages.push(message.clone());
-        }
-        let mut run = ActiveRun {
-            run_id: run_id.clone(),
+        let run = Run {
+            run_id,
             steps: 0,
-            phase: Phase::CallModel,
             end_request: None,
             pause_requested: false,
             queues: queues::Queues::default(),
             waits: 0,
-            transcript_start,
+            transcript_start: self.messages.len(),
             committed_as: CommittedAs::Nothing,
             commits: 0,
         };
-        let mut tx = Tx::default();
-        self.commit_running(
-            &mut run,
-            vec![
-                crate::commit::AuditDraft::run_started(&run_id, transcript_start)
-                    .with_now_ms(self.clock_ms),
-            ],
-            &mut tx,
-        );
-        tx.events.push(AgentEvent::RunStart { run_id, message });
-        self.active = Some(run);
-        self.emit(tx);
+        self.begin(run, message);
         Ok(())
     }
 
     fn on_queue_input(&mut self, message: UserMessage, steering: bool) -> Result<(), AgentError> {
         let what = if steering { "steer" } else { "follow_up" };
-        let Some(run) = self.active.as_mut() else {
+        let Some(active) = self.active.as_mut() else {
             let reason = match &self.last_end {
                 Some((run, _)) => {
                     format!("{what}: no run is active (the input of {run} is closed)")
@@ -420,10 +373,11 @@ impl Agent {
             return Err(AgentError::NotAccepting { reason });
         };
         check_user_message(&message, &format!("the {what} message"))?;
+        let queues = &mut active.run.queues;
         let queue = if steering {
-            &mut run.queues.steering
+            &mut queues.steering
         } else {
-            &mut run.queues.follow_ups
+            &mut queues.follow_ups
         };
         queue.push_back(Message::User(message));
         Ok(())
@@ -433,8 +387,8 @@ impl Agent {
     /// only when the check fails: this runs for every streamed delta.
     fn expect_model(&self, run_id: &RunId, step: Step, got: &str) -> Result<(), AgentError> {
         match &self.active {
-            Some(run)
-                if run.phase == (Phase::ModelOutstanding { step }) && run.run_id == *run_id =>
+            Some(active)
+                if active.phase == (Phase::ModelOut { step }) && active.run.run_id == *run_id =>
             {
                 Ok(())
             }
@@ -450,20 +404,16 @@ impl Agent {
         got: &str,
     ) -> AgentError {
         let got = format!("{got} for run {run_id} step {step}");
-        let Some(run) = active else {
+        let Some(active) = active else {
             return AgentError::unexpected("nothing (no run is active)", got);
         };
-        match run.phase {
-            Phase::ModelOutstanding { step: out } => AgentError::unexpected(
-                format!("a model outcome for run {} step {out}", run.run_id),
-                got,
-            ),
-            ref phase => AgentError::unexpected(
-                format!(
-                    "no model outcome ({} of run {})",
-                    phase.describe(),
-                    run.run_id
-                ),
+        let run_id = &active.run.run_id;
+        match &active.phase {
+            Phase::ModelOut { step: out } => {
+                AgentError::unexpected(format!("a model outcome for run {run_id} step {out}"), got)
+            }
+            phase => AgentError::unexpected(
+                format!("no model outcome ({} of run {run_id})", phase.describe()),
                 got,
             ),
         }
@@ -494,13 +444,7 @@ impl Agent {
             .check_shape()
             .map_err(|reason| AgentError::invalid(format!("model_done: {reason}")))?;
         check_message_id(message.id.as_deref(), "the assistant message")?;
-        let Some(run) = self.active.take() else {
-            return Err(AgentError::Internal("model_done: the run vanished".into()));
-        };
-        let mut tx = Tx::default();
-        self.model_answered(run, step, message, &mut tx);
-        self.emit(tx);
-        Ok(())
+        self.transition(|agent, active, tx| agent.model_answered(active.run, step, message, tx))
     }
 
     fn on_model_failed(
@@ -514,65 +458,37 @@ impl Agent {
         if code.trim().is_empty() {
             return Err(AgentError::invalid("model_failed: the error code is empty"));
         }
-        let Some(run) = self.active.take() else {
-            return Err(AgentError::Internal(
-                "model_failed: the run vanished".into(),
-            ));
-        };
-        let mut tx = Tx::default();
-        let assistant = AssistantMessage {
-            content: Vec::new(),
-            stop_reason: crate::message::StopReason::Error,
-            error_message: Some(message.to_owned()),
-            usage: None,
-            id: None,
-        };
-        self.messages.push(Message::Assistant(assistant.clone()));
-        tx.event(
-            &run.run_id,
-            LoopEvent::AssistantMessage {
-                step,
-                message: assistant,
-            },
-        );
-        let cause = match &run.end_request {
-            Some(request) => request.cause(),
-            None => EndCause::Error(crate::run::Failure::Inference {
-                code: code.to_owned(),
-                message: message.to_owned(),
-            }),
-        };
-        self.finish(run, cause, run_loop::Pairing::Skip, &mut tx);
-        self.emit(tx);
-        Ok(())
+        self.transition(|agent, active, tx| {
+            agent.model_gave_up(active.run, step, code, message, tx)
+        })
     }
 
     fn expect_tools(&self, run_id: &RunId, got: &str) -> Result<&run_loop::Batch, AgentError> {
-        if let Some(run) = &self.active
-            && let Phase::Tools(batch) = &run.phase
-            && batch.dispatched
-            && run.run_id == *run_id
+        if let Some(active) = &self.active
+            && let Phase::ToolsOut(batch) = &active.phase
+            && active.run.run_id == *run_id
         {
             return Ok(batch);
         }
+        Err(Self::tools_mismatch(self.active.as_ref(), run_id, got))
+    }
+
+    #[cold]
+    fn tools_mismatch(active: Option<&ActiveRun>, run_id: &RunId, got: &str) -> AgentError {
         let got = format!("{got} for run {run_id}");
-        let Some(run) = &self.active else {
-            return Err(AgentError::unexpected("nothing (no run is active)", got));
+        let Some(active) = active else {
+            return AgentError::unexpected("nothing (no run is active)", got);
         };
-        match &run.phase {
-            Phase::Tools(batch) if batch.dispatched && run.run_id == *run_id => Ok(batch),
-            Phase::Tools(batch) if batch.dispatched => Err(AgentError::unexpected(
-                format!("tool outcomes for run {} step {}", run.run_id, batch.step),
+        let active_id = &active.run.run_id;
+        match &active.phase {
+            Phase::ToolsOut(batch) => AgentError::unexpected(
+                format!("tool outcomes for run {active_id} step {}", batch.step),
                 got,
-            )),
-            phase => Err(AgentError::unexpected(
-                format!(
-                    "no tool outcome ({} of run {})",
-                    phase.describe(),
-                    run.run_id
-                ),
+            ),
+            phase => AgentError::unexpected(
+                format!("no tool outcome ({} of run {active_id})", phase.describe()),
                 got,
-            )),
+            ),
         }
     }
 
@@ -624,12 +540,12 @@ impl Agent {
             Some(why) => crate::message::ToolResultMessage::malformed(&entry.call, &why),
             None => output.into_result(tool_name),
         };
-        let Some(run) = self.active.take() else {
-            return Err(AgentError::Internal("tool_done: the run vanished".into()));
-        };
-        let mut tx = Tx::default();
-        self.on_tool_result(run, result, &mut tx);
-        self.emit(tx);
-        Ok(())
+        self.transition(|agent, ActiveRun { run, phase }, tx| match phase {
+            Phase::ToolsOut(batch) => agent.tool_answered(run, batch, result, tx),
+            phase => {
+                debug_assert!(false, "tool_done checked outside a tool batch");
+                Next::Continue(ActiveRun { run, phase })
+            }
+        })
     }
 }

@@ -30,9 +30,28 @@ use crate::run::RunState;
 use crate::store::{CheckpointReader, EventScope, StoreError};
 
 use super::Agent;
-use super::config::{AgentConfig, ToolPolicy};
+use super::config::AgentConfig;
 use super::queues::{BoundaryKind, Queues};
-use super::run_loop::{ActiveRun, Batch, CommittedAs, Pairing, Phase, Slot, Tx, Wait};
+use super::run_loop::{Batch, CommittedAs, Run, Slot};
+
+/// What the committed facts say about a run that has not ended, typed; the run loop puts the
+/// run in the phase this names ([`Agent::rebuild`]).
+pub(crate) enum RecoveredRun {
+    /// Running, nothing open: the next model call.
+    AtCall,
+    /// Running, its last message a text answer (committed as Running by a host that stopped
+    /// before the boundary): the boundary comes next.
+    AfterAnswer,
+    /// Running with unanswered tool calls: their batch, committed decisions applied.
+    OpenCalls(Batch),
+    /// Awaiting the committed ticket. `batch` holds the open calls (for a call wait);
+    /// `interrupted` is the boundary a pause or remote-input wait was taken at.
+    Awaiting {
+        ticket: Box<crate::resume::ResumeTicket>,
+        batch: Option<Batch>,
+        interrupted: BoundaryKind,
+    },
+}
 
 /// What to do with tool calls that were handed out but whose results were never committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -64,8 +83,6 @@ const PAGE: usize = 1024;
 /// What the thread's events say about its runs.
 #[derive(Default)]
 struct History {
-    /// The highest `n` of a minted run id `"{thread}/run-{n}"` seen.
-    runs_started: u64,
     /// Every run id with a `run_started` event.
     run_ids: std::collections::BTreeSet<RunId>,
     /// `run_started` of the head run: (transcript_start, now_ms).
@@ -98,10 +115,7 @@ fn read_history(
         from = Some(last.sequence);
         for event in page.iter() {
             let draft = AuditDraft::from_stored(&event.kind, event.payload.clone());
-            if let AuditDraft::RunStarted { run_id, .. } = &draft {
-                if let Some(n) = minted_number(thread, run_id) {
-                    history.runs_started = history.runs_started.max(n);
-                }
+            if let AuditDraft::RunStarted { .. } = &draft {
                 history.run_ids.insert(event.run_id.clone());
             }
             if Some(&event.run_id) != head {
@@ -141,25 +155,6 @@ fn read_history(
     Ok(history)
 }
 
-/// The `n` of a minted run id `"{thread}/run-{n}"`.
-fn minted_number(thread: &ThreadId, run_id: &RunId) -> Option<u64> {
-    run_id
-        .as_str()
-        .strip_prefix(thread.as_str())?
-        .strip_prefix("/run-")?
-        .parse()
-        .ok()
-}
-
-/// The `n` of a correlation id `"{run_id}:wait-{n}"`.
-fn wait_number(run_id: &RunId, correlation_id: &str) -> Option<u32> {
-    correlation_id
-        .strip_prefix(run_id.as_str())?
-        .strip_prefix(":wait-")?
-        .parse()
-        .ok()
-}
-
 impl Agent {
     /// Rebuilds the agent of `thread_id` from committed facts (see the module docs). Any
     /// outputs recovery decides (a re-asked ticket, replayed tools, a sealed end) are waiting
@@ -185,7 +180,8 @@ impl Agent {
         agent.thread_version = reader.thread_version(thread_id)?;
         let head = reader.latest_run(thread_id)?;
         let history = read_history(reader, thread_id, head.as_ref().map(|r| &r.id))?;
-        agent.runs_started = history.runs_started;
+        // Minting restarts from 1 and skips every used id, so the next minted id is the first
+        // `"{thread}/run-{n}"` not used: the one the agent that stopped would have minted.
         agent.used_run_ids = history.run_ids;
         agent.clock_ms = history.head_clock;
         let Some(head) = head else {
@@ -238,21 +234,25 @@ impl Agent {
             .filter(|(step, _, _)| *step == steps)
             .map(|(_, call, decision)| (call.clone(), decision.clone()))
             .collect();
-        let mut run = ActiveRun {
+        let run = Run {
             run_id: run_id.clone(),
             steps,
-            phase: Phase::Between,
             end_request: None,
             pause_requested: false,
             queues: Queues::default(),
             waits: history.head_waits,
             transcript_start,
-            committed_as: CommittedAs::Running,
+            committed_as: if head.state == RunState::Awaiting {
+                CommittedAs::Awaiting
+            } else {
+                CommittedAs::Running
+            },
             // Ordinals continue from the run's stored commit count.
             commits: head.commits,
         };
-        let batch = |config: &AgentConfig| {
-            let mut batch = Batch::gated(steps, open_calls.clone(), |name| config.policy(name));
+        let batch = || {
+            let mut batch =
+                Batch::gated(steps, open_calls.clone(), |name| agent.config.policy(name));
             for entry in &mut batch.calls {
                 match decisions
                     .iter()
@@ -269,67 +269,35 @@ impl Agent {
             }
             batch
         };
-        let mut tx = Tx::default();
-        if head.state == RunState::Awaiting {
+        let facts = if head.state == RunState::Awaiting {
             let ticket = reader.resume_ticket(&run_id)?.ok_or_else(|| {
                 AgentError::invalid(format!(
                     "recover: run {run_id} is Awaiting but the store has no ticket for it"
                 ))
             })?;
-            if let Some(n) = wait_number(&run_id, &ticket.correlation_id) {
-                run.waits = run.waits.max(n);
-            }
-            run.committed_as = CommittedAs::Awaiting;
-            let wait_batch = match ticket.target() {
-                AwaitTarget::ToolCall { call_id, .. } => {
-                    let mut b = batch(&agent.config);
-                    if let Some(entry) = b.find_mut(call_id) {
-                        entry.slot = Slot::Undecided;
-                        if entry.policy == ToolPolicy::Auto {
-                            entry.policy = ToolPolicy::RequireApproval {
-                                deadline_after_ms: None,
-                            };
-                        }
-                    }
-                    Some(b)
-                }
-                AwaitTarget::RemoteInput { .. } | AwaitTarget::Pause(_) => None,
+            // A wait at a boundary was taken right after the message the Awaiting commit
+            // ended with: a tool result closes a batch, anything else is a text answer.
+            let interrupted = match run_messages.last() {
+                Some(Message::ToolResult(_)) => BoundaryKind::AfterToolBatch,
+                _ => BoundaryKind::TextStop,
             };
-            run.phase = Phase::Waiting(Box::new(Wait {
-                ticket,
-                batch: wait_batch,
-            }));
-            agent.active = Some(run);
-        } else if !open_calls.is_empty() {
-            let mut b = batch(&agent.config);
-            let undecided = b.calls.iter().any(|c| c.slot == Slot::Undecided);
-            let executable = b.calls.iter().any(|c| c.slot == Slot::Ready);
-            if policy == RecoveryPolicy::Seal && !undecided && executable {
-                for entry in &mut b.calls {
-                    if entry.slot == Slot::Ready {
-                        entry.slot = Slot::Executing;
-                    }
-                }
-                b.dispatched = true;
-                run.phase = Phase::Tools(b);
-                agent.finish(
-                    run,
-                    crate::run::EndCause::Indeterminate,
-                    Pairing::Interrupt,
-                    &mut tx,
-                );
-            } else {
-                agent.advance_batch(run, b, &mut tx);
+            let batch = match ticket.target() {
+                AwaitTarget::ToolCall { .. } if !open_calls.is_empty() => Some(batch()),
+                _ => None,
+            };
+            RecoveredRun::Awaiting {
+                ticket: Box::new(ticket),
+                batch,
+                interrupted,
             }
+        } else if !open_calls.is_empty() {
+            RecoveredRun::OpenCalls(batch())
         } else if matches!(run_messages.last(), Some(Message::Assistant(_))) {
-            // A text answer committed as Running (not written by the warm path): take its
-            // boundary now.
-            agent.boundary(run, BoundaryKind::TextStop, &mut tx);
+            RecoveredRun::AfterAnswer
         } else {
-            run.phase = Phase::CallModel;
-            agent.active = Some(run);
-        }
-        agent.emit(tx);
+            RecoveredRun::AtCall
+        };
+        agent.rebuild(run, facts, policy)?;
         Ok(agent)
     }
 }

@@ -2,12 +2,13 @@
 //!
 //! # Every phase × every input
 //!
-//! The phases an agent is in between inputs (`Between` is transient and never observed):
-//! `idle0` idle, empty transcript; `idle` idle after a run; `call_model` Running, the model
-//! call decided but not yet polled; `model_out` Running, the model call of a step is out;
-//! `tools_ready` Running, a batch not yet polled (not dispatched); `tools_out` Running, a batch
-//! executing; `perm` Awaiting a permission ticket before its deadline; `perm_late` the same at
-//! a time past the deadline; `pause` Awaiting a `Pause(Manual)` ticket.
+//! The phases an agent is in between inputs: `idle0` idle, empty transcript; `idle` idle after
+//! a run; `call_model` Running, the model call decided but not yet polled ([`Phase::CallModel`]);
+//! `model_out` Running, the model call of a step is out ([`Phase::ModelOut`]); `tools_ready`
+//! Running, a batch not yet polled ([`Phase::ToolsReady`]); `tools_out` Running, a batch
+//! executing ([`Phase::ToolsOut`]); `perm` Awaiting a permission ticket before its deadline
+//! ([`Wait::Call`]); `perm_late` the same at a time past the deadline; `pause` Awaiting a
+//! `Pause(Manual)` ticket ([`Wait::Pause`], which stores the boundary it interrupted).
 //!
 //! A cell is the error kind of a rejected input (nothing changes, the clock included; `resume`
 //! errors give their `resume_error` code) or what an accepted one does. `-` is an accepted
@@ -47,28 +48,55 @@
 //!
 //! # The steps behind the cells (SPEC §8.2)
 //!
+//! Every transition consumes the run and returns its successor ([`Next`]): the run goes on in a
+//! new phase, or it ended (only [`Agent::finish`] makes the proof of that). This module is the
+//! only one that writes a phase or the agent's active run.
+//!
 //! | phase            | input                      | outputs → next phase                                  |
 //! |------------------|----------------------------|-------------------------------------------------------|
 //! | (idle)           | `prompt` / `continue`      | commit Running{user msg; none on `continue`}, `run_start` → `CallModel` |
-//! | `CallModel`      | `poll`                     | action `CallModel` (steps += 1) → `ModelOutstanding`  |
+//! | `CallModel`      | `poll`                     | action `CallModel` (steps += 1) → `ModelOut`          |
 //! | `CallModel`      | `abort` / `stop`           | finish(Cancelled / Stopped)                           |
-//! | `ModelOutstanding` | `model_failed`           | error message; finish(Cancelled, Stopped or Error)    |
-//! | `ModelOutstanding` | `model_done` error/aborted | calls `skipped`; finish                             |
-//! | `ModelOutstanding` | `model_done` text        | boundary(TextStop)                                    |
-//! | `ModelOutstanding` | `model_done` length+calls | `truncated` results; after_batch                     |
-//! | `ModelOutstanding` | `model_done` calls       | commit Running{a}; abort? finish : gate or dispatch   |
-//! | `Tools` (not dispatched) | `poll`             | action `ExecuteTools` → `Tools` (dispatched)          |
-//! | `Tools` (not dispatched) | `abort` / `stop`   | calls `skipped`; finish                               |
-//! | `Tools` (dispatched) | `tool_done`            | `tool_end`; all answered? after_batch                 |
-//! | `Tools` (dispatched) | `abandon_tools`        | open calls `interrupted`; finish(Indeterminate)       |
-//! | `Waiting`        | `resume` (accepted)        | commit Running (ticket deleted); next ticket, dispatch or boundary |
+//! | `ModelOut`       | `model_failed`             | error message; finish(Cancelled, Stopped or Error)    |
+//! | `ModelOut`       | `model_done` error/aborted | calls `skipped`; finish                               |
+//! | `ModelOut`       | `model_done` text          | boundary(TextStop)                                    |
+//! | `ModelOut`       | `model_done` length+calls  | `truncated` results; after_batch                      |
+//! | `ModelOut`       | `model_done` calls         | commit Running{a}; end requested? finish : advance_batch |
+//! | (advance_batch)  |                            | an undecided call? open `Wait::Call` : a ready call? `tool_start`s → `ToolsReady` : after_batch |
+//! | `ToolsReady`     | `poll`                     | action `ExecuteTools` → `ToolsOut`                    |
+//! | `ToolsReady`     | `abort` / `stop`           | calls `skipped`; finish                               |
+//! | `ToolsOut`       | `tool_done`                | `tool_end`; all answered? after_batch : `ToolsOut`    |
+//! | `ToolsOut`       | `abandon_tools`            | open calls `interrupted`; finish(Indeterminate)       |
+//! | `Wait::Call`     | `resume` (accepted)        | commit Running (ticket deleted); advance_batch        |
+//! | `Wait::Pause` / `Wait::Remote` | `resume` Input | commit Running{input} → `CallModel` (budget spent: finish(MaxSteps), the input `unconsumed`) |
+//! | `Wait::Pause` / `Wait::Remote` | `resume` other | boundary(the one the wait interrupted)          |
 //! | `Waiting`        | `abort` / `cancel_wait` / `stop` | open calls `skipped`; finish                    |
 //! | `Waiting`        | `expire_wait` / `timeout` (past deadline) | waiting call `expired`, others `skipped`; finish(Stopped("wait_expired")) |
 //!
 //! `after_batch` appends every result of the batch in call order and takes the boundary;
-//! `boundary` applies the queue rules of [`queues`](super::queues); `finish` closes input,
-//! returns the queues as `unconsumed`, pairs every open call, commits `Ended` with every message
-//! not yet committed, clears the active run, then emits `input_closed` and `run_end`.
+//! `boundary` applies the queue rules of [`queues`](super::queues) (end, pause → open
+//! `Wait::Pause` at this boundary, or take the queues, commit Running → `CallModel`); `finish`
+//! closes input, returns the queues as `unconsumed`, pairs every open call, commits `Ended` with
+//! every message not yet committed, then emits `input_closed` and `run_end`.
+//!
+//! # Recovery entries (SPEC §8.7, [`Agent::rebuild`])
+//!
+//! Recovery reads typed committed facts (the head run record, its ticket, the `run_started`,
+//! `run_awaiting` and `permission_decided` audit drafts, the committed messages) into a
+//! `RecoveredRun`, and the run is put in place here:
+//!
+//! | committed facts of the head run                  | recovered phase                          |
+//! |--------------------------------------------------|------------------------------------------|
+//! | none, or `Ended`                                 | idle (no active run)                     |
+//! | Running, last message not an answer, no open calls | `CallModel` (the next step's call)     |
+//! | Running, last message a text answer              | boundary(TextStop)                       |
+//! | Running, open calls, `Replay` (or a call undecided) | committed decisions applied; advance_batch (`Wait::Call` for an undecided call, else `ToolsReady`) |
+//! | Running, open calls all decided, `Seal`          | executable calls `interrupted`; finish(Indeterminate) |
+//! | Awaiting a tool-call ticket                      | `Wait::Call` with the batch, the ticket's call undecided |
+//! | Awaiting a pause ticket                          | `Wait::Pause` at the boundary the Awaiting commit was taken after (a tool result: AfterToolBatch; else TextStop) |
+//! | Awaiting a remote-input ticket                   | `Wait::Remote`, the boundary as for a pause |
+//!
+//! `tests/recovery.rs` drives each row from a real crash of a live agent.
 
 use serde::{Deserialize, Serialize};
 
@@ -76,37 +104,48 @@ use crate::commit::{AuditDraft, ThreadCommit};
 use crate::error::AgentError;
 use crate::ids::{CallId, RunId, Step};
 use crate::message::{
-    AssistantMessage, Message, ResultOutcome, StopReason, ToolCall, ToolResultMessage,
+    AssistantMessage, Message, ResultOutcome, StopReason, ToolCall, ToolOutput, ToolResultMessage,
+    UserMessage,
 };
-use crate::resume::{AwaitTarget, PendingTool, ResumeTicket, ToolWaitReason, WaitIdentity};
+use crate::resume::{
+    AwaitTarget, PauseReason, PendingTool, PermissionDecision, ResumeCommand, ResumeResult,
+    ResumeTicket, ToolWaitReason, WaitIdentity,
+};
 use crate::run::{EndCause, Failure, RunDisposition};
 
 use super::Agent;
 use super::config::ToolPolicy;
-use super::events::{AgentCommit, AgentEvent, LoopEvent, MessageOrigin, RunResult};
+use super::events::{Action, AgentCommit, AgentEvent, LoopEvent, MessageOrigin, RunResult};
 use super::queues::{
     BoundaryDecision, BoundaryInput, BoundaryKind, Queues, decide_boundary, take_queued,
 };
+use super::recover::{RecoveredRun, RecoveryPolicy};
 
-/// The active run.
+/// The active run: what holds for its whole life, and the phase it is in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct ActiveRun {
+    pub(crate) run: Run,
+    pub(crate) phase: Phase,
+}
+
+/// What an active run keeps across its phases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Run {
     pub(crate) run_id: RunId,
     /// Model calls handed out so far.
     pub(crate) steps: Step,
-    pub(crate) phase: Phase,
-    /// The end an `abort` or `stop` asked for; honoured at the next safe point.
+    /// The end an `abort` or `stop` asked for while an outcome was out; honoured when it
+    /// arrives.
     pub(crate) end_request: Option<EndRequest>,
     pub(crate) pause_requested: bool,
     pub(crate) queues: Queues,
-    /// Waits opened so far (for correlation ids `"{run_id}:wait-{n}"`).
+    /// Waits opened so far: the next ticket's correlation id is `"{run_id}:wait-{waits + 1}"`.
     pub(crate) waits: u32,
     /// Where the run's messages begin in the transcript.
     pub(crate) transcript_start: usize,
     /// What the run's latest commit recorded (for `state_changed`).
     pub(crate) committed_as: CommittedAs,
     /// Commits of this run emitted so far: the next commit's `ordinal` (SPEC §7.1).
-    #[serde(default)]
     pub(crate) commits: u64,
 }
 
@@ -136,35 +175,107 @@ impl EndRequest {
     }
 }
 
-/// Where the run is.
+/// Where an active run is between inputs. Every variant holds exactly what its phase needs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Phase {
-    /// A model call is decided; it is handed out by the next `poll` that finds nothing queued.
+    /// A model call is decided; the next `poll` that finds nothing queued hands it out.
     CallModel,
     /// The model call of `step` is with the host.
-    ModelOutstanding { step: Step },
-    /// A tool batch, every approval decided.
-    Tools(Batch),
+    ModelOut { step: Step },
+    /// A tool batch with every approval decided and at least one call to execute; the next
+    /// `poll` that finds nothing queued hands out `ExecuteTools`.
+    ToolsReady(Batch),
+    /// A tool batch whose `ExecuteTools` was handed out: its executing calls are with the host.
+    ToolsOut(Batch),
     /// Waiting on a committed ticket.
     Waiting(Box<Wait>),
-    /// Transient: between a batch and its boundary (never observed between inputs).
-    Between,
+}
+
+/// A committed wait, by what answers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Wait {
+    /// A decision on (or the result of) one call of a tool batch: the ticket's call is in
+    /// `batch`, undecided.
+    Call { ticket: ResumeTicket, batch: Batch },
+    /// A pause, taken at the boundary it interrupted; `Continue` takes that boundary again.
+    Pause {
+        ticket: ResumeTicket,
+        interrupted: BoundaryKind,
+    },
+    /// Input from outside the run (a remote-input ticket, found on recovery), at a boundary.
+    Remote {
+        ticket: ResumeTicket,
+        interrupted: BoundaryKind,
+    },
+}
+
+impl Wait {
+    pub(crate) fn ticket(&self) -> &ResumeTicket {
+        match self {
+            Wait::Call { ticket, .. }
+            | Wait::Pause { ticket, .. }
+            | Wait::Remote { ticket, .. } => ticket,
+        }
+    }
 }
 
 impl Phase {
+    /// What makes a phase read from a snapshot impossible, if anything: a tool phase with
+    /// nothing for the host, or a call wait whose call is not open in its batch.
+    pub(crate) fn inconsistency(&self) -> Option<String> {
+        match self {
+            Phase::ToolsReady(batch) if !batch.calls.iter().any(|c| c.slot == Slot::Ready) => Some(
+                format!("the tools of step {} have no call to execute", batch.step),
+            ),
+            Phase::ToolsOut(batch) if batch.all_answered() => Some(format!(
+                "the tools of step {} are out but every call has its result",
+                batch.step
+            )),
+            Phase::Waiting(wait) => match wait.as_ref() {
+                Wait::Call { ticket, batch } => {
+                    let open = waiting_call(ticket)
+                        .and_then(|call_id| batch.find(call_id))
+                        .is_some_and(|entry| entry.slot == Slot::Undecided);
+                    (!open).then(|| {
+                        format!(
+                            "ticket {} waits on a call its batch holds no open decision for",
+                            ticket.correlation_id
+                        )
+                    })
+                }
+                Wait::Pause { ticket, .. } if !matches!(ticket.target(), AwaitTarget::Pause(_)) => {
+                    Some(format!("ticket {} is not a pause", ticket.correlation_id))
+                }
+                Wait::Remote { ticket, .. }
+                    if !matches!(ticket.target(), AwaitTarget::RemoteInput { .. }) =>
+                {
+                    Some(format!(
+                        "ticket {} is not a remote input",
+                        ticket.correlation_id
+                    ))
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     pub(crate) fn describe(&self) -> String {
         match self {
             Phase::CallModel => "a model call is about to be handed out".into(),
-            Phase::ModelOutstanding { step } => format!("the model call of step {step} is out"),
-            Phase::Tools(batch) if batch.dispatched => {
-                format!("the tools of step {} are executing", batch.step)
+            Phase::ModelOut { step } => format!("the model call of step {step} is out"),
+            Phase::ToolsReady(batch) => {
+                format!("the tools of step {} are about to execute", batch.step)
             }
-            Phase::Tools(batch) => format!("the tools of step {} are about to execute", batch.step),
+            Phase::ToolsOut(batch) => format!("the tools of step {} are executing", batch.step),
             Phase::Waiting(wait) => {
-                format!("the run is awaiting ticket {}", wait.ticket.correlation_id)
+                format!(
+                    "the run is awaiting ticket {}",
+                    wait.ticket().correlation_id
+                )
             }
-            Phase::Between => "the run is at a boundary".into(),
         }
     }
 }
@@ -174,8 +285,6 @@ impl Phase {
 pub(crate) struct Batch {
     pub(crate) step: Step,
     pub(crate) calls: Vec<BatchCall>,
-    /// Whether `ExecuteTools` was handed out.
-    pub(crate) dispatched: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -199,14 +308,6 @@ pub(crate) enum Slot {
     Done(ToolResultMessage),
 }
 
-/// A committed wait.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Wait {
-    pub(crate) ticket: ResumeTicket,
-    /// The batch an approval wait belongs to (none for a pause).
-    pub(crate) batch: Option<Batch>,
-}
-
 impl Batch {
     /// A batch of `calls`, gated calls undecided and the rest ready.
     pub(crate) fn gated(
@@ -225,18 +326,14 @@ impl Batch {
                 BatchCall { call, policy, slot }
             })
             .collect();
-        Batch {
-            step,
-            calls,
-            dispatched: false,
-        }
+        Batch { step, calls }
     }
 
     pub(crate) fn find(&self, call_id: &CallId) -> Option<&BatchCall> {
         self.calls.iter().find(|c| c.call.id == *call_id)
     }
 
-    pub(crate) fn find_mut(&mut self, call_id: &CallId) -> Option<&mut BatchCall> {
+    fn find_mut(&mut self, call_id: &CallId) -> Option<&mut BatchCall> {
         self.calls.iter_mut().find(|c| c.call.id == *call_id)
     }
 
@@ -264,6 +361,49 @@ pub(crate) enum Pairing {
     Expire,
 }
 
+/// The calls a run that ends leaves without a result: a batch, and the call its wait (if
+/// any) is about.
+pub(crate) struct Open {
+    batch: Batch,
+    waiting: Option<CallId>,
+}
+
+impl Open {
+    fn batch(batch: Batch) -> Option<Open> {
+        Some(Open {
+            batch,
+            waiting: None,
+        })
+    }
+
+    /// The open calls of a phase a run ends in.
+    pub(crate) fn of(phase: Phase) -> Option<Open> {
+        match phase {
+            Phase::ToolsReady(batch) | Phase::ToolsOut(batch) => Open::batch(batch),
+            Phase::Waiting(wait) => match *wait {
+                Wait::Call { ticket, batch } => Some(Open {
+                    waiting: waiting_call(&ticket).cloned(),
+                    batch,
+                }),
+                Wait::Pause { .. } | Wait::Remote { .. } => None,
+            },
+            Phase::CallModel | Phase::ModelOut { .. } => None,
+        }
+    }
+}
+
+/// What comes after a transition: the run goes on in a new phase, or it has ended (its
+/// `Ended` commit and `run_end` emitted). A transition consumes the run and must return one of
+/// the two, so no path can drop a run without ending it.
+#[must_use = "the successor of a run must be kept"]
+pub(crate) enum Next {
+    Continue(ActiveRun),
+    Ended(RunEnded),
+}
+
+/// Proof that a run ended: only [`Agent::finish`] makes one.
+pub(crate) struct RunEnded(());
+
 /// The outputs of one input, emitted commits first, then events.
 #[derive(Debug, Default)]
 pub(crate) struct Tx {
@@ -280,15 +420,189 @@ impl Tx {
     }
 }
 
+/// The tool call a `Wait::Call` ticket is about.
+fn waiting_call(ticket: &ResumeTicket) -> Option<&CallId> {
+    match ticket.target() {
+        AwaitTarget::ToolCall { call_id, .. } => Some(call_id),
+        AwaitTarget::RemoteInput { .. } | AwaitTarget::Pause(_) => None,
+    }
+}
+
+// ----- where the active run changes hands: the only writes of `Agent::active` -------------------
+
+impl Agent {
+    /// Runs one transition of the active run: `step` consumes the run and returns its successor,
+    /// which becomes the active run (or none, when the run ended); then the outputs are queued.
+    /// Callers have checked that a run is active.
+    pub(crate) fn transition(
+        &mut self,
+        step: impl FnOnce(&mut Agent, ActiveRun, &mut Tx) -> Next,
+    ) -> Result<(), AgentError> {
+        let Some(active) = self.active.take() else {
+            debug_assert!(false, "a transition with no active run");
+            return Err(AgentError::Internal(
+                "a transition was asked for with no active run".into(),
+            ));
+        };
+        let mut tx = Tx::default();
+        self.active = match step(self, active, &mut tx) {
+            Next::Continue(active) => Some(active),
+            Next::Ended(RunEnded(())) => None,
+        };
+        self.emit(tx);
+        Ok(())
+    }
+
+    /// Starts `run` (checked and minted by the caller): commits Running with the prompt (none
+    /// on `continue`) and the `run_started` fact, announces `run_start`, and decides the first
+    /// model call.
+    pub(crate) fn begin(&mut self, mut run: Run, message: Option<UserMessage>) {
+        let message = message.map(Message::User);
+        if let Some(message) = &message {
+            self.messages.push(message.clone());
+        }
+        let mut tx = Tx::default();
+        let started =
+            AuditDraft::run_started(&run.run_id, run.transcript_start).with_now_ms(self.clock_ms);
+        self.commit_running(&mut run, vec![started], &mut tx);
+        tx.events.push(AgentEvent::RunStart {
+            run_id: run.run_id.clone(),
+            message,
+        });
+        self.active = Some(ActiveRun {
+            run,
+            phase: Phase::CallModel,
+        });
+        self.emit(tx);
+    }
+
+    /// The action a `poll` hands out, if the run has one decided: the model call
+    /// (`CallModel` → `ModelOut`, the step count grows) or the tool batch (`ToolsReady` →
+    /// `ToolsOut`, its ready calls executing).
+    pub(crate) fn hand_out(&mut self) -> Option<Action> {
+        let ActiveRun { mut run, phase } = self.active.take()?;
+        let (phase, action) = match phase {
+            Phase::CallModel => {
+                debug_assert!(run.steps < self.config.max_steps, "a call past the budget");
+                run.steps = run.steps.saturating_add(1);
+                let step = run.steps;
+                let action = Action::CallModel {
+                    run_id: run.run_id.clone(),
+                    step,
+                    final_step: step >= self.config.max_steps,
+                };
+                (Phase::ModelOut { step }, Some(action))
+            }
+            Phase::ToolsReady(mut batch) => {
+                let mut calls = Vec::new();
+                for entry in &mut batch.calls {
+                    if entry.slot == Slot::Ready {
+                        entry.slot = Slot::Executing;
+                        calls.push(entry.call.clone());
+                    }
+                }
+                let action = Action::ExecuteTools {
+                    run_id: run.run_id.clone(),
+                    step: batch.step,
+                    calls,
+                };
+                (Phase::ToolsOut(batch), Some(action))
+            }
+            phase => (phase, None),
+        };
+        self.active = Some(ActiveRun { run, phase });
+        action
+    }
+
+    /// Puts a run rebuilt from committed facts (SPEC §8.7) in place, in the phase the facts
+    /// say, and takes the step recovery decides (see the recovery rows of the module table).
+    pub(crate) fn rebuild(
+        &mut self,
+        run: Run,
+        facts: RecoveredRun,
+        policy: RecoveryPolicy,
+    ) -> Result<(), AgentError> {
+        let mut tx = Tx::default();
+        let next = match facts {
+            RecoveredRun::AtCall => Next::Continue(ActiveRun {
+                run,
+                phase: Phase::CallModel,
+            }),
+            RecoveredRun::AfterAnswer => self.boundary(run, BoundaryKind::TextStop, &mut tx),
+            RecoveredRun::Awaiting {
+                ticket,
+                batch,
+                interrupted,
+            } => {
+                let ticket = *ticket;
+                let wait = match (waiting_call(&ticket).cloned(), batch) {
+                    (Some(call_id), Some(mut batch)) => {
+                        let Some(entry) = batch.find_mut(&call_id) else {
+                            return Err(AgentError::invalid(format!(
+                                "recover: run {} waits on call {call_id}, which its last \
+                                 assistant message does not make",
+                                run.run_id
+                            )));
+                        };
+                        entry.slot = Slot::Undecided;
+                        if entry.policy == ToolPolicy::Auto {
+                            entry.policy = ToolPolicy::RequireApproval {
+                                deadline_after_ms: None,
+                            };
+                        }
+                        Wait::Call { ticket, batch }
+                    }
+                    (Some(call_id), None) => {
+                        return Err(AgentError::invalid(format!(
+                            "recover: run {} waits on call {call_id}, but no tool calls are open",
+                            run.run_id
+                        )));
+                    }
+                    (None, _) if matches!(ticket.target(), AwaitTarget::Pause(_)) => Wait::Pause {
+                        ticket,
+                        interrupted,
+                    },
+                    (None, _) => Wait::Remote {
+                        ticket,
+                        interrupted,
+                    },
+                };
+                Next::Continue(ActiveRun {
+                    run,
+                    phase: Phase::Waiting(Box::new(wait)),
+                })
+            }
+            RecoveredRun::OpenCalls(mut batch) => {
+                let undecided = batch.calls.iter().any(|c| c.slot == Slot::Undecided);
+                let executable = batch.calls.iter().any(|c| c.slot == Slot::Ready);
+                if policy == RecoveryPolicy::Seal && !undecided && executable {
+                    for entry in &mut batch.calls {
+                        if entry.slot == Slot::Ready {
+                            entry.slot = Slot::Executing;
+                        }
+                    }
+                    let cause = EndCause::Indeterminate;
+                    let open = Open::batch(batch);
+                    Next::Ended(self.finish(run, open, cause, Pairing::Interrupt, &mut tx))
+                } else {
+                    self.advance_batch(run, batch, &mut tx)
+                }
+            }
+        };
+        self.active = match next {
+            Next::Continue(active) => Some(active),
+            Next::Ended(RunEnded(())) => None,
+        };
+        self.emit(tx);
+        Ok(())
+    }
+}
+
+// ----- the transitions -------------------------------------------------------------------------
+
 impl Agent {
     /// Appends a message to the transcript and announces it.
-    pub(crate) fn append(
-        &mut self,
-        tx: &mut Tx,
-        run_id: &RunId,
-        origin: MessageOrigin,
-        message: Message,
-    ) {
+    fn append(&mut self, tx: &mut Tx, run_id: &RunId, origin: MessageOrigin, message: Message) {
         self.messages.push(message.clone());
         tx.event(run_id, LoopEvent::MessageAppended { origin, message });
     }
@@ -309,7 +623,7 @@ impl Agent {
     fn push_commit(
         &mut self,
         tx: &mut Tx,
-        run: &mut ActiveRun,
+        run: &mut Run,
         disposition: RunDisposition,
         state_changed: bool,
         extra: Vec<AuditDraft>,
@@ -334,12 +648,7 @@ impl Agent {
 
     /// Commits `Running` with every new message. `state_changed` when the run's previous
     /// commit was not Running.
-    pub(crate) fn commit_running(
-        &mut self,
-        run: &mut ActiveRun,
-        extra: Vec<AuditDraft>,
-        tx: &mut Tx,
-    ) {
+    fn commit_running(&mut self, run: &mut Run, extra: Vec<AuditDraft>, tx: &mut Tx) {
         let state_changed = run.committed_as != CommittedAs::Running;
         run.committed_as = CommittedAs::Running;
         let disposition = RunDisposition::Running {
@@ -348,15 +657,16 @@ impl Agent {
         self.push_commit(tx, run, disposition, state_changed, extra);
     }
 
-    /// Opens a wait: mints the ticket, commits `Awaiting` and announces it.
+    /// Opens a wait: mints the ticket, commits `Awaiting`, announces it, and waits in the
+    /// variant `wait` builds around the ticket.
     fn open_wait(
         &mut self,
-        mut run: ActiveRun,
+        mut run: Run,
         target: AwaitTarget,
         deadline_after_ms: Option<u64>,
-        batch: Option<Batch>,
+        wait: impl FnOnce(ResumeTicket) -> Wait,
         tx: &mut Tx,
-    ) {
+    ) -> Next {
         run.waits = run.waits.saturating_add(1);
         let identity = WaitIdentity {
             correlation_id: format!("{}:wait-{}", run.run_id, run.waits),
@@ -381,24 +691,25 @@ impl Agent {
                 ticket: ticket.clone(),
             },
         );
-        run.phase = Phase::Waiting(Box::new(Wait { ticket, batch }));
-        self.active = Some(run);
+        Next::Continue(ActiveRun {
+            run,
+            phase: Phase::Waiting(Box::new(wait(ticket))),
+        })
     }
 
-    /// `model_done` for the outstanding step (already checked).
+    /// `model_done` for the outstanding step (checked by the caller).
     pub(crate) fn model_answered(
         &mut self,
-        mut run: ActiveRun,
+        mut run: Run,
         step: Step,
         message: AssistantMessage,
         tx: &mut Tx,
-    ) {
+    ) -> Next {
         let calls: Vec<ToolCall> = message.tool_calls().collect();
         let stop_reason = message.stop_reason;
         let error_message = message.error_message.clone();
         self.messages.push(Message::Assistant(message.clone()));
         tx.event(&run.run_id, LoopEvent::AssistantMessage { step, message });
-        run.phase = Phase::Between;
         match stop_reason {
             StopReason::Error | StopReason::Aborted => {
                 let cause = match (&run.end_request, stop_reason) {
@@ -410,8 +721,9 @@ impl Agent {
                             .unwrap_or_else(|| "the model reported an error".into()),
                     }),
                 };
-                run.phase = Phase::Tools(Batch::gated(step, calls, |_| ToolPolicy::Auto));
-                self.finish(run, cause, Pairing::Skip, tx);
+                // Calls in a failed answer never run: each is paired `skipped`.
+                let batch = Batch::gated(step, calls, |_| ToolPolicy::Auto);
+                Next::Ended(self.finish(run, Open::batch(batch), cause, Pairing::Skip, tx))
             }
             _ if calls.is_empty() => self.boundary(run, BoundaryKind::TextStop, tx),
             StopReason::Length => {
@@ -428,26 +740,60 @@ impl Agent {
                     );
                     entry.slot = Slot::Done(result);
                 }
-                self.after_batch(run, batch, tx);
+                self.after_batch(run, batch, tx)
             }
             StopReason::Stop | StopReason::ToolUse => {
                 // The calls are durable before any effect.
                 self.commit_running(&mut run, Vec::new(), tx);
                 let batch = Batch::gated(step, calls, |name| self.config.policy(name));
-                if let Some(request) = &run.end_request {
-                    let cause = request.cause();
-                    run.phase = Phase::Tools(batch);
-                    self.finish(run, cause, Pairing::Skip, tx);
-                } else {
-                    self.advance_batch(run, batch, tx);
+                match run.end_request.as_ref().map(EndRequest::cause) {
+                    Some(cause) => {
+                        Next::Ended(self.finish(run, Open::batch(batch), cause, Pairing::Skip, tx))
+                    }
+                    None => self.advance_batch(run, batch, tx),
                 }
             }
         }
     }
 
-    /// Asks the next approval, or dispatches the ready calls, or (nothing to run) closes the
-    /// batch.
-    pub(crate) fn advance_batch(&mut self, mut run: ActiveRun, batch: Batch, tx: &mut Tx) {
+    /// `model_failed` for the outstanding step (checked by the caller): the error becomes an
+    /// assistant message and the run ends (with the cause an end request asked for, if any).
+    pub(crate) fn model_gave_up(
+        &mut self,
+        run: Run,
+        step: Step,
+        code: &str,
+        text: &str,
+        tx: &mut Tx,
+    ) -> Next {
+        let assistant = AssistantMessage {
+            content: Vec::new(),
+            stop_reason: StopReason::Error,
+            error_message: Some(text.to_owned()),
+            usage: None,
+            id: None,
+        };
+        self.messages.push(Message::Assistant(assistant.clone()));
+        tx.event(
+            &run.run_id,
+            LoopEvent::AssistantMessage {
+                step,
+                message: assistant,
+            },
+        );
+        let cause = match &run.end_request {
+            Some(request) => request.cause(),
+            None => EndCause::Error(Failure::Inference {
+                code: code.to_owned(),
+                message: text.to_owned(),
+            }),
+        };
+        Next::Ended(self.finish(run, None, cause, Pairing::Skip, tx))
+    }
+
+    /// Asks the next approval, or makes the ready calls ready to hand out, or (nothing to run)
+    /// closes the batch.
+    fn advance_batch(&mut self, run: Run, batch: Batch, tx: &mut Tx) -> Next {
         let undecided = batch
             .calls
             .iter()
@@ -466,7 +812,8 @@ impl Agent {
                     arguments: call.arguments,
                 },
             };
-            self.open_wait(run, target, deadline_after_ms, Some(batch), tx);
+            let wait = |ticket| Wait::Call { ticket, batch };
+            self.open_wait(run, target, deadline_after_ms, wait, tx)
         } else if batch.calls.iter().any(|c| c.slot == Slot::Ready) {
             for entry in batch.calls.iter().filter(|c| c.slot == Slot::Ready) {
                 tx.event(
@@ -479,26 +826,24 @@ impl Agent {
                     },
                 );
             }
-            run.phase = Phase::Tools(batch);
-            self.active = Some(run);
+            Next::Continue(ActiveRun {
+                run,
+                phase: Phase::ToolsReady(batch),
+            })
         } else {
-            self.after_batch(run, batch, tx);
+            self.after_batch(run, batch, tx)
         }
     }
 
-    /// One `tool_done` (already checked): records the result; closes the batch when every
-    /// executing call is answered.
-    pub(crate) fn on_tool_result(
+    /// One `tool_done` of an executing call (checked by the caller): records the result; closes
+    /// the batch when every call is answered.
+    pub(crate) fn tool_answered(
         &mut self,
-        mut run: ActiveRun,
+        run: Run,
+        mut batch: Batch,
         result: ToolResultMessage,
         tx: &mut Tx,
-    ) {
-        let Phase::Tools(mut batch) = std::mem::replace(&mut run.phase, Phase::Between) else {
-            debug_assert!(false, "on_tool_result outside a tool batch");
-            self.active = Some(run);
-            return;
-        };
+    ) -> Next {
         tx.event(
             &run.run_id,
             LoopEvent::ToolEnd {
@@ -512,15 +857,17 @@ impl Agent {
             entry.slot = Slot::Done(result);
         }
         if batch.all_answered() {
-            self.after_batch(run, batch, tx);
+            self.after_batch(run, batch, tx)
         } else {
-            run.phase = Phase::Tools(batch);
-            self.active = Some(run);
+            Next::Continue(ActiveRun {
+                run,
+                phase: Phase::ToolsOut(batch),
+            })
         }
     }
 
     /// Appends every result of the batch in call order, then takes the boundary.
-    pub(crate) fn after_batch(&mut self, mut run: ActiveRun, batch: Batch, tx: &mut Tx) {
+    fn after_batch(&mut self, run: Run, batch: Batch, tx: &mut Tx) -> Next {
         for entry in batch.calls {
             let result = match entry.slot {
                 Slot::Done(result) => result,
@@ -536,12 +883,11 @@ impl Agent {
                 Message::ToolResult(result),
             );
         }
-        run.phase = Phase::Between;
-        self.boundary(run, BoundaryKind::AfterToolBatch, tx);
+        self.boundary(run, BoundaryKind::AfterToolBatch, tx)
     }
 
     /// A complete protocol boundary: the queue rules decide (see `queues`).
-    pub(crate) fn boundary(&mut self, mut run: ActiveRun, kind: BoundaryKind, tx: &mut Tx) {
+    fn boundary(&mut self, mut run: Run, kind: BoundaryKind, tx: &mut Tx) -> Next {
         let decision = decide_boundary(&BoundaryInput {
             kind,
             end_requested: run.end_request.as_ref().map(EndRequest::cause),
@@ -552,16 +898,17 @@ impl Agent {
             max_steps: self.config.max_steps,
         });
         match decision {
-            BoundaryDecision::Finish(cause) => self.finish(run, cause, Pairing::Skip, tx),
+            BoundaryDecision::Finish(cause) => {
+                Next::Ended(self.finish(run, None, cause, Pairing::Skip, tx))
+            }
             BoundaryDecision::Pause => {
                 run.pause_requested = false;
-                self.open_wait(
-                    run,
-                    AwaitTarget::Pause(crate::resume::PauseReason::Manual),
-                    None,
-                    None,
-                    tx,
-                );
+                let target = AwaitTarget::Pause(PauseReason::Manual);
+                let wait = |ticket| Wait::Pause {
+                    ticket,
+                    interrupted: kind,
+                };
+                self.open_wait(run, target, None, wait, tx)
             }
             BoundaryDecision::Continue {
                 take_steering,
@@ -580,45 +927,173 @@ impl Agent {
                     }
                 }
                 self.commit_running(&mut run, Vec::new(), tx);
-                run.phase = Phase::CallModel;
-                self.active = Some(run);
+                Next::Continue(ActiveRun {
+                    run,
+                    phase: Phase::CallModel,
+                })
             }
         }
     }
 
-    /// Ends the run: close input, return the queues, pair every open call, commit `Ended`
-    /// with everything not yet committed, clear the active run, then `input_closed` and
-    /// `run_end`.
-    pub(crate) fn finish(
+    /// `abort`, `stop` or `cancel_wait`: ends the run now when no outcome is out; otherwise
+    /// records the request (the first one wins), honoured when the outstanding outcome arrives.
+    pub(crate) fn end_or_request(
         &mut self,
-        mut run: ActiveRun,
+        active: ActiveRun,
+        request: EndRequest,
+        tx: &mut Tx,
+    ) -> Next {
+        let ActiveRun { mut run, phase } = active;
+        match phase {
+            Phase::ModelOut { .. } | Phase::ToolsOut(_) => {
+                run.end_request.get_or_insert(request);
+                Next::Continue(ActiveRun { run, phase })
+            }
+            Phase::CallModel | Phase::ToolsReady(_) | Phase::Waiting(_) => {
+                let cause = request.cause();
+                Next::Ended(self.finish(run, Open::of(phase), cause, Pairing::Skip, tx))
+            }
+        }
+    }
+
+    /// Ends the run now, in whatever phase: `expire_wait` (the waiting call `expired`) and
+    /// `abandon_tools` (executing calls `interrupted`).
+    pub(crate) fn end_now(
+        &mut self,
+        active: ActiveRun,
         cause: EndCause,
         pairing: Pairing,
         tx: &mut Tx,
-    ) {
-        let unconsumed = run.queues.drain_unconsumed();
-        let (batch, waiting_call) = match std::mem::replace(&mut run.phase, Phase::Between) {
-            Phase::Tools(batch) => (Some(batch), None),
-            Phase::Waiting(wait) => (wait.batch, wait.ticket.target().call_id().cloned()),
-            Phase::CallModel | Phase::ModelOutstanding { .. } | Phase::Between => (None, None),
+    ) -> Next {
+        let ActiveRun { run, phase } = active;
+        Next::Ended(self.finish(run, Open::of(phase), cause, pairing, tx))
+    }
+
+    /// `resume` of the run's wait (validated, and checked to apply, by the caller): commits
+    /// Running (which deletes the ticket) with any context messages, then goes on as the wait's
+    /// kind says.
+    pub(crate) fn resumed(
+        &mut self,
+        active: ActiveRun,
+        command: ResumeCommand,
+        tx: &mut Tx,
+    ) -> Next {
+        let ActiveRun { mut run, phase } = active;
+        let Phase::Waiting(wait) = phase else {
+            debug_assert!(false, "resumed outside a wait");
+            return Next::Continue(ActiveRun { run, phase });
         };
-        if let Some(batch) = batch {
+        tx.event(
+            &run.run_id,
+            LoopEvent::Resumed {
+                correlation_id: wait.ticket().correlation_id.clone(),
+                result: command.result.kind(),
+            },
+        );
+        for message in command.context_messages {
+            self.append(tx, &run.run_id, MessageOrigin::ResumeContext, message);
+        }
+        match *wait {
+            Wait::Call { ticket, mut batch } => {
+                let mut extra = Vec::new();
+                let max_bytes = self.config.max_tool_output_bytes;
+                let step = batch.step;
+                if let Some(call_id) = waiting_call(&ticket)
+                    && let Some(entry) = batch.find_mut(call_id)
+                {
+                    let answer = |output: ToolOutput| match output.unrepresentable(max_bytes) {
+                        Some(why) => ToolResultMessage::malformed(&entry.call, &why),
+                        None => output.into_result(entry.call.name.clone()),
+                    };
+                    let slot = match command.result {
+                        ResumeResult::Permission(decision) => {
+                            extra.push(
+                                AuditDraft::permission_decided(step, call_id, &decision)
+                                    .with_now_ms(self.clock_ms),
+                            );
+                            match decision {
+                                PermissionDecision::Allow { .. } => Slot::Ready,
+                                PermissionDecision::Deny { reason } => {
+                                    let denied =
+                                        ToolResultMessage::denied(&entry.call, reason.as_deref());
+                                    tx.event(
+                                        &run.run_id,
+                                        LoopEvent::SyntheticResult {
+                                            call_id: denied.call_id.clone(),
+                                            tool_name: denied.tool_name.clone(),
+                                            outcome: denied.outcome,
+                                        },
+                                    );
+                                    Slot::Done(denied)
+                                }
+                            }
+                        }
+                        ResumeResult::ToolResult(output) => Slot::Done(answer(output)),
+                        ResumeResult::Input(text) => {
+                            Slot::Done(answer(ToolOutput::text(call_id.clone(), text)))
+                        }
+                        ResumeResult::Continue => Slot::Ready,
+                    };
+                    entry.slot = slot;
+                }
+                self.commit_running(&mut run, extra, tx);
+                self.advance_batch(run, batch, tx)
+            }
+            Wait::Pause { interrupted, .. } | Wait::Remote { interrupted, .. } => {
+                match command.result {
+                    ResumeResult::Input(text) => {
+                        let input = Message::User(UserMessage::text(text));
+                        if run.steps >= self.config.max_steps {
+                            // No model call is left to answer it: it comes back unconsumed.
+                            run.queues.steering.push_front(input);
+                            let cause = EndCause::MaxSteps;
+                            Next::Ended(self.finish(run, None, cause, Pairing::Skip, tx))
+                        } else {
+                            self.append(tx, &run.run_id, MessageOrigin::ResumeInput, input);
+                            self.commit_running(&mut run, Vec::new(), tx);
+                            Next::Continue(ActiveRun {
+                                run,
+                                phase: Phase::CallModel,
+                            })
+                        }
+                    }
+                    // `Continue` (and any other answer) re-takes the boundary the wait
+                    // interrupted; the boundary's own commit (Running, Awaiting or Ended) is
+                    // the one that deletes the ticket.
+                    _ => self.boundary(run, interrupted, tx),
+                }
+            }
+        }
+    }
+
+    /// Ends the run: close input, return the queues, pair every open call, commit `Ended` with
+    /// everything not yet committed, then `input_closed` and `run_end`.
+    pub(crate) fn finish(
+        &mut self,
+        mut run: Run,
+        open: Option<Open>,
+        cause: EndCause,
+        pairing: Pairing,
+        tx: &mut Tx,
+    ) -> RunEnded {
+        let unconsumed = run.queues.drain_unconsumed();
+        if let Some(Open { batch, waiting }) = open {
             let mut results = Vec::with_capacity(batch.calls.len());
             for entry in batch.calls {
-                let synthetic = match (&entry.slot, pairing) {
-                    (Slot::Done(_), _) => None,
-                    (Slot::Executing, Pairing::Interrupt) => {
-                        Some(ToolResultMessage::interrupted(&entry.call))
-                    }
-                    (Slot::Undecided, Pairing::Expire)
-                        if waiting_call.as_ref() == Some(&entry.call.id) =>
-                    {
-                        Some(ToolResultMessage::expired(&entry.call))
-                    }
-                    _ => Some(ToolResultMessage::skipped(&entry.call)),
-                };
-                let result = match (synthetic, entry.slot) {
-                    (Some(result), _) => {
+                let result = match entry.slot {
+                    Slot::Done(result) => result,
+                    slot => {
+                        let result = match (slot, pairing) {
+                            (Slot::Executing, Pairing::Interrupt) => {
+                                ToolResultMessage::interrupted(&entry.call)
+                            }
+                            (Slot::Undecided, Pairing::Expire)
+                                if waiting.as_ref() == Some(&entry.call.id) =>
+                            {
+                                ToolResultMessage::expired(&entry.call)
+                            }
+                            _ => ToolResultMessage::skipped(&entry.call),
+                        };
                         tx.event(
                             &run.run_id,
                             LoopEvent::SyntheticResult {
@@ -629,8 +1104,6 @@ impl Agent {
                         );
                         result
                     }
-                    (None, Slot::Done(result)) => result,
-                    (None, _) => ToolResultMessage::skipped(&entry.call),
                 };
                 results.push(result);
             }
@@ -649,7 +1122,6 @@ impl Agent {
         };
         self.push_commit(tx, &mut run, disposition, true, Vec::new());
         self.last_end = Some((run.run_id.clone(), cause.clone()));
-        self.active = None;
         tx.event(&run.run_id, LoopEvent::InputClosed);
         tx.events.push(AgentEvent::RunEnd {
             run_id: run.run_id,
@@ -659,6 +1131,7 @@ impl Agent {
                 unconsumed,
             },
         });
+        RunEnded(())
     }
 }
 
@@ -687,5 +1160,88 @@ pub(crate) fn check_tool_call<'a>(
             call_id: call_id.clone(),
             executing: batch.executing_ids(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: CallId::new(id),
+            name: "t".into(),
+            arguments: json!({}),
+        }
+    }
+
+    /// Which answer a `tool_done` gets for a call in each slot: only an executing call takes
+    /// an outcome; a call that already has its own outcome is a duplicate; a call the host
+    /// never got (undecided, ready, or answered for it: denied, skipped, truncated) is unknown.
+    #[test]
+    fn check_tool_call_answers_by_slot() {
+        let executed = ToolOutput::text("executed", "ok").into_result("t");
+        let slots = [
+            ("executing", Slot::Executing),
+            ("executed", Slot::Done(executed)),
+            (
+                "malformed",
+                Slot::Done(ToolResultMessage::malformed(&call("malformed"), "bad")),
+            ),
+            (
+                "denied",
+                Slot::Done(ToolResultMessage::denied(&call("denied"), None)),
+            ),
+            (
+                "skipped",
+                Slot::Done(ToolResultMessage::skipped(&call("skipped"))),
+            ),
+            (
+                "truncated",
+                Slot::Done(ToolResultMessage::truncated(&call("truncated"))),
+            ),
+            ("undecided", Slot::Undecided),
+            ("ready", Slot::Ready),
+        ];
+        let batch = Batch {
+            step: 1,
+            calls: slots
+                .iter()
+                .map(|(id, slot)| BatchCall {
+                    call: call(id),
+                    policy: ToolPolicy::Auto,
+                    slot: slot.clone(),
+                })
+                .collect(),
+        };
+        let answer = |id: &str| match check_tool_call(&batch, &CallId::new(id)) {
+            Ok(_) => "ok",
+            Err(AgentError::DuplicateOutcome { .. }) => "duplicate_outcome",
+            Err(AgentError::UnknownCall { executing, .. }) => {
+                assert_eq!(executing, [CallId::new("executing")]);
+                "unknown_call"
+            }
+            Err(other) => panic!("{id}: {other:?}"),
+        };
+        let got: Vec<(&str, &str)> = ["executing", "executed", "malformed", "denied", "skipped"]
+            .into_iter()
+            .chain(["truncated", "undecided", "ready", "absent"])
+            .map(|id| (id, answer(id)))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("executing", "ok"),
+                ("executed", "duplicate_outcome"),
+                ("malformed", "duplicate_outcome"),
+                ("denied", "unknown_call"),
+                ("skipped", "unknown_call"),
+                ("truncated", "unknown_call"),
+                ("undecided", "unknown_call"),
+                ("ready", "unknown_call"),
+                ("absent", "unknown_call"),
+            ]
+        );
     }
 }

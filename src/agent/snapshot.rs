@@ -6,16 +6,32 @@
 //! `schema_version` is checked before anything else is read, so a snapshot from a newer
 //! crate is a clear error, not a half-restored agent.
 
+use std::collections::{BTreeSet, VecDeque};
+
 use serde::{Deserialize, Serialize};
 
-use super::Agent;
+use super::run_loop::ActiveRun;
+use super::{Agent, AgentConfig};
+use crate::ids::RunId;
+use crate::message::Message;
+use crate::run::EndCause;
 
-/// The snapshot envelope version this crate writes and the newest it reads.
-pub const AGENT_SCHEMA_VERSION: u32 = 1;
+/// The snapshot envelope version this crate writes, and the only one it reads.
+///
+/// Version 2 stores the run's phase as typed states (tools ready and tools out apart; a wait
+/// as a call wait with its batch, or a pause with the boundary it interrupted). Version 1
+/// snapshots (runcore before that change) are refused with
+/// [`SnapshotError::UnsupportedVersion`]: recover such an agent from its store instead.
+pub const AGENT_SCHEMA_VERSION: u32 = 2;
 
 /// A versioned agent snapshot.
+///
+/// It deserializes only through its checks: the version first, then the agent's shape, then
+/// the consistency of its contents, so a snapshot that decodes is one [`Agent::restore`]
+/// accepts. (The [`Agent`] itself is not `Deserialize`: an agent comes back only through
+/// this envelope.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "SnapshotRepr")]
 pub struct AgentSnapshot {
     /// [`AGENT_SCHEMA_VERSION`] when written.
     pub schema_version: u32,
@@ -34,6 +50,62 @@ struct VersionProbe {
     schema_version: u32,
 }
 
+/// The agent's fields as a snapshot stores them (the agent serializes to this shape).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentRepr {
+    config: AgentConfig,
+    messages: Vec<Message>,
+    committed: usize,
+    clock_ms: u64,
+    runs_started: u64,
+    thread_version: u64,
+    used_run_ids: BTreeSet<RunId>,
+    active: Option<ActiveRun>,
+    last_end: Option<(RunId, EndCause)>,
+    outbox: VecDeque<super::Output>,
+}
+
+impl From<AgentRepr> for Agent {
+    fn from(repr: AgentRepr) -> Agent {
+        Agent {
+            config: repr.config,
+            messages: repr.messages,
+            committed: repr.committed,
+            clock_ms: repr.clock_ms,
+            runs_started: repr.runs_started,
+            thread_version: repr.thread_version,
+            used_run_ids: repr.used_run_ids,
+            active: repr.active,
+            last_end: repr.last_end,
+            outbox: repr.outbox,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotRepr {
+    schema_version: u32,
+    agent: serde_json::Value,
+}
+
+impl TryFrom<SnapshotRepr> for AgentSnapshot {
+    type Error = SnapshotError;
+
+    fn try_from(repr: SnapshotRepr) -> Result<AgentSnapshot, SnapshotError> {
+        check_version(repr.schema_version)?;
+        let agent: AgentRepr = serde_json::from_value(repr.agent)
+            .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+        let agent = Agent::from(agent);
+        agent.check_consistency()?;
+        Ok(AgentSnapshot {
+            schema_version: repr.schema_version,
+            agent,
+        })
+    }
+}
+
 /// Why a snapshot could not be restored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -44,6 +116,17 @@ pub enum SnapshotError {
         /// The snapshot's version.
         found: u32,
         /// The newest this crate reads.
+        supported: u32,
+    },
+    /// The snapshot was written by an older crate whose format this one no longer reads.
+    #[error(
+        "agent snapshot schema_version {found} is older than the supported {supported}; \
+         recover the agent from its store instead"
+    )]
+    UnsupportedVersion {
+        /// The snapshot's version.
+        found: u32,
+        /// The only version this crate reads.
         supported: u32,
     },
     /// The text is not a snapshot of this shape.
@@ -86,9 +169,18 @@ impl Agent {
         let probe: VersionProbe =
             serde_json::from_str(text).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
         check_version(probe.schema_version)?;
-        let snapshot: AgentSnapshot =
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Envelope {
+            #[serde(rename = "schema_version")]
+            _version: u32,
+            agent: AgentRepr,
+        }
+        let envelope: Envelope =
             serde_json::from_str(text).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
-        Agent::restore(snapshot)
+        let agent = Agent::from(envelope.agent);
+        agent.check_consistency()?;
+        Ok(agent)
     }
 
     fn check_consistency(&self) -> Result<(), SnapshotError> {
@@ -102,7 +194,8 @@ impl Agent {
                 self.messages.len()
             )));
         }
-        if let Some(run) = &self.active {
+        if let Some(active) = &self.active {
+            let run = &active.run;
             if run.transcript_start > self.messages.len() {
                 return Err(SnapshotError::Inconsistent(
                     "the active run starts past the end of the transcript".into(),
@@ -114,17 +207,19 @@ impl Agent {
                     run.steps, self.config.max_steps
                 )));
             }
+            if let Some(why) = active.phase.inconsistency() {
+                return Err(SnapshotError::Inconsistent(why));
+            }
         }
         Ok(())
     }
 }
 
 fn check_version(found: u32) -> Result<(), SnapshotError> {
-    if found > AGENT_SCHEMA_VERSION {
-        return Err(SnapshotError::NewerVersion {
-            found,
-            supported: AGENT_SCHEMA_VERSION,
-        });
+    let supported = AGENT_SCHEMA_VERSION;
+    match found.cmp(&supported) {
+        std::cmp::Ordering::Greater => Err(SnapshotError::NewerVersion { found, supported }),
+        std::cmp::Ordering::Less => Err(SnapshotError::UnsupportedVersion { found, supported }),
+        std::cmp::Ordering::Equal => Ok(()),
     }
-    Ok(())
 }
