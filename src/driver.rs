@@ -15,6 +15,10 @@
 //! - Error lines carry `kind`, `message` and the error's own fields (e.g. `expected`, `got`);
 //!   a resume error adds `resume_error`.
 //! - A line longer than [`MAX_LINE_BYTES`] is rejected without being parsed.
+//!
+//! [`DurableDriver`] is the same driver with a store behind it (SPEC §12.2, `runcore drive
+//! --store URL`): it recovers the thread at start and applies every commit to the store before
+//! handing out its line.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -25,6 +29,12 @@ use crate::commit::ThreadCommit;
 use crate::error::AgentError;
 use crate::ids::{RunId, Step};
 use crate::message::{Message, ToolCall};
+
+mod durable;
+
+pub use durable::{
+    DurableDriver, DurableLines, DurableOptions, DurableStartError, SessionEnded, store_error_line,
+};
 
 /// The longest input line the driver parses (64 MiB).
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;

@@ -1,33 +1,26 @@
 //! `runcore drive`: the JSON-lines driver on stdin and stdout (SPEC §12), in memory or durable
 //! (`--store URL`, SPEC §12.2).
 //!
-//! The durable driver does for a host in another language what a Rust host does itself: it
-//! opens the store, rebuilds the thread's agent from what is committed ([`Agent::recover`]),
-//! and applies every commit to the store, fenced ([`CommitLog::commit_operation`], SPEC §7.1),
-//! *before* writing its `commit` line. So a line the host has read is a fact, and a host that
-//! is killed at any point restarts the driver and goes on from what is committed.
-//!
-//! The order of a durable session:
-//! 1. open the store (a bad `--store` is one stderr line and exit 2, nothing created);
-//! 2. if the thread has history, recover under the policy and write what the recovered agent
-//!    emits (a pending `call_model` or `execute_tools` under replay; the sealing commit and
-//!    `run_end` under seal; nothing more while awaiting);
-//! 3. write `{"type":"idle","line":0}`, with or without history;
-//! 4. per input line, as the in-memory driver, except that a commit the store rejects or fails
-//!    gives one `store` error line, nothing after it, and exit status 3 (the agent is then
-//!    ahead of the store; a restart recovers from what is committed).
+//! Everything between the bytes lives in the core: [`Driver`] in memory, [`DurableDriver`]
+//! with a store (recovery at start, each commit applied to the store before its line, a
+//! refused commit ending the session). This file reads stdin in capped lines, writes what
+//! they return to stdout, and turns how the session ended into an exit status:
+//! 1. open the store (in `main.rs`: a bad `--store` is one stderr line and exit 2, nothing
+//!    created);
+//! 2. start the durable driver and write its start-up lines (what the recovered agent emits,
+//!    then `{"type":"idle","line":0}`);
+//! 3. per input line, write its lines and flush; after a refused commit's `store` line,
+//!    nothing more: exit status 3 (a restart recovers from what is committed).
 
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::process::ExitCode;
 
 use runcore::driver::{
-    ContextMode, Driver, ErrorBody, InputLine, MAX_LINE_BYTES, OutputLine, error_line, idle_line,
+    ContextMode, Driver, DurableDriver, DurableLines, DurableOptions, DurableStartError, InputLine,
+    MAX_LINE_BYTES,
 };
-use runcore::{
-    Agent, AgentCommit, AgentConfig, AgentError, CheckpointReader, CommitLog, Input, Output,
-    RecoveryPolicy, StoreError, ThreadId,
-};
-use serde_json::{Map, Value};
+use runcore::{Agent, AgentConfig, CheckpointReader, CommitLog, Input, RecoveryPolicy, ThreadId};
+use serde_json::Value;
 
 /// Exit status when the store rejected or failed a commit (SPEC §12.2).
 pub const EXIT_STORE: u8 = 3;
@@ -79,79 +72,10 @@ impl ConfigFile {
     }
 }
 
-/// The store half of a durable session.
-struct Durable<'s, S> {
-    store: &'s mut S,
-    thread: ThreadId,
-    /// Whether the thread has committed history (at start, or since).
-    has_history: bool,
-}
-
-impl<S: CommitLog + CheckpointReader> Durable<'_, S> {
-    /// Applies one agent commit as the fenced operation it carries (SPEC §7.1).
-    fn apply(&mut self, commit: AgentCommit) -> Result<(), StoreError> {
-        // A duplicate receipt is the same fact already stored (SPEC §7.1): harmless.
-        self.store.commit_operation(commit.into_operation())?;
-        self.has_history = true;
-        Ok(())
-    }
-
-    /// The `invalid_state` error of a `config` line a durable driver cannot take, if it is
-    /// one. `raw` is the line as sent: a config line that names no thread is for the
-    /// driver's thread.
-    fn check_config(&self, config: &mut AgentConfig, raw: &[u8]) -> Result<(), AgentError> {
-        if self.has_history {
-            return Err(AgentError::InvalidState {
-                expected: "no config line once the thread has history (configure with --config)"
-                    .into(),
-                actual: format!("thread {:?} has commits in the store", self.thread.as_str()),
-            });
-        }
-        let names_thread = serde_json::from_slice::<Value>(raw)
-            .is_ok_and(|v| v.get("thread_id").is_some_and(|t| !t.is_null()));
-        if names_thread && config.thread_id != self.thread {
-            return Err(AgentError::InvalidState {
-                expected: format!(
-                    "a config for the driver's thread {:?}",
-                    self.thread.as_str()
-                ),
-                actual: format!("a config for thread {:?}", config.thread_id.as_str()),
-            });
-        }
-        config.thread_id = self.thread.clone();
-        Ok(())
-    }
-}
-
-/// The `store` error line for a commit the store rejected or failed.
-pub fn store_error_line(line: u64, error: &StoreError) -> String {
-    let mut details = Map::new();
-    details.insert("code".into(), Value::from(error.code()));
-    let message = match error {
-        StoreError::Rejected(rejection) => format!(
-            "the store rejected the commit ({rejection}); nothing of it was written. Another \
-             writer may hold this thread: restart the driver to recover from what is committed"
-        ),
-        other => format!(
-            "the store failed to apply the commit ({other}); restart the driver to recover \
-             from what is committed"
-        ),
-    };
-    serde_json::to_string(&OutputLine::Error {
-        line,
-        error: ErrorBody {
-            kind: "store".into(),
-            message,
-            details,
-        },
-    })
-    .unwrap_or_default()
-}
-
 /// How a durable driver starts.
-pub struct DurableStart<'s, S> {
+pub struct DurableStart<S> {
     /// The opened store.
-    pub store: &'s mut S,
+    pub store: S,
     /// The driver's thread.
     pub thread: ThreadId,
     /// The recovery policy for a run left with unanswered tool calls.
@@ -171,14 +95,24 @@ pub enum DriveError {
     Io(String),
 }
 
+/// The driver of a session: in memory, or durable.
+enum Session<S> {
+    Memory(Driver),
+    Durable(DurableDriver<S>),
+}
+
 /// Runs one session on `input` and `output`. `config` comes from `--config FILE`.
 pub fn run_session<S: CommitLog + CheckpointReader>(
     config: Option<ConfigFile>,
-    durable: Option<DurableStart<'_, S>>,
+    durable: Option<DurableStart<S>>,
     input: impl BufRead,
     output: impl Write,
 ) -> Result<(), DriveError> {
-    let (mut driver, mut durable) = match durable {
+    let mut out = LineWriter {
+        out: BufWriter::new(output),
+        pipe_closed: false,
+    };
+    let mut session = match durable {
         None => {
             let mut driver = Driver::new();
             if let Some(config) = config {
@@ -186,23 +120,19 @@ pub fn run_session<S: CommitLog + CheckpointReader>(
                     .apply(config.into_line())
                     .map_err(|e| DriveError::Usage(format!("--config was rejected: {e}")))?;
             }
-            (driver, None)
+            Session::Memory(driver)
         }
         Some(start) => {
-            let (driver, durable) = start_durable(config, start)?;
-            (driver, Some(durable))
+            // What the recovered agent emits, then idle 0 (SPEC §12.2).
+            let (driver, started) = start_durable(config, start)?;
+            out.write_all(&started.lines)?;
+            out.flush()?;
+            if started.refused.is_some() {
+                return Err(DriveError::CommitRefused);
+            }
+            Session::Durable(driver)
         }
     };
-    let mut out = LineWriter {
-        out: BufWriter::new(output),
-        pipe_closed: false,
-    };
-    if let Some(durable) = durable.as_mut() {
-        // What the recovered agent emits, then idle 0 (SPEC §12.2).
-        drain(&mut driver, Some(durable), 0, &mut out)?;
-        out.write(&idle_line(0, driver.agent().poll_timeout()))?;
-        out.flush()?;
-    }
     let mut reader = BufReader::with_capacity(1 << 16, input);
     let mut buf = Vec::new();
     loop {
@@ -215,32 +145,64 @@ pub fn run_session<S: CommitLog + CheckpointReader>(
         if buf.last() == Some(&b'\n') {
             buf.pop();
         }
-        let line = driver.next_line();
-        let applied = match Driver::parse_line(&buf) {
-            Err(error) => {
-                Err(serde_json::to_string(&OutputLine::Error { line, error }).unwrap_or_default())
+        let refused = match &mut session {
+            Session::Memory(driver) => {
+                out.write_all(&driver.handle_line(&buf))?;
+                false
             }
-            Ok(mut parsed) => {
-                let checked = match (&mut parsed.input, durable.as_ref()) {
-                    (Input::Config(config), Some(durable)) => durable.check_config(config, &buf),
-                    _ => Ok(()),
-                };
-                checked
-                    .and_then(|()| driver.apply(parsed))
-                    .map_err(|e| error_line(line, &e))
+            Session::Durable(driver) => {
+                // The session ends at the first refusal, so a line is never refused here.
+                let handled = driver
+                    .handle_line(&buf)
+                    .map_err(|_| DriveError::CommitRefused)?;
+                out.write_all(&handled.lines)?;
+                handled.refused.is_some()
             }
         };
-        if let Err(text) = applied {
-            out.write(&text)?;
-        }
-        drain(&mut driver, durable.as_mut(), line, &mut out)?;
-        out.write(&idle_line(line, driver.agent().poll_timeout()))?;
         out.flush()?;
+        if refused {
+            return Err(DriveError::CommitRefused);
+        }
         if out.pipe_closed {
             // Nobody reads what the driver writes: stop, as at EOF.
             return Ok(());
         }
     }
+}
+
+/// Starts the durable driver on the thread `start` names, configured by `--config`.
+fn start_durable<S: CommitLog + CheckpointReader>(
+    config: Option<ConfigFile>,
+    start: DurableStart<S>,
+) -> Result<(DurableDriver<S>, DurableLines), DriveError> {
+    let file = config.unwrap_or(ConfigFile {
+        config: AgentConfig::default(),
+        names_thread: false,
+        context: None,
+        now_ms: None,
+    });
+    if file.names_thread && file.config.thread_id != start.thread {
+        return Err(DriveError::Usage(format!(
+            "--config names thread {:?} but --thread is {:?}",
+            file.config.thread_id.as_str(),
+            start.thread.as_str()
+        )));
+    }
+    let mut config = file.config;
+    config.thread_id = start.thread;
+    let options = DurableOptions {
+        config,
+        context: file.context.unwrap_or_default(),
+        now_ms: file.now_ms,
+        policy: start.policy,
+    };
+    DurableDriver::start(start.store, options).map_err(|e| match e {
+        DurableStartError::Store { .. } => DriveError::Store(e.to_string()),
+        DurableStartError::Config(error) => {
+            DriveError::Usage(format!("--config was rejected: {error}"))
+        }
+        other => DriveError::Usage(other.to_string()),
+    })
 }
 
 /// Writes output lines; a closed pipe (the host went away) is not an error, the session ends.
@@ -261,6 +223,10 @@ impl<W: Write> LineWriter<W> {
         self.check(result)
     }
 
+    fn write_all(&mut self, lines: &[String]) -> Result<(), DriveError> {
+        lines.iter().try_for_each(|line| self.write(line))
+    }
+
     fn flush(&mut self) -> Result<(), DriveError> {
         if self.pipe_closed {
             return Ok(());
@@ -279,89 +245,6 @@ impl<W: Write> LineWriter<W> {
             Err(e) => Err(DriveError::Io(format!("writing stdout failed: {e}"))),
         }
     }
-}
-
-/// Opens the thread: recovers it when it has history, else a fresh agent on it.
-fn start_durable<'s, S: CommitLog + CheckpointReader>(
-    config: Option<ConfigFile>,
-    start: DurableStart<'s, S>,
-) -> Result<(Driver, Durable<'s, S>), DriveError> {
-    let mut file = config.unwrap_or(ConfigFile {
-        config: AgentConfig::default(),
-        names_thread: false,
-        context: None,
-        now_ms: None,
-    });
-    if file.names_thread && file.config.thread_id != start.thread {
-        return Err(DriveError::Usage(format!(
-            "--config names thread {:?} but --thread is {:?}",
-            file.config.thread_id.as_str(),
-            start.thread.as_str()
-        )));
-    }
-    file.config.thread_id = start.thread.clone();
-    let unavailable = |e: StoreError| {
-        DriveError::Store(format!(
-            "cannot read thread {:?} from the store: {e}",
-            start.thread.as_str()
-        ))
-    };
-    let has_history = start
-        .store
-        .thread_version(&start.thread)
-        .map_err(unavailable)?
-        > 0;
-    let driver = if has_history {
-        let agent = Agent::recover(
-            file.config.clone(),
-            &*start.store,
-            &start.thread,
-            start.policy,
-        )
-        .map_err(|e| match e {
-            runcore::RecoverError::Store(e) => unavailable(e),
-            other => DriveError::Usage(format!(
-                "cannot recover thread {:?}: {other}",
-                start.thread.as_str()
-            )),
-        })?;
-        Driver::from_agent(agent, file.context.unwrap_or_default())
-    } else {
-        let mut driver = Driver::new();
-        driver
-            .apply(file.into_line())
-            .map_err(|e| DriveError::Usage(format!("--config was rejected: {e}")))?;
-        driver
-    };
-    Ok((
-        driver,
-        Durable {
-            store: start.store,
-            thread: start.thread,
-            has_history,
-        },
-    ))
-}
-
-/// Drains the driver: each output rendered, each commit applied to the store first.
-fn drain<S: CommitLog + CheckpointReader>(
-    driver: &mut Driver,
-    mut durable: Option<&mut Durable<'_, S>>,
-    line: u64,
-    out: &mut LineWriter<impl Write>,
-) -> Result<(), DriveError> {
-    while let Some(output) = driver.poll() {
-        let text = driver.render(&output);
-        if let (Output::Commit(commit), Some(durable)) = (output, durable.as_deref_mut())
-            && let Err(error) = durable.apply(commit)
-        {
-            out.write(&store_error_line(line, &error))?;
-            out.flush()?;
-            return Err(DriveError::CommitRefused);
-        }
-        out.write(&text)?;
-    }
-    Ok(())
 }
 
 /// The exit code and stderr line of a session's end.
@@ -419,26 +302,39 @@ fn read_line_capped(reader: &mut impl BufRead, buf: &mut Vec<u8>) -> io::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
+
+    use runcore::store::conformance::SharedStore;
     use runcore::{
-        CommitError, CommitOperation, CommittedThreadView, MemoryStore, Message, RunId,
+        CommitOperation, CommittedThreadView, MemoryStore, Message, RunId, StoreHandles,
         ThreadCommit,
     };
     use serde_json::json;
 
+    /// A session on a handle of `store` (the test keeps its own handle to look inside).
     fn session(
-        store: &mut MemoryStore,
+        store: &SharedStore<MemoryStore>,
         thread: &str,
         policy: RecoveryPolicy,
         lines: &[Value],
     ) -> (Result<(), DriveError>, Vec<Value>) {
         let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        session_on(store, thread, policy, input.as_bytes())
+    }
+
+    fn session_on(
+        store: &SharedStore<MemoryStore>,
+        thread: &str,
+        policy: RecoveryPolicy,
+        input: impl BufRead,
+    ) -> (Result<(), DriveError>, Vec<Value>) {
         let mut output = Vec::new();
         let start = DurableStart {
-            store,
+            store: store.open_handle().unwrap(),
             thread: ThreadId::new(thread),
             policy,
         };
-        let result = run_session(None, Some(start), input.as_bytes(), &mut output);
+        let result = run_session(None, Some(start), input, &mut output);
         let lines = String::from_utf8(output)
             .unwrap()
             .lines()
@@ -458,9 +354,9 @@ mod tests {
 
     #[test]
     fn a_new_thread_writes_idle_0_and_commits_before_their_lines() {
-        let mut store = MemoryStore::new();
+        let store = SharedStore::new(MemoryStore::new());
         let (result, lines) = session(
-            &mut store,
+            &store,
             "t",
             RecoveryPolicy::Replay,
             &[json!({"type":"prompt","text":"hi"})],
@@ -472,21 +368,21 @@ mod tests {
         );
         assert_eq!(lines[0], json!({"type":"idle","line":0}));
         assert_eq!(lines[1]["commit"]["thread_id"], "t");
-        assert_eq!(store.thread_version(&ThreadId::new("t")).unwrap(), 1);
+        assert_eq!(store.lock().thread_version(&ThreadId::new("t")).unwrap(), 1);
     }
 
     #[test]
     fn a_restart_recovers_and_continues_the_transcript() {
-        let mut store = MemoryStore::new();
+        let store = SharedStore::new(MemoryStore::new());
         let (_, _) = session(
-            &mut store,
+            &store,
             "t",
             RecoveryPolicy::Replay,
             &[json!({"type":"prompt","text":"hi"})],
         );
         // Restart while the model call is outstanding: the same call_model again, then idle 0.
         let (result, lines) = session(
-            &mut store,
+            &store,
             "t",
             RecoveryPolicy::Replay,
             &[answer("t/run-1", 1, "hello")],
@@ -497,7 +393,7 @@ mod tests {
         assert!(lines.iter().any(|l| l["commit"]["run"]["type"] == "ended"));
         // Restart after the run ended: nothing but idle 0; the next prompt is run 2.
         let (_, lines) = session(
-            &mut store,
+            &store,
             "t",
             RecoveryPolicy::Replay,
             &[json!({"type":"prompt","text":"again"})],
@@ -509,9 +405,9 @@ mod tests {
 
     #[test]
     fn config_lines_for_another_thread_or_after_history_are_invalid_state() {
-        let mut store = MemoryStore::new();
+        let store = SharedStore::new(MemoryStore::new());
         let (_, lines) = session(
-            &mut store,
+            &store,
             "t",
             RecoveryPolicy::Replay,
             &[
@@ -525,7 +421,7 @@ mod tests {
         // The config without a thread kept the driver's thread.
         assert_eq!(lines[4]["commit"]["thread_id"], "t");
         let (_, lines) = session(
-            &mut store,
+            &store,
             "t",
             RecoveryPolicy::Replay,
             &[json!({"type":"config","max_steps":3})],
@@ -535,49 +431,63 @@ mod tests {
         assert!(error["message"].as_str().unwrap().contains("history"));
     }
 
+    /// Input that lets another writer commit on the thread before the session reads its
+    /// first line (after the session started, so after its idle 0).
+    struct OtherWriterFirst {
+        other: SharedStore<MemoryStore>,
+        operation: Option<CommitOperation>,
+        input: &'static [u8],
+    }
+
+    impl Read for OtherWriterFirst {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if let Some(operation) = self.operation.take() {
+                self.other.lock().commit_operation(operation).unwrap();
+            }
+            self.input.read(buf)
+        }
+    }
+
     #[test]
     fn a_fenced_commit_is_one_store_line_and_nothing_after_it() {
-        let mut store = MemoryStore::new();
+        let store = SharedStore::new(MemoryStore::new());
         let thread = ThreadId::new("t");
-        let commit = |text: &str, run: &str| {
-            ThreadCommit::assemble(
-                thread.clone(),
-                runcore::RunDisposition::Running {
-                    run_id: RunId::new(run),
-                },
-                true,
-                vec![Message::user(text)],
-                Vec::new(),
-                Vec::new(),
-            )
-        };
-        // Another writer commits first, from the same version.
-        store
-            .commit_operation(CommitOperation::new(commit("a", "t/run-1"), 0, 0))
-            .unwrap();
-        let mut durable = Durable {
-            store: &mut store,
-            thread: thread.clone(),
-            has_history: false,
-        };
-        let error = durable
-            .apply(AgentCommit {
-                commit: commit("b", "t/run-9"),
-                ordinal: 0,
-                expected_thread_version: 0,
-            })
-            .unwrap_err();
-        assert_eq!(
-            error.rejection(),
-            Some(&CommitError::VersionConflict {
-                expected: 0,
-                actual: 1
-            })
+        let commit = ThreadCommit::assemble(
+            thread.clone(),
+            runcore::RunDisposition::Running {
+                run_id: RunId::new("t/run-1"),
+            },
+            true,
+            vec![Message::user("a")],
+            Vec::new(),
+            Vec::new(),
         );
-        let line: Value = serde_json::from_str(&store_error_line(4, &error)).unwrap();
-        assert_eq!(line["line"], 4);
-        assert_eq!(line["error"]["kind"], "store");
-        assert_eq!(line["error"]["code"], "version_conflict");
-        assert_eq!(store.thread_version(&thread).unwrap(), 1);
+        // Another writer commits first, from the same version and as the same operation
+        // (run t/run-1, ordinal 0) with another payload.
+        let input = OtherWriterFirst {
+            other: store.open_handle().unwrap(),
+            operation: Some(CommitOperation::new(commit, 0, 0)),
+            input: b"{\"type\":\"prompt\",\"text\":\"b\"}\n{\"type\":\"abort\"}\n",
+        };
+        let (result, lines) =
+            session_on(&store, "t", RecoveryPolicy::Replay, BufReader::new(input));
+        assert!(
+            matches!(result, Err(DriveError::CommitRefused)),
+            "{result:?}"
+        );
+        assert_eq!(
+            lines.len(),
+            2,
+            "idle 0, the store line, nothing after: {lines:?}"
+        );
+        assert_eq!(lines[0], json!({"type":"idle","line":0}));
+        assert_eq!(lines[1]["line"], 1);
+        assert_eq!(lines[1]["error"]["kind"], "store");
+        assert_eq!(lines[1]["error"]["code"], "payload_mismatch");
+        assert_eq!(store.lock().thread_version(&thread).unwrap(), 1);
+        assert_eq!(
+            store.lock().committed_messages(&thread).unwrap(),
+            [Message::user("a")]
+        );
     }
 }

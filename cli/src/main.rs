@@ -322,12 +322,12 @@ fn drive(args: &[String]) -> ExitCode {
     let result = match store_url {
         None => drive::run_session::<store::Backend>(config, None, stdin.lock(), stdout.lock()),
         Some(url) => {
-            let mut backend = match store::open(&url, Access::Write) {
+            let backend = match store::open(&url, Access::Write) {
                 Ok(backend) => backend,
                 Err(message) => return start_error("drive", &message),
             };
             let start = drive::DurableStart {
-                store: &mut backend,
+                store: backend,
                 thread,
                 policy,
             };

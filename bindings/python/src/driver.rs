@@ -1,53 +1,124 @@
 //! `runcore.Driver`: the JSON-lines driver of `runcore drive` (SPEC §12), in process. Each
-//! `send` runs the very code the binary runs for one stdin line (`Driver::handle_line`), so
-//! its result is exactly the lines the binary writes, parsed.
+//! `send` runs the very code the binary runs for one stdin line (`Driver::handle_line`, or
+//! `DurableDriver::handle_line` with a store, SPEC §12.2), so its result is exactly the lines
+//! the binary writes, parsed.
 
-use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
-use runcore::driver::{ContextMode, Driver, InputLine};
+use runcore::driver::{
+    ContextMode, Driver, DurableDriver, DurableLines, DurableOptions, DurableStartError, InputLine,
+    SessionEnded,
+};
+use runcore::{Input, RecoveryPolicy};
 
 use crate::agent::{PyAgent, config_line};
 use crate::convert::{from_py, line_to_py};
-use crate::errors::{agent_error, guard, internal, invalid_json};
+use crate::errors::{agent_error, guard, internal, invalid_json, store_error_with_code};
+use crate::store::{PyStore, SharedBackend};
+
+/// The driver inside: in memory, or durable over a Python store's backend.
+enum Inner {
+    Memory(Driver),
+    Durable(DurableDriver<SharedBackend>),
+}
+
+impl Inner {
+    fn driver(&self) -> &Driver {
+        match self {
+            Inner::Memory(driver) => driver,
+            Inner::Durable(durable) => durable.driver(),
+        }
+    }
+}
 
 /// The JSON-lines driver, in process: `send(line)` returns what `runcore drive` writes for
-/// that line (its outputs, then `{"type": "idle", "line": N}`), as dicts.
+/// that line (its outputs, then `{"type": "idle", "line": N}`), as dicts. With a store it is
+/// `runcore drive --store`: it recovers the thread at construction (`startup`), stores every
+/// commit before returning its line, and closes after a commit the store refused.
 #[pyclass(module = "runcore", name = "Driver")]
 pub struct PyDriver {
-    driver: Driver,
+    inner: Inner,
+    /// What the driver wrote before input line 1 (durable only).
+    startup: Vec<String>,
     /// Set when a Rust panic interrupted a line (see `Agent`).
     poisoned: bool,
 }
 
+/// The bytes of one line given as `str`, `bytes` or a dict, without its `\n`.
+fn line_bytes(line: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    let mut bytes: Vec<u8> = if let Ok(text) = line.cast::<PyString>() {
+        text.to_cow()?.as_bytes().to_vec()
+    } else if let Ok(bytes) = line.cast::<PyBytes>() {
+        bytes.as_bytes().to_vec()
+    } else if line.cast::<pyo3::types::PyDict>().is_ok() {
+        serde_json::to_vec(&from_py(line)?)
+            .map_err(|e| internal(format!("a JSON value did not serialize: {e}")))?
+    } else {
+        return Err(PyTypeError::new_err(
+            "send() takes one line: a str, bytes, or a dict (written as JSON)",
+        ));
+    };
+    // The binary splits stdin on `\n` only and strips it: one line at a time here.
+    if bytes.last() == Some(&b'\n') {
+        bytes.pop();
+    }
+    if bytes.contains(&b'\n') {
+        return Err(PyValueError::new_err(
+            "send() takes one line; this text holds a newline (send each line on its own)",
+        ));
+    }
+    Ok(bytes)
+}
+
+/// `StoreError` for a line sent after the session ended.
+fn ended_error(ended: &SessionEnded) -> PyErr {
+    store_error_with_code(
+        ended.code,
+        &format!("this Driver is closed: {ended} (a new Driver on the same store does)"),
+    )
+}
+
+/// The exception for a durable driver that could not start.
+fn start_error(error: &DurableStartError) -> PyErr {
+    match error {
+        DurableStartError::Store { source, .. } => {
+            store_error_with_code(source.code(), &error.to_string())
+        }
+        DurableStartError::Config(error) | DurableStartError::Recover { error, .. } => {
+            agent_error(error)
+        }
+        other => internal(other.to_string()),
+    }
+}
+
+/// Runs `f` without the interpreter (a store commit may wait for a disk or a server), a Rust
+/// panic caught as `Err`.
+fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> Result<T, ()> {
+    py.detach(|| catch_unwind(AssertUnwindSafe(f)).map_err(|_| ()))
+}
+
 impl PyDriver {
-    fn lines(&mut self, line: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    fn lines(&mut self, py: Python<'_>, line: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
         if self.poisoned {
             return Err(internal(
                 "this Driver is unusable after an internal error (a Rust panic)",
             ));
         }
-        let bytes: Vec<u8> = if let Ok(text) = line.cast::<PyString>() {
-            text.to_cow()?.as_bytes().to_vec()
-        } else if let Ok(bytes) = line.cast::<PyBytes>() {
-            bytes.as_bytes().to_vec()
-        } else if line.cast::<pyo3::types::PyDict>().is_ok() {
-            serde_json::to_vec(&from_py(line)?)
-                .map_err(|e| internal(format!("a JSON value did not serialize: {e}")))?
-        } else {
-            return Err(PyTypeError::new_err(
-                "send() takes one line: a str, bytes, or a dict (written as JSON)",
-            ));
+        let bytes = line_bytes(line)?;
+        let handled = match &mut self.inner {
+            Inner::Memory(driver) => guard(|| Ok(driver.handle_line(&bytes))),
+            Inner::Durable(durable) => match detached(py, || durable.handle_line(&bytes)) {
+                Ok(Ok(DurableLines { lines, .. })) => Ok(Ok(lines)),
+                Ok(Err(ended)) => return Err(ended_error(&ended)),
+                Err(()) => Err(internal(
+                    "runcore panicked (a bug) in a durable Driver line",
+                )),
+            },
         };
-        // The binary splits stdin on `\n` only and strips it: one line at a time here.
-        let bytes = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
-        if bytes.contains(&b'\n') {
-            return Err(PyValueError::new_err(
-                "send() takes one line; this text holds a newline (send each line on its own)",
-            ));
-        }
-        let driver = &mut self.driver;
-        match guard(|| Ok(driver.handle_line(bytes))) {
+        match handled {
             Ok(lines) => lines,
             Err(panic) => {
                 self.poisoned = true;
@@ -55,20 +126,81 @@ impl PyDriver {
             }
         }
     }
+
+    fn durable(
+        py: Python<'_>,
+        config: Option<&Bound<'_, PyAny>>,
+        store: &Bound<'_, PyAny>,
+        policy: RecoveryPolicy,
+    ) -> PyResult<Self> {
+        let store = store.cast::<PyStore>().map_err(|_| {
+            PyTypeError::new_err(
+                "store must be a runcore.Store (MemoryStore, SqliteStore or PostgresStore)",
+            )
+        })?;
+        let line = match config {
+            Some(config) => config_line(config)?,
+            None => serde_json::json!({"type": "config"}),
+        };
+        let line = InputLine::from_value(line)
+            .map_err(|e| invalid_json(format!("not a valid config: {e}")))?;
+        let Input::Config(config) = line.input else {
+            return Err(internal("a config line did not read as a config input"));
+        };
+        let options = DurableOptions {
+            config,
+            context: line.context.unwrap_or_default(),
+            now_ms: line.now_ms,
+            policy,
+        };
+        let backend = store.borrow().shared();
+        let started = detached(py, || DurableDriver::start(backend, options))
+            .map_err(|()| internal("runcore panicked (a bug) while a durable Driver started"))?;
+        let (durable, started) = started.map_err(|e| start_error(&e))?;
+        Ok(PyDriver {
+            inner: Inner::Durable(durable),
+            startup: started.lines,
+            poisoned: false,
+        })
+    }
 }
 
 #[pymethods]
 impl PyDriver {
     /// A driver; `config` is what `runcore drive --config FILE` reads (a dict with the fields
-    /// of a `config` line, applied before input line 1). `store` is reserved for the durable
-    /// driver (SPEC §12.2) and not supported by this build.
+    /// of a `config` line, applied before input line 1).
+    ///
+    /// With `store` (a `MemoryStore`, `SqliteStore` or `PostgresStore`) it is `runcore drive
+    /// --store` (SPEC §12.2) on the config's `thread_id` (default `"thread-1"`): construction
+    /// recovers the thread under `policy` (`"replay"` or `"seal"`) and `startup` holds what
+    /// the binary writes before reading input, ending with `{"type": "idle", "line": 0}`;
+    /// every commit is stored before `send` returns its line. A commit the store refuses
+    /// gives one `store` error dict as the last line; the driver is then closed and a later
+    /// `send` raises `StoreError` (a new Driver recovers from what is committed). The store
+    /// object stays usable meanwhile: its reads see every commit the driver made.
     #[new]
-    #[pyo3(signature = (config = None, store = None))]
-    fn new(config: Option<&Bound<'_, PyAny>>, store: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
-        if store.is_some() {
-            return Err(PyNotImplementedError::new_err(
-                "Driver(store=...) needs the durable driver (SPEC §12.2), not in this build; \
-                 apply each commit output with store.commit(output) instead",
+    #[pyo3(signature = (config = None, store = None, *, policy = "replay"))]
+    fn new(
+        py: Python<'_>,
+        config: Option<&Bound<'_, PyAny>>,
+        store: Option<&Bound<'_, PyAny>>,
+        policy: &str,
+    ) -> PyResult<Self> {
+        let policy = match policy {
+            "replay" => RecoveryPolicy::Replay,
+            "seal" => RecoveryPolicy::Seal,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "policy must be \"replay\" or \"seal\", got {other:?}"
+                )));
+            }
+        };
+        if let Some(store) = store {
+            return PyDriver::durable(py, config, store, policy);
+        }
+        if policy == RecoveryPolicy::Seal {
+            return Err(PyValueError::new_err(
+                "policy is for a durable driver (it recovers from a store): pass store=...",
             ));
         }
         let mut driver = Driver::new();
@@ -78,20 +210,23 @@ impl PyDriver {
             driver.apply(line).map_err(|e| agent_error(&e))?;
         }
         Ok(PyDriver {
-            driver,
+            inner: Inner::Memory(driver),
+            startup: Vec::new(),
             poisoned: false,
         })
     }
 
     /// Handles one input line (a JSON `str`/`bytes`, or a dict) and returns the output
-    /// dicts, the last of which is `{"type": "idle", "line": N}`. A bad line gives an
-    /// `error` dict, as the binary writes it; it never raises for the line's content.
+    /// dicts, the last of which is `{"type": "idle", "line": N}` (or, with a store, the
+    /// `store` error of a refused commit). A bad line gives an `error` dict, as the binary
+    /// writes it; it never raises for the line's content. A closed durable driver raises
+    /// `StoreError`.
     fn send<'py>(
         &mut self,
         py: Python<'py>,
         line: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let lines = self.lines(line)?;
+        let lines = self.lines(py, line)?;
         let list = PyList::empty(py);
         for line in &lines {
             list.append(line_to_py(py, line)?)?;
@@ -100,8 +235,8 @@ impl PyDriver {
     }
 
     /// Like `send`, but the output lines as the exact JSON text the binary writes.
-    fn send_raw(&mut self, line: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-        self.lines(line)
+    fn send_raw(&mut self, py: Python<'_>, line: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        self.lines(py, line)
     }
 
     /// A driver over a copy of `agent` (e.g. one from `Agent.recover`); the agent is left as
@@ -109,21 +244,44 @@ impl PyDriver {
     #[staticmethod]
     fn from_agent(agent: PyRef<'_, PyAgent>) -> Self {
         PyDriver {
-            driver: Driver::from_agent(agent.agent.clone(), agent.context),
+            inner: Inner::Memory(Driver::from_agent(agent.agent.clone(), agent.context)),
+            startup: Vec::new(),
             poisoned: false,
+        }
+    }
+
+    /// What the driver wrote before input line 1, as dicts: with a store, the recovered
+    /// agent's outputs then `{"type": "idle", "line": 0}` (or a `store` error dict when the
+    /// store refused a recovery commit: the driver is then closed); `[]` in memory.
+    #[getter]
+    fn startup<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for line in &self.startup {
+            list.append(line_to_py(py, line)?)?;
+        }
+        Ok(list)
+    }
+
+    /// Whether the store refused a commit of this driver: `send` then raises `StoreError`.
+    /// Always `False` in memory.
+    #[getter]
+    fn closed(&self) -> bool {
+        match &self.inner {
+            Inner::Memory(_) => false,
+            Inner::Durable(durable) => durable.ended().is_some(),
         }
     }
 
     /// Input lines handled so far.
     #[getter]
     fn lines_handled(&self) -> u64 {
-        self.driver.lines_handled()
+        self.inner.driver().lines_handled()
     }
 
     /// `"full"` or `"delta"`: how `call_model` lines carry the transcript.
     #[getter]
     fn context(&self) -> &'static str {
-        match self.driver.context() {
+        match self.inner.driver().context() {
             ContextMode::Full => "full",
             ContextMode::Delta => "delta",
         }
@@ -131,6 +289,6 @@ impl PyDriver {
 
     /// The driven agent's `snapshot()` text.
     fn snapshot(&self) -> String {
-        self.driver.agent().snapshot_json()
+        self.inner.driver().agent().snapshot_json()
     }
 }

@@ -2,10 +2,11 @@
 //! the core's serde shapes as dicts.
 //!
 //! Every backend sits behind one [`DynStore`], so `Agent.recover` and the read ports are
-//! written once. A store is guarded by a mutex: Python may share it between threads.
+//! written once. A store is guarded by a mutex: Python may share it between threads, and a
+//! durable `Driver` shares it with the Python object through a [`SharedBackend`].
 
 use std::ops::Range;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -108,25 +109,128 @@ impl CheckpointReader for DynStore {
     }
 }
 
+/// The message of a store whose lock a Rust panic poisoned.
+const POISONED: &str = "this store is unusable after an internal error (a Rust panic) in a call";
+
+/// A handle on a Python store's backend, for a durable `Driver`: each call takes the store's
+/// lock, so the Python object stays usable (its reads see every commit the driver made) while
+/// the driver runs.
+#[derive(Clone)]
+pub struct SharedBackend(Arc<Mutex<DynStore>>);
+
+impl SharedBackend {
+    fn locked<T>(
+        &self,
+        f: impl FnOnce(&mut DynStore) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut store = self
+            .0
+            .lock()
+            .map_err(|_| StoreError::unavailable(POISONED))?;
+        f(&mut store)
+    }
+}
+
+impl CommitLog for SharedBackend {
+    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
+        self.locked(|s| s.commit(commit))
+    }
+
+    fn commit_operation(
+        &mut self,
+        operation: CommitOperation,
+    ) -> Result<CommitReceipt, StoreError> {
+        self.locked(|s| s.commit_operation(operation))
+    }
+}
+
+impl CommittedThreadView for SharedBackend {
+    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
+        self.locked(|s| s.committed_messages(thread))
+    }
+    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        self.locked(|s| s.run(run))
+    }
+    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
+        self.locked(|s| s.latest_run(thread))
+    }
+    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
+        self.locked(|s| s.resume_ticket(run))
+    }
+    fn run_state(&self, run: &RunId) -> Result<Option<RunState>, StoreError> {
+        self.locked(|s| s.run_state(run))
+    }
+    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
+        self.locked(|s| s.committed_state(thread))
+    }
+    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
+        self.locked(|s| s.thread_version(thread))
+    }
+    fn threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadSummary>, StoreError> {
+        self.locked(|s| s.threads(after, limit))
+    }
+    fn pending_tickets(
+        &self,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<Vec<ResumeTicket>, StoreError> {
+        self.locked(|s| s.pending_tickets(after, limit))
+    }
+    fn transcript_snapshot(&self, thread: &ThreadId) -> Result<TranscriptSnapshotRef, StoreError> {
+        self.locked(|s| s.transcript_snapshot(thread))
+    }
+    fn verify_transcript_snapshot(
+        &self,
+        snapshot: &TranscriptSnapshotRef,
+    ) -> Result<(), StoreError> {
+        self.locked(|s| s.verify_transcript_snapshot(snapshot))
+    }
+    fn transcript_slice(
+        &self,
+        snapshot: &TranscriptSnapshotRef,
+        ranges: &[Range<usize>],
+    ) -> Result<Vec<Message>, StoreError> {
+        self.locked(|s| s.transcript_slice(snapshot, ranges))
+    }
+}
+
+impl CheckpointReader for SharedBackend {
+    fn list_events(
+        &self,
+        scope: &EventScope,
+        from: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        self.locked(|s| s.list_events(scope, from, limit))
+    }
+}
+
 /// The commit log and read ports of a runcore store (SPEC §7, §7.1). Open one of its
 /// subclasses: `MemoryStore()`, ….
 #[pyclass(subclass, module = "runcore", name = "Store")]
 pub struct PyStore {
-    inner: Mutex<DynStore>,
+    inner: Arc<Mutex<DynStore>>,
 }
 
 impl PyStore {
     /// A store over `backend`.
     pub fn new(backend: impl Backend + 'static) -> Self {
         PyStore {
-            inner: Mutex::new(DynStore(Box::new(backend))),
+            inner: Arc::new(Mutex::new(DynStore(Box::new(backend)))),
         }
     }
 
+    /// A handle on this store's backend that a durable driver can own.
+    pub fn shared(&self) -> SharedBackend {
+        SharedBackend(Arc::clone(&self.inner))
+    }
+
     fn lock(&self) -> PyResult<MutexGuard<'_, DynStore>> {
-        self.inner.lock().map_err(|_| {
-            internal("this store is unusable after an internal error (a Rust panic) in a call")
-        })
+        self.inner.lock().map_err(|_| internal(POISONED))
     }
 
     /// Runs `f` on the backend under its lock.
@@ -157,9 +261,7 @@ impl PyStore {
         });
         outcome.map_err(|failed| match failed {
             Failed::Store(error) => store_error(&error),
-            Failed::Poisoned => {
-                internal("this store is unusable after an internal error (a Rust panic) in a call")
-            }
+            Failed::Poisoned => internal(POISONED),
             Failed::Panicked => internal("runcore panicked (a bug) in a store commit"),
         })
     }

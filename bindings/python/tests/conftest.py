@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import List, Tuple
 
@@ -22,6 +23,16 @@ def _first_dir(*candidates: str) -> Path:
 # The CLI may move the scenario files and snapshots beside it (cli/); either place works.
 SCENARIOS = _first_dir("tests/scenarios", "cli/tests/scenarios")
 SNAPSHOTS = _first_dir("snapshots", "cli/snapshots", "cli/tests/snapshots")
+
+
+def runcore_binary() -> str:
+    """The `runcore` binary: $RUNCORE_BIN (set by scripts/test.sh), else the debug build."""
+    path = os.environ.get("RUNCORE_BIN") or str(ROOT / "target" / "debug" / "runcore")
+    if Path(path).is_file():
+        return path
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"the runcore binary is not at {path} (scripts/test.sh builds it)")
+    pytest.skip(f"no runcore binary at {path}; run `cargo build` first")
 
 
 def input_lines(path: Path) -> List[str]:

@@ -4,14 +4,13 @@ gives exactly the lines the `runcore drive` binary gives (the reviewed snapshots
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
 import runcore
-from conftest import ROOT, SCENARIOS, SNAPSHOTS, input_lines, parse_lines, read_snapshot
+from conftest import (SCENARIOS, SNAPSHOTS, input_lines, parse_lines, read_snapshot,
+                      runcore_binary)
 
 COLD = "t6_recovery_cold.jsonl"
 FILES = sorted(p.name for p in SCENARIOS.glob("*.jsonl") if p.name != COLD)
@@ -23,16 +22,6 @@ def test_there_are_scenario_files():
 
 
 SNAPSHOTTED = [f for f in FILES if (SNAPSHOTS / f"driver_scenarios__{f[:-6]}.snap").exists()]
-
-
-def runcore_binary():
-    """The `runcore` binary: $RUNCORE_BIN (set by scripts/test.sh), else the debug build."""
-    path = os.environ.get("RUNCORE_BIN") or str(ROOT / "target" / "debug" / "runcore")
-    if Path(path).is_file():
-        return path
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"the runcore binary is not at {path} (scripts/test.sh builds it)")
-    pytest.skip(f"no runcore binary at {path}; run `cargo build` first")
 
 
 @pytest.mark.parametrize("file", FILES)
@@ -112,8 +101,6 @@ def test_driver_config_is_the_config_file_of_the_binary():
     assert call["base"] == 0
     with pytest.raises(runcore.InvalidJsonError):
         runcore.Driver({"max_stepz": 3})
-    with pytest.raises(NotImplementedError):
-        runcore.Driver(store=runcore.MemoryStore())
 
 
 def in_context(lines, context):

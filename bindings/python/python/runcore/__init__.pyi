@@ -122,7 +122,7 @@ class IdleOutput(TypedDict):
     timeout_ms: NotRequired[int]
 
 DriverOutput = Union[Output, ErrorOutput, IdleOutput]
-"""What `Driver.send()` returns, line by line."""
+"""What `Driver.send()` returns, line by line (and `Driver.startup`)."""
 
 class ResumeTicket(TypedDict):
     """What an awaiting run waits on (SPEC §4)."""
@@ -251,14 +251,30 @@ class Drain:
 # ----- the driver -----------------------------------------------------------------------------
 
 class Driver:
-    """`runcore drive` in process: `send(line)` returns the lines the binary writes."""
+    """`runcore drive` in process: `send(line)` returns the lines the binary writes.
 
-    def __init__(self, config: Optional[Mapping[str, Any]] = None, store: Optional[Store] = None) -> None: ...
+    With `store=` it is `runcore drive --store` (SPEC §12.2) on the config's `thread_id`:
+    construction recovers the thread under `policy` and `startup` holds the lines written
+    before any input (ending with `{"type": "idle", "line": 0}`); every commit is stored
+    before `send` returns its line; a refused commit is one `store` error dict, after which
+    the driver is `closed` and `send` raises `StoreError`."""
+
+    def __init__(
+        self,
+        config: Optional[Mapping[str, Any]] = None,
+        store: Optional[Store] = None,
+        *,
+        policy: Literal["replay", "seal"] = "replay",
+    ) -> None: ...
     def send(self, line: Union[str, bytes, Mapping[str, Any]]) -> List[DriverOutput]: ...
     def send_raw(self, line: Union[str, bytes, Mapping[str, Any]]) -> List[str]: ...
     @staticmethod
     def from_agent(agent: Agent) -> Driver: ...
     def snapshot(self) -> str: ...
+    @property
+    def startup(self) -> List[DriverOutput]: ...
+    @property
+    def closed(self) -> bool: ...
     @property
     def lines_handled(self) -> int: ...
     @property
@@ -373,7 +389,8 @@ class InternalError(AgentError):
 
 class StoreError(Exception):
     """A store call failed; `.code` is the rejection's code (e.g. "version_conflict"),
-    "transcript", "unavailable", or "open" for a store that cannot be opened."""
+    "transcript", "unavailable", or "open" for a store that cannot be opened. A closed
+    durable `Driver` raises it from `send` with the code of the commit its store refused."""
 
     code: str
     message: str
