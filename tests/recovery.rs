@@ -1056,3 +1056,80 @@ fn recover_refuses_a_call_wait_on_a_call_that_is_not_open() {
     assert!(matches!(&err, RecoverError::Invalid(_)), "{err:?}");
     assert!(err.to_string().contains("call c9"), "{err}");
 }
+
+// ----- run ids never repeat --------------------------------------------------------------------
+
+/// Prompts with `run_id` (minted when `None`) and lets the model answer with text; returns the
+/// run's id, or the prompt's error.
+fn one_run(
+    agent: &mut Agent,
+    store: &mut MemoryStore,
+    run_id: Option<&str>,
+) -> Result<RunId, AgentError> {
+    let message = UserMessage::text("hi");
+    let id = match run_id {
+        Some(id) => agent.prompt_with_run_id(RunId::new(id), message, 0)?,
+        None => agent.prompt(message, 0)?,
+    };
+    pump(agent, store);
+    agent.model_done(&id, 1, AssistantMessage::text("hello"))?;
+    pump(agent, store);
+    assert!(agent.is_idle());
+    Ok(id)
+}
+
+/// A host-supplied run id may not repeat a minted or supplied one (written exactly as it was),
+/// minting skips supplied ids, and a recovered agent keeps both rules from committed facts.
+#[test]
+fn run_ids_never_repeat_live_or_recovered() {
+    let mut store = MemoryStore::new();
+    let mut agent = Agent::new(config()).unwrap();
+    let run = |agent: &mut Agent, store: &mut MemoryStore, id: Option<&str>| {
+        one_run(agent, store, id).map(|id| id.as_str().to_owned())
+    };
+    let used = |result: Result<String, AgentError>| match result {
+        Err(AgentError::InvalidInput(reason)) => reason.contains("already used"),
+        other => panic!("expected an already-used error, got {other:?}"),
+    };
+    assert_eq!(run(&mut agent, &mut store, None).unwrap(), "thread-1/run-1");
+    assert!(used(run(&mut agent, &mut store, Some("thread-1/run-1"))));
+    // Not the minted spelling: a different id.
+    assert_eq!(
+        run(&mut agent, &mut store, Some("thread-1/run-01")).unwrap(),
+        "thread-1/run-01"
+    );
+    assert_eq!(
+        run(&mut agent, &mut store, Some("thread-1/run-3")).unwrap(),
+        "thread-1/run-3"
+    );
+    assert_eq!(run(&mut agent, &mut store, None).unwrap(), "thread-1/run-2");
+    assert_eq!(
+        run(&mut agent, &mut store, None).unwrap(),
+        "thread-1/run-4",
+        "minting skips the supplied run-3"
+    );
+    for id in ["thread-1/run-2", "thread-1/run-3", "thread-1/run-01"] {
+        assert!(used(run(&mut agent, &mut store, Some(id))), "{id}");
+    }
+
+    let mut cold =
+        Agent::recover(config(), &store, &thread(), RecoveryPolicy::Replay).expect("recovers");
+    for id in [
+        "thread-1/run-1",
+        "thread-1/run-3",
+        "thread-1/run-4",
+        "thread-1/run-01",
+    ] {
+        assert!(
+            used(run(&mut cold, &mut store, Some(id))),
+            "{id} after recovery"
+        );
+    }
+    assert_eq!(run(&mut cold, &mut store, None).unwrap(), "thread-1/run-5");
+    assert_eq!(
+        run(&mut cold, &mut store, Some("thread-1/run-7")).unwrap(),
+        "thread-1/run-7"
+    );
+    assert_eq!(run(&mut cold, &mut store, None).unwrap(), "thread-1/run-6");
+    assert_eq!(run(&mut cold, &mut store, None).unwrap(), "thread-1/run-8");
+}

@@ -80,13 +80,16 @@ pub struct Agent {
     committed: usize,
     /// The latest `now_ms` seen on any accepted input.
     clock_ms: u64,
-    /// The `n` of the latest minted run id `"{thread_id}/run-{n}"`.
+    /// The `n` of the latest minted run id `"{thread_id}/run-{n}"`: every minted id up to it
+    /// is used (minting never repeats one).
     runs_started: u64,
     /// The thread's commit count the next commit builds on (SPEC §7.1): the store's version
     /// at creation or recovery, plus every commit emitted since.
     thread_version: u64,
-    /// Every run id used on this thread (minted or host-supplied), so none repeats. Not empty
-    /// once the agent was prompted, which locks the configuration.
+    /// The run ids used on this thread that `runs_started` does not account for: every
+    /// host-supplied id, and every id a recovered agent found in the committed facts. With
+    /// the minted ones, no run id repeats; the agent was prompted (its configuration is
+    /// locked) once this or `runs_started` is not empty.
     used_run_ids: BTreeSet<RunId>,
     active: Option<ActiveRun>,
     last_end: Option<(RunId, EndCause)>,
@@ -108,6 +111,30 @@ pub struct ModelRequest<'a> {
     pub messages: &'a [Message],
     /// The tool catalog.
     pub tools: &'a BTreeMap<String, ToolSpec>,
+}
+
+/// `"{thread}/run-{n}"`, the run id minting gives the `n`th run (written without the
+/// formatting machinery: it is made once per run).
+fn minted_run_id(thread: &ThreadId, n: u64) -> RunId {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        // `rest % 10` is a single decimal digit.
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let mut id = String::with_capacity(thread.as_str().len() + 5 + (digits.len() - at));
+    id.push_str(thread.as_str());
+    id.push_str("/run-");
+    for &digit in &digits[at..] {
+        id.push(char::from(digit));
+    }
+    RunId::new(id)
 }
 
 fn check_message_id(id: Option<&str>, what: &str) -> Result<(), AgentError> {
@@ -266,7 +293,7 @@ impl Agent {
     // ----- input handlers (reached through `handle`) ---------------------------------------
 
     fn on_config(&mut self, config: AgentConfig) -> Result<(), AgentError> {
-        if !self.used_run_ids.is_empty() {
+        if self.runs_started > 0 || !self.used_run_ids.is_empty() {
             return Err(AgentError::state(
                 "config before the first prompt",
                 "the agent has already been prompted",
@@ -324,7 +351,7 @@ impl Agent {
         message: Option<UserMessage>,
     ) -> Result<(), AgentError> {
         if let Some(id) = &run_id
-            && self.used_run_ids.contains(id)
+            && self.run_id_used(id)
         {
             return Err(AgentError::invalid(format!(
                 "prompt: run id {id} was already used on this thread"
@@ -338,14 +365,17 @@ impl Agent {
                 n = n
                     .checked_add(1)
                     .ok_or_else(|| AgentError::invalid("prompt: the run counter is exhausted"))?;
-                let candidate = RunId::new(format!("{}/run-{n}", self.config.thread_id));
+                let candidate = minted_run_id(&self.config.thread_id, n);
                 if !self.used_run_ids.contains(&candidate) {
                     break candidate;
                 }
             },
         };
+        if self.runs_started == n {
+            // Host-supplied: remembered, so neither the host nor minting uses it again.
+            self.used_run_ids.insert(run_id.clone());
+        }
         self.runs_started = n;
-        self.used_run_ids.insert(run_id.clone());
         let run = Run {
             run_id,
             steps: 0,
@@ -359,6 +389,25 @@ impl Agent {
         };
         self.begin(run, message);
         Ok(())
+    }
+
+    /// Whether `id` was used on this thread: host-supplied or recovered (in `used_run_ids`),
+    /// or minted (`"{thread}/run-{n}"` with `n` up to `runs_started`, written as minting
+    /// writes it).
+    fn run_id_used(&self, id: &RunId) -> bool {
+        if self.used_run_ids.contains(id) {
+            return true;
+        }
+        let Some(digits) = id
+            .as_str()
+            .strip_prefix(self.config.thread_id.as_str())
+            .and_then(|rest| rest.strip_prefix("/run-"))
+        else {
+            return false;
+        };
+        digits.parse::<u64>().is_ok_and(|n| {
+            (1..=self.runs_started).contains(&n) && minted_run_id(&self.config.thread_id, n) == *id
+        })
     }
 
     fn on_queue_input(&mut self, message: UserMessage, steering: bool) -> Result<(), AgentError> {
