@@ -2,14 +2,18 @@
 //!
 //! - per-step time of a long run (w1 shape) at N = 1,000 and N = 10,000 steps, and per-run time
 //!   of many short runs (w2 shape), with their growth ratios;
-//! - a reducer text-delta event on a state with 10 versus 100,000 messages.
+//! - a reducer text-delta event on a state with 10 versus 100,000 messages;
+//! - w1 and w2 at N = 10,000 side by side with their append-only floors (`floor_long_run`,
+//!   `floor_many_runs`: the same messages, nothing else), interleaved in one run, as a ratio
+//!   (issue target: <= 3x in instructions; count those with `valgrind --tool=callgrind` on
+//!   `examples/workloads.rs`, as the wall-time ratio on a shared machine is only indicative).
 //!
 //! Run with `cargo bench --bench agent`.
 
 mod support;
 
 use runcore::{AgentEvent, AgentState, LoopEvent, Message, reduce};
-use support::workloads::{long_run, many_runs};
+use support::workloads::{floor_long_run, floor_many_runs, long_run, many_runs};
 use support::{per_item, report, time};
 
 fn reducer_delta(messages: usize, events: usize) -> std::time::Duration {
@@ -55,6 +59,38 @@ fn main() {
         "w2 time(10,000) / time(1,000)  (target <= 14)",
         format!("{:.2}", large.as_secs_f64() / small.as_secs_f64()),
     );
+
+    println!("\nthe core against its floor, N = 10,000 (min of 5 interleaved rounds)");
+    let n = 10_000;
+    for (name, core, floor) in [
+        (
+            "w1",
+            long_run as fn(u32) -> u32,
+            floor_long_run as fn(u32) -> u32,
+        ),
+        ("w2", many_runs, floor_many_runs),
+    ] {
+        let (mut best_core, mut best_floor) = (None, None);
+        for _ in 0..5 {
+            let (c, _) = time(1, || core(n));
+            let (f, _) = time(1, || floor(n));
+            best_core = Some(best_core.map_or(c, |b: std::time::Duration| b.min(c)));
+            best_floor = Some(best_floor.map_or(f, |b: std::time::Duration| b.min(f)));
+        }
+        let (c, f) = (
+            best_core.unwrap_or_default(),
+            best_floor.unwrap_or_default(),
+        );
+        report(
+            &format!("{name} runcore: per item"),
+            per_item(c, n as usize),
+        );
+        report(&format!("{name} floor: per item"), per_item(f, n as usize));
+        report(
+            &format!("{name} runcore / floor (wall)"),
+            format!("{:.2}", c.as_secs_f64() / f.as_secs_f64().max(1e-9)),
+        );
+    }
 
     println!("\nreducer text delta (min of 5 rounds of 100,000 events)");
     let events = 100_000;
