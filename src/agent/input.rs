@@ -58,8 +58,10 @@ pub enum Input {
         message: UserMessage,
     },
     /// [`Agent::abort`].
+    #[serde(deserialize_with = "no_fields")]
     Abort,
     /// [`Agent::pause`].
+    #[serde(deserialize_with = "no_fields")]
     Pause,
     /// [`Agent::model_delta`].
     ModelDelta {
@@ -131,6 +133,7 @@ pub enum Input {
         result: ResumeResult,
     },
     /// [`Agent::cancel_wait`].
+    #[serde(deserialize_with = "no_fields")]
     CancelWait,
     /// [`Agent::stop`].
     Stop {
@@ -139,13 +142,17 @@ pub enum Input {
     },
     /// [`Agent::expire_wait`]: strict, `NotExpired` when the wait is not past its deadline at
     /// the input's time.
+    #[serde(deserialize_with = "no_fields")]
     ExpireWait,
     /// [`Agent::abandon_tools`].
+    #[serde(deserialize_with = "no_fields")]
     AbandonTools,
     /// [`Agent::continue_run`] (SPEC §8.8).
+    #[serde(deserialize_with = "no_fields")]
     Continue,
     /// [`Agent::handle_timeout`] (SPEC §8.5): whatever is due at the input's time; a no-op
     /// when nothing is.
+    #[serde(deserialize_with = "no_fields")]
     Timeout,
 }
 
@@ -575,4 +582,15 @@ mod blocks_or_text {
             "anyOf": [blocks, {"type": "string"}],
         })
     }
+}
+
+/// Reads the (absent) fields of a field-less input, rejecting any: serde's
+/// `deny_unknown_fields` does not reach the unit variants of an internally tagged enum, so
+/// without this `{"type":"abort","bogus":1}` would read as `Abort`.
+fn no_fields<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<(), D::Error> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct NoFields {}
+
+    NoFields::deserialize(deserializer).map(|NoFields {}| ())
 }
