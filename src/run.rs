@@ -82,15 +82,6 @@ impl RunState {
             _ => None,
         }
     }
-
-    /// A short name: `running`, `awaiting` or `ended`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            RunState::Running => "running",
-            RunState::Awaiting => "awaiting",
-            RunState::Ended(_) => "ended",
-        }
-    }
 }
 
 /// Why a run ended. The end of a run, failure included, is data, never an `Err`.
@@ -336,6 +327,50 @@ mod tests {
         assert!(serde_json::from_value::<RunDisposition>(running_with_ticket).is_err());
         let ended_without_cause = json!({"type":"ended","run_id":"r"});
         assert!(serde_json::from_value::<RunDisposition>(ended_without_cause).is_err());
+    }
+
+    /// The `Display` text is what the CLI and the driver's people-facing lines show; every
+    /// variant's text is pinned, and the match breaks the build when a variant is added.
+    #[test]
+    fn end_cause_display_text_is_stable() {
+        let cases = [
+            (EndCause::NaturalEnd, "natural_end"),
+            (EndCause::MaxSteps, "max_steps"),
+            (EndCause::Cancelled, "cancelled"),
+            (
+                EndCause::Stopped("budget exhausted".into()),
+                "stopped: budget exhausted",
+            ),
+            (
+                EndCause::Error(Failure::Inference {
+                    code: "rate_limit".into(),
+                    message: "slow down".into(),
+                }),
+                "error: inference rate_limit: slow down",
+            ),
+            (
+                EndCause::Error(Failure::CapabilityBound),
+                "error: capability_bound",
+            ),
+            (
+                EndCause::Error(Failure::StateConflict),
+                "error: state_conflict",
+            ),
+            (EndCause::Indeterminate, "indeterminate"),
+        ];
+        for (cause, text) in &cases {
+            match cause {
+                EndCause::NaturalEnd
+                | EndCause::MaxSteps
+                | EndCause::Cancelled
+                | EndCause::Stopped(_)
+                | EndCause::Indeterminate
+                | EndCause::Error(
+                    Failure::Inference { .. } | Failure::CapabilityBound | Failure::StateConflict,
+                ) => {}
+            }
+            assert_eq!(cause.to_string(), *text, "{cause:?}");
+        }
     }
 
     #[test]
