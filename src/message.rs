@@ -228,7 +228,7 @@ impl AssistantMessage {
 
     /// Checks the shape the loop relies on: every tool call has a non-blank id and name, and
     /// call ids are unique within the message. Returns a reason on failure.
-    pub fn check_shape(&self) -> Result<(), String> {
+    pub(crate) fn check_shape(&self) -> Result<(), String> {
         let mut seen: Vec<&CallId> = Vec::new();
         for (index, block) in self.content.iter().enumerate() {
             if let AssistantBlock::ToolCall { id, name, .. } = block {
@@ -494,7 +494,7 @@ impl Message {
 /// Serde for an [`AssistantMessage`] written as a §2 message, with `"role":"assistant"`, where
 /// the type already says it is one (e.g. the `assistant_message` event), so every message on
 /// the wire has the same shape. Reading accepts the role or its absence, and no other role.
-pub mod assistant_with_role {
+pub(crate) mod assistant_with_role {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
     use serde_json::Value;
 
@@ -507,7 +507,7 @@ pub mod assistant_with_role {
     }
 
     /// Writes `message` with `"role":"assistant"`.
-    pub fn serialize<S: Serializer>(
+    pub(crate) fn serialize<S: Serializer>(
         message: &AssistantMessage,
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
@@ -515,7 +515,7 @@ pub mod assistant_with_role {
     }
 
     /// Reads an assistant message whose `role`, if present, is `assistant`.
-    pub fn deserialize<'de, D: Deserializer<'de>>(
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<AssistantMessage, D::Error> {
         use serde::de::Error;
@@ -535,7 +535,7 @@ pub mod assistant_with_role {
     }
 
     /// The JSON Schema: an assistant message with `"role": "assistant"`.
-    pub fn schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    pub(crate) fn schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         let mut schema = <AssistantMessage as schemars::JsonSchema>::json_schema(generator);
         if let Some(properties) = schema
             .ensure_object()

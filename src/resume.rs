@@ -700,7 +700,7 @@ pub fn validate_resume(
 }
 
 /// Step 10 of [`validate_resume`]: roles first (for every message), then content and ids.
-pub fn validate_context_messages(messages: &[Message]) -> Result<(), ResumeError> {
+pub(crate) fn validate_context_messages(messages: &[Message]) -> Result<(), ResumeError> {
     for (index, message) in messages.iter().enumerate() {
         if message.role() != Role::System {
             return Err(ResumeError::InvalidContextRole {

@@ -157,7 +157,7 @@ impl StateCommand {
 
 /// Finds the first repeated `Set` to one (scope, key) within one commit where either write is
 /// `Exclusive` (SPEC §5): such a commit is invalid as a whole.
-pub fn exclusive_conflict(commands: &[StateCommand]) -> Option<(StateScope, String)> {
+pub(crate) fn exclusive_conflict(commands: &[StateCommand]) -> Option<(StateScope, String)> {
     // slot -> whether any earlier Set to it was Exclusive
     let mut seen: BTreeMap<(StateScope, &str), bool> = BTreeMap::new();
     for command in commands {

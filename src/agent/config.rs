@@ -129,9 +129,9 @@ pub struct AgentConfig {
 }
 
 /// The default `max_steps`.
-pub const DEFAULT_MAX_STEPS: u32 = 32;
+pub(crate) const DEFAULT_MAX_STEPS: u32 = 32;
 /// The default `max_tool_output_bytes`.
-pub const DEFAULT_MAX_TOOL_OUTPUT_BYTES: usize = 1024 * 1024;
+pub(crate) const DEFAULT_MAX_TOOL_OUTPUT_BYTES: usize = 1024 * 1024;
 
 impl Default for AgentConfig {
     fn default() -> Self {
