@@ -14,7 +14,6 @@
 //! cancelled before it executes is born `Ended`), and `Ended` absorbs everything. The table is
 //! snapshot-tested so any change to it is a reviewed diff.
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{RunId, ThreadId};
@@ -33,7 +32,8 @@ pub enum RunState {
     Ended(EndCause),
 }
 
-#[derive(Serialize, Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 enum RunStateRepr {
     Running,
@@ -102,7 +102,8 @@ pub enum EndCause {
     Indeterminate,
 }
 
-#[derive(Serialize, Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 enum EndCauseRepr {
     NaturalEnd,
@@ -169,7 +170,8 @@ impl std::fmt::Display for EndCause {
 }
 
 /// Why a run failed. Branch on [`Failure::code`], never on message text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Failure {
     /// The model provider failed.
@@ -217,7 +219,8 @@ pub enum RunDisposition {
     },
 }
 
-#[derive(Serialize, Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 enum RunDispositionRepr {
     Running { run_id: RunId },
@@ -275,7 +278,8 @@ impl RunDisposition {
 }
 
 /// The committed record of one run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RunRecord {
     /// The run.

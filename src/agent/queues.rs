@@ -24,14 +24,14 @@
 
 use std::collections::VecDeque;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::message::Message;
 use crate::run::EndCause;
 
 /// How many messages one boundary takes from a queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum QueueMode {
     /// Every queued message at once (the default).

@@ -4,7 +4,6 @@
 
 use std::ops::Range;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -121,7 +120,8 @@ pub trait StoreHandles: CommitLog + CheckpointReader + Send + Sized {
 }
 
 /// One thread in a listing (SPEC §7.1).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ThreadSummary {
     /// The thread.
@@ -133,7 +133,8 @@ pub struct ThreadSummary {
 }
 
 /// Which events to list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(
     tag = "type",
     content = "id",
@@ -150,7 +151,8 @@ pub enum EventScope {
 }
 
 /// A committed audit event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct EventRecord {
     /// Store-wide, dense from 1, in commit order then in-commit order.
@@ -168,7 +170,8 @@ pub struct EventRecord {
 }
 
 /// A pinned committed prefix of a thread's transcript.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TranscriptSnapshotRef {
     /// The thread.
@@ -180,7 +183,8 @@ pub struct TranscriptSnapshotRef {
 }
 
 /// Why a transcript snapshot could not be sliced or verified.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum TranscriptError {
