@@ -75,10 +75,11 @@
 //! their items belong together and apart from the contract:
 //!
 //! - [`driver`]: the JSON-lines driver of SPEC §12 as a pure state machine over lines
-//!   ([`driver::Driver`]), its line types and line builders, and the JSON Schema of its
-//!   lines. Its items are reached there only, never at the root.
-//! - `store::conformance`: the backend conformance suite and its `runcore::conformance_tests!`
-//!   macro. The `store` module holds nothing else.
+//!   ([`driver::Driver`]), its line types and line builders, and (with the `schema` feature)
+//!   the JSON Schema of its lines. Its items are reached there only, never at the root.
+//! - `store::conformance` (with the `conformance` feature): the backend conformance suite and
+//!   its `runcore::conformance_tests!` macro. The `store` module holds nothing else; without
+//!   the feature it is private.
 //!
 //! At the root, by concern:
 //!
@@ -100,6 +101,16 @@
 //!   [`AgentEvent`], [`Action`]), [`AgentError`], the reducer ([`reduce`], [`AgentState`]),
 //!   [`Observers`], snapshots ([`AgentSnapshot`]) and recovery ([`RecoveryPolicy`],
 //!   [`RecoverError`]).
+//!
+//! ## Cargo features
+//!
+//! Both are off by default: an embedder compiles neither.
+//!
+//! - `schema`: JSON Schema (draft 2020-12) for the public data types (`schemars::JsonSchema`)
+//!   and the driver's schema functions (`driver::json_schema` and the like). The `runcore`
+//!   binary turns it on for `runcore schema`.
+//! - `conformance`: the backend conformance suite, `runcore::store::conformance`, and
+//!   `runcore::conformance_tests!`. A backend crate turns it on in its dev-dependencies.
 //!
 //! ## Decisions where the contract is silent
 //!
@@ -136,7 +147,10 @@ mod resume;
 mod run;
 mod schema_via;
 mod state;
+#[cfg(feature = "conformance")]
 pub mod store;
+#[cfg(not(feature = "conformance"))]
+mod store;
 
 pub use agent::{
     AGENT_SCHEMA_VERSION, Action, Agent, AgentCommit, AgentConfig, AgentEvent, AgentSnapshot,

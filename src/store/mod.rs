@@ -16,22 +16,27 @@
 //! or reconnects on `Unavailable`; it never retries a rejection. `MemoryStore` never fails.
 //!
 //! Transcript snapshots pin a committed prefix of a thread's append-only transcript. A pin
-//! carries a chained digest of that prefix ([`transcript_digest`]),
+//! carries a chained digest of that prefix ([the transcript digest](crate::transcript_digest)),
 //! so a backend can later prove the prefix is still there, unchanged, without keeping a copy.
 //!
 //! # Where the names live
 //!
 //! The ports, `MemoryStore`, `StoreError` and the rest are reached at the crate root only
 //! (`runcore::CommitLog`, …). This module is public for one thing: the backend conformance
-//! suite at `runcore::store::conformance`.
+//! suite at `runcore::store::conformance`, which exists with the `conformance` feature (a
+//! backend crate turns it on in its dev-dependencies). Without that feature the module is
+//! private.
 
 pub(crate) mod memory;
 pub(crate) mod ports;
 
+#[cfg(feature = "conformance")]
 pub mod conformance;
 
 pub(crate) use ports::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
-    StoreHandles, ThreadSummary, TranscriptError, TranscriptSnapshotRef, chain_digest,
-    check_ranges, slice_ranges, transcript_digest,
+    ThreadSummary, TranscriptError, TranscriptSnapshotRef, chain_digest, check_ranges,
+    slice_ranges,
 };
+#[cfg(feature = "conformance")]
+use ports::{StoreHandles, transcript_digest};
