@@ -102,6 +102,10 @@
 //!   [`Observers`], snapshots ([`AgentSnapshot`]) and recovery ([`RecoveryPolicy`],
 //!   [`RecoverError`]).
 //!
+//! The whole surface is listed, item by item, in `snapshots/public_api__public_api.snap`
+//! (kept by `tests/public_api.rs`, which also fails on a second path to an item or a glob
+//! re-export), so any change to it is a reviewed diff.
+//!
 //! ## Cargo features
 //!
 //! Both are off by default: an embedder compiles neither.
