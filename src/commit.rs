@@ -13,7 +13,6 @@
 //! `state_changed` is true for the first commit of an attempt (nothing/Awaiting → Running) and
 //! for every Awaiting or Ended commit; it is false for further Running progress commits.
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -290,7 +289,8 @@ fn typed_from_stored(kind: &str, payload: &Value) -> Option<AuditDraft> {
 }
 
 /// An audit draft: an event the store will number and append with the commit.
-#[derive(Serialize, Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 struct AuditDraftRepr {
     /// The event kind, snake_case (`run_state_changed`, `permission_decided`, …).
@@ -325,7 +325,8 @@ fn to_value_or_null<T: Serialize>(value: &T) -> Value {
 
 /// The one write unit: messages, state commands, disposition and audit drafts of one
 /// transition, accepted or rejected together.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ThreadCommit {
     /// The envelope version ([`COMMIT_SCHEMA_VERSION`]).
@@ -343,7 +344,8 @@ pub struct ThreadCommit {
 }
 
 /// Why a commit or commit operation was rejected. A rejected commit leaves no trace.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum CommitError {
@@ -579,7 +581,8 @@ impl ThreadCommit {
 }
 
 /// Identifies one idempotent commit: the run and the commit's position within the run.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct OperationId {
     /// The run.
@@ -589,7 +592,8 @@ pub struct OperationId {
 }
 
 /// A commit with an idempotency key, an optimistic-concurrency version and a payload hash.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CommitOperation {
     /// The idempotency key.
@@ -618,7 +622,8 @@ impl CommitOperation {
 }
 
 /// Where an accepted commit landed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CommitRecord {
     /// Store-wide, dense from 1.
@@ -628,7 +633,8 @@ pub struct CommitRecord {
 }
 
 /// The receipt of an operation: where it landed, and whether this call was a duplicate.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CommitReceipt {
     /// The operation.

@@ -20,7 +20,6 @@
 //! --store URL`): it recovers the thread at start and applies every commit to the store before
 //! handing out its line.
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -40,7 +39,8 @@ pub use durable::{
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 /// How `call_model` lines carry the transcript.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ContextMode {
     /// Every `call_model` line carries the whole transcript (the default).
@@ -148,7 +148,8 @@ impl InputLine {
 }
 
 /// A tool as `call_model` lists it.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ToolDefinition<'a> {
     /// The tool's name.
     pub name: &'a str,
@@ -161,7 +162,8 @@ pub struct ToolDefinition<'a> {
 }
 
 /// The body of an `error` line.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ErrorBody {
     /// `invalid_json`, an agent error kind (SPEC §10), or `store` when the durable driver's
     /// store rejected or failed a commit (SPEC §12.2).
@@ -174,7 +176,8 @@ pub struct ErrorBody {
 }
 
 /// One output line (tagged by `"type"`).
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[allow(missing_docs)] // the fields are the SPEC §12 names
 pub enum OutputLine<'a> {
@@ -511,6 +514,9 @@ fn unreachable_default() -> Agent {
 /// JSON Schema (draft 2020-12) of one input line (the deserialization contract): the schema
 /// of [`Input`] with the line-level fields added to every variant (`now_ms`, required on
 /// `expire_wait` and `timeout`) and to `config` (`context`).
+///
+/// With the `schema` feature.
+#[cfg(feature = "schema")]
 pub fn input_line_schema() -> Value {
     let generator = schemars::generate::SchemaSettings::draft2020_12()
         .for_deserialize()
@@ -559,6 +565,9 @@ pub fn input_line_schema() -> Value {
 }
 
 /// JSON Schema (draft 2020-12) of one output line (the serialization contract).
+///
+/// With the `schema` feature.
+#[cfg(feature = "schema")]
 pub fn output_line_schema() -> Value {
     let generator = schemars::generate::SchemaSettings::draft2020_12()
         .for_serialize()
@@ -571,6 +580,9 @@ pub fn output_line_schema() -> Value {
 /// JSON Schema (draft 2020-12) of the driver's input and output lines, as one compound
 /// document: each line schema is an embedded resource (its own `$id`) under `$defs`, so its
 /// internal `$ref`s resolve within it.
+///
+/// With the `schema` feature.
+#[cfg(feature = "schema")]
 pub fn json_schema() -> Value {
     let embed = |mut schema: Value, id: &str| {
         if let Value::Object(map) = &mut schema {

@@ -5,7 +5,6 @@
 //! an [`EndCause`](crate::EndCause), never an error. `Internal` is kept apart from misuse: it
 //! reports a broken invariant of the crate itself (a bug), and is `debug_assert!`ed.
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{CallId, RunId};
@@ -143,7 +142,8 @@ impl AgentError {
     }
 }
 
-#[derive(Serialize, Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum AgentErrorRepr {
     Busy {

@@ -9,7 +9,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 macro_rules! string_id {
@@ -74,7 +73,8 @@ macro_rules! string_id {
             }
         }
 
-        impl JsonSchema for $name {
+        #[cfg(feature = "schema")]
+        impl schemars::JsonSchema for $name {
             fn schema_name() -> std::borrow::Cow<'static, str> {
                 std::borrow::Cow::Borrowed(stringify!($name))
             }

@@ -70,16 +70,51 @@
 //!
 //! ## Map of the crate
 //!
-//! - [`ids`], [`message`]: identifiers, messages, content blocks, tool outputs and the
-//!   synthetic results of SPEC §8.6.
-//! - [`run`]: [`RunState`], [`EndCause`], [`Failure`], [`RunDisposition`] (lifecycle table).
-//! - [`resume`]: tickets, targets, commands and [`validate_resume`] (human in the loop).
-//! - [`state`]: state commands and their materialization.
-//! - [`commit`]: [`ThreadCommit`] (assemble, validate), audit drafts, idempotent operations.
-//! - [`store`]: the read ports, [`MemoryStore`] and the backend [`store::conformance`] suite.
-//! - [`agent`]: the [`Agent`], its configuration, the queue-boundary rules, events, the reducer,
-//!   observers, snapshots and recovery.
-//! - [`error`]: the misuse errors of the agent.
+//! Every public type has **one path**. The contract types are all at the crate root, each
+//! re-exported by name (the source modules are private); two modules are public, because
+//! their items belong together and apart from the contract:
+//!
+//! - [`driver`]: the JSON-lines driver of SPEC §12 as a pure state machine over lines
+//!   ([`driver::Driver`]), its line types and line builders, and (with the `schema` feature)
+//!   the JSON Schema of its lines. Its items are reached there only, never at the root.
+//! - `store::conformance` (with the `conformance` feature): the backend conformance suite and
+//!   its `runcore::conformance_tests!` macro. The `store` module holds nothing else; without
+//!   the feature it is private.
+//!
+//! At the root, by concern:
+//!
+//! - Identifiers and messages: [`ThreadId`], [`RunId`], [`CallId`], [`Step`], [`Message`] and
+//!   its kinds, content blocks, [`ToolCall`], [`ToolOutput`] and the synthetic results of
+//!   SPEC §8.6 ([`ToolResultMessage`]).
+//! - The run lifecycle: [`RunState`], [`EndCause`], [`Failure`], [`RunDisposition`] and
+//!   [`RunRecord`].
+//! - Human in the loop: [`ResumeTicket`], [`AwaitTarget`], [`ResumeCommand`],
+//!   [`ResumeResult`], [`validate_resume`] and its [`ResumeError`].
+//! - State: [`StateCommand`], [`StateScope`], [`MergePolicy`], [`MaterializedState`].
+//! - Commits: [`ThreadCommit`] (assemble, validate), [`AuditDraft`], [`CommitOperation`] with
+//!   its [`CommitRecord`] and [`CommitReceipt`], [`CommitError`], and the payload hash's
+//!   [`canonical_json`] and [`sha256_hex`].
+//! - The store ports: [`CommitLog`], [`CommittedThreadView`], [`CheckpointReader`],
+//!   [`StoreHandles`], [`StoreError`], the transcript digest ([`transcript_digest`]) and the
+//!   in-memory reference coordinator [`MemoryStore`].
+//! - The agent: [`Agent`], [`AgentConfig`], [`Input`], [`Output`] ([`AgentCommit`],
+//!   [`AgentEvent`], [`Action`]), [`AgentError`], the reducer ([`reduce`], [`AgentState`]),
+//!   [`Observers`], snapshots ([`AgentSnapshot`]) and recovery ([`RecoveryPolicy`],
+//!   [`RecoverError`]).
+//!
+//! The whole surface is listed, item by item, in `snapshots/public_api__public_api.snap`
+//! (kept by `tests/public_api.rs`, which also fails on a second path to an item or a glob
+//! re-export), so any change to it is a reviewed diff.
+//!
+//! ## Cargo features
+//!
+//! Both are off by default: an embedder compiles neither.
+//!
+//! - `schema`: JSON Schema (draft 2020-12) for the public data types (`schemars::JsonSchema`)
+//!   and the driver's schema functions (`driver::json_schema` and the like). The `runcore`
+//!   binary turns it on for `runcore schema`.
+//! - `conformance`: the backend conformance suite, `runcore::store::conformance`, and
+//!   `runcore::conformance_tests!`. A backend crate turns it on in its dev-dependencies.
 //!
 //! ## Decisions where the contract is silent
 //!
@@ -105,18 +140,21 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod agent;
-pub mod commit;
+mod agent;
+mod commit;
 pub mod driver;
-pub mod error;
+mod error;
 mod hash;
-pub mod ids;
-pub mod message;
-pub mod resume;
-pub mod run;
+mod ids;
+mod message;
+mod resume;
+mod run;
 mod schema_via;
-pub mod state;
+mod state;
+#[cfg(feature = "conformance")]
 pub mod store;
+#[cfg(not(feature = "conformance"))]
+mod store;
 
 pub use agent::{
     AGENT_SCHEMA_VERSION, Action, Agent, AgentCommit, AgentConfig, AgentEvent, AgentSnapshot,
@@ -124,15 +162,27 @@ pub use agent::{
     Observers, Output, QueueMode, RecoverError, RecoveryPolicy, RunResult, SnapshotError,
     ToolPolicy, ToolSpec, reduce,
 };
-pub use commit::*;
+pub use commit::{
+    AuditDraft, COMMIT_SCHEMA_VERSION, CommitError, CommitOperation, CommitReceipt, CommitRecord,
+    OperationId, ThreadCommit,
+};
 pub use error::AgentError;
 pub use hash::{canonical_json, sha256_hex};
-pub use ids::*;
-pub use message::*;
-pub use resume::*;
-pub use run::*;
-pub use state::*;
-pub use store::{
-    CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, MemoryStore,
-    StoreError, StoreHandles, ThreadSummary, TranscriptError, TranscriptSnapshotRef,
+pub use ids::{CallId, RunId, Step, ThreadId};
+pub use message::{
+    AssistantBlock, AssistantMessage, ContentBlock, Message, ResultOutcome, Role, StopReason,
+    SystemMessage, ToolCall, ToolOutput, ToolResultMessage, Usage, UserMessage,
+};
+pub use resume::{
+    AwaitTarget, PauseReason, PendingTool, PermissionDecision, RemoteInputReason, ResultKind,
+    ResumeCommand, ResumeError, ResumeResult, ResumeTicket, ToolWaitReason, WaitIdentity,
+    validate_resume,
+};
+pub use run::{EndCause, Failure, RunDisposition, RunRecord, RunState};
+pub use state::{MaterializedState, MergePolicy, StateAction, StateCommand, StateScope};
+pub use store::memory::MemoryStore;
+pub use store::ports::{
+    CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
+    StoreHandles, ThreadSummary, TranscriptError, TranscriptSnapshotRef, chain_digest,
+    check_ranges, transcript_digest,
 };

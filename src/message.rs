@@ -4,14 +4,14 @@
 //! message and a user message can only hold text and images: a wrong block in a wrong role is
 //! a deserialization error, not something to check later.
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ids::CallId;
 
 /// A block of user, system or tool-result content.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ContentBlock {
     /// Plain text.
@@ -51,7 +51,8 @@ impl ContentBlock {
 }
 
 /// A block of assistant content.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum AssistantBlock {
     /// Visible text.
@@ -92,7 +93,8 @@ impl AssistantBlock {
 }
 
 /// Why the model stopped producing output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// A natural end of the answer.
@@ -108,7 +110,8 @@ pub enum StopReason {
 }
 
 /// Token usage as the provider reported it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Usage {
     /// Prompt tokens.
@@ -120,7 +123,8 @@ pub struct Usage {
 }
 
 /// A system message (instructions; also the only role allowed as resume context).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SystemMessage {
     /// Text or image blocks.
@@ -131,7 +135,8 @@ pub struct SystemMessage {
 }
 
 /// A user message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct UserMessage {
     /// Text or image blocks.
@@ -168,7 +173,8 @@ impl SystemMessage {
 }
 
 /// A model answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AssistantMessage {
     /// Text, thinking and tool-call blocks, in the order the model produced them.
@@ -228,7 +234,7 @@ impl AssistantMessage {
 
     /// Checks the shape the loop relies on: every tool call has a non-blank id and name, and
     /// call ids are unique within the message. Returns a reason on failure.
-    pub fn check_shape(&self) -> Result<(), String> {
+    pub(crate) fn check_shape(&self) -> Result<(), String> {
         let mut seen: Vec<&CallId> = Vec::new();
         for (index, block) in self.content.iter().enumerate() {
             if let AssistantBlock::ToolCall { id, name, .. } = block {
@@ -249,9 +255,8 @@ impl AssistantMessage {
 }
 
 /// How a tool result came to be (SPEC §8.6).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ResultOutcome {
     /// The host ran the tool and reported its output.
@@ -286,7 +291,8 @@ impl ResultOutcome {
 }
 
 /// The result of one tool call, paired with its call by `call_id`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolResultMessage {
     /// The call this result answers.
@@ -391,7 +397,8 @@ impl ToolResultMessage {
 }
 
 /// A message of the transcript, tagged by `role`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Message {
     /// Instructions.
@@ -405,9 +412,8 @@ pub enum Message {
 }
 
 /// The role of a message.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// `system`
@@ -494,7 +500,7 @@ impl Message {
 /// Serde for an [`AssistantMessage`] written as a §2 message, with `"role":"assistant"`, where
 /// the type already says it is one (e.g. the `assistant_message` event), so every message on
 /// the wire has the same shape. Reading accepts the role or its absence, and no other role.
-pub mod assistant_with_role {
+pub(crate) mod assistant_with_role {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
     use serde_json::Value;
 
@@ -507,7 +513,7 @@ pub mod assistant_with_role {
     }
 
     /// Writes `message` with `"role":"assistant"`.
-    pub fn serialize<S: Serializer>(
+    pub(crate) fn serialize<S: Serializer>(
         message: &AssistantMessage,
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
@@ -515,7 +521,7 @@ pub mod assistant_with_role {
     }
 
     /// Reads an assistant message whose `role`, if present, is `assistant`.
-    pub fn deserialize<'de, D: Deserializer<'de>>(
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<AssistantMessage, D::Error> {
         use serde::de::Error;
@@ -535,7 +541,8 @@ pub mod assistant_with_role {
     }
 
     /// The JSON Schema: an assistant message with `"role": "assistant"`.
-    pub fn schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    #[cfg(feature = "schema")]
+    pub(crate) fn schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         let mut schema = <AssistantMessage as schemars::JsonSchema>::json_schema(generator);
         if let Some(properties) = schema
             .ensure_object()
@@ -578,7 +585,8 @@ impl From<ToolResultMessage> for Message {
 }
 
 /// One tool call to execute, as handed to the host in `ExecuteTools`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolCall {
     /// The call id (the host answers with it).
@@ -590,7 +598,8 @@ pub struct ToolCall {
 }
 
 /// What the host reports when a tool finishes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolOutput {
     /// The call this output answers.

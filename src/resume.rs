@@ -14,7 +14,6 @@
 //! 10. context messages: all `system` role, then each with non-empty content and a unique,
 //!     non-blank id.
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -23,9 +22,8 @@ use crate::message::{Message, Role, ToolOutput};
 use crate::schema_via::schema_via_repr;
 
 /// Why a run waits on a tool call.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ToolWaitReason {
     /// A person must allow or deny the call.
@@ -39,9 +37,8 @@ pub enum ToolWaitReason {
 }
 
 /// Why a run waits on remote input.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RemoteInputReason {
     /// A person must type something.
@@ -51,9 +48,8 @@ pub enum RemoteInputReason {
 }
 
 /// Why a run is paused.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PauseReason {
     /// The host asked for a pause (`Agent::pause`).
@@ -65,7 +61,8 @@ pub enum PauseReason {
 }
 
 /// The tool a tool-call wait is about.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PendingTool {
     /// The tool's name.
@@ -98,7 +95,8 @@ pub enum AwaitTarget {
     Pause(PauseReason),
 }
 
-#[derive(Serialize, Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 enum AwaitTargetRepr {
     ToolCall {
@@ -158,9 +156,8 @@ impl From<AwaitTargetRepr> for AwaitTarget {
 schema_via_repr!(AwaitTarget => AwaitTargetRepr, "AwaitTarget");
 
 /// The kind of a [`ResumeResult`], for the result-kind matrix and error messages.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ResultKind {
     /// `continue`
@@ -248,7 +245,8 @@ impl AwaitTarget {
 }
 
 /// The identity fields every ticket and command share.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WaitIdentity {
     /// Unique per wait (the agent mints `"{run_id}:wait-{n}"`).
@@ -267,7 +265,8 @@ pub struct WaitIdentity {
 ///
 /// The target is private and set only by the constructors, so a committed ticket cannot be
 /// re-aimed; read it with [`ResumeTicket::target`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ResumeTicket {
     /// Unique per wait.
@@ -360,7 +359,8 @@ impl ResumeTicket {
 }
 
 /// A permission answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "decision", rename_all = "snake_case", deny_unknown_fields)]
 pub enum PermissionDecision {
     /// Run the call.
@@ -401,7 +401,8 @@ pub enum ResumeResult {
     Input(String),
 }
 
-#[derive(Serialize, Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 enum ResumeResultRepr {
     Continue,
@@ -460,7 +461,8 @@ impl ResumeResult {
 
 /// An answer to a wait. Build it with [`ResumeCommand::from_ticket`] so its identity is the
 /// committed ticket's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ResumeCommand {
     /// Must equal the active ticket's.
@@ -505,7 +507,8 @@ impl ResumeCommand {
 }
 
 /// Why a resume was rejected. A rejected resume changes nothing; the ticket stays.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "resume_error", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ResumeError {
@@ -700,7 +703,7 @@ pub fn validate_resume(
 }
 
 /// Step 10 of [`validate_resume`]: roles first (for every message), then content and ids.
-pub fn validate_context_messages(messages: &[Message]) -> Result<(), ResumeError> {
+pub(crate) fn validate_context_messages(messages: &[Message]) -> Result<(), ResumeError> {
     for (index, message) in messages.iter().enumerate() {
         if message.role() != Role::System {
             return Err(ResumeError::InvalidContextRole {

@@ -14,7 +14,6 @@
 //! cancelled before it executes is born `Ended`), and `Ended` absorbs everything. The table is
 //! snapshot-tested so any change to it is a reviewed diff.
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{RunId, ThreadId};
@@ -33,7 +32,8 @@ pub enum RunState {
     Ended(EndCause),
 }
 
-#[derive(Serialize, Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 enum RunStateRepr {
     Running,
@@ -82,15 +82,6 @@ impl RunState {
             _ => None,
         }
     }
-
-    /// A short name: `running`, `awaiting` or `ended`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            RunState::Running => "running",
-            RunState::Awaiting => "awaiting",
-            RunState::Ended(_) => "ended",
-        }
-    }
 }
 
 /// Why a run ended. The end of a run, failure included, is data, never an `Err`.
@@ -111,7 +102,8 @@ pub enum EndCause {
     Indeterminate,
 }
 
-#[derive(Serialize, Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 enum EndCauseRepr {
     NaturalEnd,
@@ -178,7 +170,8 @@ impl std::fmt::Display for EndCause {
 }
 
 /// Why a run failed. Branch on [`Failure::code`], never on message text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Failure {
     /// The model provider failed.
@@ -226,7 +219,8 @@ pub enum RunDisposition {
     },
 }
 
-#[derive(Serialize, Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 enum RunDispositionRepr {
     Running { run_id: RunId },
@@ -284,7 +278,8 @@ impl RunDisposition {
 }
 
 /// The committed record of one run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RunRecord {
     /// The run.
@@ -336,6 +331,50 @@ mod tests {
         assert!(serde_json::from_value::<RunDisposition>(running_with_ticket).is_err());
         let ended_without_cause = json!({"type":"ended","run_id":"r"});
         assert!(serde_json::from_value::<RunDisposition>(ended_without_cause).is_err());
+    }
+
+    /// The `Display` text is what the CLI and the driver's people-facing lines show; every
+    /// variant's text is pinned, and the match breaks the build when a variant is added.
+    #[test]
+    fn end_cause_display_text_is_stable() {
+        let cases = [
+            (EndCause::NaturalEnd, "natural_end"),
+            (EndCause::MaxSteps, "max_steps"),
+            (EndCause::Cancelled, "cancelled"),
+            (
+                EndCause::Stopped("budget exhausted".into()),
+                "stopped: budget exhausted",
+            ),
+            (
+                EndCause::Error(Failure::Inference {
+                    code: "rate_limit".into(),
+                    message: "slow down".into(),
+                }),
+                "error: inference rate_limit: slow down",
+            ),
+            (
+                EndCause::Error(Failure::CapabilityBound),
+                "error: capability_bound",
+            ),
+            (
+                EndCause::Error(Failure::StateConflict),
+                "error: state_conflict",
+            ),
+            (EndCause::Indeterminate, "indeterminate"),
+        ];
+        for (cause, text) in &cases {
+            match cause {
+                EndCause::NaturalEnd
+                | EndCause::MaxSteps
+                | EndCause::Cancelled
+                | EndCause::Stopped(_)
+                | EndCause::Indeterminate
+                | EndCause::Error(
+                    Failure::Inference { .. } | Failure::CapabilityBound | Failure::StateConflict,
+                ) => {}
+            }
+            assert_eq!(cause.to_string(), *text, "{cause:?}");
+        }
     }
 
     #[test]

@@ -7,9 +7,11 @@
 //! that has the wire shape; this macro makes the JSON Schema follow the same repr, so the schema
 //! always describes exactly what is written.
 
-/// Implements `JsonSchema` for `$public` by describing `$repr`.
+/// Implements `JsonSchema` for `$public` by describing `$repr` (with the `schema` feature;
+/// without it, nothing).
 macro_rules! schema_via_repr {
     ($public:ty => $repr:ty, $name:literal) => {
+        #[cfg(feature = "schema")]
         impl schemars::JsonSchema for $public {
             fn schema_name() -> std::borrow::Cow<'static, str> {
                 std::borrow::Cow::Borrowed($name)

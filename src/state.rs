@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -22,9 +21,8 @@ use crate::ids::RunId;
 use crate::schema_via::schema_via_repr;
 
 /// Where a state key lives.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum StateScope {
     /// One run; stamped with the run id at assembly.
@@ -50,9 +48,8 @@ impl StateScope {
 }
 
 /// How concurrent writers of one key combine.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum MergePolicy {
     /// Writers touch different keys; last write wins.
@@ -73,7 +70,8 @@ pub enum StateAction {
     Remove,
 }
 
-#[derive(Serialize, Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 enum StateActionRepr {
     Set { value: Value },
@@ -101,7 +99,8 @@ impl From<StateActionRepr> for StateAction {
 schema_via_repr!(StateAction => StateActionRepr, "StateAction");
 
 /// One durable change to key/value state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StateCommand {
     /// The key.
@@ -157,7 +156,7 @@ impl StateCommand {
 
 /// Finds the first repeated `Set` to one (scope, key) within one commit where either write is
 /// `Exclusive` (SPEC §5): such a commit is invalid as a whole.
-pub fn exclusive_conflict(commands: &[StateCommand]) -> Option<(StateScope, String)> {
+pub(crate) fn exclusive_conflict(commands: &[StateCommand]) -> Option<(StateScope, String)> {
     // slot -> whether any earlier Set to it was Exclusive
     let mut seen: BTreeMap<(StateScope, &str), bool> = BTreeMap::new();
     for command in commands {
@@ -180,7 +179,8 @@ pub fn exclusive_conflict(commands: &[StateCommand]) -> Option<(StateScope, Stri
 }
 
 /// Key/value state as one viewer sees it after replaying commands.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MaterializedState {
     /// scope → key → value.
     pub entries: BTreeMap<StateScope, BTreeMap<String, Value>>,

@@ -9,9 +9,9 @@ use std::fmt::Debug;
 use common::strategies::*;
 use proptest::prelude::*;
 use runcore::{
-    AuditDraft, AwaitTarget, CallId, CommitLog, EndCause, Failure, MaterializedState, MemoryStore,
-    PauseReason, PendingTool, PermissionDecision, RemoteInputReason, ResumeResult, ResumeTicket,
-    RunDisposition, RunId, RunState, ToolOutput, ToolWaitReason, WaitIdentity,
+    AuditDraft, AwaitTarget, CallId, CommitLog, EndCause, Failure, Input, MaterializedState,
+    MemoryStore, PauseReason, PendingTool, PermissionDecision, RemoteInputReason, ResumeResult,
+    ResumeTicket, RunDisposition, RunId, RunState, ToolOutput, ToolWaitReason, WaitIdentity,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -376,4 +376,69 @@ fn audit_draft_variants() {
     ];
     all_round_trip(&drafts);
     common::snapshot_json!("audit_draft_variants", drafts);
+}
+
+/// Every field-less `Input`; the match breaks the build when a variant is added, so a new
+/// field-less input cannot skip the test below.
+fn every_field_less_input() -> Vec<Input> {
+    let all = vec![
+        Input::Abort,
+        Input::Pause,
+        Input::CancelWait,
+        Input::ExpireWait,
+        Input::AbandonTools,
+        Input::Continue,
+        Input::Timeout,
+    ];
+    let field_less = |input: &Input| match input {
+        Input::Abort
+        | Input::Pause
+        | Input::CancelWait
+        | Input::ExpireWait
+        | Input::AbandonTools
+        | Input::Continue
+        | Input::Timeout => true,
+        Input::Config(_)
+        | Input::Prompt { .. }
+        | Input::Steer { .. }
+        | Input::FollowUp { .. }
+        | Input::ModelDelta { .. }
+        | Input::ModelDone { .. }
+        | Input::ModelFailed { .. }
+        | Input::ToolProgress { .. }
+        | Input::ToolDone { .. }
+        | Input::Resume { .. }
+        | Input::ResumeTicket { .. }
+        | Input::Stop { .. } => false,
+    };
+    assert!(all.iter().all(field_less));
+    all
+}
+
+/// `Input` read on its own (not through the driver, which checks lines itself) rejects
+/// unknown fields on its field-less variants as it does on the others, and keeps the wire
+/// shape `{"type":"<kind>"}`.
+#[test]
+fn field_less_inputs_reject_unknown_fields() {
+    for input in every_field_less_input() {
+        let kind = input.kind();
+        let text = serde_json::to_string(&input).unwrap();
+        assert_eq!(text, format!(r#"{{"type":"{kind}"}}"#));
+        assert_eq!(serde_json::from_str::<Input>(&text).unwrap(), input);
+        for junk in [
+            format!(r#"{{"type":"{kind}","bogus":1}}"#),
+            format!(r#"{{"bogus":null,"type":"{kind}"}}"#),
+            format!(r#"{{"type":"{kind}","now_ms":5}}"#),
+        ] {
+            let error = serde_json::from_str::<Input>(&junk)
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("unknown field"), "{junk}: {error}");
+        }
+    }
+    // The variants with fields already rejected junk; one stays here as the reference.
+    let error = serde_json::from_str::<Input>(r#"{"type":"stop","reason":"x","bogus":1}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("unknown field"), "{error}");
 }

@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -12,7 +11,8 @@ use crate::ids::ThreadId;
 use super::queues::QueueMode;
 
 /// Whether a tool runs at once or waits for a person's approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "policy", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ToolPolicy {
     /// Run without asking (the default for every tool, listed or not).
@@ -42,7 +42,8 @@ pub struct ToolSpec {
     pub policy: ToolPolicy,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 enum PolicyName {
     #[default]
@@ -50,7 +51,8 @@ enum PolicyName {
     RequireApproval,
 }
 
-#[derive(Serialize, Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 struct ToolSpecRepr {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,7 +106,8 @@ impl TryFrom<ToolSpecRepr> for ToolSpec {
 crate::schema_via::schema_via_repr!(ToolSpec => ToolSpecRepr, "ToolSpec");
 
 /// How an [`Agent`](super::Agent) behaves. Every field has a default.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentConfig {
     /// The conversation (default `"thread-1"`).
@@ -129,9 +132,9 @@ pub struct AgentConfig {
 }
 
 /// The default `max_steps`.
-pub const DEFAULT_MAX_STEPS: u32 = 32;
+pub(crate) const DEFAULT_MAX_STEPS: u32 = 32;
 /// The default `max_tool_output_bytes`.
-pub const DEFAULT_MAX_TOOL_OUTPUT_BYTES: usize = 1024 * 1024;
+pub(crate) const DEFAULT_MAX_TOOL_OUTPUT_BYTES: usize = 1024 * 1024;
 
 impl Default for AgentConfig {
     fn default() -> Self {

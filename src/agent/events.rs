@@ -8,7 +8,6 @@
 //!   first, then its events, then at most one action; `run_end` always follows the terminal
 //!   commit.
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -20,7 +19,8 @@ use crate::run::EndCause;
 
 /// Work the host must do and answer. Exhaustive on purpose: a new kind must break an
 /// embedder's `match` loudly.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Action {
     /// Call the model; read the request with [`Agent::model_request`](super::Agent::model_request)
@@ -51,7 +51,8 @@ pub enum Action {
 /// because [`Action`] and [`AgentEvent`] carry their own `type` tag: an internal tag would
 /// write the `type` key twice, and such JSON does not read back (a snapshot holding unpolled
 /// outputs could not be restored).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", content = "value", rename_all = "snake_case")]
 pub enum Output {
     /// Work for the host.
@@ -76,7 +77,8 @@ pub enum Output {
 /// The payload hash is not stored here: hashing is SHA-256 over the commit's canonical JSON, a
 /// cost a host that drops or batches commits should not pay per output. It is computed when
 /// asked for ([`payload_hash`](AgentCommit::payload_hash), [`into_operation`](AgentCommit::into_operation)).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AgentCommit {
     /// The commit.
@@ -108,7 +110,8 @@ impl AgentCommit {
 }
 
 /// Where an appended message came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum MessageOrigin {
     /// A steering message taken at a boundary.
@@ -124,7 +127,8 @@ pub enum MessageOrigin {
 }
 
 /// A notification about a run, for UIs and the reducer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum AgentEvent {
@@ -164,7 +168,8 @@ impl AgentEvent {
 }
 
 /// How a run ended, with the input it never used.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RunResult {
     /// The end cause (also in the terminal commit).
@@ -177,7 +182,8 @@ pub struct RunResult {
 }
 
 /// Progress inside a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum LoopEvent {
@@ -194,7 +200,10 @@ pub enum LoopEvent {
         step: Step,
         /// The answer, written with `"role":"assistant"` like every message on the wire.
         #[serde(with = "crate::message::assistant_with_role")]
-        #[schemars(schema_with = "crate::message::assistant_with_role::schema")]
+        #[cfg_attr(
+            feature = "schema",
+            schemars(schema_with = "crate::message::assistant_with_role::schema")
+        )]
         message: AssistantMessage,
     },
     /// A message appended to the transcript (steering, follow-up, tool result, resume).

@@ -11,7 +11,6 @@
 //! minted by this input gets its deadline from it; when the input is rejected the clock is
 //! put back with everything else.
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::AgentError;
@@ -27,7 +26,8 @@ use super::config::AgentConfig;
 /// JSON: tagged by `"type"`, snake_case, unknown fields rejected — the driver's input lines
 /// (SPEC §12) without their `now_ms`, which travels beside the input
 /// ([`Agent::handle`]'s second argument).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Input {
     /// [`Agent::set_config`]: the configuration's fields sit beside `"type"` (every field has
@@ -37,7 +37,7 @@ pub enum Input {
     Prompt {
         /// The user message: a string (one text block) or a user message object.
         #[serde(rename = "text", with = "user_text")]
-        #[schemars(schema_with = "user_text::schema")]
+        #[cfg_attr(feature = "schema", schemars(schema_with = "user_text::schema"))]
         message: UserMessage,
         /// A host-supplied run id (unique across all threads).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -47,19 +47,21 @@ pub enum Input {
     Steer {
         /// The message: a string (one text block) or a user message object.
         #[serde(rename = "text", with = "user_text")]
-        #[schemars(schema_with = "user_text::schema")]
+        #[cfg_attr(feature = "schema", schemars(schema_with = "user_text::schema"))]
         message: UserMessage,
     },
     /// [`Agent::follow_up`].
     FollowUp {
         /// The message: a string (one text block) or a user message object.
         #[serde(rename = "text", with = "user_text")]
-        #[schemars(schema_with = "user_text::schema")]
+        #[cfg_attr(feature = "schema", schemars(schema_with = "user_text::schema"))]
         message: UserMessage,
     },
     /// [`Agent::abort`].
+    #[serde(deserialize_with = "no_fields")]
     Abort,
     /// [`Agent::pause`].
+    #[serde(deserialize_with = "no_fields")]
     Pause,
     /// [`Agent::model_delta`].
     ModelDelta {
@@ -78,7 +80,10 @@ pub enum Input {
         step: Step,
         /// The answer (an assistant message; `"role":"assistant"` may be given).
         #[serde(with = "crate::message::assistant_with_role")]
-        #[schemars(schema_with = "crate::message::assistant_with_role::schema")]
+        #[cfg_attr(
+            feature = "schema",
+            schemars(schema_with = "crate::message::assistant_with_role::schema")
+        )]
         message: AssistantMessage,
     },
     /// [`Agent::model_failed`].
@@ -100,7 +105,7 @@ pub enum Input {
         call_id: CallId,
         /// Progress content: content blocks, or a string (one text block).
         #[serde(with = "blocks_or_text")]
-        #[schemars(schema_with = "blocks_or_text::schema")]
+        #[cfg_attr(feature = "schema", schemars(schema_with = "blocks_or_text::schema"))]
         content: Vec<ContentBlock>,
     },
     /// [`Agent::tool_done`]: the fields of a [`ToolOutput`] beside the run.
@@ -111,7 +116,7 @@ pub enum Input {
         call_id: CallId,
         /// The output: content blocks, or a string (one text block).
         #[serde(with = "blocks_or_text")]
-        #[schemars(schema_with = "blocks_or_text::schema")]
+        #[cfg_attr(feature = "schema", schemars(schema_with = "blocks_or_text::schema"))]
         content: Vec<ContentBlock>,
         /// Whether the tool failed.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -131,6 +136,7 @@ pub enum Input {
         result: ResumeResult,
     },
     /// [`Agent::cancel_wait`].
+    #[serde(deserialize_with = "no_fields")]
     CancelWait,
     /// [`Agent::stop`].
     Stop {
@@ -139,13 +145,17 @@ pub enum Input {
     },
     /// [`Agent::expire_wait`]: strict, `NotExpired` when the wait is not past its deadline at
     /// the input's time.
+    #[serde(deserialize_with = "no_fields")]
     ExpireWait,
     /// [`Agent::abandon_tools`].
+    #[serde(deserialize_with = "no_fields")]
     AbandonTools,
     /// [`Agent::continue_run`] (SPEC §8.8).
+    #[serde(deserialize_with = "no_fields")]
     Continue,
     /// [`Agent::handle_timeout`] (SPEC §8.5): whatever is due at the input's time; a no-op
     /// when nothing is.
+    #[serde(deserialize_with = "no_fields")]
     Timeout,
 }
 
@@ -489,6 +499,7 @@ impl Agent {
 /// A user message written as a string when it is one plain text block, else as the message
 /// object; read from either.
 mod user_text {
+    #[cfg(feature = "schema")]
     use schemars::{Schema, SchemaGenerator, json_schema};
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -523,6 +534,7 @@ mod user_text {
         })
     }
 
+    #[cfg(feature = "schema")]
     pub(super) fn schema(generator: &mut SchemaGenerator) -> Schema {
         let message = generator.subschema_for::<UserMessage>();
         json_schema!({
@@ -534,6 +546,7 @@ mod user_text {
 
 /// Content blocks, or a string as shorthand for one text block (SPEC §12.1).
 mod blocks_or_text {
+    #[cfg(feature = "schema")]
     use schemars::{Schema, SchemaGenerator, json_schema};
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -568,6 +581,7 @@ mod blocks_or_text {
         })
     }
 
+    #[cfg(feature = "schema")]
     pub(super) fn schema(generator: &mut SchemaGenerator) -> Schema {
         let blocks = generator.subschema_for::<Vec<ContentBlock>>();
         json_schema!({
@@ -575,4 +589,15 @@ mod blocks_or_text {
             "anyOf": [blocks, {"type": "string"}],
         })
     }
+}
+
+/// Reads the (absent) fields of a field-less input, rejecting any: serde's
+/// `deny_unknown_fields` does not reach the unit variants of an internally tagged enum, so
+/// without this `{"type":"abort","bogus":1}` would read as `Abort`.
+fn no_fields<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<(), D::Error> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct NoFields {}
+
+    NoFields::deserialize(deserializer).map(|NoFields {}| ())
 }

@@ -11,14 +11,14 @@ use crate::message::{AssistantMessage, ContentBlock, Message, ToolOutput, UserMe
 use crate::resume::ResumeTicket;
 use crate::run::{EndCause, RunState};
 
-pub mod config;
+mod config;
 mod control;
-pub mod events;
+mod events;
 mod input;
-pub mod observers;
-pub mod queues;
+mod observers;
+mod queues;
 mod recover;
-pub mod reducer;
+mod reducer;
 mod run_loop;
 mod snapshot;
 

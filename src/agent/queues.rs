@@ -24,14 +24,14 @@
 
 use std::collections::VecDeque;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::message::Message;
 use crate::run::EndCause;
 
 /// How many messages one boundary takes from a queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum QueueMode {
     /// Every queued message at once (the default).
@@ -43,7 +43,7 @@ pub enum QueueMode {
 
 /// The two input queues of one run.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct Queues {
+pub(crate) struct Queues {
     /// Steering messages, oldest first.
     pub steering: VecDeque<Message>,
     /// Follow-up messages, oldest first.
@@ -51,13 +51,8 @@ pub struct Queues {
 }
 
 impl Queues {
-    /// Whether both queues are empty.
-    pub fn is_empty(&self) -> bool {
-        self.steering.is_empty() && self.follow_ups.is_empty()
-    }
-
     /// Empties both queues, steering first, for `run_end.unconsumed`.
-    pub fn drain_unconsumed(&mut self) -> Vec<Message> {
+    pub(crate) fn drain_unconsumed(&mut self) -> Vec<Message> {
         self.steering
             .drain(..)
             .chain(self.follow_ups.drain(..))
@@ -66,7 +61,7 @@ impl Queues {
 }
 
 /// Takes messages from the front of `queue` according to `mode`.
-pub fn take_queued(queue: &mut VecDeque<Message>, mode: QueueMode) -> Vec<Message> {
+pub(crate) fn take_queued(queue: &mut VecDeque<Message>, mode: QueueMode) -> Vec<Message> {
     match mode {
         QueueMode::All => queue.drain(..).collect(),
         QueueMode::OneAtATime => queue.pop_front().into_iter().collect(),
@@ -76,7 +71,7 @@ pub fn take_queued(queue: &mut VecDeque<Message>, mode: QueueMode) -> Vec<Messag
 /// Which boundary the run reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum BoundaryKind {
+pub(crate) enum BoundaryKind {
     /// The model answered without tool calls (stop, length or tool_use without calls).
     TextStop,
     /// Every result of a tool batch is in.
@@ -85,7 +80,7 @@ pub enum BoundaryKind {
 
 /// What the run knows at a boundary.
 #[derive(Debug, Clone, PartialEq)]
-pub struct BoundaryInput {
+pub(crate) struct BoundaryInput {
     /// The boundary reached.
     pub kind: BoundaryKind,
     /// The end an abort or stop asked for, if any.
@@ -104,7 +99,7 @@ pub struct BoundaryInput {
 
 /// What to do at a boundary.
 #[derive(Debug, Clone, PartialEq)]
-pub enum BoundaryDecision {
+pub(crate) enum BoundaryDecision {
     /// End the run.
     Finish(EndCause),
     /// Commit a `Pause(Manual)` ticket and wait.
@@ -119,7 +114,7 @@ pub enum BoundaryDecision {
 }
 
 /// The boundary rules, in their order (see the module docs).
-pub fn decide_boundary(input: &BoundaryInput) -> BoundaryDecision {
+pub(crate) fn decide_boundary(input: &BoundaryInput) -> BoundaryDecision {
     if let Some(cause) = &input.end_requested {
         return BoundaryDecision::Finish(cause.clone());
     }

@@ -17,7 +17,6 @@
 //! next input, like every input's (for a wait past its deadline: [`Agent::handle_timeout`]).
 //! Replayed tools must be idempotent by `"{run_id}:{call_id}"`.
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -54,7 +53,8 @@ pub(crate) enum RecoveredRun {
 }
 
 /// What to do with tool calls that were handed out but whose results were never committed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RecoveryPolicy {
     /// Execute exactly the unanswered executable calls again (tools must be idempotent by

@@ -17,7 +17,6 @@
 //!
 //! After `run_end`, `messages` equals the committed transcript.
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{CallId, RunId};
@@ -28,7 +27,8 @@ use crate::run::EndCause;
 use super::events::{AgentEvent, LoopEvent};
 
 /// The status a UI shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AgentStatus {
     /// No run is active.
@@ -41,7 +41,8 @@ pub enum AgentStatus {
 }
 
 /// What a UI knows, derived from events only.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AgentState {
     /// Idle, Running or Awaiting.
     pub status: AgentStatus,

@@ -330,8 +330,7 @@ impl Host {
                     self,
                     changes_state,
                     !progress,
-                    "§6 run_state_changed draft of a {} commit",
-                    state.name()
+                    "§6 run_state_changed draft of a {state:?} commit"
                 );
                 self.last_commit = Some((run.clone(), state));
                 if let RunDisposition::Ended { run_id, .. } = &commit.run {

@@ -8,11 +8,10 @@ use std::ops::Range;
 
 use postgres::Row;
 use postgres::types::ToSql;
-use runcore::store::check_ranges;
 use runcore::{
     CheckpointReader, CommittedThreadView, EventRecord, EventScope, Message, ResumeTicket, RunId,
     RunRecord, StateCommand, StoreError, ThreadId, ThreadSummary, TranscriptError,
-    TranscriptSnapshotRef,
+    TranscriptSnapshotRef, check_ranges,
 };
 
 use crate::codec::{bound, column, count, db_error, from_json, limit, text_of};

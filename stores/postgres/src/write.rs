@@ -24,10 +24,9 @@
 //! A rejection writes nothing: it is decided before the write is sent.
 
 use postgres::error::SqlState;
-use runcore::store::chain_digest;
 use runcore::{
     CommitError, CommitLog, CommitOperation, CommitReceipt, CommitRecord, OperationId,
-    RunDisposition, RunState, StoreError, ThreadCommit, ThreadId,
+    RunDisposition, RunState, StoreError, ThreadCommit, ThreadId, chain_digest,
 };
 
 use crate::codec::{bound, column, count, db_error, from_json, text_of, to_json};

@@ -85,7 +85,7 @@
 //!
 //! Messages, tickets, states, state commands and payloads are the core's own serde JSON, so
 //! nothing is mapped by hand and nothing can drift from the core's types. Each message row
-//! carries the chained transcript digest up to it ([`runcore::store::chain_digest`]), so
+//! carries the chained transcript digest up to it ([`runcore::chain_digest`]), so
 //! pinning a transcript snapshot and verifying it are single-row reads, and a pin made by
 //! this store verifies on any other backend. Indexes: messages and state commands by
 //! (thread, position); events by thread and by run (ordered by sequence); Awaiting runs by

@@ -12,7 +12,7 @@ use runcore::{
     CheckpointReader, CommitLog, CommitOperation, CommitReceipt, CommitRecord, CommittedThreadView,
     EventRecord, EventScope, Message, ResumeTicket, RunId, RunRecord, RunState, StateCommand,
     StoreError, ThreadCommit, ThreadId, ThreadSummary, TranscriptError, TranscriptSnapshotRef,
-    store::check_ranges,
+    check_ranges,
 };
 
 use crate::SqliteStore;

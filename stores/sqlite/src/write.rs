@@ -8,10 +8,9 @@
 
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
-use runcore::store::chain_digest;
 use runcore::{
     CommitError, CommitOperation, CommitReceipt, CommitRecord, OperationId, RunDisposition, RunId,
-    RunState, StoreError, ThreadCommit, ThreadId,
+    RunState, StoreError, ThreadCommit, ThreadId, chain_digest,
 };
 
 use crate::SqliteStore;

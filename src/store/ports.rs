@@ -1,0 +1,380 @@
+//! The ports themselves: [`CommitLog`], [`CommittedThreadView`], [`CheckpointReader`],
+//! [`StoreHandles`], what they read and return, [`StoreError`], and the transcript digest.
+//! Everything here is re-exported at the crate root, its one public path.
+
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::commit::{CommitError, CommitOperation, CommitReceipt, CommitRecord, ThreadCommit};
+use crate::hash::{canonical_json, sha256_hex};
+use crate::ids::{RunId, ThreadId};
+use crate::message::Message;
+use crate::resume::ResumeTicket;
+use crate::run::{RunRecord, RunState};
+use crate::state::StateCommand;
+
+/// Why a store call failed: the contract rejected it, or the backend could not do it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The commit log's contract rejected the commit (SPEC §7, §7.1); nothing was written.
+    #[error(transparent)]
+    Rejected(#[from] CommitError),
+    /// A transcript snapshot could not be sliced or verified.
+    #[error(transparent)]
+    Transcript(#[from] TranscriptError),
+    /// The backend failed (I/O, connection, corruption, a schema it cannot read). For a
+    /// commit, nothing of it was written: a backend commits in one transaction.
+    #[error("the store is unavailable: {message}")]
+    Unavailable {
+        /// What failed, for people.
+        message: String,
+        /// The backend's own error, when there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    },
+}
+
+impl StoreError {
+    /// A backend failure with a message and no source.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        StoreError::Unavailable {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A backend failure wrapping the backend's error.
+    pub fn backend(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StoreError::Unavailable {
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// The contract rejection, when this is one.
+    pub fn rejection(&self) -> Option<&CommitError> {
+        match self {
+            StoreError::Rejected(error) => Some(error),
+            _ => None,
+        }
+    }
+
+    /// A stable code: the [`CommitError::code`] of a rejection, `"transcript"` or
+    /// `"unavailable"`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            StoreError::Rejected(error) => error.code(),
+            StoreError::Transcript(_) => "transcript",
+            StoreError::Unavailable { .. } => "unavailable",
+        }
+    }
+}
+
+/// Rejections compare by value; backend failures compare by message (their sources are
+/// opaque).
+impl PartialEq for StoreError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (StoreError::Rejected(a), StoreError::Rejected(b)) => a == b,
+            (StoreError::Transcript(a), StoreError::Transcript(b)) => a == b,
+            (
+                StoreError::Unavailable { message: a, .. },
+                StoreError::Unavailable { message: b, .. },
+            ) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl PartialEq<CommitError> for StoreError {
+    fn eq(&self, other: &CommitError) -> bool {
+        self.rejection() == Some(other)
+    }
+}
+
+/// The write side: one commit, accepted or rejected atomically.
+pub trait CommitLog {
+    /// Validates and appends `commit` (SPEC §7 steps 1–5). A rejected commit leaves no trace.
+    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError>;
+
+    /// An idempotent, fenced commit (SPEC §7.1): a retry of the same operation with the same
+    /// payload hash returns the stored receipt with `duplicate = true` and appends nothing; a
+    /// writer whose `expected_thread_version` is stale gets `VersionConflict` and writes
+    /// nothing.
+    fn commit_operation(&mut self, operation: CommitOperation)
+    -> Result<CommitReceipt, StoreError>;
+}
+
+/// A store that can open another handle onto the same committed log, so that several OS
+/// threads (or processes) can commit concurrently, each through its own handle. The
+/// conformance suite's concurrency cases need it.
+pub trait StoreHandles: CommitLog + CheckpointReader + Send + Sized {
+    /// Another handle onto the same log (a new connection, a clone of a shared handle).
+    fn open_handle(&self) -> Result<Self, StoreError>;
+}
+
+/// One thread in a listing (SPEC §7.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ThreadSummary {
+    /// The thread.
+    pub thread_id: ThreadId,
+    /// Its commit count.
+    pub version: u64,
+    /// The run of its latest commit.
+    pub latest_run: Option<RunRecord>,
+}
+
+/// Which events to list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(
+    tag = "type",
+    content = "id",
+    rename_all = "snake_case",
+    deny_unknown_fields
+)]
+pub enum EventScope {
+    /// Every event of the store.
+    All,
+    /// The events of one thread.
+    Thread(ThreadId),
+    /// The events of one run.
+    Run(RunId),
+}
+
+/// A committed audit event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct EventRecord {
+    /// Store-wide, dense from 1, in commit order then in-commit order.
+    pub sequence: u64,
+    /// The sequence of the commit that carried it.
+    pub commit_sequence: u64,
+    /// The commit's thread.
+    pub thread_id: ThreadId,
+    /// The commit's run.
+    pub run_id: RunId,
+    /// The draft's kind.
+    pub kind: String,
+    /// The draft's payload.
+    pub payload: Value,
+}
+
+/// A pinned committed prefix of a thread's transcript.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TranscriptSnapshotRef {
+    /// The thread.
+    pub thread_id: ThreadId,
+    /// The prefix length: the committed message count when pinned.
+    pub end: usize,
+    /// The chained digest of the prefix ([`transcript_digest`]).
+    pub digest: String,
+}
+
+/// Why a transcript snapshot could not be sliced or verified.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TranscriptError {
+    /// A range that is reversed or reaches past the pinned prefix.
+    #[error("range {start}..{end} is not within the pinned prefix 0..{limit}")]
+    InvalidRange {
+        /// The range start.
+        start: usize,
+        /// The range end (exclusive).
+        end: usize,
+        /// The pinned prefix length.
+        limit: usize,
+    },
+    /// Ranges must be sorted and must not overlap.
+    #[error("range {start}..{end} overlaps or precedes the range before it")]
+    OverlappingRanges {
+        /// The offending range start.
+        start: usize,
+        /// The offending range end.
+        end: usize,
+    },
+    /// The pinned prefix is longer than what is committed.
+    #[error("the snapshot pins {end} messages but thread {thread_id:?} has {committed}")]
+    SnapshotUnavailable {
+        /// The thread.
+        thread_id: ThreadId,
+        /// The pinned length.
+        end: usize,
+        /// The committed length.
+        committed: usize,
+    },
+    /// The committed prefix is not the one pinned (another thread, or changed content).
+    #[error("the pinned prefix of thread {thread_id:?} no longer matches what is committed")]
+    SnapshotMismatch {
+        /// The thread.
+        thread_id: ThreadId,
+    },
+}
+
+/// The chain step of the transcript digest: `sha256(previous || canonical_json(message))`.
+/// The digest of the empty prefix is the empty string.
+pub fn chain_digest(previous: &str, message: &Message) -> String {
+    let value = serde_json::to_value(message).unwrap_or(Value::Null);
+    let mut text = String::with_capacity(previous.len() + 64);
+    text.push_str(previous);
+    text.push_str(&canonical_json(&value));
+    sha256_hex(text.as_bytes())
+}
+
+/// The chained digest of a whole prefix.
+pub fn transcript_digest(messages: &[Message]) -> String {
+    messages.iter().fold(String::new(), |digest, message| {
+        chain_digest(&digest, message)
+    })
+}
+
+/// Checks `ranges` against a pinned prefix of length `limit` (sorted, non-overlapping,
+/// half-open, within the prefix).
+pub fn check_ranges(ranges: &[Range<usize>], limit: usize) -> Result<(), TranscriptError> {
+    let mut previous_end = 0usize;
+    for (i, range) in ranges.iter().enumerate() {
+        if range.start > range.end || range.end > limit {
+            return Err(TranscriptError::InvalidRange {
+                start: range.start,
+                end: range.end,
+                limit,
+            });
+        }
+        if i > 0 && range.start < previous_end {
+            return Err(TranscriptError::OverlappingRanges {
+                start: range.start,
+                end: range.end,
+            });
+        }
+        previous_end = range.end;
+    }
+    Ok(())
+}
+
+/// One internally consistent view of committed facts.
+///
+/// The transcript-snapshot methods have default implementations in terms of
+/// [`committed_messages`](Self::committed_messages) (linear in the transcript); a backend that
+/// keeps per-message digests can answer them in constant time.
+pub trait CommittedThreadView {
+    /// The thread's messages, in commit order.
+    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError>;
+    /// Any run, by id.
+    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError>;
+    /// The thread head: the run of the thread's latest commit.
+    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError>;
+    /// The run's ticket, only while it is Awaiting.
+    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError>;
+    /// The run's latest committed state.
+    fn run_state(&self, run: &RunId) -> Result<Option<RunState>, StoreError> {
+        Ok(self.run(run)?.map(|record| record.state))
+    }
+    /// The thread's state commands, in commit order.
+    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError>;
+    /// The thread's commit count (0 for an unknown thread): the `expected_thread_version` of
+    /// the next commit on it.
+    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError>;
+    /// Threads ordered by id, those after `after` (exclusive), at most `limit`.
+    fn threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadSummary>, StoreError>;
+    /// The ticket of every Awaiting run across threads, ordered by run id, those after
+    /// `after` (exclusive), at most `limit`: what needs a person after a restart.
+    fn pending_tickets(
+        &self,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<Vec<ResumeTicket>, StoreError>;
+
+    /// Pins the committed prefix of the thread's transcript.
+    fn transcript_snapshot(&self, thread: &ThreadId) -> Result<TranscriptSnapshotRef, StoreError> {
+        let messages = self.committed_messages(thread)?;
+        Ok(TranscriptSnapshotRef {
+            thread_id: thread.clone(),
+            end: messages.len(),
+            digest: transcript_digest(&messages),
+        })
+    }
+
+    /// Checks that the pinned prefix is still committed, unchanged.
+    fn verify_transcript_snapshot(
+        &self,
+        snapshot: &TranscriptSnapshotRef,
+    ) -> Result<(), StoreError> {
+        let messages = self.committed_messages(&snapshot.thread_id)?;
+        Ok(verify_prefix(snapshot, &messages)?)
+    }
+
+    /// The messages of `ranges` (sorted, non-overlapping, half-open, within the pin).
+    fn transcript_slice(
+        &self,
+        snapshot: &TranscriptSnapshotRef,
+        ranges: &[Range<usize>],
+    ) -> Result<Vec<Message>, StoreError> {
+        check_ranges(ranges, snapshot.end)?;
+        let messages = self.committed_messages(&snapshot.thread_id)?;
+        verify_prefix(snapshot, &messages)?;
+        Ok(slice_ranges(&messages, ranges))
+    }
+}
+
+/// The messages of checked `ranges`, in order.
+pub(crate) fn slice_ranges(messages: &[Message], ranges: &[Range<usize>]) -> Vec<Message> {
+    ranges
+        .iter()
+        .flat_map(|range| {
+            messages
+                .get(range.clone())
+                .unwrap_or_default()
+                .iter()
+                .cloned()
+        })
+        .collect()
+}
+
+fn verify_prefix(
+    snapshot: &TranscriptSnapshotRef,
+    messages: &[Message],
+) -> Result<(), TranscriptError> {
+    let prefix =
+        messages
+            .get(..snapshot.end)
+            .ok_or_else(|| TranscriptError::SnapshotUnavailable {
+                thread_id: snapshot.thread_id.clone(),
+                end: snapshot.end,
+                committed: messages.len(),
+            })?;
+    if transcript_digest(prefix) != snapshot.digest {
+        return Err(TranscriptError::SnapshotMismatch {
+            thread_id: snapshot.thread_id.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// A view that can also page through committed audit events.
+pub trait CheckpointReader: CommittedThreadView {
+    /// Events of `scope` with `sequence > from` (`None` = from the start), ascending, at most
+    /// `limit` (0 gives an empty page). The next page starts from the last returned sequence.
+    fn list_events(
+        &self,
+        scope: &EventScope,
+        from: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError>;
+}
