@@ -354,7 +354,7 @@ mod tests {
     use crate::run::RunRecord;
     use crate::state::StateCommand;
     use crate::store::conformance::SharedStore;
-    use crate::store::{
+    use crate::{
         CommittedThreadView, EventRecord, EventScope, MemoryStore, StoreHandles, ThreadSummary,
     };
 
