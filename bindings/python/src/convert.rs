@@ -293,14 +293,16 @@ pub fn payload_hash(py: Python<'_>, commit: &runcore::ThreadCommit) -> PyResult<
     });
     let value = serde_json::to_value(commit)
         .map_err(|e| crate::errors::internal(format!("a commit did not serialize: {e}")))?;
+    // Written straight into bytes (not through `Display`, which goes through a formatter).
     let canonical = if sorted_keys {
-        value.to_string()
+        serde_json::to_vec(&value)
+            .map_err(|e| crate::errors::internal(format!("a commit did not serialize: {e}")))?
     } else {
-        runcore::canonical_json(&value)
+        runcore::canonical_json(&value).into_bytes()
     };
     let digest = sha256
         .bind(py)
-        .call1((pyo3::types::PyBytes::new(py, canonical.as_bytes()),))?
+        .call1((pyo3::types::PyBytes::new(py, &canonical),))?
         .call_method0("hexdigest")?;
     digest.extract()
 }
