@@ -8,41 +8,51 @@ use serde_json::Value;
 /// Writes `value` as JSON with every object's keys sorted, no whitespace. Two values that
 /// differ only in key order give the same text.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(value, &mut out);
-    out
+    // Only serde_json's own output and ASCII punctuation were written: valid UTF-8.
+    String::from_utf8(out).unwrap_or_default()
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+/// Writes `value` with object keys sorted by their UTF-8 bytes (whatever order the map keeps
+/// them in: another crate in the build may turn on serde_json's `preserve_order`), scalars
+/// and keys as serde_json writes them, no whitespace.
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            // Already sorted when the map is a BTreeMap; a sorted slice sorts in one pass.
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                if let Some(v) = map.get(key) {
-                    write_canonical(v, out);
-                }
+                write_scalar(key, out);
+                out.push(b':');
+                write_canonical(item, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => write_scalar(scalar, out),
     }
+}
+
+/// A string, number, boolean or null, as serde_json writes it (escapes included).
+fn write_scalar<T: serde::Serialize + ?Sized>(scalar: &T, out: &mut Vec<u8>) {
+    // Writing a scalar into memory cannot fail; should it ever, the hash changes, and the
+    // store's own check of the payload hash says so.
+    let _ = serde_json::to_writer(&mut *out, scalar);
 }
 
 const K: [u32; 64] = [
@@ -58,10 +68,12 @@ const K: [u32; 64] = [
 
 /// SHA-256 of `data`, as 64 lowercase hex digits.
 pub fn sha256_hex(data: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let digest = sha256(data);
     let mut hex = String::with_capacity(64);
     for byte in digest {
-        hex.push_str(&format!("{byte:02x}"));
+        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        hex.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
     }
     hex
 }
@@ -73,13 +85,17 @@ pub(crate) fn sha256(data: &[u8]) -> [u8; 32] {
         0x5be0cd19,
     ];
     let bit_len = (data.len() as u64).wrapping_mul(8);
-    let mut message = data.to_vec();
-    message.push(0x80);
-    while message.len() % 64 != 56 {
-        message.push(0);
+    // Whole blocks straight from `data`; only the tail is copied to be padded.
+    let whole = data.len() - data.len() % 64;
+    let (body, rest) = data.split_at(whole);
+    let mut tail = Vec::with_capacity(128);
+    tail.extend_from_slice(rest);
+    tail.push(0x80);
+    while tail.len() % 64 != 56 {
+        tail.push(0);
     }
-    message.extend_from_slice(&bit_len.to_be_bytes());
-    for chunk in message.chunks_exact(64) {
+    tail.extend_from_slice(&bit_len.to_be_bytes());
+    for chunk in body.chunks_exact(64).chain(tail.chunks_exact(64)) {
         let mut w = [0u32; 64];
         for (i, word) in chunk.chunks_exact(4).enumerate() {
             w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);

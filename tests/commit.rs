@@ -203,6 +203,33 @@ fn an_awaiting_commit_announces_its_target() {
 proptest! {
     #![proptest_config(common::proptest_config("proptest-regressions/commit.txt", 128))]
 
+    /// Canonical JSON is compact JSON with every object's keys in byte order: it reads back as
+    /// the same value, and it is what serde_json writes for a map that keeps keys sorted.
+    #[test]
+    fn canonical_json_is_compact_json_with_sorted_keys(value in common::strategies::json_value()) {
+        let text = canonical_json(&value);
+        prop_assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), value.clone());
+        fn sorted(value: &Value) -> String {
+            match value {
+                Value::Object(map) => {
+                    let mut entries: Vec<_> = map.iter().collect();
+                    entries.sort_by(|a, b| a.0.cmp(b.0));
+                    let body: Vec<String> = entries
+                        .into_iter()
+                        .map(|(k, v)| format!("{}:{}", Value::String(k.clone()), sorted(v)))
+                        .collect();
+                    format!("{{{}}}", body.join(","))
+                }
+                Value::Array(items) => {
+                    let body: Vec<String> = items.iter().map(sorted).collect();
+                    format!("[{}]", body.join(","))
+                }
+                scalar => scalar.to_string(),
+            }
+        }
+        prop_assert_eq!(text, sorted(&value));
+    }
+
     #[test]
     fn assemble_follows_the_rules_for_generated_inputs(
         disposition in run_disposition(),
