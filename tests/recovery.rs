@@ -942,20 +942,16 @@ fn recover_a_pause_keeps_the_boundary_it_interrupted() {
     }
 }
 
-/// A thread whose run waits on remote input (a ticket another writer committed): the recovered
-/// agent waits on it; `Input` is appended and answered by the next model call.
-#[test]
-fn recover_a_remote_input_wait_answers_it_with_a_model_call() {
+/// A store holding what another writer committed for run 1: a Running commit with `messages`
+/// (and the `run_started` fact), then an Awaiting commit on a ticket for `target`.
+fn written_elsewhere(messages: Vec<Message>, target: AwaitTarget) -> (MemoryStore, ResumeTicket) {
     let cfg = config();
     let mut store = MemoryStore::new();
     let running = ThreadCommit::assemble(
         thread(),
         RunDisposition::Running { run_id: run(1) },
         true,
-        vec![
-            Message::user("summarise my file"),
-            Message::Assistant(AssistantMessage::text("which file?")),
-        ],
+        messages,
         Vec::new(),
         vec![AuditDraft::run_started(&run(1), 0)],
     );
@@ -964,12 +960,8 @@ fn recover_a_remote_input_wait_answers_it_with_a_model_call() {
         correlation_id: "thread-1/run-1:wait-1".into(),
         run_id: run(1),
         thread_id: thread(),
-        snapshot_id: cfg.snapshot_id.clone(),
-        catalog_fingerprint: cfg.catalog_fingerprint.clone(),
-    };
-    let target = AwaitTarget::RemoteInput {
-        reason: RemoteInputReason::UserInput,
-        call_id: CallId::new("q1"),
+        snapshot_id: cfg.snapshot_id,
+        catalog_fingerprint: cfg.catalog_fingerprint,
     };
     let ticket = ResumeTicket::new(identity, target, None);
     let awaiting = ThreadCommit::assemble(
@@ -981,9 +973,25 @@ fn recover_a_remote_input_wait_answers_it_with_a_model_call() {
         Vec::new(),
     );
     store.commit(awaiting).unwrap();
+    (store, ticket)
+}
 
+/// A thread whose run waits on remote input (a ticket another writer committed): the recovered
+/// agent waits on it; `Input` is appended and answered by the next model call.
+#[test]
+fn recover_a_remote_input_wait_answers_it_with_a_model_call() {
+    let (mut store, ticket) = written_elsewhere(
+        vec![
+            Message::user("summarise my file"),
+            Message::Assistant(AssistantMessage::text("which file?")),
+        ],
+        AwaitTarget::RemoteInput {
+            reason: RemoteInputReason::UserInput,
+            call_id: CallId::new("q1"),
+        },
+    );
     let mut agent =
-        Agent::recover(cfg, &store, &thread(), RecoveryPolicy::Replay).expect("recovers");
+        Agent::recover(config(), &store, &thread(), RecoveryPolicy::Replay).expect("recovers");
     assert_eq!(agent.current_ticket(), Some(&ticket));
     assert_eq!(agent.steps(), Some(1));
     assert!(pump(&mut agent, &mut store).is_empty());
@@ -1013,46 +1021,22 @@ fn recover_a_remote_input_wait_answers_it_with_a_model_call() {
 /// assistant message does not make — are refused, not rebuilt into an impossible wait.
 #[test]
 fn recover_refuses_a_call_wait_on_a_call_that_is_not_open() {
-    let cfg = config();
-    let mut store = MemoryStore::new();
     let call = AssistantBlock::tool_call("c1", "rm", json!({}));
-    let running = ThreadCommit::assemble(
-        thread(),
-        RunDisposition::Running { run_id: run(1) },
-        true,
+    let (store, _) = written_elsewhere(
         vec![
             Message::user("tidy"),
             Message::Assistant(AssistantMessage::new(vec![call], StopReason::ToolUse)),
         ],
-        Vec::new(),
-        vec![AuditDraft::run_started(&run(1), 0)],
-    );
-    store.commit(running).unwrap();
-    let identity = WaitIdentity {
-        correlation_id: "thread-1/run-1:wait-1".into(),
-        run_id: run(1),
-        thread_id: thread(),
-        snapshot_id: cfg.snapshot_id.clone(),
-        catalog_fingerprint: cfg.catalog_fingerprint.clone(),
-    };
-    let target = AwaitTarget::ToolCall {
-        reason: ToolWaitReason::Permission,
-        call_id: CallId::new("c9"),
-        tool: PendingTool {
-            name: "rm".into(),
-            arguments: json!({}),
+        AwaitTarget::ToolCall {
+            reason: ToolWaitReason::Permission,
+            call_id: CallId::new("c9"),
+            tool: PendingTool {
+                name: "rm".into(),
+                arguments: json!({}),
+            },
         },
-    };
-    let awaiting = ThreadCommit::assemble(
-        thread(),
-        RunDisposition::Awaiting(Box::new(ResumeTicket::new(identity, target, None))),
-        true,
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
     );
-    store.commit(awaiting).unwrap();
-    let err = Agent::recover(cfg, &store, &thread(), RecoveryPolicy::Replay).unwrap_err();
+    let err = Agent::recover(config(), &store, &thread(), RecoveryPolicy::Replay).unwrap_err();
     assert!(matches!(&err, RecoverError::Invalid(_)), "{err:?}");
     assert!(err.to_string().contains("call c9"), "{err}");
 }
