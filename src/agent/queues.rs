@@ -51,11 +51,6 @@ pub struct Queues {
 }
 
 impl Queues {
-    /// Whether both queues are empty.
-    pub fn is_empty(&self) -> bool {
-        self.steering.is_empty() && self.follow_ups.is_empty()
-    }
-
     /// Empties both queues, steering first, for `run_end.unconsumed`.
     pub fn drain_unconsumed(&mut self) -> Vec<Message> {
         self.steering
