@@ -87,6 +87,40 @@ fn permits_is_not_terminal_for_every_pair() {
     }
 }
 
+/// A state's short name and a cause's kind are the `type` tags they carry on the wire, and a
+/// cause's `Display` text (what a host logs or shows) names the cause, with a stop's reason and
+/// an inference failure's code and message.
+#[test]
+fn names_kinds_and_display_text() {
+    for state in every_state() {
+        let wire = serde_json::to_value(&state).unwrap();
+        assert_eq!(wire["type"], state.name(), "name of {state:?}");
+    }
+    let displayed: Vec<(String, String)> = every_end_cause()
+        .into_iter()
+        .map(|cause| {
+            let wire = serde_json::to_value(&cause).unwrap();
+            assert_eq!(wire["type"], cause.kind(), "kind of {cause:?}");
+            (cause.kind().to_owned(), cause.to_string())
+        })
+        .collect();
+    let expected = [
+        ("natural_end", "natural_end"),
+        ("max_steps", "max_steps"),
+        ("cancelled", "cancelled"),
+        ("stopped", "stopped: budget"),
+        ("error", "error: inference overloaded: try later"),
+        ("error", "error: capability_bound"),
+        ("error", "error: state_conflict"),
+        ("indeterminate", "indeterminate"),
+    ];
+    let expected: Vec<(String, String)> = expected
+        .into_iter()
+        .map(|(kind, text)| (kind.to_owned(), text.to_owned()))
+        .collect();
+    assert_eq!(displayed, expected);
+}
+
 proptest! {
     #![proptest_config(common::proptest_config("proptest-regressions/lifecycle.txt", 256))]
 

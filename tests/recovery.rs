@@ -95,6 +95,12 @@ fn execute_tools_count(h: &Harness) -> usize {
         .count()
 }
 
+/// The active run of `agent` (its counters, queues and phase) as its snapshot stores it.
+fn active_run(agent: &Agent) -> serde_json::Value {
+    let snapshot: serde_json::Value = serde_json::from_str(&agent.snapshot_json()).unwrap();
+    snapshot["agent"]["active"].clone()
+}
+
 fn waiting_call(h: &Harness) -> Option<String> {
     h.agent
         .current_ticket()
@@ -199,6 +205,12 @@ fn recover_awaiting_keeps_the_same_ticket_and_resume_works_as_if_nothing_stopped
     );
     assert!(cold.commits.is_empty() && cold.pending_tools.is_empty());
     assert_eq!(cold.agent.steps(), Some(1));
+    assert_eq!(
+        active_run(&cold.agent),
+        active_run(&h.agent),
+        "the recovered run and its wait are the live ones (the batch's approval deadlines \
+         included)"
+    );
 
     cold.script([Reply::text("done")]);
     cold.input(
@@ -770,6 +782,109 @@ fn snapshot_envelope_errors() {
     common::snapshot!("snapshot_envelope_errors", lines.join("\n") + "\n");
 }
 
+/// Drains only what is queued: an action a `poll` would decide is not handed out.
+fn drain_queued(agent: &mut Agent) {
+    while agent.pending_outputs() > 0 {
+        let _ = agent.poll();
+    }
+}
+
+/// A live agent whose run's model answered with one call of `tool`; the action it decided is
+/// handed out when `hand_out`.
+fn with_a_call(tool: &str, hand_out: bool) -> Agent {
+    let mut agent = Agent::new(config()).unwrap();
+    agent.prompt(UserMessage::text("go"), 0).unwrap();
+    let _ = agent.drain();
+    let call = AssistantBlock::tool_call("c1", tool, json!({}));
+    let reply = AssistantMessage::new(vec![call], StopReason::ToolUse);
+    agent.model_done(&run(1), 1, reply).unwrap();
+    if hand_out {
+        let _ = agent.drain();
+    } else {
+        drain_queued(&mut agent);
+    }
+    agent
+}
+
+/// A snapshot restores only into a phase a live agent can be in. Each case takes the snapshot
+/// of a live agent (which restores), edits its phase into one no transition makes, and checks
+/// the envelope is refused as `Inconsistent` (and does not decode as an `AgentSnapshot`)
+/// rather than restored into a run that waits for an answer no host can give.
+#[test]
+fn a_snapshot_whose_phase_cannot_happen_is_refused() {
+    let snapshot = |agent: &Agent| -> serde_json::Value {
+        let text = agent.snapshot_json();
+        assert_eq!(
+            Agent::restore_json(&text).as_ref(),
+            Ok(agent),
+            "the live snapshot"
+        );
+        serde_json::from_str(&text).unwrap()
+    };
+    let ready = snapshot(&with_a_call("echo", false));
+    let out = snapshot(&with_a_call("echo", true));
+    let permission = snapshot(&with_a_call("rm", true));
+    let pause = snapshot(&paused(false).0);
+    let phase = "/agent/active/phase";
+    let answered = serde_json::to_value(ToolOutput::text("c1", "ok").into_result("echo")).unwrap();
+    let permission_ticket = permission
+        .pointer(&format!("{phase}/waiting/call/ticket"))
+        .cloned()
+        .expect("a call wait holds its ticket");
+    let pause_wait = pause
+        .pointer(&format!("{phase}/waiting/pause"))
+        .cloned()
+        .expect("a pause wait");
+
+    let cases = [
+        (
+            "tools about to execute with no call ready",
+            &ready,
+            "tools_ready/calls/0/slot",
+            json!("executing"),
+        ),
+        (
+            "tools executing with every result in",
+            &out,
+            "tools_out/calls/0/slot",
+            json!({ "done": answered }),
+        ),
+        (
+            "a call wait whose call is already allowed",
+            &permission,
+            "waiting/call/batch/calls/0/slot",
+            json!("ready"),
+        ),
+        (
+            "a pause on a permission ticket",
+            &pause,
+            "waiting/pause/ticket",
+            permission_ticket,
+        ),
+        (
+            "a remote-input wait on a pause ticket",
+            &pause,
+            "waiting",
+            json!({ "remote": pause_wait }),
+        ),
+    ];
+    for (label, live, path, value) in cases {
+        let mut edited = live.clone();
+        let path = format!("{phase}/{path}");
+        *edited.pointer_mut(&path).expect(&path) = value;
+        let text = edited.to_string();
+        let err = Agent::restore_json(&text).unwrap_err();
+        assert!(
+            matches!(err, SnapshotError::Inconsistent(_)),
+            "{label}: expected Inconsistent, got {err:?}"
+        );
+        assert!(
+            serde_json::from_str::<AgentSnapshot>(&text).is_err(),
+            "{label}: decoded as an AgentSnapshot"
+        );
+    }
+}
+
 // ----- §7.1: fenced commits after recovery --------------------------------------------------------
 
 /// Two processes recover the same thread from the same version. The first to commit wins; the
@@ -995,6 +1110,11 @@ fn recover_a_remote_input_wait_answers_it_with_a_model_call() {
     assert_eq!(agent.current_ticket(), Some(&ticket));
     assert_eq!(agent.steps(), Some(1));
     assert!(pump(&mut agent, &mut store).is_empty());
+    // The wait is one a snapshot keeps: the recovered agent round-trips through its envelope.
+    assert_eq!(
+        Agent::restore_json(&agent.snapshot_json()),
+        Ok(agent.clone())
+    );
     agent
         .resume_ticket(ResumeResult::Input("notes.txt".into()), Some(10))
         .unwrap();
