@@ -72,6 +72,17 @@ fn to_python<'py>(py: Python<'py>, line: &OutputLine<'_>) -> PyResult<Bound<'py,
     pythonize::pythonize(py, line).map_err(|e| internal(format!("an output did not convert: {e}")))
 }
 
+/// A recovery policy named as the driver names it: `"replay"` or `"seal"`.
+pub(crate) fn parse_policy(policy: &str) -> PyResult<RecoveryPolicy> {
+    match policy {
+        "replay" => Ok(RecoveryPolicy::Replay),
+        "seal" => Ok(RecoveryPolicy::Seal),
+        other => Err(PyValueError::new_err(format!(
+            "policy must be \"replay\" or \"seal\", got {other:?}"
+        ))),
+    }
+}
+
 fn parse_context(context: Option<&str>) -> PyResult<Option<ContextMode>> {
     match context {
         None => Ok(None),
@@ -500,15 +511,7 @@ impl PyAgent {
         policy: &str,
         config: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let policy = match policy {
-            "replay" => RecoveryPolicy::Replay,
-            "seal" => RecoveryPolicy::Seal,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "policy must be \"replay\" or \"seal\", got {other:?}"
-                )));
-            }
-        };
+        let policy = parse_policy(policy)?;
         let mut line = match config {
             Some(config) => config_line(config)?,
             None => serde_json::json!({"type": "config"}),

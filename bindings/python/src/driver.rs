@@ -14,7 +14,7 @@ use runcore::driver::{
 };
 use runcore::{Input, RecoveryPolicy};
 
-use crate::agent::{PyAgent, config_line};
+use crate::agent::{PyAgent, config_line, parse_policy};
 use crate::convert::{from_py, line_to_py};
 use crate::errors::{agent_error, guard, internal, invalid_json, store_error_with_code};
 use crate::store::{PyStore, SharedBackend};
@@ -186,15 +186,7 @@ impl PyDriver {
         store: Option<&Bound<'_, PyAny>>,
         policy: &str,
     ) -> PyResult<Self> {
-        let policy = match policy {
-            "replay" => RecoveryPolicy::Replay,
-            "seal" => RecoveryPolicy::Seal,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "policy must be \"replay\" or \"seal\", got {other:?}"
-                )));
-            }
-        };
+        let policy = parse_policy(policy)?;
         if let Some(store) = store {
             return PyDriver::durable(py, config, store, policy);
         }
