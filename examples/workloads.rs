@@ -23,6 +23,10 @@
 //!
 //! The host side is minimal on purpose (outputs are drained and dropped, as a host that
 //! forwards them elsewhere would), so the figures are the core's own cost.
+//!
+//! Instructions, which do not depend on the machine's load, are counted by
+//! `scripts/count-instructions.sh [N]` (callgrind, the workload function only): it prints all
+//! four workloads per item and each one's ratio to its floor.
 
 use std::time::Instant;
 

@@ -498,17 +498,27 @@ impl ThreadCommit {
                 command.run_id = Some(run.run_id().clone());
             }
         }
-        let mut events = Vec::with_capacity(extra_events.len() + 3);
-        if state_changed {
-            events.push(AuditDraft::run_state_changed(&run));
+        // The caller's vector is reused, the lifecycle drafts put in front of its drafts, so a
+        // commit costs one allocation for its drafts, not two.
+        let awaiting = match &run {
+            RunDisposition::Awaiting(ticket) => Some(&ticket.run_id),
+            _ => None,
+        };
+        let mut events = extra_events;
+        events.reserve(
+            usize::from(state_changed)
+                + usize::from(!state.is_empty())
+                + usize::from(awaiting.is_some()),
+        );
+        if let Some(run_id) = awaiting {
+            events.insert(0, AuditDraft::run_awaiting(run_id));
         }
         if !state.is_empty() {
-            events.push(AuditDraft::state_changed(state.len()));
+            events.insert(0, AuditDraft::state_changed(state.len()));
         }
-        if let RunDisposition::Awaiting(ticket) = &run {
-            events.push(AuditDraft::run_awaiting(&ticket.run_id));
+        if state_changed {
+            events.insert(0, AuditDraft::run_state_changed(&run));
         }
-        events.extend(extra_events);
         ThreadCommit {
             schema_version: COMMIT_SCHEMA_VERSION,
             thread_id,

@@ -17,8 +17,34 @@ macro_rules! string_id {
         ///
         /// The string is shared: cloning an id (the agent does so for every event it emits)
         /// does not copy it.
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+        #[derive(Debug, Clone, Eq, PartialOrd, Ord, Default)]
         pub struct $name(Arc<str>);
+
+        impl std::hash::Hash for $name {
+            fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+                // As the string hashes, consistent with `Eq`.
+                self.0.hash(state);
+            }
+        }
+
+        impl PartialEq for $name {
+            fn eq(&self, other: &Self) -> bool {
+                // Clones share their string, so most comparisons end at the pointer.
+                Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                &*self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                &*self.0 == *other
+            }
+        }
 
         impl $name {
             /// Wraps a string as this id type. Emptiness is checked where the id is used.
@@ -52,6 +78,14 @@ macro_rules! string_id {
         impl From<String> for $name {
             fn from(id: String) -> Self {
                 Self(Arc::from(id))
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = str;
+
+            fn deref(&self) -> &str {
+                &self.0
             }
         }
 
@@ -97,6 +131,10 @@ string_id!(
     RunId
 );
 string_id!("A tool call id exactly as the model produced it.", CallId);
+string_id!(
+    "The name of a tool, as the model called it and the catalog lists it.",
+    ToolName
+);
 
 /// Step numbers count model calls within a run, from 1.
 pub type Step = u32;

@@ -83,9 +83,9 @@
 //!
 //! At the root, by concern:
 //!
-//! - Identifiers and messages: [`ThreadId`], [`RunId`], [`CallId`], [`Step`], [`Message`] and
-//!   its kinds, content blocks, [`ToolCall`], [`ToolOutput`] and the synthetic results of
-//!   SPEC §8.6 ([`ToolResultMessage`]).
+//! - Identifiers and messages: [`ThreadId`], [`RunId`], [`CallId`], [`ToolName`], [`Step`],
+//!   [`Message`] and its kinds, content blocks, [`ToolCall`], [`ToolOutput`] and the synthetic
+//!   results of SPEC §8.6 ([`ToolResultMessage`]).
 //! - The run lifecycle: [`RunState`], [`EndCause`], [`Failure`], [`RunDisposition`] and
 //!   [`RunRecord`].
 //! - Human in the loop: [`ResumeTicket`], [`AwaitTarget`], [`ResumeCommand`],
@@ -105,6 +105,25 @@
 //! The whole surface is listed, item by item, in `snapshots/public_api__public_api.snap`
 //! (kept by `tests/public_api.rs`, which also fails on a second path to an item or a glob
 //! re-export), so any change to it is a reviewed diff.
+//!
+//! ## Shared, not copied
+//!
+//! One message has several owners: the transcript, the commit that persists it and the event
+//! that announces it (and a tool call also lives in its batch, its `tool_start` event and the
+//! `execute_tools` action). So the heavy parts are shared, and a clone costs a reference count,
+//! never a copy of the content:
+//!
+//! - [`Message`]'s variants hold their message in an [`Arc`](std::sync::Arc)
+//!   (`Message::from(UserMessage::text("hi"))` builds one; a match on `Message::Assistant(m)`
+//!   reads `m.content` as through a reference; [`Arc::make_mut`](std::sync::Arc::make_mut)
+//!   changes one, copying it first if anyone else holds it), and so does the
+//!   `assistant_message` event.
+//! - Ids and tool names ([`ThreadId`], [`RunId`], [`CallId`], [`ToolName`]) are shared
+//!   strings; tool-call arguments are an `Arc<serde_json::Value>`.
+//! - [`Output::Commit`] and the ticket of the `awaiting` event are boxed, so an [`Output`] is
+//!   small to move (96 bytes on 64-bit targets).
+//!
+//! On the wire none of this shows: JSON is exactly what it would be for plain values.
 //!
 //! ## Cargo features
 //!
@@ -168,7 +187,7 @@ pub use commit::{
 };
 pub use error::AgentError;
 pub use hash::{canonical_json, sha256_hex};
-pub use ids::{CallId, RunId, Step, ThreadId};
+pub use ids::{CallId, RunId, Step, ThreadId, ToolName};
 pub use message::{
     AssistantBlock, AssistantMessage, ContentBlock, Message, ResultOutcome, Role, StopReason,
     SystemMessage, ToolCall, ToolOutput, ToolResultMessage, Usage, UserMessage,

@@ -4,10 +4,12 @@
 //! message and a user message can only hold text and images: a wrong block in a wrong role is
 //! a deserialization error, not something to check later.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::ids::CallId;
+use crate::ids::{CallId, ToolName};
 
 /// A block of user, system or tool-result content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,9 +72,12 @@ pub enum AssistantBlock {
         /// The call id as the model produced it.
         id: CallId,
         /// The tool's name.
-        name: String,
+        name: ToolName,
         /// The call's arguments, as JSON.
-        arguments: Value,
+        // Shared: the batch, the `tool_start` event and the `execute_tools` action hold this
+        // value, not copies of it.
+        #[cfg_attr(feature = "schema", schemars(with = "Value"))]
+        arguments: Arc<Value>,
     },
 }
 
@@ -82,12 +87,16 @@ impl AssistantBlock {
         AssistantBlock::Text { text: text.into() }
     }
 
-    /// A tool-call block.
-    pub fn tool_call(id: impl Into<CallId>, name: impl Into<String>, arguments: Value) -> Self {
+    /// A tool-call block (`arguments` is a `Value` or an already shared `Arc<Value>`).
+    pub fn tool_call(
+        id: impl Into<CallId>,
+        name: impl Into<ToolName>,
+        arguments: impl Into<Arc<Value>>,
+    ) -> Self {
         AssistantBlock::ToolCall {
             id: id.into(),
             name: name.into(),
-            arguments,
+            arguments: arguments.into(),
         }
     }
 }
@@ -298,7 +307,7 @@ pub struct ToolResultMessage {
     /// The call this result answers.
     pub call_id: CallId,
     /// The called tool's name.
-    pub tool_name: String,
+    pub tool_name: ToolName,
     /// Text or image blocks.
     pub content: Vec<ContentBlock>,
     /// Whether the result reports a failure.
@@ -318,7 +327,7 @@ impl ToolResultMessage {
     /// Synthetic results are always errors and say in text what happened.
     pub fn synthetic(
         call_id: CallId,
-        tool_name: impl Into<String>,
+        tool_name: impl Into<ToolName>,
         outcome: ResultOutcome,
         text: impl Into<String>,
     ) -> Self {
@@ -337,7 +346,7 @@ impl ToolResultMessage {
     pub fn skipped(call: &ToolCall) -> Self {
         Self::synthetic(
             call.id.clone(),
-            &call.name,
+            call.name.clone(),
             ResultOutcome::Skipped,
             "Skipped: the run ended before this tool call started.",
         )
@@ -351,14 +360,19 @@ impl ToolResultMessage {
             }
             _ => "Denied: approval for this tool call was refused.".to_owned(),
         };
-        Self::synthetic(call.id.clone(), &call.name, ResultOutcome::Denied, text)
+        Self::synthetic(
+            call.id.clone(),
+            call.name.clone(),
+            ResultOutcome::Denied,
+            text,
+        )
     }
 
     /// `expired`: the approval wait expired before anyone answered.
     pub fn expired(call: &ToolCall) -> Self {
         Self::synthetic(
             call.id.clone(),
-            &call.name,
+            call.name.clone(),
             ResultOutcome::Expired,
             "Expired: the approval wait for this tool call expired; it was not executed.",
         )
@@ -368,7 +382,7 @@ impl ToolResultMessage {
     pub fn truncated(call: &ToolCall) -> Self {
         Self::synthetic(
             call.id.clone(),
-            &call.name,
+            call.name.clone(),
             ResultOutcome::Truncated,
             "Not executed: the model's output hit its length limit, so the arguments may be \
              incomplete. Re-issue the call with complete arguments.",
@@ -379,7 +393,7 @@ impl ToolResultMessage {
     pub fn interrupted(call: &ToolCall) -> Self {
         Self::synthetic(
             call.id.clone(),
-            &call.name,
+            call.name.clone(),
             ResultOutcome::Interrupted,
             "Interrupted: the tool call was started but its outcome is unknown.",
         )
@@ -389,7 +403,7 @@ impl ToolResultMessage {
     pub fn malformed(call: &ToolCall, why: &str) -> Self {
         Self::synthetic(
             call.id.clone(),
-            &call.name,
+            call.name.clone(),
             ResultOutcome::Malformed,
             format!("Malformed tool output replaced: {why}"),
         )
@@ -397,18 +411,28 @@ impl ToolResultMessage {
 }
 
 /// A message of the transcript, tagged by `role`.
+///
+/// Each variant holds its message behind an [`Arc`]: the transcript, the commit that persists
+/// a message and the event that announces it hold the same message, so cloning a `Message` never
+/// copies its content. Build one with `Message::from(UserMessage::text("hi"))` (or
+/// [`Message::user`]); read one through the variant as through a reference
+/// (`Message::Assistant(m) => &m.content`); change one with [`Arc::make_mut`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(description = "A message of the transcript, tagged by `role`.")
+)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Message {
     /// Instructions.
-    System(SystemMessage),
+    System(Arc<SystemMessage>),
     /// User input (prompts, steering, follow-ups, resume input).
-    User(UserMessage),
+    User(Arc<UserMessage>),
     /// A model answer.
-    Assistant(AssistantMessage),
+    Assistant(Arc<AssistantMessage>),
     /// A tool result.
-    ToolResult(ToolResultMessage),
+    ToolResult(Arc<ToolResultMessage>),
 }
 
 /// The role of a message.
@@ -461,12 +485,12 @@ impl Message {
 
     /// A user message with one text block.
     pub fn user(text: impl Into<String>) -> Self {
-        Message::User(UserMessage::text(text))
+        Message::User(Arc::new(UserMessage::text(text)))
     }
 
     /// A system message with one text block.
     pub fn system(text: impl Into<String>) -> Self {
-        Message::System(SystemMessage::text(text))
+        Message::System(Arc::new(SystemMessage::text(text)))
     }
 
     /// The assistant message inside, if this is one.
@@ -501,6 +525,8 @@ impl Message {
 /// the type already says it is one (e.g. the `assistant_message` event), so every message on
 /// the wire has the same shape. Reading accepts the role or its absence, and no other role.
 pub(crate) mod assistant_with_role {
+    use std::borrow::Borrow;
+
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
     use serde_json::Value;
 
@@ -513,17 +539,17 @@ pub(crate) mod assistant_with_role {
     }
 
     /// Writes `message` with `"role":"assistant"`.
-    pub(crate) fn serialize<S: Serializer>(
-        message: &AssistantMessage,
+    pub(crate) fn serialize<S: Serializer, M: Borrow<AssistantMessage>>(
+        message: &M,
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
-        Tagged::Assistant(message).serialize(serializer)
+        Tagged::Assistant(message.borrow()).serialize(serializer)
     }
 
     /// Reads an assistant message whose `role`, if present, is `assistant`.
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>, M: From<AssistantMessage>>(
         deserializer: D,
-    ) -> Result<AssistantMessage, D::Error> {
+    ) -> Result<M, D::Error> {
         use serde::de::Error;
         let mut value = Value::deserialize(deserializer)?;
         if let Value::Object(object) = &mut value {
@@ -537,7 +563,9 @@ pub(crate) mod assistant_with_role {
                 }
             }
         }
-        serde_json::from_value(value).map_err(D::Error::custom)
+        serde_json::from_value::<AssistantMessage>(value)
+            .map(M::from)
+            .map_err(D::Error::custom)
     }
 
     /// The JSON Schema: an assistant message with `"role": "assistant"`.
@@ -562,24 +590,48 @@ pub(crate) fn has_substance(blocks: &[ContentBlock]) -> bool {
 
 impl From<UserMessage> for Message {
     fn from(m: UserMessage) -> Self {
+        Message::User(Arc::new(m))
+    }
+}
+
+impl From<Arc<UserMessage>> for Message {
+    fn from(m: Arc<UserMessage>) -> Self {
         Message::User(m)
     }
 }
 
 impl From<SystemMessage> for Message {
     fn from(m: SystemMessage) -> Self {
+        Message::System(Arc::new(m))
+    }
+}
+
+impl From<Arc<SystemMessage>> for Message {
+    fn from(m: Arc<SystemMessage>) -> Self {
         Message::System(m)
     }
 }
 
 impl From<AssistantMessage> for Message {
     fn from(m: AssistantMessage) -> Self {
+        Message::Assistant(Arc::new(m))
+    }
+}
+
+impl From<Arc<AssistantMessage>> for Message {
+    fn from(m: Arc<AssistantMessage>) -> Self {
         Message::Assistant(m)
     }
 }
 
 impl From<ToolResultMessage> for Message {
     fn from(m: ToolResultMessage) -> Self {
+        Message::ToolResult(Arc::new(m))
+    }
+}
+
+impl From<Arc<ToolResultMessage>> for Message {
+    fn from(m: Arc<ToolResultMessage>) -> Self {
         Message::ToolResult(m)
     }
 }
@@ -592,9 +644,11 @@ pub struct ToolCall {
     /// The call id (the host answers with it).
     pub id: CallId,
     /// The tool's name.
-    pub name: String,
+    pub name: ToolName,
     /// The call's arguments.
-    pub arguments: Value,
+    // Shared with the assistant message that made the call.
+    #[cfg_attr(feature = "schema", schemars(with = "Value"))]
+    pub arguments: Arc<Value>,
 }
 
 /// What the host reports when a tool finishes.
@@ -659,7 +713,7 @@ impl ToolOutput {
     }
 
     /// The result message this output becomes for `call`.
-    pub fn into_result(self, tool_name: impl Into<String>) -> ToolResultMessage {
+    pub fn into_result(self, tool_name: impl Into<ToolName>) -> ToolResultMessage {
         ToolResultMessage {
             call_id: self.call_id,
             tool_name: tool_name.into(),
@@ -699,7 +753,7 @@ mod tests {
             serde_json::to_value(&user).unwrap(),
             json!({"role":"user","content":[{"type":"text","text":"hi"}]})
         );
-        let result = Message::ToolResult(ToolResultMessage::synthetic(
+        let result = Message::from(ToolResultMessage::synthetic(
             CallId::new("c1"),
             "echo",
             ResultOutcome::Skipped,

@@ -14,10 +14,12 @@
 //! 10. context messages: all `system` role, then each with non-empty content and a unique,
 //!     non-blank id.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::ids::{CallId, RunId, ThreadId};
+use crate::ids::{CallId, RunId, ThreadId, ToolName};
 use crate::message::{Message, Role, ToolOutput};
 use crate::schema_via::schema_via_repr;
 
@@ -66,9 +68,11 @@ pub enum PauseReason {
 #[serde(deny_unknown_fields)]
 pub struct PendingTool {
     /// The tool's name.
-    pub name: String,
+    pub name: ToolName,
     /// The call's arguments.
-    pub arguments: Value,
+    // Shared with the call.
+    #[cfg_attr(feature = "schema", schemars(with = "Value"))]
+    pub arguments: Arc<Value>,
 }
 
 /// What a run waits for. A pause carries no call payload; a remote input carries no tool.

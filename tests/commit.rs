@@ -30,7 +30,7 @@ fn permission_ticket(thread: &str) -> ResumeTicket {
         CallId::new("c1"),
         PendingTool {
             name: "rm".into(),
-            arguments: json!({ "path": "/" }),
+            arguments: json!({ "path": "/" }).into(),
         },
         Some(5),
     )

@@ -119,7 +119,7 @@ fn continue_is_refused_after_a_system_message() {
         true,
         vec![
             Message::user("hi"),
-            Message::System(SystemMessage::text("a note")),
+            Message::from(SystemMessage::text("a note")),
         ],
         vec![],
         vec![],

@@ -488,7 +488,8 @@ fn drive_with_ending(h: &mut Harness, scenario: &Scenario, plan: &mut EndingPlan
                     let corr = &ticket.correlation_id;
                     let context = Message::System(
                         SystemMessage::text(format!("context for {corr}"))
-                            .with_id(format!("ctx-{corr}")),
+                            .with_id(format!("ctx-{corr}"))
+                            .into(),
                     );
                     let command = ResumeCommand::from_ticket(
                         &ticket,

@@ -145,7 +145,7 @@ fn identity(run: &str, correlation: &str) -> WaitIdentity {
 fn every_ticket(run: &str) -> Vec<ResumeTicket> {
     let tool = PendingTool {
         name: "rm".into(),
-        arguments: json!({}),
+        arguments: json!({}).into(),
     };
     let mut tickets: Vec<ResumeTicket> = [
         ToolWaitReason::Permission,

@@ -545,7 +545,9 @@ fn recover_after_a_resume_with_context_in_the_middle_of_a_batch() {
     }
     let context = || {
         vec![Message::System(
-            SystemMessage::text("Approved by the on-call engineer.").with_id("ctx-1"),
+            SystemMessage::text("Approved by the on-call engineer.")
+                .with_id("ctx-1")
+                .into(),
         )]
     };
     let calls = AssistantMessage::new(
@@ -935,7 +937,7 @@ fn two_writers_recovered_from_one_version_the_second_is_fenced() {
         .unwrap();
     assert!(receipt.duplicate);
     let mut zombie = second[0].clone();
-    zombie.commit.messages = vec![Message::Assistant(AssistantMessage::text("other"))];
+    zombie.commit.messages = vec![Message::from(AssistantMessage::text("other"))];
     let err = shared
         .commit_operation(zombie.into_operation())
         .unwrap_err();
@@ -1098,7 +1100,7 @@ fn recover_a_remote_input_wait_answers_it_with_a_model_call() {
     let (mut store, ticket) = written_elsewhere(
         vec![
             Message::user("summarise my file"),
-            Message::Assistant(AssistantMessage::text("which file?")),
+            Message::from(AssistantMessage::text("which file?")),
         ],
         AwaitTarget::RemoteInput {
             reason: RemoteInputReason::UserInput,
@@ -1145,14 +1147,14 @@ fn recover_refuses_a_call_wait_on_a_call_that_is_not_open() {
     let (store, _) = written_elsewhere(
         vec![
             Message::user("tidy"),
-            Message::Assistant(AssistantMessage::new(vec![call], StopReason::ToolUse)),
+            Message::from(AssistantMessage::new(vec![call], StopReason::ToolUse)),
         ],
         AwaitTarget::ToolCall {
             reason: ToolWaitReason::Permission,
             call_id: CallId::new("c9"),
             tool: PendingTool {
                 name: "rm".into(),
-                arguments: json!({}),
+                arguments: json!({}).into(),
             },
         },
     );

@@ -35,14 +35,14 @@ fn client_execution_ticket() -> ResumeTicket {
         CallId::new(CALL),
         PendingTool {
             name: "run_locally".into(),
-            arguments: json!({ "cmd": "ls" }),
+            arguments: json!({ "cmd": "ls" }).into(),
         },
         Some(DEADLINE),
     )
 }
 
 fn system(id: &str, text: &str) -> Message {
-    Message::System(SystemMessage::text(text).with_id(id))
+    Message::from(SystemMessage::text(text).with_id(id))
 }
 
 /// A command that passes every check against [`client_execution_ticket`].
@@ -102,7 +102,7 @@ impl Axis {
             Axis::ContextRole => cmd.context_messages.push(Message::user("sneaky")),
             Axis::ContextMessage => cmd.context_messages.insert(
                 0,
-                Message::System(SystemMessage {
+                Message::from(SystemMessage {
                     content: vec![],
                     id: Some("ctx-0".into()),
                 }),
@@ -241,7 +241,7 @@ fn with_every_axis_wrong_the_correlation_wins() {
 fn every_target() -> Vec<AwaitTarget> {
     let tool = PendingTool {
         name: "rm".into(),
-        arguments: json!({}),
+        arguments: json!({}).into(),
     };
     let mut targets: Vec<AwaitTarget> = [
         ToolWaitReason::Permission,
@@ -394,7 +394,7 @@ fn a_tool_result_must_name_the_waited_call_except_for_delegation() {
         CallId::new(CALL),
         PendingTool {
             name: "ask_colleague".into(),
-            arguments: json!({}),
+            arguments: json!({}).into(),
         },
         None,
     );
@@ -407,7 +407,7 @@ fn a_tool_result_must_name_the_waited_call_except_for_delegation() {
         CallId::new(CALL),
         PendingTool {
             name: "rm".into(),
-            arguments: json!({}),
+            arguments: json!({}).into(),
         },
         None,
     );
@@ -439,16 +439,19 @@ fn context_messages_must_be_system() {
     for (bad, role) in [
         (Message::user("u"), Role::User),
         (
-            Message::Assistant(runcore::AssistantMessage::text("a")),
+            Message::Assistant(runcore::AssistantMessage::text("a").into()),
             Role::Assistant,
         ),
         (
-            Message::ToolResult(runcore::ToolResultMessage::synthetic(
-                CallId::new("c"),
-                "t",
-                runcore::ResultOutcome::Skipped,
-                "x",
-            )),
+            Message::ToolResult(
+                runcore::ToolResultMessage::synthetic(
+                    CallId::new("c"),
+                    "t",
+                    runcore::ResultOutcome::Skipped,
+                    "x",
+                )
+                .into(),
+            ),
             Role::ToolResult,
         ),
     ] {
@@ -461,11 +464,11 @@ fn context_messages_must_be_system() {
 
 #[test]
 fn context_messages_need_content_and_unique_non_blank_ids() {
-    let empty = Message::System(SystemMessage {
+    let empty = Message::from(SystemMessage {
         content: vec![],
         id: Some("e".into()),
     });
-    let blank_text = Message::System(SystemMessage::text("  \n").with_id("b"));
+    let blank_text = Message::from(SystemMessage::text("  \n").with_id("b"));
     let no_id = Message::system("no id");
     let cases: Vec<(Vec<Message>, usize, &str)> = vec![
         (vec![empty], 0, "content is empty"),
@@ -491,7 +494,7 @@ fn context_messages_need_content_and_unique_non_blank_ids() {
         );
     }
     // Image content counts as content.
-    let image = Message::System(SystemMessage {
+    let image = Message::from(SystemMessage {
         content: vec![ContentBlock::Image {
             data: "aGk=".into(),
             mime_type: "image/png".into(),
@@ -500,7 +503,7 @@ fn context_messages_need_content_and_unique_non_blank_ids() {
     });
     assert_eq!(with_context(vec![image]), Ok(()));
     // Roles are checked over every message before content and ids.
-    let empty_first = Message::System(SystemMessage {
+    let empty_first = Message::from(SystemMessage {
         content: vec![],
         id: None,
     });
@@ -579,7 +582,7 @@ fn reference(ticket: Option<&ResumeTicket>, cmd: &ResumeCommand) -> Result<(), &
 fn context_message() -> impl Strategy<Value = Message> {
     prop_oneof![
         3 => ("[ab ]{0,2}", "[a-c ]{0,2}").prop_map(|(id, text)| {
-            Message::System(SystemMessage { content: vec![ContentBlock::text(text)], id: Some(id) })
+            Message::from(SystemMessage { content: vec![ContentBlock::text(text)], id: Some(id) })
         }),
         1 => message(),
     ]

@@ -161,7 +161,7 @@ fn every_end_cause() -> Vec<EndCause> {
 fn every_await_target() -> Vec<AwaitTarget> {
     let tool = PendingTool {
         name: "delete_file".into(),
-        arguments: json!({ "path": "/tmp/x" }),
+        arguments: json!({ "path": "/tmp/x" }).into(),
     };
     let mut all: Vec<AwaitTarget> = [
         ToolWaitReason::Permission,

@@ -92,7 +92,7 @@ pub fn many_runs(n: u32) -> u32 {
 pub fn floor_long_run(n: u32) -> u32 {
     let delta = "d".repeat(50);
     let tool_text = "t".repeat(100);
-    let mut transcript: Vec<Message> = vec![Message::User(UserMessage::text("go"))];
+    let mut transcript: Vec<Message> = vec![Message::from(UserMessage::text("go"))];
     let mut steps = 0;
     for step in 1..=n {
         steps = step;
@@ -114,13 +114,13 @@ pub fn floor_long_run(n: u32) -> u32 {
                 StopReason::ToolUse,
             );
             let calls: Vec<_> = message.tool_calls().collect();
-            transcript.push(Message::Assistant(message));
+            transcript.push(Message::from(message));
             for call in calls {
                 let output = ToolOutput::text(call.id.clone(), tool_text.clone());
-                transcript.push(Message::ToolResult(output.into_result(call.name)));
+                transcript.push(Message::from(output.into_result(call.name)));
             }
         } else {
-            transcript.push(Message::Assistant(AssistantMessage::text("done")));
+            transcript.push(Message::from(AssistantMessage::text("done")));
         }
     }
     std::hint::black_box(&transcript);
@@ -132,9 +132,9 @@ pub fn floor_many_runs(n: u32) -> u32 {
     let answer = "a".repeat(1000);
     let mut transcript: Vec<Message> = Vec::new();
     for i in 0..n {
-        transcript.push(Message::User(UserMessage::text(format!("q{i}"))));
+        transcript.push(Message::from(UserMessage::text(format!("q{i}"))));
         std::hint::black_box(transcript.len());
-        transcript.push(Message::Assistant(AssistantMessage::text(answer.clone())));
+        transcript.push(Message::from(AssistantMessage::text(answer.clone())));
     }
     std::hint::black_box(&transcript);
     n

@@ -279,7 +279,7 @@ impl<S: CommitLog + CheckpointReader> Host<S> {
         }
         let label = format!(
             "model answers step {step}: {}",
-            message_text(&Message::Assistant(message.clone()))
+            message_text(&Message::from(message.clone()))
         );
         self.input(
             at_ms + deltas.len() as u64 * 40,

@@ -8,11 +8,13 @@
 //!   first, then its events, then at most one action; `run_end` always follows the terminal
 //!   commit.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::commit::{CommitOperation, OperationId, ThreadCommit};
-use crate::ids::{CallId, RunId, Step};
+use crate::ids::{CallId, RunId, Step, ToolName};
 use crate::message::{AssistantMessage, ContentBlock, Message, ResultOutcome, ToolCall};
 use crate::resume::{ResultKind, ResumeTicket};
 use crate::run::EndCause;
@@ -59,8 +61,9 @@ pub enum Output {
     Action(Action),
     /// A durable fact to persist before acting on what follows, with its operation fields
     /// (SPEC §7.1): apply it with [`CommitLog::commit_operation`](crate::CommitLog) via
-    /// [`AgentCommit::into_operation`].
-    Commit(AgentCommit),
+    /// [`AgentCommit::into_operation`]. Boxed, so that every output stays small to move (a
+    /// commit is the largest and one of the rarest outputs).
+    Commit(Box<AgentCommit>),
     /// A notification.
     Event(AgentEvent),
 }
@@ -204,7 +207,7 @@ pub enum LoopEvent {
             feature = "schema",
             schemars(schema_with = "crate::message::assistant_with_role::schema")
         )]
-        message: AssistantMessage,
+        message: Arc<AssistantMessage>,
     },
     /// A message appended to the transcript (steering, follow-up, tool result, resume).
     MessageAppended {
@@ -220,9 +223,11 @@ pub enum LoopEvent {
         /// The call.
         call_id: CallId,
         /// The tool.
-        name: String,
+        name: ToolName,
         /// Its arguments.
-        arguments: Value,
+        // Shared with the call.
+        #[cfg_attr(feature = "schema", schemars(with = "Value"))]
+        arguments: Arc<Value>,
     },
     /// Live tool progress (never committed).
     ToolProgress {
@@ -236,7 +241,7 @@ pub enum LoopEvent {
         /// The call.
         call_id: CallId,
         /// The tool.
-        tool_name: String,
+        tool_name: ToolName,
         /// Whether its result is an error.
         is_error: bool,
         /// `executed`, or `malformed` when the output was replaced.
@@ -247,14 +252,15 @@ pub enum LoopEvent {
         /// The call.
         call_id: CallId,
         /// The tool.
-        tool_name: String,
+        tool_name: ToolName,
         /// What happened.
         outcome: ResultOutcome,
     },
     /// The run waits on this (committed) ticket.
     Awaiting {
         /// The ticket.
-        ticket: ResumeTicket,
+        // Boxed: a ticket is much larger than any other event.
+        ticket: Box<ResumeTicket>,
     },
     /// A resume was accepted; the run is Running again.
     Resumed {

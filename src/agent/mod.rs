@@ -31,7 +31,7 @@ pub use recover::{RecoverError, RecoveryPolicy};
 pub use reducer::{AgentState, AgentStatus, reduce};
 pub use snapshot::{AGENT_SCHEMA_VERSION, AgentSnapshot, SnapshotError};
 
-use run_loop::{ActiveRun, CommittedAs, Next, Phase, Run, Tx, check_tool_call};
+use run_loop::{ActiveRun, CommittedAs, Next, Phase, Run, check_tool_call};
 
 /// One agent per thread: it keeps the committed transcript across runs and owns at most one
 /// active run, which it drives through the step-driven loop. It does no I/O.
@@ -128,7 +128,22 @@ fn minted_run_id(thread: &ThreadId, n: u64) -> RunId {
             break;
         }
     }
-    let mut id = String::with_capacity(thread.as_str().len() + 5 + (digits.len() - at));
+    let parts = [thread.as_str().as_bytes(), b"/run-", &digits[at..]];
+    let len: usize = parts.iter().map(|part| part.len()).sum();
+    // Written on the stack and copied once into the id's shared string (a `String` would be
+    // allocated, then copied into the `Arc` and freed); a long thread id takes the slow path.
+    let mut buffer = [0u8; 96];
+    if let Some(out) = buffer.get_mut(..len) {
+        let mut from = 0;
+        for part in parts {
+            out[from..from + part.len()].copy_from_slice(part);
+            from += part.len();
+        }
+        if let Ok(id) = std::str::from_utf8(out) {
+            return RunId::from(id);
+        }
+    }
+    let mut id = String::with_capacity(len);
     id.push_str(thread.as_str());
     id.push_str("/run-");
     for &digit in &digits[at..] {
@@ -280,12 +295,6 @@ impl Agent {
         std::iter::from_fn(|| self.poll()).collect()
     }
 
-    fn emit(&mut self, tx: Tx) {
-        self.outbox
-            .extend(tx.commits.into_iter().map(Output::Commit));
-        self.outbox.extend(tx.events.into_iter().map(Output::Event));
-    }
-
     fn observe_clock(&mut self, now_ms: u64) {
         self.clock_ms = self.clock_ms.max(now_ms);
     }
@@ -428,7 +437,7 @@ impl Agent {
         } else {
             &mut queues.follow_ups
         };
-        queue.push_back(Message::User(message));
+        queue.push_back(Message::from(message));
         Ok(())
     }
 
@@ -437,7 +446,8 @@ impl Agent {
     fn expect_model(&self, run_id: &RunId, step: Step, got: &str) -> Result<(), AgentError> {
         match &self.active {
             Some(active)
-                if active.phase == (Phase::ModelOut { step }) && active.run.run_id == *run_id =>
+                if matches!(active.phase, Phase::ModelOut { step: out } if out == step)
+                    && active.run.run_id == *run_id =>
             {
                 Ok(())
             }
@@ -561,15 +571,13 @@ impl Agent {
             }
             Err(e) => return Err(e),
         }
-        let mut tx = Tx::default();
-        tx.event(
-            run_id,
-            LoopEvent::ToolProgress {
+        self.outbox.push_back(Output::Event(AgentEvent::Loop {
+            run_id: run_id.clone(),
+            event: LoopEvent::ToolProgress {
                 call_id: call_id.clone(),
                 content,
             },
-        );
-        self.emit(tx);
+        }));
         Ok(())
     }
 
@@ -596,5 +604,21 @@ impl Agent {
                 Next::Continue(ActiveRun { run, phase })
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minted_run_ids_read_thread_slash_run_n() {
+        let long = "t".repeat(200);
+        for thread in ["thread-1", "线程", long.as_str(), &"x".repeat(90)] {
+            for n in [1, 9, 10, 12_345, u64::MAX] {
+                let id = minted_run_id(&ThreadId::from(thread), n);
+                assert_eq!(id.as_str(), format!("{thread}/run-{n}"));
+            }
+        }
     }
 }

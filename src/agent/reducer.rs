@@ -185,7 +185,7 @@ mod tests {
                 run_id: "r".into(),
                 event: LoopEvent::AssistantMessage {
                     step: 1,
-                    message: crate::message::AssistantMessage::text("ab"),
+                    message: crate::message::AssistantMessage::text("ab").into(),
                 },
             },
         );

@@ -98,6 +98,9 @@
 //!
 //! `tests/recovery.rs` drives each row from a real crash of a live agent.
 
+use std::collections::VecDeque;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::commit::{AuditDraft, ThreadCommit};
@@ -115,7 +118,7 @@ use crate::run::{EndCause, Failure, RunDisposition};
 
 use super::Agent;
 use super::config::ToolPolicy;
-use super::events::{Action, AgentCommit, AgentEvent, LoopEvent, MessageOrigin, RunResult};
+use super::events::{Action, AgentCommit, AgentEvent, LoopEvent, MessageOrigin, Output, RunResult};
 use super::queues::{
     BoundaryDecision, BoundaryInput, BoundaryKind, Queues, decide_boundary, take_queued,
 };
@@ -404,16 +407,29 @@ pub(crate) enum Next {
 /// Proof that a run ended: only [`Agent::finish`] makes one.
 pub(crate) struct RunEnded(());
 
-/// The outputs of one input, emitted commits first, then events.
-#[derive(Debug, Default)]
+/// The outputs of one input as they are made, commits before events: the transaction holds
+/// the agent's outbox while the input is handled (see [`Agent::with_tx`]) and writes into it
+/// directly, each commit after the input's earlier commits and before its events.
+#[derive(Debug)]
 pub(crate) struct Tx {
-    pub(crate) commits: Vec<AgentCommit>,
-    pub(crate) events: Vec<AgentEvent>,
+    out: VecDeque<Output>,
+    /// Where the input's next commit goes.
+    commits_at: usize,
 }
 
 impl Tx {
+    pub(crate) fn commit(&mut self, commit: AgentCommit) {
+        self.out
+            .insert(self.commits_at, Output::Commit(Box::new(commit)));
+        self.commits_at += 1;
+    }
+
+    pub(crate) fn push(&mut self, event: AgentEvent) {
+        self.out.push_back(Output::Event(event));
+    }
+
     pub(crate) fn event(&mut self, run_id: &RunId, event: LoopEvent) {
-        self.events.push(AgentEvent::Loop {
+        self.push(AgentEvent::Loop {
             run_id: run_id.clone(),
             event,
         });
@@ -444,36 +460,52 @@ impl Agent {
                 "a transition was asked for with no active run".into(),
             ));
         };
-        let mut tx = Tx::default();
-        self.active = match step(self, active, &mut tx) {
-            Next::Continue(active) => Some(active),
-            Next::Ended(RunEnded(())) => None,
-        };
-        self.emit(tx);
+        self.with_tx(|agent, tx| {
+            agent.active = match step(agent, active, tx) {
+                Next::Continue(active) => Some(active),
+                Next::Ended(RunEnded(())) => None,
+            };
+        });
         Ok(())
+    }
+
+    /// Runs `f` with a transaction over the outbox: what it emits is queued behind the outputs
+    /// not yet polled, the input's commits before its events.
+    pub(crate) fn with_tx<R>(&mut self, f: impl FnOnce(&mut Agent, &mut Tx) -> R) -> R {
+        let out = std::mem::take(&mut self.outbox);
+        let mut tx = Tx {
+            commits_at: out.len(),
+            out,
+        };
+        let result = f(self, &mut tx);
+        self.outbox = tx.out;
+        result
     }
 
     /// Starts `run` (checked and minted by the caller): commits Running with the prompt (none
     /// on `continue`) and the `run_started` fact, announces `run_start`, and decides the first
     /// model call.
     pub(crate) fn begin(&mut self, mut run: Run, message: Option<UserMessage>) {
-        let message = message.map(Message::User);
+        let message = message.map(Message::from);
         if let Some(message) = &message {
             self.messages.push(message.clone());
         }
-        let mut tx = Tx::default();
         let started =
             AuditDraft::run_started(&run.run_id, run.transcript_start).with_now_ms(self.clock_ms);
-        self.commit_running(&mut run, vec![started], &mut tx);
-        tx.events.push(AgentEvent::RunStart {
-            run_id: run.run_id.clone(),
-            message,
+        // Room for the `run_state_changed` draft that assembling puts in front.
+        let mut extra = Vec::with_capacity(2);
+        extra.push(started);
+        self.with_tx(|agent, tx| {
+            agent.commit_running(&mut run, extra, tx);
+            tx.push(AgentEvent::RunStart {
+                run_id: run.run_id.clone(),
+                message,
+            });
         });
         self.active = Some(ActiveRun {
             run,
             phase: Phase::CallModel,
         });
-        self.emit(tx);
     }
 
     /// The action a `poll` hands out, if the run has one decided: the model call
@@ -522,13 +554,30 @@ impl Agent {
         facts: RecoveredRun,
         policy: RecoveryPolicy,
     ) -> Result<(), AgentError> {
-        let mut tx = Tx::default();
+        let next = self.with_tx(|agent, tx| rebuild_step(agent, run, facts, policy, tx))?;
+        self.active = match next {
+            Next::Continue(active) => Some(active),
+            Next::Ended(RunEnded(())) => None,
+        };
+        Ok(())
+    }
+}
+
+/// The step recovery takes for `facts` (see [`Agent::rebuild`]).
+fn rebuild_step(
+    agent: &mut Agent,
+    run: Run,
+    facts: RecoveredRun,
+    policy: RecoveryPolicy,
+    tx: &mut Tx,
+) -> Result<Next, AgentError> {
+    {
         let next = match facts {
             RecoveredRun::AtCall => Next::Continue(ActiveRun {
                 run,
                 phase: Phase::CallModel,
             }),
-            RecoveredRun::AfterAnswer => self.boundary(run, BoundaryKind::TextStop, &mut tx),
+            RecoveredRun::AfterAnswer => agent.boundary(run, BoundaryKind::TextStop, tx),
             RecoveredRun::Awaiting {
                 ticket,
                 batch,
@@ -583,18 +632,13 @@ impl Agent {
                     }
                     let cause = EndCause::Indeterminate;
                     let open = Open::batch(batch);
-                    Next::Ended(self.finish(run, open, cause, Pairing::Interrupt, &mut tx))
+                    Next::Ended(agent.finish(run, open, cause, Pairing::Interrupt, tx))
                 } else {
-                    self.advance_batch(run, batch, &mut tx)
+                    agent.advance_batch(run, batch, tx)
                 }
             }
         };
-        self.active = match next {
-            Next::Continue(active) => Some(active),
-            Next::Ended(RunEnded(())) => None,
-        };
-        self.emit(tx);
-        Ok(())
+        Ok(next)
     }
 }
 
@@ -637,7 +681,7 @@ impl Agent {
             Vec::new(),
             extra,
         );
-        tx.commits.push(AgentCommit {
+        tx.commit(AgentCommit {
             commit,
             ordinal: run.commits,
             expected_thread_version: self.thread_version,
@@ -688,7 +732,7 @@ impl Agent {
         tx.event(
             &run.run_id,
             LoopEvent::Awaiting {
-                ticket: ticket.clone(),
+                ticket: Box::new(ticket.clone()),
             },
         );
         Next::Continue(ActiveRun {
@@ -708,7 +752,8 @@ impl Agent {
         let calls: Vec<ToolCall> = message.tool_calls().collect();
         let stop_reason = message.stop_reason;
         let error_message = message.error_message.clone();
-        self.messages.push(Message::Assistant(message.clone()));
+        let message = Arc::new(message);
+        self.messages.push(Message::Assistant(Arc::clone(&message)));
         tx.event(&run.run_id, LoopEvent::AssistantMessage { step, message });
         match stop_reason {
             StopReason::Error | StopReason::Aborted => {
@@ -766,14 +811,15 @@ impl Agent {
         text: &str,
         tx: &mut Tx,
     ) -> Next {
-        let assistant = AssistantMessage {
+        let assistant = Arc::new(AssistantMessage {
             content: Vec::new(),
             stop_reason: StopReason::Error,
             error_message: Some(text.to_owned()),
             usage: None,
             id: None,
-        };
-        self.messages.push(Message::Assistant(assistant.clone()));
+        });
+        self.messages
+            .push(Message::Assistant(Arc::clone(&assistant)));
         tx.event(
             &run.run_id,
             LoopEvent::AssistantMessage {
@@ -880,7 +926,7 @@ impl Agent {
                 tx,
                 &run.run_id,
                 MessageOrigin::ToolResult,
-                Message::ToolResult(result),
+                Message::from(result),
             );
         }
         self.boundary(run, BoundaryKind::AfterToolBatch, tx)
@@ -1042,7 +1088,7 @@ impl Agent {
             Wait::Pause { interrupted, .. } | Wait::Remote { interrupted, .. } => {
                 match command.result {
                     ResumeResult::Input(text) => {
-                        let input = Message::User(UserMessage::text(text));
+                        let input = Message::user(text);
                         if run.steps >= self.config.max_steps {
                             // No model call is left to answer it: it comes back unconsumed.
                             run.queues.steering.push_front(input);
@@ -1112,7 +1158,7 @@ impl Agent {
                     tx,
                     &run.run_id,
                     MessageOrigin::ToolResult,
-                    Message::ToolResult(result),
+                    Message::from(result),
                 );
             }
         }
@@ -1123,7 +1169,7 @@ impl Agent {
         self.push_commit(tx, &mut run, disposition, true, Vec::new());
         self.last_end = Some((run.run_id.clone(), cause.clone()));
         tx.event(&run.run_id, LoopEvent::InputClosed);
-        tx.events.push(AgentEvent::RunEnd {
+        tx.push(AgentEvent::RunEnd {
             run_id: run.run_id,
             result: RunResult {
                 cause,
@@ -1172,7 +1218,7 @@ mod tests {
         ToolCall {
             id: CallId::new(id),
             name: "t".into(),
-            arguments: json!({}),
+            arguments: json!({}).into(),
         }
     }
 

@@ -726,7 +726,7 @@ impl Harness {
                 };
                 let label = format!(
                     "model_done step {step}: {}",
-                    render_message(&Message::Assistant(message.clone()))
+                    render_message(&Message::from(message.clone()))
                 );
                 self.input(
                     &label,
@@ -742,7 +742,7 @@ impl Harness {
     }
 
     pub fn tool_output(&self, call: &ToolCall) -> ToolOutput {
-        match self.tool_outputs.get(&call.name) {
+        match self.tool_outputs.get(call.name.as_str()) {
             Some(ToolOutputScript::Text(t)) => ToolOutput::text(call.id.clone(), t.clone()),
             Some(ToolOutputScript::Error(t)) => ToolOutput::error(call.id.clone(), t.clone()),
             Some(ToolOutputScript::Output(o)) => ToolOutput {

@@ -78,8 +78,8 @@ pub fn assistant_block() -> impl Strategy<Value = AssistantBlock> {
         (call_id(), text(), json_value()).prop_map(|(id, name, arguments)| {
             AssistantBlock::ToolCall {
                 id,
-                name,
-                arguments,
+                name: name.into(),
+                arguments: arguments.into(),
             }
         }),
     ]
@@ -168,7 +168,7 @@ pub fn tool_result_message() -> impl Strategy<Value = ToolResultMessage> {
         .prop_map(
             |(call_id, tool_name, content, is_error, details, outcome, id)| ToolResultMessage {
                 call_id,
-                tool_name,
+                tool_name: tool_name.into(),
                 content,
                 is_error,
                 details,
@@ -180,18 +180,18 @@ pub fn tool_result_message() -> impl Strategy<Value = ToolResultMessage> {
 
 pub fn message() -> impl Strategy<Value = Message> {
     prop_oneof![
-        system_message().prop_map(Message::System),
-        user_message().prop_map(Message::User),
-        assistant_message().prop_map(Message::Assistant),
-        tool_result_message().prop_map(Message::ToolResult),
+        system_message().prop_map(Message::from),
+        user_message().prop_map(Message::from),
+        assistant_message().prop_map(Message::from),
+        tool_result_message().prop_map(Message::from),
     ]
 }
 
 pub fn tool_call() -> impl Strategy<Value = ToolCall> {
     (call_id(), text(), json_value()).prop_map(|(id, name, arguments)| ToolCall {
         id,
-        name,
-        arguments,
+        name: name.into(),
+        arguments: arguments.into(),
     })
 }
 
@@ -262,7 +262,10 @@ pub fn pause_reason() -> impl Strategy<Value = PauseReason> {
 }
 
 pub fn pending_tool() -> impl Strategy<Value = PendingTool> {
-    (text(), json_value()).prop_map(|(name, arguments)| PendingTool { name, arguments })
+    (text(), json_value()).prop_map(|(name, arguments)| PendingTool {
+        name: name.into(),
+        arguments: arguments.into(),
+    })
 }
 
 pub fn await_target() -> impl Strategy<Value = AwaitTarget> {

@@ -42,7 +42,7 @@ fn t5_allow_executes_the_call_and_continues_the_same_run() {
             call_id: CallId::new("c1"),
             tool: PendingTool {
                 name: "rm".into(),
-                arguments: json!({"path": "/tmp/x"}),
+                arguments: json!({"path": "/tmp/x"}).into(),
             },
         }
     );

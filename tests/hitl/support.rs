@@ -168,7 +168,7 @@ pub(crate) fn resume_error(err: AgentError) -> ResumeError {
 }
 
 pub(crate) fn system(id: &str, text: &str) -> Message {
-    Message::System(SystemMessage::text(text).with_id(id))
+    Message::from(SystemMessage::text(text).with_id(id))
 }
 
 /// `(disposition kind, correlation id or cause)` of every commit so far.

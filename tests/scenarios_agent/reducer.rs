@@ -48,7 +48,7 @@ fn a01_reducer_derives_state() {
             &r1,
             LoopEvent::AssistantMessage {
                 step: 1,
-                message: ask.clone(),
+                message: ask.clone().into(),
             },
         ),
         loop_event(
@@ -57,7 +57,7 @@ fn a01_reducer_derives_state() {
                 step: 1,
                 call_id: "c1".into(),
                 name: "echo".into(),
-                arguments: json!({"x": 1}),
+                arguments: json!({"x": 1}).into(),
             },
         ),
         loop_event(
@@ -73,14 +73,14 @@ fn a01_reducer_derives_state() {
             &r1,
             LoopEvent::MessageAppended {
                 origin: MessageOrigin::ToolResult,
-                message: Message::ToolResult(result.clone()),
+                message: Message::ToolResult(result.clone().into()),
             },
         ),
         loop_event(
             &r1,
             LoopEvent::AssistantMessage {
                 step: 2,
-                message: AssistantMessage::text("done"),
+                message: AssistantMessage::text("done").into(),
             },
         ),
         loop_event(&r1, LoopEvent::InputClosed),
@@ -121,7 +121,10 @@ fn a01_reducer_derives_state() {
     assert_eq!(states[2].streaming_text, "Hello");
     // the assistant message clears the stream and is appended.
     assert_eq!(states[3].streaming_text, "");
-    assert_eq!(states[3].messages.last(), Some(&Message::Assistant(ask)));
+    assert_eq!(
+        states[3].messages.last(),
+        Some(&Message::Assistant(ask.into()))
+    );
     // tool start / end move the pending ids.
     assert_eq!(states[4].pending_tool_call_ids, vec![CallId::new("c1")]);
     assert!(states[5].pending_tool_call_ids.is_empty());
@@ -129,7 +132,7 @@ fn a01_reducer_derives_state() {
     // the tool result is appended.
     assert_eq!(
         states[6].messages.last(),
-        Some(&Message::ToolResult(result))
+        Some(&Message::ToolResult(result.into()))
     );
     assert_eq!(states[7].messages.len(), 4);
     assert_eq!(states[8], states[7], "input_closed changes nothing");
@@ -224,7 +227,7 @@ fn a02_reducer_ignores_events_of_an_older_run() {
             &r1,
             LoopEvent::AssistantMessage {
                 step: 1,
-                message: AssistantMessage::text("old answer"),
+                message: AssistantMessage::text("old answer").into(),
             },
         ),
         loop_event(
@@ -233,7 +236,7 @@ fn a02_reducer_ignores_events_of_an_older_run() {
                 step: 1,
                 call_id: "c9".into(),
                 name: "echo".into(),
-                arguments: json!({}),
+                arguments: json!({}).into(),
             },
         ),
         loop_event(

@@ -258,16 +258,18 @@ fn a06_no_shared_mutable_data() {
 
     h.step();
     h.note("the host mutates the arguments of its copy of the ExecuteTools call");
-    h.pending_tools[0].1.arguments = json!({"path": "/etc/passwd"});
+    h.pending_tools[0].1.arguments = json!({"path": "/etc/passwd"}).into();
     h.step();
     let call = h.agent.transcript()[1]
         .as_assistant()
         .and_then(|a| a.tool_calls().next())
         .expect("the call is in the transcript");
-    assert_eq!(call.arguments, json!({"path": "a.txt"}));
+    assert_eq!(call.arguments, json!({"path": "a.txt"}).into());
 
     let mut forged = h.agent.transcript()[2].clone();
     if let Message::ToolResult(result) = &mut forged {
+        // Copy on write: the agent's own message is not touched.
+        let result = std::sync::Arc::make_mut(result);
         result.content = vec![ContentBlock::text("forged")];
         result.is_error = true;
     }

@@ -23,7 +23,7 @@ pub(crate) fn steer_input(text: &str) -> Input {
 }
 
 pub(crate) fn assistant_text(text: &str) -> Message {
-    Message::Assistant(AssistantMessage::text(text))
+    Message::from(AssistantMessage::text(text))
 }
 
 /// The transcript rendered one line per message, for readable order assertions.

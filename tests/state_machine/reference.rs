@@ -290,7 +290,7 @@ impl RefState {
                     return Err("invalid_input");
                 }
                 let mut run = self.run.take().expect("a model call is out");
-                self.transcript.push(Message::Assistant(AssistantMessage {
+                self.transcript.push(Message::from(AssistantMessage {
                     error_message: Some(message.clone()),
                     ..AssistantMessage::new(Vec::new(), StopReason::Error)
                 }));
@@ -389,7 +389,7 @@ impl RefState {
         let calls = reply.tool_calls();
         let stop_reason = message.stop_reason;
         let error_message = message.error_message.clone();
-        self.transcript.push(Message::Assistant(message));
+        self.transcript.push(Message::Assistant(message.into()));
         run.phase = RefPhase::Between;
         match stop_reason {
             StopReason::Error | StopReason::Aborted => {
@@ -412,7 +412,7 @@ impl RefState {
             StopReason::Length => {
                 for call in &calls {
                     self.transcript
-                        .push(Message::ToolResult(ToolResultMessage::truncated(call)));
+                        .push(Message::from(ToolResultMessage::truncated(call)));
                 }
                 self.boundary(run, false);
             }
@@ -447,7 +447,7 @@ impl RefState {
         match batch_results {
             Some(in_call_order) => {
                 self.transcript
-                    .extend(in_call_order.into_iter().map(Message::ToolResult));
+                    .extend(in_call_order.into_iter().map(Message::from));
                 run.phase = RefPhase::Between;
                 self.boundary(run, false);
             }
@@ -492,7 +492,7 @@ impl RefState {
                     None if interrupt => ToolResultMessage::interrupted(call),
                     None => ToolResultMessage::skipped(call),
                 };
-                self.transcript.push(Message::ToolResult(result));
+                self.transcript.push(Message::ToolResult(result.into()));
             }
         }
         let mut unconsumed: Vec<Message> = run.steering.drain(..).collect();

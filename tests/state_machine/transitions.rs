@@ -198,8 +198,8 @@ fn call_arguments(id: &str) -> serde_json::Value {
 fn tool_call(id: &str, name: &str) -> ToolCall {
     ToolCall {
         id: CallId::new(id),
-        name: name.to_owned(),
-        arguments: call_arguments(id),
+        name: name.to_owned().into(),
+        arguments: call_arguments(id).into(),
     }
 }
 

@@ -154,8 +154,8 @@ pub(super) fn permission_ticket(thread_id: &str, run_id: &str, correlation: &str
         ToolWaitReason::Permission,
         CallId::new("call-1"),
         PendingTool {
-            name: "delete_file".to_owned(),
-            arguments: json!({ "path": "/tmp/x" }),
+            name: "delete_file".into(),
+            arguments: json!({ "path": "/tmp/x" }).into(),
         },
         Some(60_000),
     )
@@ -233,7 +233,7 @@ pub(super) fn user(text: &str) -> Message {
 }
 
 pub(super) fn assistant(text: &str) -> Message {
-    Message::Assistant(AssistantMessage::text(text))
+    Message::from(AssistantMessage::text(text))
 }
 
 /// Every event of `scope`, read in one page.

@@ -86,7 +86,7 @@ fn step_commit(thread: &ThreadId, run: &RunId, k: u64) -> ThreadCommit {
             run_id: run.clone(),
         },
         true,
-        vec![Message::Assistant(AssistantMessage::text(text))],
+        vec![Message::from(AssistantMessage::text(text))],
         vec![],
         vec![
             AuditDraft::new("model_called", json!({ "step": k, "input_tokens": 1200 })),
@@ -320,9 +320,7 @@ fn history(thread: &ThreadId, runs: u64) -> impl Iterator<Item = CommitOperation
                 cause: EndCause::NaturalEnd,
             },
             true,
-            vec![Message::Assistant(AssistantMessage::text(format!(
-                "answer {n}"
-            )))],
+            vec![Message::from(AssistantMessage::text(format!("answer {n}")))],
             vec![],
             vec![],
         );

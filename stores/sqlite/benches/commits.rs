@@ -57,7 +57,7 @@ fn operations(thread: &str, n: usize) -> Vec<CommitOperation> {
                     run_id: run.as_str().into(),
                 },
                 true,
-                vec![Message::Assistant(AssistantMessage::text(kilobyte(i)))],
+                vec![Message::from(AssistantMessage::text(kilobyte(i)))],
                 vec![],
                 vec![
                     AuditDraft::new(
