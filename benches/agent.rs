@@ -5,14 +5,21 @@
 //! - a reducer text-delta event on a state with 10 versus 100,000 messages;
 //! - w1 and w2 at N = 10,000 side by side with their append-only floors (`floor_long_run`,
 //!   `floor_many_runs`: the same messages, nothing else), interleaved in one run, as a ratio
-//!   (issue target: <= 3x in instructions; count those with `valgrind --tool=callgrind` on
-//!   `examples/workloads.rs`, as the wall-time ratio on a shared machine is only indicative).
+//!   (issue target: <= 3x in instructions; count those with `scripts/count-instructions.sh`,
+//!   callgrind on `examples/workloads.rs`, as the wall-time ratio on a shared machine is only
+//!   indicative);
+//! - the payload hash's canonical JSON of a commit carrying a 1,000-byte answer, written
+//!   straight from the commit (`ThreadCommit::canonical_json`) against the old way, through a
+//!   `serde_json::Value`, interleaved.
 //!
 //! Run with `cargo bench --bench agent`.
 
 mod support;
 
-use runcore::{AgentEvent, AgentState, LoopEvent, Message, reduce};
+use runcore::{
+    AgentEvent, AgentState, AssistantMessage, AuditDraft, EndCause, LoopEvent, Message,
+    RunDisposition, ThreadCommit, canonical_json, reduce,
+};
 use support::workloads::{floor_long_run, floor_many_runs, long_run, many_runs};
 use support::{per_item, report, time};
 
@@ -91,6 +98,52 @@ fn main() {
             format!("{:.2}", c.as_secs_f64() / f.as_secs_f64().max(1e-9)),
         );
     }
+
+    println!("\ncommit canonical JSON, 1,000-byte answer (min of 5 interleaved rounds of 10,000)");
+    let commit = ThreadCommit::assemble(
+        "thread-1".into(),
+        RunDisposition::Ended {
+            run_id: "thread-1/run-1".into(),
+            cause: EndCause::NaturalEnd,
+        },
+        true,
+        vec![Message::from(AssistantMessage::text("a".repeat(1000)))],
+        vec![],
+        vec![AuditDraft::new(
+            "note",
+            serde_json::json!({"b": 1, "a": [true, null]}),
+        )],
+    );
+    assert_eq!(
+        commit.canonical_json(),
+        canonical_json(&serde_json::to_value(&commit).expect("serializes"))
+    );
+    let rounds = 10_000;
+    let (mut best_direct, mut best_value) = (None, None);
+    for _ in 0..5 {
+        let (d, _) = time(1, || {
+            (0..rounds)
+                .map(|_| commit.canonical_json().len())
+                .sum::<usize>()
+        });
+        let (v, _) = time(1, || {
+            (0..rounds)
+                .map(|_| canonical_json(&serde_json::to_value(&commit).unwrap_or_default()).len())
+                .sum::<usize>()
+        });
+        best_direct = Some(best_direct.map_or(d, |b: std::time::Duration| b.min(d)));
+        best_value = Some(best_value.map_or(v, |b: std::time::Duration| b.min(v)));
+    }
+    let (d, v) = (
+        best_direct.unwrap_or_default(),
+        best_value.unwrap_or_default(),
+    );
+    report("written straight from the commit", per_item(d, rounds));
+    report("through a serde_json::Value", per_item(v, rounds));
+    report(
+        "through a Value / straight",
+        format!("{:.2}", v.as_secs_f64() / d.as_secs_f64().max(1e-9)),
+    );
 
     println!("\nreducer text delta (min of 5 rounds of 100,000 events)");
     let events = 100_000;

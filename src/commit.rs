@@ -16,7 +16,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::hash::{canonical_json, sha256_hex};
+use crate::hash::{canonical_json_bytes, canonical_json_of, sha256_hex};
 use crate::ids::{CallId, RunId, ThreadId};
 use crate::message::Message;
 use crate::resume::{AwaitTarget, PermissionDecision};
@@ -301,11 +301,72 @@ struct AuditDraftRepr {
 
 impl Serialize for AuditDraft {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        AuditDraftRepr {
-            kind: self.kind().to_owned(),
-            payload: self.payload(),
+        use serde::ser::SerializeStruct;
+        // `AuditDraftRepr`'s shape, written without building the payload as a `Value`.
+        let mut draft = serializer.serialize_struct("AuditDraftRepr", 2)?;
+        draft.serialize_field("kind", self.kind())?;
+        draft.serialize_field("payload", &Payload(self))?;
+        draft.end()
+    }
+}
+
+/// A draft's payload, written as [`AuditDraft::payload`] builds it: an object with its keys
+/// in sorted order (nested values are written as their `Value`, so their keys are sorted too).
+struct Payload<'a>(&'a AuditDraft);
+
+impl Serialize for Payload<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        if let AuditDraft::Custom { payload, .. } = self.0 {
+            return payload.serialize(serializer);
         }
-        .serialize(serializer)
+        let mut map = serializer.serialize_map(None)?;
+        match self.0 {
+            AuditDraft::RunStateChanged { state, awaiting } => {
+                if let Some(target) = awaiting {
+                    map.serialize_entry("await_reason", target.reason_name())?;
+                    map.serialize_entry("await_target", &to_value_or_null(target))?;
+                }
+                map.serialize_entry("state", &to_value_or_null(state))?;
+            }
+            AuditDraft::StateChanged { commands } => map.serialize_entry("commands", commands)?,
+            AuditDraft::RunAwaiting { run_id } => map.serialize_entry("run_id", run_id)?,
+            AuditDraft::PermissionDecided {
+                step,
+                call_id,
+                decision,
+                now_ms,
+            } => {
+                map.serialize_entry("call_id", call_id)?;
+                map.serialize_entry("decision", decision.name())?;
+                if let PermissionDecision::Allow { note: Some(note) } = decision {
+                    map.serialize_entry("note", note)?;
+                }
+                if let Some(now) = now_ms {
+                    map.serialize_entry("now_ms", now)?;
+                }
+                if let PermissionDecision::Deny {
+                    reason: Some(reason),
+                } = decision
+                {
+                    map.serialize_entry("reason", reason)?;
+                }
+                map.serialize_entry("step", step)?;
+            }
+            AuditDraft::RunStarted {
+                run_id,
+                transcript_start,
+                now_ms,
+            } => {
+                if let Some(now) = now_ms {
+                    map.serialize_entry("now_ms", now)?;
+                }
+                map.serialize_entry("run_id", run_id)?;
+                map.serialize_entry("transcript_start", transcript_start)?;
+            }
+            AuditDraft::Custom { .. } => {}
+        }
+        map.end()
     }
 }
 
@@ -585,8 +646,20 @@ impl ThreadCommit {
 
     /// SHA-256 over the commit's canonical JSON (object key order does not matter).
     pub fn payload_hash(&self) -> String {
-        let value = serde_json::to_value(self).unwrap_or(Value::Null);
-        sha256_hex(canonical_json(&value).as_bytes())
+        // A commit's keys are all strings, so writing it cannot fail; were it ever to, it
+        // hashes as `null`, as an unserializable value always did.
+        let canonical = canonical_json_bytes(self).unwrap_or_else(|_| b"null".to_vec());
+        sha256_hex(&canonical)
+    }
+
+    /// The commit as canonical JSON (keys sorted, no whitespace): the text
+    /// [`payload_hash`](ThreadCommit::payload_hash) hashes. The same text as
+    /// [`canonical_json`](crate::canonical_json) of the commit's `serde_json::Value`, written
+    /// without building that value.
+    pub fn canonical_json(&self) -> String {
+        // A commit's keys are all strings, so writing it cannot fail; were it ever to, it
+        // hashes as `null`, as an unserializable value always did.
+        canonical_json_of(self).unwrap_or_else(|_| "null".to_owned())
     }
 }
 
@@ -775,8 +848,23 @@ mod tests {
                 cause: EndCause::Stopped("x".into()),
             }),
         ];
+        let deny_with_reason = PermissionDecision::Deny {
+            reason: Some("no".into()),
+        };
+        let allow_with_note = PermissionDecision::Allow {
+            note: Some("ok".into()),
+        };
+        let drafts = drafts.into_iter().chain([
+            AuditDraft::permission_decided(2, &CallId::new("c"), &deny_with_reason).with_now_ms(1),
+            AuditDraft::permission_decided(2, &CallId::new("c"), &allow_with_note).with_now_ms(1),
+            AuditDraft::run_started(&RunId::new("r"), 0),
+            AuditDraft::new("custom", json!({"z": [1, {"b": 2, "a": 1}], "a": null})),
+        ]);
         for draft in drafts {
             let json = serde_json::to_string(&draft).unwrap();
+            // Written directly, the payload is exactly `payload()` as serde_json writes it.
+            let repr = json!({"kind": draft.kind(), "payload": draft.payload()});
+            assert_eq!(json, serde_json::to_string(&repr).unwrap());
             let back: AuditDraft = serde_json::from_str(&json).unwrap();
             assert_eq!(back, draft, "{json}");
             assert_eq!(

@@ -203,6 +203,16 @@ fn an_awaiting_commit_announces_its_target() {
 proptest! {
     #![proptest_config(common::proptest_config("proptest-regressions/commit.txt", 128))]
 
+    /// A commit's canonical JSON, written straight from the commit, is the canonical JSON of
+    /// its `serde_json::Value`, and the payload hash is SHA-256 of that text.
+    #[test]
+    fn a_commits_canonical_json_is_that_of_its_value(commit in common::strategies::thread_commit()) {
+        let value = serde_json::to_value(&commit).unwrap();
+        let text = commit.canonical_json();
+        prop_assert_eq!(&text, &canonical_json(&value));
+        prop_assert_eq!(commit.payload_hash(), sha256_hex(text.as_bytes()));
+    }
+
     /// Canonical JSON is compact JSON with every object's keys in byte order: it reads back as
     /// the same value, and it is what serde_json writes for a map that keeps keys sorted.
     #[test]

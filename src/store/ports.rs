@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::commit::{CommitError, CommitOperation, CommitReceipt, CommitRecord, ThreadCommit};
-use crate::hash::{canonical_json, sha256_hex};
+use crate::hash::{canonical_json_bytes, sha256_hex};
 use crate::ids::{RunId, ThreadId};
 use crate::message::Message;
 use crate::resume::ResumeTicket;
@@ -227,11 +227,11 @@ pub enum TranscriptError {
 /// The chain step of the transcript digest: `sha256(previous || canonical_json(message))`.
 /// The digest of the empty prefix is the empty string.
 pub fn chain_digest(previous: &str, message: &Message) -> String {
-    let value = serde_json::to_value(message).unwrap_or(Value::Null);
-    let mut text = String::with_capacity(previous.len() + 64);
-    text.push_str(previous);
-    text.push_str(&canonical_json(&value));
-    sha256_hex(text.as_bytes())
+    let canonical = canonical_json_bytes(message).unwrap_or_else(|_| b"null".to_vec());
+    let mut text = Vec::with_capacity(previous.len() + canonical.len());
+    text.extend_from_slice(previous.as_bytes());
+    text.extend_from_slice(&canonical);
+    sha256_hex(&text)
 }
 
 /// The chained digest of a whole prefix.

@@ -7,8 +7,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
 use runcore::driver::{ContextMode, InputLine, OutputLine, call_model_line};
 use runcore::{
-    Action, Agent, AgentConfig, CallId, ContentBlock, Input, Output, RecoveryPolicy, RunId, Step,
-    ThreadId,
+    Action, Agent, AgentConfig, AssistantMessage, CallId, ContentBlock, Input, Output,
+    RecoveryPolicy, RunId, Step, ThreadId, UserMessage,
 };
 use serde_json::{Map, Value};
 
@@ -16,6 +16,7 @@ use crate::convert::{from_py, serde_to_py};
 use crate::errors::{self, agent_error, guard, internal, invalid_json};
 use crate::input::{self, Rejected};
 use crate::store::PyStore;
+use crate::topy::KeyCache;
 
 /// One agent per thread (SPEC §8): call one input method, then `poll()` until it returns
 /// `None` (or iterate `drain()`), acting on each output in order.
@@ -28,6 +29,8 @@ pub struct PyAgent {
     /// Set when a Rust panic interrupted an input: the agent may be half-changed, so every
     /// later call raises `InternalError` instead of acting on it.
     poisoned: Option<String>,
+    /// Python strings for the field names of outputs, made once.
+    keys: KeyCache,
 }
 
 /// Builds a driver-shaped input object.
@@ -68,8 +71,12 @@ fn step_of(step: u64) -> PyResult<Step> {
 }
 
 /// One of the driver's output lines as Python objects (dicts keep the line's key order).
-fn to_python<'py>(py: Python<'py>, line: &OutputLine<'_>) -> PyResult<Bound<'py, PyAny>> {
-    pythonize::pythonize(py, line).map_err(|e| internal(format!("an output did not convert: {e}")))
+fn to_python<'py>(
+    py: Python<'py>,
+    keys: &mut KeyCache,
+    line: &OutputLine<'_>,
+) -> PyResult<Bound<'py, PyAny>> {
+    crate::topy::to_py(py, keys, line)
 }
 
 /// A recovery policy named as the driver names it: `"replay"` or `"seal"`.
@@ -114,6 +121,7 @@ impl PyAgent {
             context,
             sent: 0,
             poisoned: None,
+            keys: KeyCache::default(),
         }
     }
 
@@ -207,7 +215,7 @@ impl PyAgent {
                 },
                 Output::Event(event) => OutputLine::Event { event },
             };
-            to_python(py, &line).map(Some)
+            to_python(py, &mut this.keys, &line).map(Some)
         })
     }
 }
@@ -246,11 +254,12 @@ impl PyAgent {
         run_id: Option<&str>,
         now_ms: Option<u64>,
     ) -> PyResult<String> {
-        let mut line = Line::new("prompt").set("text", text).now(now_ms);
-        if let Some(run_id) = run_id {
-            line = line.set("run_id", run_id);
-        }
-        self.send(line)?;
+        // What the driver makes of `{"type": "prompt", "text": …, "run_id"?: …}`, built directly.
+        let input = Input::Prompt {
+            message: UserMessage::text(text),
+            run_id: run_id.map(RunId::from),
+        };
+        self.handle_input(input, now_ms)?;
         self.agent
             .active_run_id()
             .map(|run| run.as_str().to_owned())
@@ -307,6 +316,26 @@ impl PyAgent {
         message: &Bound<'_, PyAny>,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
+        // The message read as the driver reads a `model_done` line's (an assistant message,
+        // `"role": "assistant"` allowed), without the line around it; anything that does not
+        // read goes the line's way, so its error is the driver's.
+        if let (Ok(step), Value::Object(mut object)) = (Step::try_from(step), from_py(message)?) {
+            let role_ok = match object.remove("role") {
+                None => true,
+                Some(role) => role == "assistant",
+            };
+            if role_ok
+                && let Ok(message) =
+                    serde_json::from_value::<AssistantMessage>(Value::Object(object))
+            {
+                let input = Input::ModelDone {
+                    run_id: RunId::from(run_id),
+                    step,
+                    message,
+                };
+                return self.handle_input(input, now_ms);
+            }
+        }
         let line = Line::new("model_done")
             .set("run_id", run_id)
             .set("step", step)
@@ -476,7 +505,7 @@ impl PyAgent {
                 ContextMode::Full,
                 &mut sent,
             );
-            to_python(py, &line).map(Some)
+            to_python(py, &mut this.keys, &line).map(Some)
         })
     }
 

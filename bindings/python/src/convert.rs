@@ -271,38 +271,19 @@ impl<'de, 'py> serde::de::Visitor<'de> for Key<'py> {
 }
 
 /// The payload hash of a commit (SPEC §7.1: SHA-256, lowercase hex, of its canonical JSON),
-/// as [`runcore::ThreadCommit::payload_hash`] defines it, computed faster:
-/// - the canonical JSON is the commit as a `serde_json::Value` written compactly: this build's
-///   `serde_json` keeps object keys in a `BTreeMap` (sorted, as `runcore::canonical_json`
-///   sorts them), checked once at first use, falling back to `runcore::canonical_json`;
-/// - the SHA-256 is Python's `hashlib` (OpenSSL, hardware-accelerated where the CPU has SHA
-///   instructions).
-///
-/// Together they were about half of an output's cost on a 1 KiB commit. The scenario tests
-/// check that every commit output equals the driver's line.
+/// as [`runcore::ThreadCommit::payload_hash`] defines it, with the SHA-256 computed by Python's
+/// `hashlib` (OpenSSL, which uses the CPU's SHA instructions where it has them) over the
+/// canonical JSON the core writes ([`runcore::ThreadCommit::canonical_json`]). The scenario
+/// tests check that every commit output equals the driver's line.
 pub fn payload_hash(py: Python<'_>, commit: &runcore::ThreadCommit) -> PyResult<String> {
     static SHA256: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
-    static SORTED_KEYS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let sha256 = SHA256.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
         Ok(py.import("hashlib")?.getattr("sha256")?.unbind())
     })?;
-    let sorted_keys = *SORTED_KEYS.get_or_init(|| {
-        let probe = serde_json::json!({"b": {"d": 1, "c": [true, null, "\u{1}é"]}, "a": 0.5});
-        let compact = serde_json::to_string(&probe).unwrap_or_default();
-        compact == runcore::canonical_json(&probe)
-    });
-    let value = serde_json::to_value(commit)
-        .map_err(|e| crate::errors::internal(format!("a commit did not serialize: {e}")))?;
-    // Written straight into bytes (not through `Display`, which goes through a formatter).
-    let canonical = if sorted_keys {
-        serde_json::to_vec(&value)
-            .map_err(|e| crate::errors::internal(format!("a commit did not serialize: {e}")))?
-    } else {
-        runcore::canonical_json(&value).into_bytes()
-    };
+    let canonical = commit.canonical_json();
     let digest = sha256
         .bind(py)
-        .call1((pyo3::types::PyBytes::new(py, &canonical),))?
+        .call1((pyo3::types::PyBytes::new(py, canonical.as_bytes()),))?
         .call_method0("hexdigest")?;
     digest.extract()
 }

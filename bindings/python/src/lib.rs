@@ -17,6 +17,7 @@ mod driver;
 mod errors;
 mod input;
 mod store;
+mod topy;
 
 /// Raises `InternalError` from inside the panic guard: lets the tests check that a Rust panic
 /// becomes an ordinary exception (not an abort, not `PanicException`).
