@@ -74,19 +74,34 @@ pub(crate) fn canonical_json_of<T: Serialize + ?Sized>(value: &T) -> Result<Stri
 
 /// [`canonical_json_of`] as bytes (what a hash reads; no UTF-8 check).
 pub(crate) fn canonical_json_bytes<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Error> {
-    let mut out = Vec::with_capacity(1024);
-    value.serialize(Canonical { out: &mut out })?;
-    Ok(out)
+    let mut writer = Writer {
+        out: Vec::with_capacity(1024),
+        entries: Vec::with_capacity(32),
+        copy: Vec::with_capacity(1024),
+    };
+    value.serialize(Canonical { w: &mut writer })?;
+    Ok(writer.out)
 }
 
-/// Writes one value canonically into `out`.
+/// The text being written, and scratch space every object of it shares (so that a commit is
+/// written with a handful of allocations, not several per object).
+struct Writer {
+    out: Vec<u8>,
+    /// The entries of the objects being written, innermost last: each entry's key and where
+    /// the entry (`"key":value`, no comma) lies in `out`.
+    entries: Vec<(Cow<'static, str>, usize, usize)>,
+    /// An object's entries while they are put in order.
+    copy: Vec<u8>,
+}
+
+/// Writes one value canonically.
 struct Canonical<'a> {
-    out: &'a mut Vec<u8>,
+    w: &'a mut Writer,
 }
 
 impl Canonical<'_> {
     fn scalar<T: Serialize + ?Sized>(self, scalar: &T) -> Result<(), Error> {
-        serde_json::to_writer(&mut *self.out, scalar)
+        serde_json::to_writer(&mut self.w.out, scalar)
     }
 }
 
@@ -151,11 +166,11 @@ impl<'a> ser::Serializer for Canonical<'a> {
         self.scalar(&v)
     }
     fn serialize_char(self, v: char) -> Result<(), Error> {
-        write_str(self.out, v.encode_utf8(&mut [0; 4]));
+        write_str(&mut self.w.out, v.encode_utf8(&mut [0; 4]));
         Ok(())
     }
     fn serialize_str(self, v: &str) -> Result<(), Error> {
-        write_str(self.out, v);
+        write_str(&mut self.w.out, v);
         Ok(())
     }
     fn serialize_bytes(self, v: &[u8]) -> Result<(), Error> {
@@ -179,7 +194,7 @@ impl<'a> ser::Serializer for Canonical<'a> {
         _index: u32,
         variant: &'static str,
     ) -> Result<(), Error> {
-        write_str(self.out, variant);
+        write_str(&mut self.w.out, variant);
         Ok(())
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
@@ -197,17 +212,17 @@ impl<'a> ser::Serializer for Canonical<'a> {
         value: &T,
     ) -> Result<(), Error> {
         // One key: nothing to sort.
-        self.out.push(b'{');
-        write_str(self.out, variant);
-        self.out.push(b':');
-        value.serialize(Canonical { out: self.out })?;
-        self.out.push(b'}');
+        self.w.out.push(b'{');
+        write_str(&mut self.w.out, variant);
+        self.w.out.push(b':');
+        value.serialize(Canonical { w: &mut *self.w })?;
+        self.w.out.push(b'}');
         Ok(())
     }
     fn serialize_seq(self, _len: Option<usize>) -> Result<Seq<'a>, Error> {
-        self.out.push(b'[');
+        self.w.out.push(b'[');
         Ok(Seq {
-            out: self.out,
+            w: self.w,
             first: true,
             variant: false,
         })
@@ -225,20 +240,20 @@ impl<'a> ser::Serializer for Canonical<'a> {
         variant: &'static str,
         _len: usize,
     ) -> Result<Seq<'a>, Error> {
-        self.out.push(b'{');
-        write_str(self.out, variant);
-        self.out.extend_from_slice(b":[");
+        self.w.out.push(b'{');
+        write_str(&mut self.w.out, variant);
+        self.w.out.extend_from_slice(b":[");
         Ok(Seq {
-            out: self.out,
+            w: self.w,
             first: true,
             variant: true,
         })
     }
     fn serialize_map(self, _len: Option<usize>) -> Result<Object<'a>, Error> {
-        Ok(Object::new(self.out, None))
+        Ok(Object::new(self.w, None))
     }
     fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Object<'a>, Error> {
-        Ok(Object::new(self.out, None))
+        Ok(Object::new(self.w, None))
     }
     fn serialize_struct_variant(
         self,
@@ -247,13 +262,13 @@ impl<'a> ser::Serializer for Canonical<'a> {
         variant: &'static str,
         _len: usize,
     ) -> Result<Object<'a>, Error> {
-        Ok(Object::new(self.out, Some(variant)))
+        Ok(Object::new(self.w, Some(variant)))
     }
 }
 
 /// An array (or a tuple variant's array, inside its one-key object).
 struct Seq<'a> {
-    out: &'a mut Vec<u8>,
+    w: &'a mut Writer,
     first: bool,
     variant: bool,
 }
@@ -261,16 +276,16 @@ struct Seq<'a> {
 impl Seq<'_> {
     fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
         if !self.first {
-            self.out.push(b',');
+            self.w.out.push(b',');
         }
         self.first = false;
-        value.serialize(Canonical { out: self.out })
+        value.serialize(Canonical { w: &mut *self.w })
     }
 
     fn close(self) -> Result<(), Error> {
-        self.out.push(b']');
+        self.w.out.push(b']');
         if self.variant {
-            self.out.push(b'}');
+            self.w.out.push(b'}');
         }
         Ok(())
     }
@@ -324,30 +339,30 @@ impl ser::SerializeTupleVariant for Seq<'_> {
 /// order (or one repeats), its entries are rewritten sorted by key, the last of a repeated key
 /// kept. A struct variant's object is wrapped in its one-key object.
 struct Object<'a> {
-    out: &'a mut Vec<u8>,
+    w: &'a mut Writer,
     variant: bool,
-    /// Where the first entry starts (just after `{`).
+    /// Where the first entry starts in `out` (just after `{`).
     start: usize,
-    /// Each entry's key and where the entry (`"key":value`, no comma) lies in `out`.
-    entries: Vec<(Cow<'static, str>, usize, usize)>,
+    /// Where this object's entries start in the writer's `entries`.
+    base: usize,
     /// Whether the keys so far are strictly increasing.
     in_order: bool,
     key: Option<String>,
 }
 
 impl<'a> Object<'a> {
-    fn new(out: &'a mut Vec<u8>, variant: Option<&'static str>) -> Self {
+    fn new(w: &'a mut Writer, variant: Option<&'static str>) -> Self {
         if let Some(variant) = variant {
-            out.push(b'{');
-            write_str(out, variant);
-            out.push(b':');
+            w.out.push(b'{');
+            write_str(&mut w.out, variant);
+            w.out.push(b':');
         }
-        out.push(b'{');
+        w.out.push(b'{');
         Object {
-            start: out.len(),
-            out,
+            start: w.out.len(),
+            base: w.entries.len(),
+            w,
             variant: variant.is_some(),
-            entries: Vec::new(),
             in_order: true,
             key: None,
         }
@@ -358,39 +373,47 @@ impl<'a> Object<'a> {
         key: Cow<'static, str>,
         value: &T,
     ) -> Result<(), Error> {
-        if let Some((last, _, _)) = self.entries.last() {
-            self.in_order &= **last < *key;
-            self.out.push(b',');
+        if self.w.entries.len() > self.base {
+            if let Some((last, _, _)) = self.w.entries.last() {
+                self.in_order &= **last < *key;
+            }
+            self.w.out.push(b',');
         }
-        let start = self.out.len();
-        write_str(self.out, &key);
-        self.out.push(b':');
-        value.serialize(Canonical { out: self.out })?;
-        self.entries.push((key, start, self.out.len()));
+        let start = self.w.out.len();
+        write_str(&mut self.w.out, &key);
+        self.w.out.push(b':');
+        // A nested object pushes its entries after this one's and takes them off at its end.
+        value.serialize(Canonical { w: &mut *self.w })?;
+        let end = self.w.out.len();
+        self.w.entries.push((key, start, end));
         Ok(())
     }
 
-    fn close(mut self) -> Result<(), Error> {
+    fn close(self) -> Result<(), Error> {
+        let Writer { out, entries, copy } = &mut *self.w;
         if !self.in_order {
+            let mine = &mut entries[self.base..];
             // Stable, so that of a repeated key the last one written ends its run.
-            self.entries.sort_by(|a, b| a.0.cmp(&b.0));
-            let written = self.out.split_off(self.start);
+            mine.sort_by(|a, b| a.0.cmp(&b.0));
+            copy.clear();
+            copy.extend_from_slice(&out[self.start..]);
+            out.truncate(self.start);
             let mut first = true;
-            for (i, (key, start, end)) in self.entries.iter().enumerate() {
-                if self.entries.get(i + 1).is_some_and(|next| next.0 == *key) {
+            for (i, (key, start, end)) in mine.iter().enumerate() {
+                if mine.get(i + 1).is_some_and(|next| next.0 == *key) {
                     continue;
                 }
                 if !first {
-                    self.out.push(b',');
+                    out.push(b',');
                 }
                 first = false;
-                let (start, end) = (start - self.start, end - self.start);
-                self.out.extend_from_slice(&written[start..end]);
+                out.extend_from_slice(&copy[start - self.start..end - self.start]);
             }
         }
-        self.out.push(b'}');
+        entries.truncate(self.base);
+        out.push(b'}');
         if self.variant {
-            self.out.push(b'}');
+            out.push(b'}');
         }
         Ok(())
     }
@@ -404,6 +427,12 @@ fn write_str(out: &mut Vec<u8>, text: &str) {
     let bytes = text.as_bytes();
     out.reserve(bytes.len() + 2);
     out.push(b'"');
+    // Short strings (keys, kinds, ids) are checked byte by byte, which is quicker for them.
+    if bytes.len() <= 24 && bytes.iter().all(|&byte| plain(byte)) {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
     let mut run = 0;
     let mut at = 0;
     for chunk in bytes.chunks(64) {

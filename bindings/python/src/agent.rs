@@ -211,7 +211,7 @@ impl PyAgent {
                     commit: &commit.commit,
                     ordinal: commit.ordinal,
                     expected_thread_version: commit.expected_thread_version,
-                    payload_hash: crate::convert::payload_hash(py, &commit.commit)?,
+                    payload_hash: crate::convert::payload_hash(&commit.commit),
                 },
                 Output::Event(event) => OutputLine::Event { event },
             };

@@ -271,19 +271,18 @@ impl<'de, 'py> serde::de::Visitor<'de> for Key<'py> {
 }
 
 /// The payload hash of a commit (SPEC §7.1: SHA-256, lowercase hex, of its canonical JSON),
-/// as [`runcore::ThreadCommit::payload_hash`] defines it, with the SHA-256 computed by Python's
-/// `hashlib` (OpenSSL, which uses the CPU's SHA instructions where it has them) over the
-/// canonical JSON the core writes ([`runcore::ThreadCommit::canonical_json`]). The scenario
-/// tests check that every commit output equals the driver's line.
-pub fn payload_hash(py: Python<'_>, commit: &runcore::ThreadCommit) -> PyResult<String> {
-    static SHA256: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
-    let sha256 = SHA256.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-        Ok(py.import("hashlib")?.getattr("sha256")?.unbind())
-    })?;
-    let canonical = commit.canonical_json();
-    let digest = sha256
-        .bind(py)
-        .call1((pyo3::types::PyBytes::new(py, canonical.as_bytes()),))?
-        .call_method0("hexdigest")?;
-    digest.extract()
+/// as [`runcore::ThreadCommit::payload_hash`] defines it: the core's canonical JSON
+/// ([`runcore::ThreadCommit::canonical_json`]) hashed by `sha2`, which uses the CPU's SHA
+/// instructions where it has them. The scenario tests check that every commit output, hash
+/// included, equals the line the driver writes (whose hash the core computes).
+pub fn payload_hash(commit: &runcore::ThreadCommit) -> String {
+    use sha2::{Digest, Sha256};
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let digest = Sha256::digest(commit.canonical_json().as_bytes());
+    let mut hex = String::with_capacity(64);
+    for byte in digest.iter() {
+        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        hex.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    hex
 }
