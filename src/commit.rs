@@ -16,7 +16,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::hash::{canonical_json_bytes, canonical_json_of, sha256_hex};
+use crate::hash::{canonical_json_bytes, canonical_json_of, sha256_hex, write_canonical_json};
 use crate::ids::{CallId, RunId, ThreadId};
 use crate::message::Message;
 use crate::resume::{AwaitTarget, PermissionDecision};
@@ -660,6 +660,17 @@ impl ThreadCommit {
         // A commit's keys are all strings, so writing it cannot fail; were it ever to, it
         // hashes as `null`, as an unserializable value always did.
         canonical_json_of(self).unwrap_or_else(|_| "null".to_owned())
+    }
+
+    /// Appends [`canonical_json`](ThreadCommit::canonical_json) to `out`, for a host that
+    /// hashes many commits with a buffer of its own: once the buffer has grown to fit, writing
+    /// a commit allocates next to nothing.
+    pub fn write_canonical_json(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        if write_canonical_json(self, out).is_err() {
+            out.truncate(start);
+            out.extend_from_slice(b"null");
+        }
     }
 }
 

@@ -74,24 +74,33 @@ pub(crate) fn canonical_json_of<T: Serialize + ?Sized>(value: &T) -> Result<Stri
 
 /// [`canonical_json_of`] as bytes (what a hash reads; no UTF-8 check).
 pub(crate) fn canonical_json_bytes<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Error> {
-    let mut writer = Writer {
-        out: Vec::with_capacity(1024),
-        entries: Vec::with_capacity(32),
-        copy: Vec::with_capacity(1024),
-    };
-    value.serialize(Canonical { w: &mut writer })?;
-    Ok(writer.out)
+    let mut out = Vec::new();
+    write_canonical_json(value, &mut out)?;
+    Ok(out)
 }
 
-/// The text being written, and scratch space every object of it shares (so that a commit is
-/// written with a handful of allocations, not several per object).
+/// Appends [`canonical_json_of`] to `out`. A caller that writes many values can reuse one
+/// buffer: once it has grown to fit, writing allocates next to nothing.
+pub(crate) fn write_canonical_json<T: Serialize + ?Sized>(
+    value: &T,
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
+    let mut writer = Writer {
+        out: std::mem::take(out),
+        entries: Vec::with_capacity(16),
+    };
+    let result = value.serialize(Canonical { w: &mut writer });
+    *out = writer.out;
+    result
+}
+
+/// The text being written, and the entries of the objects being written, which every object
+/// shares (so that a commit is written with a handful of allocations, not several per object).
 struct Writer {
     out: Vec<u8>,
     /// The entries of the objects being written, innermost last: each entry's key and where
     /// the entry (`"key":value`, no comma) lies in `out`.
     entries: Vec<(Cow<'static, str>, usize, usize)>,
-    /// An object's entries while they are put in order.
-    copy: Vec<u8>,
 }
 
 /// Writes one value canonically.
@@ -390,25 +399,31 @@ impl<'a> Object<'a> {
     }
 
     fn close(self) -> Result<(), Error> {
-        let Writer { out, entries, copy } = &mut *self.w;
+        let Writer { out, entries } = &mut *self.w;
         if !self.in_order {
             let mine = &mut entries[self.base..];
             // Stable, so that of a repeated key the last one written ends its run.
             mine.sort_by(|a, b| a.0.cmp(&b.0));
-            copy.clear();
-            copy.extend_from_slice(&out[self.start..]);
-            out.truncate(self.start);
-            let mut first = true;
+            // The entries are copied behind the text, then written back in order over the
+            // original place: what is written back is never longer than the copy's distance
+            // from it, so nothing is overwritten before it is read.
+            let copy = out.len();
+            out.extend_from_within(self.start..copy);
+            let mut at = self.start;
             for (i, (key, start, end)) in mine.iter().enumerate() {
                 if mine.get(i + 1).is_some_and(|next| next.0 == *key) {
                     continue;
                 }
-                if !first {
-                    out.push(b',');
+                if at > self.start {
+                    out[at] = b',';
+                    at += 1;
                 }
-                first = false;
-                out.extend_from_slice(&copy[start - self.start..end - self.start]);
+                let from = copy + (start - self.start);
+                let to = copy + (end - self.start);
+                out.copy_within(from..to, at);
+                at += to - from;
             }
+            out.truncate(at);
         }
         entries.truncate(self.base);
         out.push(b'}');

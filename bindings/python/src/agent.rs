@@ -31,6 +31,8 @@ pub struct PyAgent {
     poisoned: Option<String>,
     /// Python strings for the field names of outputs, made once.
     keys: KeyCache,
+    /// Scratch space for the canonical JSON of commit outputs (their payload hashes).
+    canonical: Vec<u8>,
 }
 
 /// Builds a driver-shaped input object.
@@ -122,6 +124,7 @@ impl PyAgent {
             sent: 0,
             poisoned: None,
             keys: KeyCache::default(),
+            canonical: Vec::new(),
         }
     }
 
@@ -211,7 +214,7 @@ impl PyAgent {
                     commit: &commit.commit,
                     ordinal: commit.ordinal,
                     expected_thread_version: commit.expected_thread_version,
-                    payload_hash: crate::convert::payload_hash(&commit.commit),
+                    payload_hash: crate::convert::payload_hash(&commit.commit, &mut this.canonical),
                 },
                 Output::Event(event) => OutputLine::Event { event },
             };
