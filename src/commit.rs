@@ -14,7 +14,7 @@
 //! for every Awaiting or Ended commit; it is false for further Running progress commits.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::hash::{canonical_json_bytes, canonical_json_of, sha256_hex, write_canonical_json};
 use crate::ids::{CallId, RunId, ThreadId};
@@ -167,64 +167,13 @@ impl AuditDraft {
         }
     }
 
-    /// The payload as stored: a JSON object with sorted keys (built on each call).
+    /// The payload as stored: a JSON object with sorted keys (built on each call, from the
+    /// same code that writes it when the draft is serialized).
     pub fn payload(&self) -> Value {
-        let mut payload = Map::new();
         match self {
-            AuditDraft::RunStateChanged { state, awaiting } => {
-                payload.insert("state".into(), to_value_or_null(state));
-                if let Some(target) = awaiting {
-                    payload.insert(
-                        "await_reason".into(),
-                        Value::String(target.reason_name().to_owned()),
-                    );
-                    payload.insert("await_target".into(), to_value_or_null(target));
-                }
-            }
-            AuditDraft::StateChanged { commands } => {
-                payload.insert("commands".into(), Value::from(*commands));
-            }
-            AuditDraft::RunAwaiting { run_id } => {
-                payload.insert("run_id".into(), Value::from(run_id.as_str()));
-            }
-            AuditDraft::PermissionDecided {
-                step,
-                call_id,
-                decision,
-                now_ms,
-            } => {
-                payload.insert("call_id".into(), Value::from(call_id.as_str()));
-                payload.insert("decision".into(), Value::String(decision.name().to_owned()));
-                match decision {
-                    PermissionDecision::Allow { note: Some(note) } => {
-                        payload.insert("note".into(), Value::String(note.clone()));
-                    }
-                    PermissionDecision::Deny {
-                        reason: Some(reason),
-                    } => {
-                        payload.insert("reason".into(), Value::String(reason.clone()));
-                    }
-                    _ => {}
-                }
-                payload.insert("step".into(), Value::from(*step));
-                if let Some(now) = now_ms {
-                    payload.insert("now_ms".into(), Value::from(*now));
-                }
-            }
-            AuditDraft::RunStarted {
-                run_id,
-                transcript_start,
-                now_ms,
-            } => {
-                payload.insert("run_id".into(), Value::from(run_id.as_str()));
-                payload.insert("transcript_start".into(), Value::from(*transcript_start));
-                if let Some(now) = now_ms {
-                    payload.insert("now_ms".into(), Value::from(*now));
-                }
-            }
-            AuditDraft::Custom { payload, .. } => return payload.clone(),
+            AuditDraft::Custom { payload, .. } => payload.clone(),
+            draft => to_value_or_null(&Payload(draft)),
         }
-        Value::Object(payload)
     }
 
     /// Reads a stored draft back: the crate's own kinds become their typed variants when the
@@ -873,9 +822,11 @@ mod tests {
         ]);
         for draft in drafts {
             let json = serde_json::to_string(&draft).unwrap();
-            // Written directly, the payload is exactly `payload()` as serde_json writes it.
-            let repr = json!({"kind": draft.kind(), "payload": draft.payload()});
-            assert_eq!(json, serde_json::to_string(&repr).unwrap());
+            // Written with every key in sorted order (as a `Value` map, which sorts, writes it
+            // back), and its payload is `payload()`.
+            let reread: Value = serde_json::from_str(&json).unwrap();
+            assert_eq!(json, serde_json::to_string(&reread).unwrap());
+            assert_eq!(reread["payload"], draft.payload(), "{json}");
             let back: AuditDraft = serde_json::from_str(&json).unwrap();
             assert_eq!(back, draft, "{json}");
             assert_eq!(

@@ -103,6 +103,56 @@ struct Writer {
     entries: Vec<(Cow<'static, str>, usize, usize)>,
 }
 
+/// serde's four sequence traits for one writer type, all through its `element` and `close`.
+macro_rules! seq_traits {
+    ([$($generics:tt)*] $ty:ty, $ok:ty) => {
+        seq_traits!(@one [$($generics)*] $ty, $ok, SerializeSeq, serialize_element);
+        seq_traits!(@one [$($generics)*] $ty, $ok, SerializeTuple, serialize_element);
+        seq_traits!(@one [$($generics)*] $ty, $ok, SerializeTupleStruct, serialize_field);
+        seq_traits!(@one [$($generics)*] $ty, $ok, SerializeTupleVariant, serialize_field);
+    };
+    (@one [$($generics:tt)*] $ty:ty, $ok:ty, $trait:ident, $method:ident) => {
+        impl<$($generics)*> ser::$trait for $ty {
+            type Ok = $ok;
+            type Error = Error;
+            fn $method<T: Serialize + ?Sized>(
+                &mut self,
+                value: &T,
+            ) -> ::std::result::Result<(), Error> {
+                self.element(value)
+            }
+            fn end(self) -> ::std::result::Result<$ok, Error> {
+                self.close()
+            }
+        }
+    };
+}
+
+/// serde's struct and struct-variant traits for one writer type, through its `struct_field` and
+/// `close`.
+macro_rules! struct_traits {
+    ([$($generics:tt)*] $ty:ty, $ok:ty) => {
+        struct_traits!(@one [$($generics)*] $ty, $ok, SerializeStruct);
+        struct_traits!(@one [$($generics)*] $ty, $ok, SerializeStructVariant);
+    };
+    (@one [$($generics:tt)*] $ty:ty, $ok:ty, $trait:ident) => {
+        impl<$($generics)*> ser::$trait for $ty {
+            type Ok = $ok;
+            type Error = Error;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> ::std::result::Result<(), Error> {
+                self.struct_field(key, value)
+            }
+            fn end(self) -> ::std::result::Result<$ok, Error> {
+                self.close()
+            }
+        }
+    };
+}
+
 /// Writes one value canonically.
 struct Canonical<'a> {
     w: &'a mut Writer,
@@ -300,49 +350,7 @@ impl Seq<'_> {
     }
 }
 
-impl ser::SerializeSeq for Seq<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
-}
-
-impl ser::SerializeTuple for Seq<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
-}
-
-impl ser::SerializeTupleStruct for Seq<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
-}
-
-impl ser::SerializeTupleVariant for Seq<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
-}
+seq_traits!([] Seq<'_>, ());
 
 /// An object, written in place as its entries come; at its end, if its keys did not come in
 /// order (or one repeats), its entries are rewritten sorted by key, the last of a repeated key
@@ -396,6 +404,14 @@ impl<'a> Object<'a> {
         let end = self.w.out.len();
         self.w.entries.push((key, start, end));
         Ok(())
+    }
+
+    fn struct_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.entry(Cow::Borrowed(key), value)
     }
 
     fn close(self) -> Result<(), Error> {
@@ -519,35 +535,7 @@ impl ser::SerializeMap for Object<'_> {
     }
 }
 
-impl ser::SerializeStruct for Object<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        self.entry(Cow::Borrowed(key), value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
-}
-
-impl ser::SerializeStructVariant for Object<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        self.entry(Cow::Borrowed(key), value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close()
-    }
-}
+struct_traits!([] Object<'_>, ());
 
 /// A map key as the string `to_value` makes of it.
 struct KeyString;

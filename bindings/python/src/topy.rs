@@ -83,6 +83,56 @@ impl From<PyErr> for Error {
 
 type Result<T> = std::result::Result<T, Error>;
 
+/// serde's four sequence traits for one writer type, all through its `push` and `finish`.
+macro_rules! seq_traits {
+    ([$($generics:tt)*] $ty:ty, $ok:ty) => {
+        seq_traits!(@one [$($generics)*] $ty, $ok, SerializeSeq, serialize_element);
+        seq_traits!(@one [$($generics)*] $ty, $ok, SerializeTuple, serialize_element);
+        seq_traits!(@one [$($generics)*] $ty, $ok, SerializeTupleStruct, serialize_field);
+        seq_traits!(@one [$($generics)*] $ty, $ok, SerializeTupleVariant, serialize_field);
+    };
+    (@one [$($generics:tt)*] $ty:ty, $ok:ty, $trait:ident, $method:ident) => {
+        impl<$($generics)*> ser::$trait for $ty {
+            type Ok = $ok;
+            type Error = Error;
+            fn $method<T: Serialize + ?Sized>(
+                &mut self,
+                value: &T,
+            ) -> ::std::result::Result<(), Error> {
+                self.push(value)
+            }
+            fn end(self) -> ::std::result::Result<$ok, Error> {
+                self.finish()
+            }
+        }
+    };
+}
+
+/// serde's struct and struct-variant traits for one writer type, through its `field` and
+/// `finish`.
+macro_rules! struct_traits {
+    ([$($generics:tt)*] $ty:ty, $ok:ty) => {
+        struct_traits!(@one [$($generics)*] $ty, $ok, SerializeStruct);
+        struct_traits!(@one [$($generics)*] $ty, $ok, SerializeStructVariant);
+    };
+    (@one [$($generics:tt)*] $ty:ty, $ok:ty, $trait:ident) => {
+        impl<$($generics)*> ser::$trait for $ty {
+            type Ok = $ok;
+            type Error = Error;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> ::std::result::Result<(), Error> {
+                self.field(key, value)
+            }
+            fn end(self) -> ::std::result::Result<$ok, Error> {
+                self.finish()
+            }
+        }
+    };
+}
+
 struct ToPy<'a, 'py> {
     py: Python<'py>,
     keys: &'a mut KeyCache,
@@ -287,49 +337,7 @@ impl<'a, 'py> Seq<'a, 'py> {
     }
 }
 
-impl<'py> ser::SerializeSeq for Seq<'_, 'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
-}
-
-impl<'py> ser::SerializeTuple for Seq<'_, 'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
-}
-
-impl<'py> ser::SerializeTupleStruct for Seq<'_, 'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
-}
-
-impl<'py> ser::SerializeTupleVariant for Seq<'_, 'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
-}
+seq_traits!(['py] Seq<'_, 'py>, Bound<'py, PyAny>);
 
 /// A dict, filled as the entries come (a struct variant's dict is wrapped in `{variant: …}`).
 struct Dict<'a, 'py> {
@@ -394,32 +402,4 @@ impl<'py> ser::SerializeMap for Dict<'_, 'py> {
     }
 }
 
-impl<'py> ser::SerializeStruct for Dict<'_, 'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<()> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
-}
-
-impl<'py> ser::SerializeStructVariant for Dict<'_, 'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<()> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
-}
+struct_traits!(['py] Dict<'_, 'py>, Bound<'py, PyAny>);
