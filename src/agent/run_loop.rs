@@ -404,6 +404,16 @@ pub(crate) enum Next {
     Ended(RunEnded),
 }
 
+impl Next {
+    /// What becomes `Agent::active`: the run that goes on, or none.
+    fn into_active(self) -> Option<ActiveRun> {
+        match self {
+            Next::Continue(active) => Some(active),
+            Next::Ended(RunEnded(())) => None,
+        }
+    }
+}
+
 /// Proof that a run ended: only [`Agent::finish`] makes one.
 pub(crate) struct RunEnded(());
 
@@ -461,10 +471,7 @@ impl Agent {
             ));
         };
         self.with_tx(|agent, tx| {
-            agent.active = match step(agent, active, tx) {
-                Next::Continue(active) => Some(active),
-                Next::Ended(RunEnded(())) => None,
-            };
+            agent.active = step(agent, active, tx).into_active();
         });
         Ok(())
     }
@@ -555,10 +562,7 @@ impl Agent {
         policy: RecoveryPolicy,
     ) -> Result<(), AgentError> {
         let next = self.with_tx(|agent, tx| rebuild_step(agent, run, facts, policy, tx))?;
-        self.active = match next {
-            Next::Continue(active) => Some(active),
-            Next::Ended(RunEnded(())) => None,
-        };
+        self.active = next.into_active();
         Ok(())
     }
 }
@@ -571,75 +575,73 @@ fn rebuild_step(
     policy: RecoveryPolicy,
     tx: &mut Tx,
 ) -> Result<Next, AgentError> {
-    {
-        let next = match facts {
-            RecoveredRun::AtCall => Next::Continue(ActiveRun {
-                run,
-                phase: Phase::CallModel,
-            }),
-            RecoveredRun::AfterAnswer => agent.boundary(run, BoundaryKind::TextStop, tx),
-            RecoveredRun::Awaiting {
-                ticket,
-                batch,
-                interrupted,
-            } => {
-                let ticket = *ticket;
-                let wait = match (waiting_call(&ticket).cloned(), batch) {
-                    (Some(call_id), Some(mut batch)) => {
-                        let Some(entry) = batch.find_mut(&call_id) else {
-                            return Err(AgentError::invalid(format!(
-                                "recover: run {} waits on call {call_id}, which its last \
-                                 assistant message does not make",
-                                run.run_id
-                            )));
-                        };
-                        entry.slot = Slot::Undecided;
-                        if entry.policy == ToolPolicy::Auto {
-                            entry.policy = ToolPolicy::RequireApproval {
-                                deadline_after_ms: None,
-                            };
-                        }
-                        Wait::Call { ticket, batch }
-                    }
-                    (Some(call_id), None) => {
+    let next = match facts {
+        RecoveredRun::AtCall => Next::Continue(ActiveRun {
+            run,
+            phase: Phase::CallModel,
+        }),
+        RecoveredRun::AfterAnswer => agent.boundary(run, BoundaryKind::TextStop, tx),
+        RecoveredRun::Awaiting {
+            ticket,
+            batch,
+            interrupted,
+        } => {
+            let ticket = *ticket;
+            let wait = match (waiting_call(&ticket).cloned(), batch) {
+                (Some(call_id), Some(mut batch)) => {
+                    let Some(entry) = batch.find_mut(&call_id) else {
                         return Err(AgentError::invalid(format!(
-                            "recover: run {} waits on call {call_id}, but no tool calls are open",
+                            "recover: run {} waits on call {call_id}, which its last \
+                                 assistant message does not make",
                             run.run_id
                         )));
+                    };
+                    entry.slot = Slot::Undecided;
+                    if entry.policy == ToolPolicy::Auto {
+                        entry.policy = ToolPolicy::RequireApproval {
+                            deadline_after_ms: None,
+                        };
                     }
-                    (None, _) if matches!(ticket.target(), AwaitTarget::Pause(_)) => Wait::Pause {
-                        ticket,
-                        interrupted,
-                    },
-                    (None, _) => Wait::Remote {
-                        ticket,
-                        interrupted,
-                    },
-                };
-                Next::Continue(ActiveRun {
-                    run,
-                    phase: Phase::Waiting(Box::new(wait)),
-                })
-            }
-            RecoveredRun::OpenCalls(mut batch) => {
-                let undecided = batch.calls.iter().any(|c| c.slot == Slot::Undecided);
-                let executable = batch.calls.iter().any(|c| c.slot == Slot::Ready);
-                if policy == RecoveryPolicy::Seal && !undecided && executable {
-                    for entry in &mut batch.calls {
-                        if entry.slot == Slot::Ready {
-                            entry.slot = Slot::Executing;
-                        }
-                    }
-                    let cause = EndCause::Indeterminate;
-                    let open = Open::batch(batch);
-                    Next::Ended(agent.finish(run, open, cause, Pairing::Interrupt, tx))
-                } else {
-                    agent.advance_batch(run, batch, tx)
+                    Wait::Call { ticket, batch }
                 }
+                (Some(call_id), None) => {
+                    return Err(AgentError::invalid(format!(
+                        "recover: run {} waits on call {call_id}, but no tool calls are open",
+                        run.run_id
+                    )));
+                }
+                (None, _) if matches!(ticket.target(), AwaitTarget::Pause(_)) => Wait::Pause {
+                    ticket,
+                    interrupted,
+                },
+                (None, _) => Wait::Remote {
+                    ticket,
+                    interrupted,
+                },
+            };
+            Next::Continue(ActiveRun {
+                run,
+                phase: Phase::Waiting(Box::new(wait)),
+            })
+        }
+        RecoveredRun::OpenCalls(mut batch) => {
+            let undecided = batch.calls.iter().any(|c| c.slot == Slot::Undecided);
+            let executable = batch.calls.iter().any(|c| c.slot == Slot::Ready);
+            if policy == RecoveryPolicy::Seal && !undecided && executable {
+                for entry in &mut batch.calls {
+                    if entry.slot == Slot::Ready {
+                        entry.slot = Slot::Executing;
+                    }
+                }
+                let cause = EndCause::Indeterminate;
+                let open = Open::batch(batch);
+                Next::Ended(agent.finish(run, open, cause, Pairing::Interrupt, tx))
+            } else {
+                agent.advance_batch(run, batch, tx)
             }
-        };
-        Ok(next)
-    }
+        }
+    };
+    Ok(next)
 }
 
 // ----- the transitions -------------------------------------------------------------------------
