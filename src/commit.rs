@@ -16,7 +16,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::hash::{canonical_json_bytes, canonical_json_of, sha256_hex, write_canonical_json};
+use crate::canonical::canonical_json_of;
+use crate::hash::hash_canonical;
 use crate::ids::{CallId, RunId, ThreadId};
 use crate::message::Message;
 use crate::resume::{AwaitTarget, PermissionDecision};
@@ -593,12 +594,22 @@ impl ThreadCommit {
         self.run.run_id()
     }
 
-    /// SHA-256 over the commit's canonical JSON (object key order does not matter).
+    /// The payload hash (SPEC §7.1): SHA-256, lowercase hex, of the commit's canonical JSON
+    /// (object key order does not matter).
     pub fn payload_hash(&self) -> String {
-        // A commit's keys are all strings, so writing it cannot fail; were it ever to, it
-        // hashes as `null`, as an unserializable value always did.
-        let canonical = canonical_json_bytes(self).unwrap_or_else(|_| b"null".to_vec());
-        sha256_hex(&canonical)
+        self.payload_hash_with(&mut Vec::new())
+    }
+
+    /// [`payload_hash`](ThreadCommit::payload_hash), writing the canonical JSON into `scratch`
+    /// (cleared first): a host that hashes many commits reuses one buffer, and once it has
+    /// grown to fit, hashing a commit allocates only the hex string.
+    pub fn payload_hash_with(&self, scratch: &mut Vec<u8>) -> String {
+        hash_canonical(self, scratch).unwrap_or_else(|error| {
+            // Every map key of a commit is a string and every number fits in 64 bits, so
+            // writing it cannot fail.
+            debug_assert!(false, "a commit failed to write as canonical JSON: {error}");
+            crate::hash::sha256_hex(b"null")
+        })
     }
 
     /// The commit as canonical JSON (keys sorted, no whitespace): the text
@@ -606,20 +617,10 @@ impl ThreadCommit {
     /// [`canonical_json`](crate::canonical_json) of the commit's `serde_json::Value`, written
     /// without building that value.
     pub fn canonical_json(&self) -> String {
-        // A commit's keys are all strings, so writing it cannot fail; were it ever to, it
-        // hashes as `null`, as an unserializable value always did.
-        canonical_json_of(self).unwrap_or_else(|_| "null".to_owned())
-    }
-
-    /// Appends [`canonical_json`](ThreadCommit::canonical_json) to `out`, for a host that
-    /// hashes many commits with a buffer of its own: once the buffer has grown to fit, writing
-    /// a commit allocates next to nothing.
-    pub fn write_canonical_json(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        if write_canonical_json(self, out).is_err() {
-            out.truncate(start);
-            out.extend_from_slice(b"null");
-        }
+        canonical_json_of(self).unwrap_or_else(|error| {
+            debug_assert!(false, "a commit failed to write as canonical JSON: {error}");
+            "null".to_owned()
+        })
     }
 }
 

@@ -160,6 +160,7 @@
 #![forbid(unsafe_code)]
 
 mod agent;
+mod canonical;
 mod commit;
 pub mod driver;
 mod error;
@@ -181,12 +182,13 @@ pub use agent::{
     Observers, Output, QueueMode, RecoverError, RecoveryPolicy, RunResult, SnapshotError,
     ToolPolicy, ToolSpec, reduce,
 };
+pub use canonical::canonical_json;
 pub use commit::{
     AuditDraft, COMMIT_SCHEMA_VERSION, CommitError, CommitOperation, CommitReceipt, CommitRecord,
     OperationId, ThreadCommit,
 };
 pub use error::AgentError;
-pub use hash::{canonical_json, sha256_hex};
+pub use hash::sha256_hex;
 pub use ids::{CallId, RunId, Step, ThreadId, ToolName};
 pub use message::{
     AssistantBlock, AssistantMessage, ContentBlock, Message, ResultOutcome, Role, StopReason,
@@ -199,6 +201,9 @@ pub use resume::{
 };
 pub use run::{EndCause, Failure, RunDisposition, RunRecord, RunState};
 pub use state::{MaterializedState, MergePolicy, StateAction, StateCommand, StateScope};
+pub use store::admission::{
+    Admission, AppendPlan, CommitHead, RunHead, StoreSequences, admit, admit_commit,
+};
 pub use store::memory::MemoryStore;
 pub use store::ports::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,

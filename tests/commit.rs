@@ -211,13 +211,11 @@ proptest! {
         let text = commit.canonical_json();
         prop_assert_eq!(&text, &canonical_json(&value));
         prop_assert_eq!(commit.payload_hash(), sha256_hex(text.as_bytes()));
-        // Appended to a buffer that already holds text, and again into the reused buffer.
+        // With a scratch buffer that already holds text, and again with the reused buffer.
         let mut buffer = b"[1,".to_vec();
-        commit.write_canonical_json(&mut buffer);
-        prop_assert_eq!(&buffer[3..], text.as_bytes());
-        buffer.clear();
-        commit.write_canonical_json(&mut buffer);
+        prop_assert_eq!(commit.payload_hash_with(&mut buffer), commit.payload_hash());
         prop_assert_eq!(&buffer[..], text.as_bytes());
+        prop_assert_eq!(commit.payload_hash_with(&mut buffer), commit.payload_hash());
     }
 
     /// Canonical JSON is compact JSON with every object's keys in byte order: it reads back as

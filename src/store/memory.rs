@@ -11,14 +11,14 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use super::admission::{
+    Admission, AppendPlan, CommitHead, RunHead, StoreSequences, admit, admit_commit,
+};
 use super::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
-    ThreadSummary, TranscriptError, TranscriptSnapshotRef, chain_digest, check_ranges,
-    slice_ranges,
+    ThreadSummary, TranscriptError, TranscriptSnapshotRef, check_ranges, slice_ranges,
 };
-use crate::commit::{
-    CommitError, CommitOperation, CommitReceipt, CommitRecord, OperationId, ThreadCommit,
-};
+use crate::commit::{CommitOperation, CommitReceipt, CommitRecord, OperationId, ThreadCommit};
 use crate::ids::{RunId, ThreadId};
 use crate::message::Message;
 use crate::resume::ResumeTicket;
@@ -58,12 +58,6 @@ struct RunEntry {
     event_sequences: Vec<u64>,
 }
 
-fn overflow(counter: &str) -> CommitError {
-    CommitError::CounterOverflow {
-        counter: counter.to_owned(),
-    }
-}
-
 impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
@@ -100,45 +94,41 @@ impl MemoryStore {
         self.threads.get(thread).map_or(&[], |t| &t.messages)
     }
 
-    /// Checks every rule that can reject `commit`, without changing anything.
-    fn check(&self, commit: &ThreadCommit) -> Result<(), CommitError> {
-        commit.validate()?;
-        let run_id = commit.run_id();
-        if let Some(entry) = self.runs.get(run_id) {
-            if let RunState::Ended(cause) = &entry.record.state {
-                return Err(CommitError::AlreadyTerminal {
-                    run_id: run_id.clone(),
-                    cause: cause.clone(),
-                });
-            }
-            if entry.record.thread_id != commit.thread_id {
-                return Err(CommitError::RunOnOtherThread {
-                    run_id: run_id.clone(),
-                    existing_thread: entry.record.thread_id.clone(),
-                    commit_thread: commit.thread_id.clone(),
-                });
-            }
+    /// What admission reads about `commit` (and, for an operation, its stored receipt).
+    fn head(&self, commit: &ThreadCommit, operation: Option<&OperationId>) -> CommitHead {
+        let thread = self.threads.get(&commit.thread_id);
+        CommitHead {
+            thread_version: thread.map_or(0, |t| t.version),
+            message_count: thread.map_or(0, |t| t.messages.len() as u64),
+            state_count: thread.map_or(0, |t| t.state.len() as u64),
+            transcript_digest: thread
+                .and_then(|t| t.digests.last().cloned())
+                .unwrap_or_default(),
+            run: self.runs.get(commit.run_id()).map(|entry| RunHead {
+                thread_id: entry.record.thread_id.clone(),
+                state: entry.record.state.clone(),
+                commits: entry.commits,
+            }),
+            stored_operation: operation.and_then(|id| {
+                self.operations
+                    .get(&id.run_id)
+                    .and_then(|ops| ops.get(&id.ordinal))
+                    .cloned()
+            }),
+            sequences: Some(StoreSequences {
+                last_commit: self.last_sequence,
+                last_event: self.events.len() as u64,
+            }),
+            counter_limit: u64::MAX,
         }
-        // Every counter this commit advances must have room, so the append cannot fail halfway.
-        let events = commit.events.len() as u64;
-        self.last_sequence
-            .checked_add(1)
-            .ok_or_else(|| overflow("commit sequence"))?;
-        (self.events.len() as u64)
-            .checked_add(events)
-            .ok_or_else(|| overflow("event sequence"))?;
-        self.version_of(&commit.thread_id)
-            .checked_add(1)
-            .ok_or_else(|| overflow("thread version"))?;
-        self.run_commit_count(run_id)
-            .checked_add(1)
-            .ok_or_else(|| overflow("run commit count"))?;
-        Ok(())
     }
 
-    /// Appends a checked commit. Counters were checked by [`Self::check`].
-    fn append(&mut self, commit: ThreadCommit) -> CommitRecord {
-        let sequence = self.last_sequence.saturating_add(1);
+    /// Writes an admitted commit as planned.
+    fn append(&mut self, commit: ThreadCommit, plan: AppendPlan) -> CommitRecord {
+        let sequence = plan.commit_sequence.unwrap_or_else(|| {
+            debug_assert!(false, "MemoryStore's head always carries its sequences");
+            self.last_sequence.saturating_add(1)
+        });
         self.last_sequence = sequence;
         let run_id = commit.run_id().clone();
         let state = commit.run.state();
@@ -158,11 +148,8 @@ impl MemoryStore {
             commits: 0,
             event_sequences: Vec::new(),
         });
-        for message in commit.messages {
-            let digest = chain_digest(thread.digests.last().map_or("", String::as_str), &message);
-            thread.digests.push(digest);
-            thread.messages.push(message);
-        }
+        thread.digests.extend(plan.digests);
+        thread.messages.extend(commit.messages);
         thread.state.extend(commit.state);
         for draft in commit.events {
             let event_sequence = (self.events.len() as u64).saturating_add(1);
@@ -179,85 +166,58 @@ impl MemoryStore {
         }
         run.record.state = state;
         run.ticket = ticket;
-        run.commits = run.commits.saturating_add(1);
-        run.record.commits = run.commits;
+        run.commits = plan.run_commits;
+        run.record.commits = plan.run_commits;
         thread.latest_run = Some(run_id);
-        thread.version = thread.version.saturating_add(1);
+        thread.version = plan.thread_version;
         CommitRecord {
             sequence,
-            thread_version: thread.version,
+            thread_version: plan.thread_version,
         }
     }
 }
 
 impl CommitLog for MemoryStore {
     fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
-        self.check(&commit)?;
-        Ok(self.append(commit))
+        match admit_commit(&commit, &self.head(&commit, None)) {
+            Admission::Append(plan) => Ok(self.append(commit, plan)),
+            Admission::Reject(error) => Err(error.into()),
+            Admission::Duplicate(receipt) => {
+                debug_assert!(false, "an unfenced commit is never a duplicate");
+                Ok(receipt.record)
+            }
+        }
     }
 
     fn commit_operation(
         &mut self,
         operation: CommitOperation,
     ) -> Result<CommitReceipt, StoreError> {
-        Ok(self.apply_operation(operation)?)
-    }
-}
-
-impl MemoryStore {
-    fn apply_operation(
-        &mut self,
-        operation: CommitOperation,
-    ) -> Result<CommitReceipt, CommitError> {
-        operation.commit.validate()?;
-        let OperationId { run_id, ordinal } = &operation.operation_id;
-        if run_id != operation.commit.run_id() {
-            return Err(CommitError::OperationRunMismatch {
-                operation_run: run_id.clone(),
-                commit_run: operation.commit.run_id().clone(),
-            });
-        }
-        if let Some(stored) = self.operations.get(run_id).and_then(|ops| ops.get(ordinal)) {
-            if stored.payload_hash == operation.payload_hash {
-                return Ok(CommitReceipt {
-                    duplicate: true,
-                    ..stored.clone()
-                });
+        let head = self.head(&operation.commit, Some(&operation.operation_id));
+        match admit(&operation, &head) {
+            Admission::Duplicate(receipt) => Ok(receipt),
+            Admission::Reject(error) => Err(error.into()),
+            Admission::Append(plan) => {
+                let CommitOperation {
+                    operation_id,
+                    payload_hash,
+                    commit,
+                    ..
+                } = operation;
+                let record = self.append(commit, plan);
+                let receipt = CommitReceipt {
+                    operation_id,
+                    payload_hash,
+                    record,
+                    duplicate: false,
+                };
+                self.operations
+                    .entry(receipt.operation_id.run_id.clone())
+                    .or_default()
+                    .insert(receipt.operation_id.ordinal, receipt.clone());
+                Ok(receipt)
             }
-            return Err(CommitError::PayloadMismatch {
-                run_id: run_id.clone(),
-                ordinal: *ordinal,
-                stored: stored.payload_hash.clone(),
-                got: operation.payload_hash,
-            });
         }
-        let version = self.version_of(&operation.commit.thread_id);
-        if operation.expected_thread_version != version {
-            return Err(CommitError::VersionConflict {
-                expected: operation.expected_thread_version,
-                actual: version,
-            });
-        }
-        let committed = self.run_commit_count(run_id);
-        if *ordinal != committed {
-            return Err(CommitError::OrdinalConflict {
-                expected: committed,
-                got: *ordinal,
-            });
-        }
-        self.check(&operation.commit)?;
-        let record = self.append(operation.commit);
-        let receipt = CommitReceipt {
-            operation_id: operation.operation_id,
-            payload_hash: operation.payload_hash,
-            record,
-            duplicate: false,
-        };
-        self.operations
-            .entry(receipt.operation_id.run_id.clone())
-            .or_default()
-            .insert(receipt.operation_id.ordinal, receipt.clone());
-        Ok(receipt)
     }
 }
 

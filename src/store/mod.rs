@@ -27,6 +27,7 @@
 //! backend crate turns it on in its dev-dependencies). Without that feature the module is
 //! private.
 
+pub(crate) mod admission;
 pub(crate) mod memory;
 pub(crate) mod ports;
 
@@ -35,8 +36,7 @@ pub mod conformance;
 
 pub(crate) use ports::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
-    ThreadSummary, TranscriptError, TranscriptSnapshotRef, chain_digest, check_ranges,
-    slice_ranges,
+    ThreadSummary, TranscriptError, TranscriptSnapshotRef, check_ranges, slice_ranges,
 };
 #[cfg(feature = "conformance")]
 use ports::{StoreHandles, transcript_digest};

@@ -7,8 +7,9 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::canonical::canonical_json_bytes;
 use crate::commit::{CommitError, CommitOperation, CommitReceipt, CommitRecord, ThreadCommit};
-use crate::hash::{canonical_json_bytes, sha256_hex};
+use crate::hash::sha256_hex_of_parts;
 use crate::ids::{RunId, ThreadId};
 use crate::message::Message;
 use crate::resume::ResumeTicket;
@@ -227,11 +228,16 @@ pub enum TranscriptError {
 /// The chain step of the transcript digest: `sha256(previous || canonical_json(message))`.
 /// The digest of the empty prefix is the empty string.
 pub fn chain_digest(previous: &str, message: &Message) -> String {
-    let canonical = canonical_json_bytes(message).unwrap_or_else(|_| b"null".to_vec());
-    let mut text = Vec::with_capacity(previous.len() + canonical.len());
-    text.extend_from_slice(previous.as_bytes());
-    text.extend_from_slice(&canonical);
-    sha256_hex(&text)
+    let canonical = canonical_json_bytes(message).unwrap_or_else(|error| {
+        // A message's map keys are strings and its numbers fit in 64 bits: writing it cannot
+        // fail.
+        debug_assert!(
+            false,
+            "a message failed to write as canonical JSON: {error}"
+        );
+        b"null".to_vec()
+    });
+    sha256_hex_of_parts(previous.as_bytes(), &canonical)
 }
 
 /// The chained digest of a whole prefix.

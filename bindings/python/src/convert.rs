@@ -270,24 +270,10 @@ impl<'de, 'py> serde::de::Visitor<'de> for Key<'py> {
     }
 }
 
-/// The payload hash of a commit (SPEC §7.1: SHA-256, lowercase hex, of its canonical JSON),
-/// as [`runcore::ThreadCommit::payload_hash`] defines it: the core's canonical JSON
-/// ([`runcore::ThreadCommit::canonical_json`]) hashed by `sha2`, which uses the CPU's SHA
-/// instructions where it has them. The scenario tests check that every commit output, hash
-/// included, equals the line the driver writes (whose hash the core computes).
-///
-/// `buffer` is scratch space kept between calls, so that writing a commit allocates next to
-/// nothing (large temporary allocations are slow in a long-lived process's heap).
+/// The payload hash of a commit (SPEC §7.1), as the core computes it
+/// ([`runcore::ThreadCommit::payload_hash_with`]). `buffer` is scratch space kept between
+/// calls, so that writing a commit allocates next to nothing (large temporary allocations are
+/// slow in a long-lived process's heap).
 pub fn payload_hash(commit: &runcore::ThreadCommit, buffer: &mut Vec<u8>) -> String {
-    use sha2::{Digest, Sha256};
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    buffer.clear();
-    commit.write_canonical_json(buffer);
-    let digest = Sha256::digest(&buffer[..]);
-    let mut hex = String::with_capacity(64);
-    for byte in digest.iter() {
-        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        hex.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-    }
-    hex
+    commit.payload_hash_with(buffer)
 }

@@ -1,22 +1,11 @@
 //! Conversions between the core's types and SQLite columns: JSON text, and counters that
 //! SQLite keeps as signed 64-bit integers.
 
-use runcore::{CommitError, StoreError};
+use runcore::StoreError;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// The next value of a counter, or `CounterOverflow` when it would pass what SQLite can
-/// store (`i64::MAX`; the core's counters are `u64`, so this is the tighter bound).
-pub(crate) fn next(current: u64, by: u64, counter: &str) -> Result<u64, CommitError> {
-    current
-        .checked_add(by)
-        .filter(|n| i64::try_from(*n).is_ok())
-        .ok_or_else(|| CommitError::CounterOverflow {
-            counter: counter.to_owned(),
-        })
-}
-
-/// A counter as a column value (callers passed it through [`next`], or read it from a
+/// A counter as a column value (admission kept it within `i64::MAX`, or it was read from a
 /// column, so it fits).
 pub(crate) fn int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
@@ -64,15 +53,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counters_stop_at_what_sqlite_stores() {
-        assert_eq!(next(1, 2, "x"), Ok(3));
-        assert_eq!(
-            next(i64::MAX as u64, 1, "commit sequence"),
-            Err(CommitError::CounterOverflow {
-                counter: "commit sequence".into()
-            })
-        );
-        assert!(next(u64::MAX, 1, "x").is_err());
+    fn column_values_stop_at_what_sqlite_stores() {
         assert_eq!(bound(u64::MAX), i64::MAX);
         assert_eq!(limit(usize::MAX), i64::MAX);
         assert!(count(-1, "version").is_err());

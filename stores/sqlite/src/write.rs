@@ -1,5 +1,6 @@
-//! The write side: one `IMMEDIATE` transaction per commit, with the same checks in the same
-//! order as the reference `MemoryStore`.
+//! The write side: one `IMMEDIATE` transaction per commit. It reads the commit's head
+//! ([`CommitHead`]), lets the core's [`admit`] decide (the one admission order, shared with
+//! `MemoryStore` and PostgreSQL), and writes the plan.
 //!
 //! `BEGIN IMMEDIATE` takes SQLite's write lock before the first read, so every check reads
 //! what the append will build on, sequences are allocated inside the transaction, and two
@@ -9,60 +10,54 @@
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
 use runcore::{
-    CommitError, CommitOperation, CommitReceipt, CommitRecord, OperationId, RunDisposition, RunId,
-    RunState, StoreError, ThreadCommit, ThreadId, chain_digest,
+    Admission, AppendPlan, CommitHead, CommitOperation, CommitReceipt, CommitRecord, OperationId,
+    RunDisposition, RunHead, RunId, RunState, StoreError, StoreSequences, ThreadCommit, ThreadId,
+    admit, admit_commit,
 };
 
 use crate::SqliteStore;
-use crate::codec::{count, decode, encode, int, next};
+use crate::codec::{count, decode, encode, int};
 use crate::error::backend;
 
-/// A thread's head and counters (all zero for a new thread).
-#[derive(Debug, Default)]
-struct ThreadHead {
-    version: u64,
-    message_count: u64,
-    state_count: u64,
-    last_digest: String,
-}
-
-/// What a commit builds on, read inside its transaction.
-#[derive(Debug)]
-struct Checked {
-    sequence: u64,
-    first_event: u64,
-    thread: ThreadHead,
-}
-
-fn load_thread(tx: &Transaction<'_>, thread: &ThreadId) -> Result<ThreadHead, StoreError> {
-    let row = tx
+/// The commit's head, read inside its transaction: the thread's counters and digest, the run,
+/// the operation's stored receipt and the store-wide sequences.
+fn read_head(
+    tx: &Transaction<'_>,
+    commit: &ThreadCommit,
+    operation: Option<&OperationId>,
+) -> Result<CommitHead, StoreError> {
+    let mut head = CommitHead::empty(i64::MAX as u64);
+    let thread = tx
         .prepare_cached(
             "SELECT version, message_count, state_count, last_digest FROM threads \
              WHERE thread_id = ?1",
         )
         .and_then(|mut s| {
-            s.query_row([thread.as_str()], |r| {
+            s.query_row([commit.thread_id.as_str()], |r| {
                 Ok((r.get::<_, i64>(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
             })
             .optional()
         })
         .map_err(|e| backend("read the thread head", e))?;
-    match row {
-        None => Ok(ThreadHead::default()),
-        Some((version, messages, states, last_digest)) => Ok(ThreadHead {
-            version: count(version, "thread version")?,
-            message_count: count(messages, "message count")?,
-            state_count: count(states, "state command count")?,
-            last_digest,
-        }),
+    if let Some((version, messages, states, last_digest)) = thread {
+        head.thread_version = count(version, "thread version")?;
+        head.message_count = count(messages, "message count")?;
+        head.state_count = count(states, "state command count")?;
+        head.transcript_digest = last_digest;
     }
+    head.run = load_run(tx, commit.run_id())?;
+    if let Some(id) = operation {
+        head.stored_operation = stored_operation(tx, id)?;
+    }
+    head.sequences = Some(StoreSequences {
+        last_commit: max_of(tx, "SELECT max(sequence) FROM commits", "commit sequence")?,
+        last_event: max_of(tx, "SELECT max(sequence) FROM events", "event sequence")?,
+    });
+    Ok(head)
 }
 
-/// `(thread, state, commits)` of a run.
-fn load_run(
-    tx: &Transaction<'_>,
-    run: &RunId,
-) -> Result<Option<(ThreadId, RunState, u64)>, StoreError> {
+/// A run as admission needs it.
+fn load_run(tx: &Transaction<'_>, run: &RunId) -> Result<Option<RunHead>, StoreError> {
     let row = tx
         .prepare_cached("SELECT thread_id, state, commits FROM runs WHERE run_id = ?1")
         .and_then(|mut s| {
@@ -76,11 +71,11 @@ fn load_run(
         return Ok(None);
     };
     let state: RunState = decode(&state, || format!("a state of run {run}"))?;
-    Ok(Some((
-        ThreadId::new(thread),
+    Ok(Some(RunHead {
+        thread_id: ThreadId::new(thread),
         state,
-        count(commits, "run commit count")?,
-    )))
+        commits: count(commits, "run commit count")?,
+    }))
 }
 
 fn max_of(tx: &Transaction<'_>, sql: &str, what: &str) -> Result<u64, StoreError> {
@@ -91,86 +86,23 @@ fn max_of(tx: &Transaction<'_>, sql: &str, what: &str) -> Result<u64, StoreError
     count(value.unwrap_or(0), what)
 }
 
-/// The commit's run and thread as stored (read once per commit).
-struct Current {
-    run: Option<(ThreadId, RunState, u64)>,
-    thread: ThreadHead,
-}
-
-fn current(tx: &Transaction<'_>, commit: &ThreadCommit) -> Result<Current, StoreError> {
-    Ok(Current {
-        run: load_run(tx, commit.run_id())?,
-        thread: load_thread(tx, &commit.thread_id)?,
-    })
-}
-
-/// Every rule of SPEC §7 that can reject `commit`, in `MemoryStore`'s order: validate, the
-/// terminal fence, the run on another thread, then room in every counter it advances.
-fn check(
-    tx: &Transaction<'_>,
-    commit: &ThreadCommit,
-    current: Current,
-) -> Result<Checked, StoreError> {
-    commit.validate()?;
-    let run_id = commit.run_id();
-    let Current { run, thread } = current;
-    if let Some((thread, state, _)) = &run {
-        if let RunState::Ended(cause) = state {
-            return Err(CommitError::AlreadyTerminal {
-                run_id: run_id.clone(),
-                cause: cause.clone(),
-            }
-            .into());
-        }
-        if *thread != commit.thread_id {
-            return Err(CommitError::RunOnOtherThread {
-                run_id: run_id.clone(),
-                existing_thread: thread.clone(),
-                commit_thread: commit.thread_id.clone(),
-            }
-            .into());
-        }
-    }
-    let last_sequence = max_of(tx, "SELECT max(sequence) FROM commits", "commit sequence")?;
-    let sequence = next(last_sequence, 1, "commit sequence")?;
-    let last_event = max_of(tx, "SELECT max(sequence) FROM events", "event sequence")?;
-    next(last_event, commit.events.len() as u64, "event sequence")?;
-    next(thread.version, 1, "thread version")?;
-    let run_commits = run.as_ref().map_or(0, |(_, _, commits)| *commits);
-    next(run_commits, 1, "run commit count")?;
-    // Positions of the transcript and the state list (no MemoryStore counterpart: a Vec).
-    next(
-        thread.message_count,
-        commit.messages.len() as u64,
-        "message position",
-    )?;
-    next(
-        thread.state_count,
-        commit.state.len() as u64,
-        "state position",
-    )?;
-    Ok(Checked {
-        sequence,
-        first_event: last_event.saturating_add(1),
-        thread,
-    })
-}
-
-/// Appends a checked commit: its row, messages (with their chained digests), state commands
-/// and events; the run's state, ticket and commit count; the thread head.
+/// Writes an admitted commit as planned: its row, messages (with their chained digests), state
+/// commands and events; the run's state, ticket and commit count; the thread head.
 fn append(
     tx: &Transaction<'_>,
     commit: &ThreadCommit,
-    checked: Checked,
+    head: &CommitHead,
+    plan: &AppendPlan,
 ) -> Result<CommitRecord, StoreError> {
-    let Checked {
-        sequence,
-        first_event,
-        thread,
-    } = checked;
+    let (Some(sequence), Some(first_event)) = (plan.commit_sequence, plan.first_event_sequence)
+    else {
+        return Err(StoreError::unavailable(
+            "internal: the admission plan has no sequences although the head carried them",
+        ));
+    };
     let thread_id = commit.thread_id.as_str();
     let run_id = commit.run_id().as_str();
-    let version = thread.version.saturating_add(1);
+    let version = plan.thread_version;
     tx.prepare_cached(
         "INSERT INTO commits (sequence, thread_id, run_id, thread_version) \
          VALUES (?1, ?2, ?3, ?4)",
@@ -178,8 +110,7 @@ fn append(
     .and_then(|mut s| s.execute(params![int(sequence), thread_id, run_id, int(version)]))
     .map_err(|e| backend("insert the commit", e))?;
 
-    let mut digest = thread.last_digest;
-    let mut position = thread.message_count;
+    let mut position = plan.message_start;
     if !commit.messages.is_empty() {
         let mut insert = tx
             .prepare_cached(
@@ -187,8 +118,7 @@ fn append(
                  VALUES (?1, ?2, ?3, ?4, ?5)",
             )
             .map_err(|e| backend("prepare the message insert", e))?;
-        for message in &commit.messages {
-            digest = chain_digest(&digest, message);
+        for (message, digest) in commit.messages.iter().zip(&plan.digests) {
             let body = encode(message, "a message")?;
             insert
                 .execute(params![
@@ -203,7 +133,7 @@ fn append(
         }
     }
 
-    let mut state_position = thread.state_count;
+    let mut state_position = plan.state_start;
     if !commit.state.is_empty() {
         let mut insert = tx
             .prepare_cached(
@@ -250,11 +180,19 @@ fn append(
         _ => None,
     };
     tx.prepare_cached(
-        "INSERT INTO runs (run_id, thread_id, state, ticket, commits) VALUES (?1, ?2, ?3, ?4, 1) \
+        "INSERT INTO runs (run_id, thread_id, state, ticket, commits) VALUES (?1, ?2, ?3, ?4, ?5) \
          ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, ticket = excluded.ticket, \
-         commits = runs.commits + 1",
+         commits = excluded.commits",
     )
-    .and_then(|mut s| s.execute(params![run_id, thread_id, state, ticket]))
+    .and_then(|mut s| {
+        s.execute(params![
+            run_id,
+            thread_id,
+            state,
+            ticket,
+            int(plan.run_commits)
+        ])
+    })
     .map_err(|e| backend("write the run", e))?;
 
     tx.prepare_cached(
@@ -271,7 +209,7 @@ fn append(
             run_id,
             int(position),
             int(state_position),
-            digest
+            plan.transcript_digest(&head.transcript_digest)
         ])
     })
     .map_err(|e| backend("write the thread head", e))?;
@@ -281,11 +219,11 @@ fn append(
     })
 }
 
-/// The stored receipt of an operation: `(payload hash, record)`.
+/// The stored receipt of an operation.
 fn stored_operation(
     tx: &Transaction<'_>,
     id: &OperationId,
-) -> Result<Option<(String, CommitRecord)>, StoreError> {
+) -> Result<Option<CommitReceipt>, StoreError> {
     // An ordinal past i64::MAX was never stored (the run commit count cannot get there).
     let Ok(ordinal) = i64::try_from(id.ordinal) else {
         return Ok(None);
@@ -308,13 +246,15 @@ fn stored_operation(
         .map_err(|e| backend("read the operation receipt", e))?;
     match row {
         None => Ok(None),
-        Some((hash, sequence, version)) => Ok(Some((
-            hash,
-            CommitRecord {
+        Some((payload_hash, sequence, version)) => Ok(Some(CommitReceipt {
+            operation_id: id.clone(),
+            payload_hash,
+            record: CommitRecord {
                 sequence: count(sequence, "operation commit sequence")?,
                 thread_version: count(version, "operation thread version")?,
             },
-        ))),
+            duplicate: false,
+        })),
     }
 }
 
@@ -330,68 +270,33 @@ impl SqliteStore {
         // Validation needs no database: reject malformed commits before taking the lock.
         commit.validate()?;
         let tx = self.begin()?;
-        let current = current(&tx, &commit)?;
-        let checked = check(&tx, &commit, current)?;
-        let record = append(&tx, &commit, checked)?;
+        let head = read_head(&tx, &commit, None)?;
+        let plan = match admit_commit(&commit, &head) {
+            Admission::Append(plan) => plan,
+            Admission::Reject(error) => return Err(error.into()),
+            Admission::Duplicate(receipt) => return Ok(receipt.record),
+        };
+        let record = append(&tx, &commit, &head, &plan)?;
         tx.commit()
             .map_err(|e| backend("commit the transaction", e))?;
         Ok(record)
     }
 
-    /// SPEC §7.1: an idempotent, fenced commit, checked in this order: validate; the same
-    /// operation id with the same hash → the stored receipt (`duplicate`); the same id with
-    /// another hash → `PayloadMismatch`; the expected thread version; the ordinal; then the
-    /// rules of §7.
+    /// SPEC §7.1: an idempotent, fenced commit, admitted by the core's [`admit`].
     pub(crate) fn apply_operation(
         &mut self,
         operation: CommitOperation,
     ) -> Result<CommitReceipt, StoreError> {
         operation.commit.validate()?;
-        let OperationId { run_id, ordinal } = &operation.operation_id;
-        if run_id != operation.commit.run_id() {
-            return Err(CommitError::OperationRunMismatch {
-                operation_run: run_id.clone(),
-                commit_run: operation.commit.run_id().clone(),
-            }
-            .into());
-        }
         let tx = self.begin()?;
-        if let Some((hash, record)) = stored_operation(&tx, &operation.operation_id)? {
-            if hash == operation.payload_hash {
-                return Ok(CommitReceipt {
-                    operation_id: operation.operation_id,
-                    payload_hash: hash,
-                    record,
-                    duplicate: true,
-                });
-            }
-            return Err(CommitError::PayloadMismatch {
-                run_id: run_id.clone(),
-                ordinal: *ordinal,
-                stored: hash,
-                got: operation.payload_hash,
-            }
-            .into());
-        }
-        let current = current(&tx, &operation.commit)?;
-        let version = current.thread.version;
-        if operation.expected_thread_version != version {
-            return Err(CommitError::VersionConflict {
-                expected: operation.expected_thread_version,
-                actual: version,
-            }
-            .into());
-        }
-        let committed = current.run.as_ref().map_or(0, |(_, _, commits)| *commits);
-        if *ordinal != committed {
-            return Err(CommitError::OrdinalConflict {
-                expected: committed,
-                got: *ordinal,
-            }
-            .into());
-        }
-        let checked = check(&tx, &operation.commit, current)?;
-        let record = append(&tx, &operation.commit, checked)?;
+        let head = read_head(&tx, &operation.commit, Some(&operation.operation_id))?;
+        let plan = match admit(&operation, &head) {
+            Admission::Append(plan) => plan,
+            Admission::Reject(error) => return Err(error.into()),
+            Admission::Duplicate(receipt) => return Ok(receipt),
+        };
+        let record = append(&tx, &operation.commit, &head, &plan)?;
+        let OperationId { run_id, ordinal } = &operation.operation_id;
         tx.prepare_cached(
             "INSERT INTO operations (run_id, ordinal, payload_hash, commit_sequence, \
              thread_version) VALUES (?1, ?2, ?3, ?4, ?5)",
