@@ -23,6 +23,7 @@ use crate::message::Message;
 use crate::resume::{AwaitTarget, PermissionDecision};
 use crate::run::{EndCause, RunDisposition, RunState};
 use crate::state::{StateCommand, StateScope, exclusive_conflict};
+use crate::store::claims::ClaimToken;
 
 /// The envelope version of [`ThreadCommit`] this crate writes and the newest it reads.
 pub const COMMIT_SCHEMA_VERSION: u32 = 1;
@@ -469,6 +470,28 @@ pub enum CommitError {
         /// The operation's ordinal.
         got: u64,
     },
+    /// Another owner holds the thread's claim, live at store time (SPEC §7.2).
+    #[error("the thread is claimed by {owner:?} until {expires_at_ms} (store time)")]
+    ClaimHeld {
+        /// Who holds it.
+        owner: String,
+        /// When that claim expires, in store time.
+        expires_at_ms: u64,
+    },
+    /// The caller's claim is no longer the thread's current, unexpired claim: it expired, was
+    /// released, or a newer one was granted. The caller must stop acting on the thread.
+    #[error("the claim is no longer current (the thread's claim epoch is {current_epoch})")]
+    ClaimLost {
+        /// The thread's current claim epoch (0 when it was never claimed).
+        current_epoch: u64,
+    },
+    /// A claim request or token is malformed (empty or oversized id, zero or too long lease,
+    /// epoch 0).
+    #[error("invalid claim: {reason}")]
+    InvalidClaim {
+        /// Which rule it breaks.
+        reason: String,
+    },
 }
 
 impl CommitError {
@@ -490,6 +513,9 @@ impl CommitError {
             CommitError::PayloadMismatch { .. } => "payload_mismatch",
             CommitError::VersionConflict { .. } => "version_conflict",
             CommitError::OrdinalConflict { .. } => "ordinal_conflict",
+            CommitError::ClaimHeld { .. } => "claim_held",
+            CommitError::ClaimLost { .. } => "claim_lost",
+            CommitError::InvalidClaim { .. } => "invalid_claim",
         }
     }
 }
@@ -648,6 +674,18 @@ pub struct CommitOperation {
     pub payload_hash: String,
     /// The commit.
     pub commit: ThreadCommit,
+    /// The thread claim the writer holds (SPEC §7.2), checked right after the duplicate
+    /// check: with a token the thread's current claim must be this one and unexpired at store
+    /// time (else `ClaimLost`); without one the thread must have no live claim (else
+    /// `ClaimHeld`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<ClaimToken>,
+    /// The writer's clock, for stores whose time is the caller's (`MemoryStore`, SQLite): the
+    /// store time at which the claim check is made. PostgreSQL reads its own clock and
+    /// ignores it. Without it, `MemoryStore` uses the latest time it was given, and SQLite
+    /// the machine's clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub now_ms: Option<u64>,
 }
 
 impl CommitOperation {
@@ -661,7 +699,16 @@ impl CommitOperation {
             expected_thread_version,
             payload_hash: commit.payload_hash(),
             commit,
+            claim: None,
+            now_ms: None,
         }
+    }
+
+    /// The same operation under `claim`, checked at the writer's time `now_ms`.
+    pub fn claimed(mut self, claim: ClaimToken, now_ms: u64) -> Self {
+        self.claim = Some(claim);
+        self.now_ms = Some(now_ms);
+        self
     }
 }
 

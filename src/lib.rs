@@ -204,9 +204,14 @@ pub use state::{MaterializedState, MergePolicy, StateAction, StateCommand, State
 pub use store::admission::{
     Admission, AppendPlan, CommitHead, RunHead, StoreSequences, admit, admit_commit,
 };
+pub use store::claims::{
+    Claim, ClaimGrant, ClaimRecord, ClaimRequest, ClaimToken, DueReason, DueWork,
+    MAX_CLAIM_ID_BYTES, MAX_LEASE_MS, check_claim_request, check_commit_claim, check_lease,
+    check_token, decide_claim, decide_release, decide_renew, due_order,
+};
 pub use store::memory::MemoryStore;
 pub use store::ports::{
-    CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
-    StoreHandles, ThreadSummary, TranscriptError, TranscriptSnapshotRef, chain_digest,
-    check_ranges, transcript_digest,
+    CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, Store, StoreError,
+    StoreHandles, ThreadClaims, ThreadSummary, TranscriptError, TranscriptSnapshotRef,
+    chain_digest, check_ranges, transcript_digest,
 };

@@ -9,11 +9,11 @@ use std::ops::Range;
 use proptest::prelude::*;
 use runcore::store::conformance::{self, SharedStore};
 use runcore::{
-    AuditDraft, CheckpointReader, CommitError, CommitLog, CommitOperation, CommitReceipt,
-    CommitRecord, CommittedThreadView, EndCause, EventRecord, EventScope, MemoryStore, MergePolicy,
-    Message, PauseReason, ResumeTicket, RunDisposition, RunId, RunRecord, StateCommand, StateScope,
-    StoreError, ThreadCommit, ThreadId, ThreadSummary, TranscriptError, TranscriptSnapshotRef,
-    WaitIdentity,
+    AuditDraft, CheckpointReader, Claim, ClaimRequest, CommitError, CommitLog, CommitOperation,
+    CommitReceipt, CommitRecord, CommittedThreadView, DueWork, EndCause, EventRecord, EventScope,
+    MemoryStore, MergePolicy, Message, PauseReason, ResumeTicket, RunDisposition, RunId, RunRecord,
+    StateCommand, StateScope, StoreError, ThreadClaims, ThreadCommit, ThreadId, ThreadSummary,
+    TranscriptError, TranscriptSnapshotRef, WaitIdentity,
 };
 use serde_json::{Value, json};
 
@@ -496,6 +496,12 @@ enum Bug {
     ThreadsNewestFirst,
     /// Keeps listing a ticket after its run moved on.
     PendingKeepsResumed,
+    /// Ignores claims when committing (no token needed, any token accepted).
+    UnfencedClaims,
+    /// Grants a claim over a live one (a second owner).
+    DoubleGrant,
+    /// Lists no orphans in due work.
+    NoOrphans,
 }
 
 struct Mutant {
@@ -579,6 +585,13 @@ impl CommitLog for Mutant {
         self.before_commit(&mut operation.commit);
         if self.bug == Bug::NoVersionFence {
             operation.expected_thread_version = self.version(&operation.commit.thread_id);
+        }
+        if self.bug == Bug::UnfencedClaims {
+            let now_ms = operation.now_ms.unwrap_or(0);
+            if let Ok(Some(live)) = self.inner.thread_claim(&operation.commit.thread_id, now_ms) {
+                self.inner.release_claim(&live, now_ms)?;
+            }
+            operation.claim = None;
         }
         let retry = operation.clone();
         let result = match (self.bug, self.inner.commit_operation(operation)) {
@@ -730,6 +743,38 @@ impl CommittedThreadView for Mutant {
     }
 }
 
+impl ThreadClaims for Mutant {
+    fn claim_thread(&mut self, request: &ClaimRequest, now_ms: u64) -> Result<Claim, StoreError> {
+        if self.bug == Bug::DoubleGrant
+            && let Some(live) = self.inner.thread_claim(&request.thread_id, now_ms)?
+        {
+            self.inner.release_claim(&live, now_ms)?;
+        }
+        self.inner.claim_thread(request, now_ms)
+    }
+    fn renew_claim(
+        &mut self,
+        claim: &Claim,
+        lease_ms: u64,
+        now_ms: u64,
+    ) -> Result<Claim, StoreError> {
+        self.inner.renew_claim(claim, lease_ms, now_ms)
+    }
+    fn release_claim(&mut self, claim: &Claim, now_ms: u64) -> Result<(), StoreError> {
+        self.inner.release_claim(claim, now_ms)
+    }
+    fn thread_claim(&self, thread: &ThreadId, now_ms: u64) -> Result<Option<Claim>, StoreError> {
+        self.inner.thread_claim(thread, now_ms)
+    }
+    fn due_work(&self, now_ms: u64, limit: usize) -> Result<Vec<DueWork>, StoreError> {
+        let mut due = self.inner.due_work(now_ms, limit)?;
+        if self.bug == Bug::NoOrphans {
+            due.retain(|item| item.reason.kind() != "orphaned");
+        }
+        Ok(due)
+    }
+}
+
 impl CheckpointReader for Mutant {
     fn list_events(
         &self,
@@ -759,7 +804,7 @@ impl CheckpointReader for Mutant {
 
 #[test]
 fn the_suite_catches_each_deliberate_bug() {
-    let expectations: [(Bug, &[&str]); 17] = [
+    let expectations: [(Bug, &[&str]); 20] = [
         (
             Bug::StaleTicket,
             &["ticket_appears_with_awaiting_and_disappears_with_next_commit"],
@@ -813,6 +858,15 @@ fn the_suite_catches_each_deliberate_bug() {
             Bug::PendingKeepsResumed,
             &["pending_tickets_listed_and_paged"],
         ),
+        (Bug::UnfencedClaims, &["claimed_commits_are_fenced"]),
+        (
+            Bug::DoubleGrant,
+            &[
+                "claims_are_granted_and_refused",
+                "racing_owners_get_one_claim",
+            ],
+        ),
+        (Bug::NoOrphans, &["due_work_lists_deadlines_and_orphans"]),
     ];
     for (bug, must_fail) in expectations {
         let results = conformance::run_all(|| SharedStore::new(Mutant::new(bug)));

@@ -11,21 +11,26 @@
 //! 2. (operations) the operation's run is the commit's run;
 //! 3. (operations) a stored operation with the same id: same payload hash → its receipt with
 //!    `duplicate = true` (a lost acknowledgement retried), another hash → `PayloadMismatch`;
-//! 4. (operations) `expected_thread_version` equals the thread's commit count, because a writer
+//! 4. the thread claim (§7.2, [`check_commit_claim`]): with the operation's token, the
+//!    thread's current claim must be that one and unexpired at store time (`ClaimLost`);
+//!    without one, the thread must have no live claim (`ClaimHeld`) — an unfenced commit is
+//!    checked as an operation without a token;
+//! 5. (operations) `expected_thread_version` equals the thread's commit count, because a writer
 //!    that built on an older version is a second writer;
-//! 5. (operations) the ordinal equals the run's stored commit count;
-//! 6. the terminal fence: nothing is committed after a run's `Ended`;
-//! 7. a run id committed on another thread is refused;
-//! 8. every counter the append advances has room (store-wide sequences when the backend
+//! 6. (operations) the ordinal equals the run's stored commit count;
+//! 7. the terminal fence: nothing is committed after a run's `Ended`;
+//! 8. a run id committed on another thread is refused;
+//! 9. every counter the append advances has room (store-wide sequences when the backend
 //!    allocates them from what it read, then the thread version, the run's commit count, the
 //!    transcript and state positions), so an append can never fail halfway.
 //!
-//! Duplicates are answered before the fences of 4–7 because a retried operation whose first
+//! Duplicates are answered before the fences of 4–8 because a retried operation whose first
 //! attempt landed must get its receipt even though the thread has moved on since.
 
 use crate::commit::{CommitError, CommitOperation, CommitReceipt, CommitRecord, ThreadCommit};
 use crate::ids::ThreadId;
 use crate::run::RunState;
+use crate::store::claims::{ClaimRecord, check_commit_claim};
 use crate::store::ports::chain_digest;
 
 /// What a store holds about one commit's thread, run and operation, read in one consistent
@@ -52,6 +57,11 @@ pub struct CommitHead {
     /// The largest value any counter may hold: `u64::MAX` in memory, `i64::MAX` for a SQL
     /// `bigint` column.
     pub counter_limit: u64,
+    /// The thread's claim as stored (its latest grant, live or not), if it was ever claimed.
+    pub claim: Option<ClaimRecord>,
+    /// Store time, for the claim check (SPEC §7.2: the caller's for `MemoryStore` and
+    /// SQLite, the server's for PostgreSQL).
+    pub now_ms: u64,
 }
 
 impl CommitHead {
@@ -66,6 +76,8 @@ impl CommitHead {
             stored_operation: None,
             sequences: None,
             counter_limit,
+            claim: None,
+            now_ms: 0,
         }
     }
 }
@@ -156,7 +168,11 @@ pub fn admit(operation: &CommitOperation, head: &CommitHead) -> Admission {
 /// Decides an unfenced commit (`CommitLog::commit`): the rules of §7 without the operation's
 /// checks.
 pub fn admit_commit(commit: &ThreadCommit, head: &CommitHead) -> Admission {
-    match commit.validate().and_then(|()| plan(commit, head)) {
+    let checked = commit
+        .validate()
+        .and_then(|()| check_commit_claim(None, head.claim.as_ref(), head.now_ms))
+        .and_then(|()| plan(commit, head));
+    match checked {
         Ok(plan) => Admission::Append(plan),
         Err(error) => Admission::Reject(error),
     }
@@ -186,6 +202,7 @@ fn admit_fenced(operation: &CommitOperation, head: &CommitHead) -> Result<Admiss
             got: operation.payload_hash.clone(),
         });
     }
+    check_commit_claim(operation.claim.as_ref(), head.claim.as_ref(), head.now_ms)?;
     if operation.expected_thread_version != head.thread_version {
         return Err(CommitError::VersionConflict {
             expected: operation.expected_thread_version,

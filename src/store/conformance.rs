@@ -43,6 +43,7 @@
 
 use super::{StoreError, StoreHandles};
 
+mod claims;
 mod concurrency;
 mod events;
 mod fences;
@@ -52,6 +53,11 @@ mod reads;
 mod support;
 mod transcript;
 
+pub use claims::{
+    bad_claim_requests_are_refused, claim_epochs_grow_and_stale_claims_are_lost,
+    claimed_commits_are_fenced, claims_are_granted_and_refused,
+    due_work_lists_deadlines_and_orphans, racing_owners_get_one_claim,
+};
 pub use concurrency::{
     SharedStore, concurrent_commits_on_distinct_threads, concurrent_commits_on_one_thread,
     concurrent_fenced_writers_on_one_thread,
@@ -148,6 +154,12 @@ cases!(
     concurrent_commits_on_distinct_threads,
     concurrent_commits_on_one_thread,
     concurrent_fenced_writers_on_one_thread,
+    claims_are_granted_and_refused,
+    claim_epochs_grow_and_stale_claims_are_lost,
+    claimed_commits_are_fenced,
+    bad_claim_requests_are_refused,
+    racing_owners_get_one_claim,
+    due_work_lists_deadlines_and_orphans,
 );
 
 /// Runs every case, each against a fresh store from `make`, and returns `(name, result)` in
@@ -221,6 +233,12 @@ macro_rules! conformance_tests {
             concurrent_commits_on_distinct_threads,
             concurrent_commits_on_one_thread,
             concurrent_fenced_writers_on_one_thread,
+            claims_are_granted_and_refused,
+            claim_epochs_grow_and_stale_claims_are_lost,
+            claimed_commits_are_fenced,
+            bad_claim_requests_are_refused,
+            racing_owners_get_one_claim,
+            due_work_lists_deadlines_and_orphans,
         );
     };
 }

@@ -14,9 +14,14 @@ use serde::{Deserialize, Serialize};
 use super::admission::{
     Admission, AppendPlan, CommitHead, RunHead, StoreSequences, admit, admit_commit,
 };
+use super::claims::{
+    Claim, ClaimGrant, ClaimRecord, ClaimRequest, DueReason, DueWork, decide_claim, decide_release,
+    decide_renew, due_order,
+};
 use super::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
-    ThreadSummary, TranscriptError, TranscriptSnapshotRef, check_ranges, slice_ranges,
+    ThreadClaims, ThreadSummary, TranscriptError, TranscriptSnapshotRef, check_ranges,
+    slice_ranges,
 };
 use crate::commit::{CommitOperation, CommitReceipt, CommitRecord, OperationId, ThreadCommit};
 use crate::ids::{RunId, ThreadId};
@@ -37,6 +42,15 @@ pub struct MemoryStore {
     runs: BTreeMap<RunId, RunEntry>,
     /// run → ordinal → receipt.
     operations: BTreeMap<RunId, BTreeMap<u64, CommitReceipt>>,
+    /// Each claimed thread's latest grant (SPEC §7.2).
+    #[serde(default)]
+    claims: BTreeMap<ThreadId, ClaimRecord>,
+    /// Awaiting runs with a deadline, indexed by it: `(deadline_ms, run)` → thread (§7.3).
+    #[serde(default)]
+    deadlines: BTreeMap<(u64, RunId), ThreadId>,
+    /// Store time: the latest `now_ms` any caller gave (it never goes back).
+    #[serde(default)]
+    clock: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -56,6 +70,14 @@ struct RunEntry {
     ticket: Option<ResumeTicket>,
     commits: u64,
     event_sequences: Vec<u64>,
+}
+
+impl RunEntry {
+    /// The deadline index key of the run, while it awaits a ticket with a deadline.
+    fn deadline_key(&self) -> Option<(u64, RunId)> {
+        let deadline = self.pending_ticket()?.deadline_ms?;
+        Some((deadline, self.record.id.clone()))
+    }
 }
 
 impl MemoryStore {
@@ -95,7 +117,12 @@ impl MemoryStore {
     }
 
     /// What admission reads about `commit` (and, for an operation, its stored receipt).
-    fn head(&self, commit: &ThreadCommit, operation: Option<&OperationId>) -> CommitHead {
+    fn head(
+        &self,
+        commit: &ThreadCommit,
+        operation: Option<&OperationId>,
+        now_ms: u64,
+    ) -> CommitHead {
         let thread = self.threads.get(&commit.thread_id);
         CommitHead {
             thread_version: thread.map_or(0, |t| t.version),
@@ -120,7 +147,15 @@ impl MemoryStore {
                 last_event: self.events.len() as u64,
             }),
             counter_limit: u64::MAX,
+            claim: self.claims.get(&commit.thread_id).cloned(),
+            now_ms,
         }
+    }
+
+    /// Advances store time to `now_ms` (if later) and returns it.
+    fn tick(&mut self, now_ms: Option<u64>) -> u64 {
+        self.clock = self.clock.max(now_ms.unwrap_or(0));
+        self.clock
     }
 
     /// Writes an admitted commit as planned.
@@ -148,6 +183,9 @@ impl MemoryStore {
             commits: 0,
             event_sequences: Vec::new(),
         });
+        if let Some(key) = run.deadline_key() {
+            self.deadlines.remove(&key);
+        }
         thread.digests.extend(plan.digests);
         thread.messages.extend(commit.messages);
         thread.state.extend(commit.state);
@@ -168,6 +206,9 @@ impl MemoryStore {
         run.ticket = ticket;
         run.commits = plan.run_commits;
         run.record.commits = plan.run_commits;
+        if let Some(key) = run.deadline_key() {
+            self.deadlines.insert(key, commit.thread_id.clone());
+        }
         thread.latest_run = Some(run_id);
         thread.version = plan.thread_version;
         CommitRecord {
@@ -179,7 +220,8 @@ impl MemoryStore {
 
 impl CommitLog for MemoryStore {
     fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
-        match admit_commit(&commit, &self.head(&commit, None)) {
+        let now_ms = self.clock;
+        match admit_commit(&commit, &self.head(&commit, None, now_ms)) {
             Admission::Append(plan) => Ok(self.append(commit, plan)),
             Admission::Reject(error) => Err(error.into()),
             Admission::Duplicate(receipt) => {
@@ -193,7 +235,8 @@ impl CommitLog for MemoryStore {
         &mut self,
         operation: CommitOperation,
     ) -> Result<CommitReceipt, StoreError> {
-        let head = self.head(&operation.commit, Some(&operation.operation_id));
+        let now_ms = self.tick(operation.now_ms);
+        let head = self.head(&operation.commit, Some(&operation.operation_id), now_ms);
         match admit(&operation, &head) {
             Admission::Duplicate(receipt) => Ok(receipt),
             Admission::Reject(error) => Err(error.into()),
@@ -218,6 +261,84 @@ impl CommitLog for MemoryStore {
                 Ok(receipt)
             }
         }
+    }
+}
+
+impl ThreadClaims for MemoryStore {
+    fn claim_thread(&mut self, request: &ClaimRequest, now_ms: u64) -> Result<Claim, StoreError> {
+        let now_ms = self.tick(Some(now_ms));
+        match decide_claim(request, self.claims.get(&request.thread_id), now_ms)? {
+            ClaimGrant::Same(claim) => Ok(claim),
+            ClaimGrant::Granted(record) => {
+                let claim = record.claim(&request.thread_id);
+                self.claims.insert(request.thread_id.clone(), record);
+                Ok(claim)
+            }
+        }
+    }
+
+    fn renew_claim(
+        &mut self,
+        claim: &Claim,
+        lease_ms: u64,
+        now_ms: u64,
+    ) -> Result<Claim, StoreError> {
+        let now_ms = self.tick(Some(now_ms));
+        let record = decide_renew(claim, lease_ms, self.claims.get(&claim.thread_id), now_ms)?;
+        let renewed = record.claim(&claim.thread_id);
+        self.claims.insert(claim.thread_id.clone(), record);
+        Ok(renewed)
+    }
+
+    fn release_claim(&mut self, claim: &Claim, now_ms: u64) -> Result<(), StoreError> {
+        let now_ms = self.tick(Some(now_ms));
+        if let Some(record) = decide_release(claim, self.claims.get(&claim.thread_id), now_ms) {
+            self.claims.insert(claim.thread_id.clone(), record);
+        }
+        Ok(())
+    }
+
+    fn thread_claim(&self, thread: &ThreadId, now_ms: u64) -> Result<Option<Claim>, StoreError> {
+        let now_ms = self.clock.max(now_ms);
+        Ok(self
+            .claims
+            .get(thread)
+            .filter(|record| record.is_live(now_ms))
+            .map(|record| record.claim(thread)))
+    }
+
+    fn due_work(&self, now_ms: u64, limit: usize) -> Result<Vec<DueWork>, StoreError> {
+        let now_ms = self.clock.max(now_ms);
+        let mut due: Vec<DueWork> = self
+            .deadlines
+            .range(..(now_ms.saturating_add(1), RunId::new("")))
+            .map(|((deadline_ms, run_id), thread_id)| DueWork {
+                thread_id: thread_id.clone(),
+                run_id: run_id.clone(),
+                reason: DueReason::Deadline {
+                    deadline_ms: *deadline_ms,
+                },
+            })
+            .collect();
+        for (thread_id, record) in &self.claims {
+            let Some(ended) = record.ended_at(now_ms) else {
+                continue;
+            };
+            if let Some(run) = self.latest_record(thread_id)
+                && run.state == RunState::Running
+            {
+                due.push(DueWork {
+                    thread_id: thread_id.clone(),
+                    run_id: run.id.clone(),
+                    reason: DueReason::Orphaned {
+                        claim_expired_at_ms: ended,
+                    },
+                });
+            }
+        }
+        due.sort_by(due_order);
+        due.truncate(limit);
+        Ok(due)
     }
 }
 

@@ -28,6 +28,7 @@
 //! private.
 
 pub(crate) mod admission;
+pub(crate) mod claims;
 pub(crate) mod memory;
 pub(crate) mod ports;
 
@@ -36,7 +37,8 @@ pub mod conformance;
 
 pub(crate) use ports::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
-    ThreadSummary, TranscriptError, TranscriptSnapshotRef, check_ranges, slice_ranges,
+    ThreadClaims, ThreadSummary, TranscriptError, TranscriptSnapshotRef, check_ranges,
+    slice_ranges,
 };
 #[cfg(feature = "conformance")]
 use ports::{StoreHandles, transcript_digest};

@@ -15,6 +15,7 @@ use crate::message::Message;
 use crate::resume::ResumeTicket;
 use crate::run::{RunRecord, RunState};
 use crate::state::StateCommand;
+use crate::store::claims::{Claim, ClaimRequest, DueWork};
 
 /// Why a store call failed: the contract rejected it, or the backend could not do it.
 #[derive(Debug, thiserror::Error)]
@@ -112,10 +113,42 @@ pub trait CommitLog {
     -> Result<CommitReceipt, StoreError>;
 }
 
+/// Thread claims and due work (SPEC §7.2, §7.3): who owns a thread, and what needs handling
+/// with no process holding the thread. The decisions are the core's ([`decide_claim`],
+/// [`decide_renew`], [`decide_release`]); a backend reads the thread's claim, decides, and
+/// writes what the decision says, atomically.
+///
+/// `now_ms` is store time for stores whose time is the caller's (`MemoryStore`, SQLite);
+/// PostgreSQL ignores it and reads its server's clock, so worker clocks never decide who owns
+/// a thread.
+///
+/// [`decide_claim`]: crate::decide_claim
+/// [`decide_renew`]: crate::decide_renew
+/// [`decide_release`]: crate::decide_release
+pub trait ThreadClaims {
+    /// Claims the thread for `request.owner` (granted when no claim is live; a retry of the
+    /// live claim's own request gets it again), else `ClaimHeld`.
+    fn claim_thread(&mut self, request: &ClaimRequest, now_ms: u64) -> Result<Claim, StoreError>;
+    /// Extends the current, unexpired claim to store time + `lease_ms`, else `ClaimLost`.
+    fn renew_claim(
+        &mut self,
+        claim: &Claim,
+        lease_ms: u64,
+        now_ms: u64,
+    ) -> Result<Claim, StoreError>;
+    /// Ends the claim if it is the thread's current one; a no-op otherwise.
+    fn release_claim(&mut self, claim: &Claim, now_ms: u64) -> Result<(), StoreError>;
+    /// The thread's live claim at store time, if any.
+    fn thread_claim(&self, thread: &ThreadId, now_ms: u64) -> Result<Option<Claim>, StoreError>;
+    /// Due work at store time (passed deadlines, orphaned runs), in the order each became due
+    /// ([`due_order`](crate::due_order)), at most `limit`.
+    fn due_work(&self, now_ms: u64, limit: usize) -> Result<Vec<DueWork>, StoreError>;
+}
+
 /// A store that can open another handle onto the same committed log, so that several OS
 /// threads (or processes) can commit concurrently, each through its own handle. The
 /// conformance suite's concurrency cases need it.
-pub trait StoreHandles: CommitLog + CheckpointReader + Send + Sized {
+pub trait StoreHandles: CommitLog + CheckpointReader + ThreadClaims + Send + Sized {
     /// Another handle onto the same log (a new connection, a clone of a shared handle).
     fn open_handle(&self) -> Result<Self, StoreError>;
 }
@@ -384,3 +417,128 @@ pub trait CheckpointReader: CommittedThreadView {
         limit: usize,
     ) -> Result<Vec<EventRecord>, StoreError>;
 }
+
+/// Every port of a full store, as one trait object: what a host opens from a URL and hands to
+/// the durable driver, recovery and the inspection commands (`Box<dyn Store + Send>`).
+pub trait Store: CommitLog + CheckpointReader + ThreadClaims {}
+
+impl<T: CommitLog + CheckpointReader + ThreadClaims + ?Sized> Store for T {}
+
+/// Forwards every port through a pointer-like wrapper (`Box<T>`, `&mut T`), so a boxed or
+/// borrowed store is a store, with no hand-written forwarding at each call site.
+macro_rules! forward_ports {
+    ($($wrapper:ty),*) => {$(
+        impl<T: CommitLog + ?Sized> CommitLog for $wrapper {
+            fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
+                (**self).commit(commit)
+            }
+            fn commit_operation(
+                &mut self,
+                operation: CommitOperation,
+            ) -> Result<CommitReceipt, StoreError> {
+                (**self).commit_operation(operation)
+            }
+        }
+
+        impl<T: ThreadClaims + ?Sized> ThreadClaims for $wrapper {
+            fn claim_thread(
+                &mut self,
+                request: &ClaimRequest,
+                now_ms: u64,
+            ) -> Result<Claim, StoreError> {
+                (**self).claim_thread(request, now_ms)
+            }
+            fn renew_claim(
+                &mut self,
+                claim: &Claim,
+                lease_ms: u64,
+                now_ms: u64,
+            ) -> Result<Claim, StoreError> {
+                (**self).renew_claim(claim, lease_ms, now_ms)
+            }
+            fn release_claim(&mut self, claim: &Claim, now_ms: u64) -> Result<(), StoreError> {
+                (**self).release_claim(claim, now_ms)
+            }
+            fn thread_claim(
+                &self,
+                thread: &ThreadId,
+                now_ms: u64,
+            ) -> Result<Option<Claim>, StoreError> {
+                (**self).thread_claim(thread, now_ms)
+            }
+            fn due_work(&self, now_ms: u64, limit: usize) -> Result<Vec<DueWork>, StoreError> {
+                (**self).due_work(now_ms, limit)
+            }
+        }
+
+        impl<T: CommittedThreadView + ?Sized> CommittedThreadView for $wrapper {
+            fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
+                (**self).committed_messages(thread)
+            }
+            fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
+                (**self).run(run)
+            }
+            fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
+                (**self).latest_run(thread)
+            }
+            fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
+                (**self).resume_ticket(run)
+            }
+            fn run_state(&self, run: &RunId) -> Result<Option<RunState>, StoreError> {
+                (**self).run_state(run)
+            }
+            fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
+                (**self).committed_state(thread)
+            }
+            fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
+                (**self).thread_version(thread)
+            }
+            fn threads(
+                &self,
+                after: Option<&ThreadId>,
+                limit: usize,
+            ) -> Result<Vec<ThreadSummary>, StoreError> {
+                (**self).threads(after, limit)
+            }
+            fn pending_tickets(
+                &self,
+                after: Option<&RunId>,
+                limit: usize,
+            ) -> Result<Vec<ResumeTicket>, StoreError> {
+                (**self).pending_tickets(after, limit)
+            }
+            fn transcript_snapshot(
+                &self,
+                thread: &ThreadId,
+            ) -> Result<TranscriptSnapshotRef, StoreError> {
+                (**self).transcript_snapshot(thread)
+            }
+            fn verify_transcript_snapshot(
+                &self,
+                snapshot: &TranscriptSnapshotRef,
+            ) -> Result<(), StoreError> {
+                (**self).verify_transcript_snapshot(snapshot)
+            }
+            fn transcript_slice(
+                &self,
+                snapshot: &TranscriptSnapshotRef,
+                ranges: &[Range<usize>],
+            ) -> Result<Vec<Message>, StoreError> {
+                (**self).transcript_slice(snapshot, ranges)
+            }
+        }
+
+        impl<T: CheckpointReader + ?Sized> CheckpointReader for $wrapper {
+            fn list_events(
+                &self,
+                scope: &EventScope,
+                from: Option<u64>,
+                limit: usize,
+            ) -> Result<Vec<EventRecord>, StoreError> {
+                (**self).list_events(scope, from, limit)
+            }
+        }
+    )*};
+}
+
+forward_ports!(Box<T>, &mut T);

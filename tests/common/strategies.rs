@@ -471,6 +471,8 @@ pub fn commit_operation() -> impl Strategy<Value = CommitOperation> {
             expected_thread_version,
             payload_hash,
             commit,
+            claim: None,
+            now_ms: None,
         },
     )
 }

@@ -15,9 +15,10 @@ use crate::message::Message;
 use crate::resume::ResumeTicket;
 use crate::run::RunRecord;
 use crate::state::StateCommand;
+use crate::store::claims::{Claim, ClaimRequest, DueWork};
 use crate::store::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
-    StoreHandles, ThreadSummary,
+    StoreHandles, ThreadClaims, ThreadSummary,
 };
 
 /// Writers per case.
@@ -369,7 +370,30 @@ impl<S: CheckpointReader> CheckpointReader for SharedStore<S> {
     }
 }
 
-impl<S: CommitLog + CheckpointReader + Send> StoreHandles for SharedStore<S> {
+impl<S: ThreadClaims> ThreadClaims for SharedStore<S> {
+    fn claim_thread(&mut self, request: &ClaimRequest, now_ms: u64) -> Result<Claim, StoreError> {
+        self.lock().claim_thread(request, now_ms)
+    }
+    fn renew_claim(
+        &mut self,
+        claim: &Claim,
+        lease_ms: u64,
+        now_ms: u64,
+    ) -> Result<Claim, StoreError> {
+        self.lock().renew_claim(claim, lease_ms, now_ms)
+    }
+    fn release_claim(&mut self, claim: &Claim, now_ms: u64) -> Result<(), StoreError> {
+        self.lock().release_claim(claim, now_ms)
+    }
+    fn thread_claim(&self, thread: &ThreadId, now_ms: u64) -> Result<Option<Claim>, StoreError> {
+        self.lock().thread_claim(thread, now_ms)
+    }
+    fn due_work(&self, now_ms: u64, limit: usize) -> Result<Vec<DueWork>, StoreError> {
+        self.lock().due_work(now_ms, limit)
+    }
+}
+
+impl<S: CommitLog + CheckpointReader + ThreadClaims + Send> StoreHandles for SharedStore<S> {
     fn open_handle(&self) -> Result<Self, StoreError> {
         Ok(SharedStore(Arc::clone(&self.0)))
     }
