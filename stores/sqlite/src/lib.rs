@@ -121,6 +121,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use runcore::{StoreError, StoreHandles};
 use rusqlite::Connection;
 
+mod claims;
 mod codec;
 mod error;
 mod open;

@@ -21,13 +21,19 @@ pub(crate) struct Migration {
 }
 
 /// The schema's history; the last entry's version is [`SCHEMA_VERSION`].
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    sql: SCHEMA_V1,
-}];
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        sql: SCHEMA_V1,
+    },
+    Migration {
+        version: 2,
+        sql: SCHEMA_V2,
+    },
+];
 
 /// The schema version this build writes and the newest it reads.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// `PRAGMA application_id` of a runcore store ("RCOR"), so tools like `file(1)` can tell
 /// what the file is. Identification at open goes by `runcore_schema`, not by this.
@@ -43,6 +49,7 @@ pub(crate) const TABLES: &[&str] = &[
     "state_commands",
     "events",
     "operations",
+    "thread_claims",
 ];
 
 const SCHEMA_V1: &str = "
@@ -124,6 +131,28 @@ CREATE TABLE operations (
     thread_version  INTEGER NOT NULL,
     PRIMARY KEY (run_id, ordinal)
 ) WITHOUT ROWID;
+";
+
+/// Version 2: thread claims (SPEC §7.2) and indexed deadlines (§7.3). A version-1 store's
+/// awaiting runs get their deadline from the ticket they hold.
+const SCHEMA_V2: &str = "
+-- Each claimed thread's latest grant, live or not. ends_at_ms is when it stops being live:
+-- its expiry, or its release time once released (the orphan scan reads it).
+CREATE TABLE thread_claims (
+    thread_id      TEXT PRIMARY KEY NOT NULL,
+    owner          TEXT NOT NULL,
+    request_id     TEXT NOT NULL,
+    epoch          INTEGER NOT NULL,
+    expires_at_ms  INTEGER NOT NULL,
+    released_at_ms INTEGER,
+    ends_at_ms     INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX thread_claims_by_end ON thread_claims (ends_at_ms);
+
+-- The deadline of an awaiting run's ticket, indexed so due work never scans the runs.
+ALTER TABLE runs ADD COLUMN deadline_ms INTEGER;
+UPDATE runs SET deadline_ms = json_extract(ticket, '$.deadline_ms') WHERE ticket IS NOT NULL;
+CREATE INDEX runs_by_deadline ON runs (deadline_ms) WHERE deadline_ms IS NOT NULL;
 ";
 
 /// What a database holds, judged from its schema table.
@@ -279,8 +308,8 @@ mod tests {
         Connection::open_in_memory().unwrap()
     }
 
-    const V2: Migration = Migration {
-        version: 2,
+    const NEXT: Migration = Migration {
+        version: SCHEMA_VERSION + 1,
         sql: "CREATE TABLE extra (x INTEGER); INSERT INTO extra VALUES (42);",
     };
 
@@ -322,15 +351,20 @@ mod tests {
         let mut conn = memory();
         let path = Path::new(":memory:");
         migrate(&mut conn, path, &MIGRATIONS[..1]).unwrap();
-        let history = [MIGRATIONS[0], V2];
-        assert_eq!(migrate(&mut conn, path, &history).unwrap(), 2);
-        assert_eq!(inspect(&conn, path).unwrap(), Found::Runcore(2));
+        let mut history = MIGRATIONS.to_vec();
+        history.push(NEXT);
+        let next = SCHEMA_VERSION + 1;
+        assert_eq!(migrate(&mut conn, path, &history).unwrap(), next);
+        assert_eq!(
+            inspect(&conn, path).unwrap(),
+            Found::Runcore(i64::from(next))
+        );
         let x: i64 = conn
             .query_row("SELECT x FROM extra", [], |r| r.get(0))
             .unwrap();
         assert_eq!(x, 42);
         // A second open applies nothing twice.
-        assert_eq!(migrate(&mut conn, path, &history).unwrap(), 2);
+        assert_eq!(migrate(&mut conn, path, &history).unwrap(), next);
         let rows: i64 = conn
             .query_row("SELECT count(*) FROM extra", [], |r| r.get(0))
             .unwrap();
@@ -338,15 +372,44 @@ mod tests {
         // And this build's history refuses the newer store.
         assert!(matches!(
             migrate(&mut conn, path, MIGRATIONS),
-            Err(OpenError::NewerSchema { found: 2, .. })
+            Err(OpenError::NewerSchema { found, .. }) if found == i64::from(next)
         ));
+    }
+
+    #[test]
+    fn a_version_one_store_gets_its_deadlines_indexed() {
+        let mut conn = memory();
+        let path = Path::new(":memory:");
+        migrate(&mut conn, path, &MIGRATIONS[..1]).unwrap();
+        conn.execute_batch(
+            "INSERT INTO runs (run_id, thread_id, state, ticket, commits) VALUES \
+             ('r1', 't1', '{\"type\":\"awaiting\"}', '{\"deadline_ms\":1234}', 1), \
+             ('r2', 't2', '{\"type\":\"running\"}', NULL, 1);",
+        )
+        .unwrap();
+        assert_eq!(
+            migrate(&mut conn, path, MIGRATIONS).unwrap(),
+            SCHEMA_VERSION
+        );
+        let deadlines: Vec<(String, Option<i64>)> = conn
+            .prepare("SELECT run_id, deadline_ms FROM runs ORDER BY run_id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            deadlines,
+            vec![("r1".to_owned(), Some(1234)), ("r2".to_owned(), None)]
+        );
+        check_tables(&conn, path).unwrap();
     }
 
     #[test]
     fn a_failing_migration_leaves_the_old_version() {
         let mut conn = memory();
         let path = Path::new(":memory:");
-        migrate(&mut conn, path, MIGRATIONS).unwrap();
+        migrate(&mut conn, path, &MIGRATIONS[..1]).unwrap();
         let broken = Migration {
             version: 2,
             sql: "CREATE TABLE half (x INTEGER); THIS IS NOT SQL;",

@@ -25,6 +25,7 @@ fn read_head(
     tx: &Transaction<'_>,
     commit: &ThreadCommit,
     operation: Option<&OperationId>,
+    now_ms: u64,
 ) -> Result<CommitHead, StoreError> {
     let mut head = CommitHead::empty(i64::MAX as u64);
     let thread = tx
@@ -49,6 +50,8 @@ fn read_head(
     if let Some(id) = operation {
         head.stored_operation = stored_operation(tx, id)?;
     }
+    head.claim = crate::claims::load_claim(tx, &commit.thread_id)?;
+    head.now_ms = now_ms;
     head.sequences = Some(StoreSequences {
         last_commit: max_of(tx, "SELECT max(sequence) FROM commits", "commit sequence")?,
         last_event: max_of(tx, "SELECT max(sequence) FROM events", "event sequence")?,
@@ -175,14 +178,18 @@ fn append(
     }
 
     let state = encode(&commit.run.state(), "a run state")?;
-    let ticket = match &commit.run {
-        RunDisposition::Awaiting(ticket) => Some(encode(&**ticket, "a resume ticket")?),
-        _ => None,
+    let (ticket, deadline) = match &commit.run {
+        RunDisposition::Awaiting(ticket) => (
+            Some(encode(&**ticket, "a resume ticket")?),
+            ticket.deadline_ms.map(int),
+        ),
+        _ => (None, None),
     };
     tx.prepare_cached(
-        "INSERT INTO runs (run_id, thread_id, state, ticket, commits) VALUES (?1, ?2, ?3, ?4, ?5) \
+        "INSERT INTO runs (run_id, thread_id, state, ticket, commits, deadline_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
          ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, ticket = excluded.ticket, \
-         commits = excluded.commits",
+         commits = excluded.commits, deadline_ms = excluded.deadline_ms",
     )
     .and_then(|mut s| {
         s.execute(params![
@@ -190,7 +197,8 @@ fn append(
             thread_id,
             state,
             ticket,
-            int(plan.run_commits)
+            int(plan.run_commits),
+            deadline
         ])
     })
     .map_err(|e| backend("write the run", e))?;
@@ -259,7 +267,7 @@ fn stored_operation(
 }
 
 impl SqliteStore {
-    fn begin(&mut self) -> Result<Transaction<'_>, StoreError> {
+    pub(crate) fn begin(&mut self) -> Result<Transaction<'_>, StoreError> {
         self.conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| backend("begin the commit transaction", e))
@@ -270,7 +278,7 @@ impl SqliteStore {
         // Validation needs no database: reject malformed commits before taking the lock.
         commit.validate()?;
         let tx = self.begin()?;
-        let head = read_head(&tx, &commit, None)?;
+        let head = read_head(&tx, &commit, None, crate::claims::wall_clock_ms())?;
         let plan = match admit_commit(&commit, &head) {
             Admission::Append(plan) => plan,
             Admission::Reject(error) => return Err(error.into()),
@@ -289,7 +297,15 @@ impl SqliteStore {
     ) -> Result<CommitReceipt, StoreError> {
         operation.commit.validate()?;
         let tx = self.begin()?;
-        let head = read_head(&tx, &operation.commit, Some(&operation.operation_id))?;
+        let now_ms = operation
+            .now_ms
+            .unwrap_or_else(crate::claims::wall_clock_ms);
+        let head = read_head(
+            &tx,
+            &operation.commit,
+            Some(&operation.operation_id),
+            now_ms,
+        )?;
         let plan = match admit(&operation, &head) {
             Admission::Append(plan) => plan,
             Admission::Reject(error) => return Err(error.into()),

@@ -5,9 +5,10 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use runcore::{
-    CheckpointReader, CommitLog, CommitOperation, CommitReceipt, CommitRecord, CommittedThreadView,
-    EventRecord, EventScope, Message, ResumeTicket, RunId, RunRecord, StateCommand, StoreError,
-    StoreHandles, ThreadCommit, ThreadId, ThreadSummary, TranscriptSnapshotRef,
+    CheckpointReader, Claim, ClaimRequest, CommitLog, CommitOperation, CommitReceipt, CommitRecord,
+    CommittedThreadView, DueWork, EventRecord, EventScope, Message, ResumeTicket, RunId, RunRecord,
+    StateCommand, StoreError, StoreHandles, ThreadClaims, ThreadCommit, ThreadId, ThreadSummary,
+    TranscriptSnapshotRef,
 };
 
 /// A store plus a guard that is dropped after the last handle: e.g.
@@ -56,6 +57,29 @@ impl<S: CommitLog, G> CommitLog for Guarded<S, G> {
         operation: CommitOperation,
     ) -> Result<CommitReceipt, StoreError> {
         self.store.commit_operation(operation)
+    }
+}
+
+impl<S: ThreadClaims, G> ThreadClaims for Guarded<S, G> {
+    fn claim_thread(&mut self, request: &ClaimRequest, now_ms: u64) -> Result<Claim, StoreError> {
+        self.store.claim_thread(request, now_ms)
+    }
+    fn renew_claim(
+        &mut self,
+        claim: &Claim,
+        lease_ms: u64,
+        now_ms: u64,
+    ) -> Result<Claim, StoreError> {
+        self.store.renew_claim(claim, lease_ms, now_ms)
+    }
+    fn release_claim(&mut self, claim: &Claim, now_ms: u64) -> Result<(), StoreError> {
+        self.store.release_claim(claim, now_ms)
+    }
+    fn thread_claim(&self, thread: &ThreadId, now_ms: u64) -> Result<Option<Claim>, StoreError> {
+        self.store.thread_claim(thread, now_ms)
+    }
+    fn due_work(&self, now_ms: u64, limit: usize) -> Result<Vec<DueWork>, StoreError> {
+        self.store.due_work(now_ms, limit)
     }
 }
 
