@@ -32,7 +32,8 @@ use crate::message::{Message, ToolCall};
 mod durable;
 
 pub use durable::{
-    DurableDriver, DurableLines, DurableOptions, DurableStartError, SessionEnded, store_error_line,
+    ClaimOptions, DurableDriver, DurableLines, DurableOptions, DurableStartError, SessionEnded,
+    store_error_line,
 };
 
 /// The longest input line the driver parses (64 MiB).

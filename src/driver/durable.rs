@@ -29,9 +29,11 @@ use super::{
     ContextMode, Driver, ErrorBody, InputLine, OutputLine, error_line, idle_line, to_line,
 };
 use crate::agent::{Agent, AgentConfig, Input, Output, RecoverError, RecoveryPolicy};
+use crate::commit::CommitError;
 use crate::error::AgentError;
 use crate::ids::ThreadId;
-use crate::store::{CheckpointReader, CommitLog, StoreError};
+use crate::store::claims::{Claim, ClaimRequest};
+use crate::store::{CheckpointReader, CommitLog, StoreError, ThreadClaims};
 
 /// How a durable driver starts: the fields of a `config` line (what `runcore drive --config
 /// FILE` reads) and the recovery policy.
@@ -85,6 +87,23 @@ pub enum DurableStartError {
     /// The configuration was rejected for a thread without history.
     #[error("the configuration was rejected: {0}")]
     Config(#[source] AgentError),
+    /// Another owner holds the thread's claim, live at store time (SPEC §12.4: `runcore
+    /// drive` exits with status 4). Nothing was read or written.
+    #[error(
+        "thread {:?} is claimed by {owner:?} until {expires_at_ms} (store time)",
+        thread.as_str()
+    )]
+    ClaimHeld {
+        /// The driver's thread.
+        thread: ThreadId,
+        /// Who holds it.
+        owner: String,
+        /// When that claim expires, in store time.
+        expires_at_ms: u64,
+    },
+    /// The claim options are malformed (empty or oversized owner, zero or too long lease).
+    #[error("invalid claim options: {0}")]
+    InvalidClaim(String),
     /// The thread's committed history could not be recovered with this configuration.
     #[error("cannot recover thread {:?}: {error}", thread.as_str())]
     Recover {
@@ -141,6 +160,75 @@ pub struct DurableDriver<S> {
     has_history: bool,
     /// Set when the store refused a commit: the session is over.
     ended: Option<SessionEnded>,
+    /// The thread's claim, for a driver started with [`DurableDriver::start_claimed`].
+    lease: Option<Lease>,
+}
+
+/// How a durable driver claims its thread (SPEC §7.2, §12.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimOptions {
+    /// The host's name for this process start (`runcore drive` defaults to host name, pid and
+    /// start time).
+    pub owner: String,
+    /// How long each claim or renew lasts, in milliseconds.
+    pub lease_ms: u64,
+    /// The safety margin: the driver stops trusting its claim this long before the lease it
+    /// last obtained runs out by its own clock. `None`: a fifth of the lease.
+    pub margin_ms: Option<u64>,
+}
+
+impl ClaimOptions {
+    /// Options for `owner` with `lease_ms` and the default margin.
+    pub fn new(owner: impl Into<String>, lease_ms: u64) -> Self {
+        ClaimOptions {
+            owner: owner.into(),
+            lease_ms,
+            margin_ms: None,
+        }
+    }
+
+    fn margin(&self) -> u64 {
+        self.margin_ms
+            .unwrap_or(self.lease_ms / 5)
+            .min(self.lease_ms)
+    }
+}
+
+/// The claim a durable driver holds, and what its own clock trusts of it.
+#[derive(Debug, Clone)]
+struct Lease {
+    claim: Claim,
+    options: ClaimOptions,
+    /// Local time until which the driver may act: (local time when the claim or last renew
+    /// was sent) + lease − margin.
+    trusted_until: u64,
+    /// Local time of the next renew: a third of the lease after the last one was sent.
+    renew_at: u64,
+    /// The latest local time the host reported ([`DurableDriver::tick`]): the `now_ms` of
+    /// fenced commits (store time for stores whose time is the caller's).
+    now_ms: u64,
+}
+
+impl Lease {
+    fn granted(claim: Claim, options: ClaimOptions, sent_at: u64) -> Self {
+        let mut lease = Lease {
+            claim,
+            options,
+            trusted_until: 0,
+            renew_at: 0,
+            now_ms: sent_at,
+        };
+        lease.trust_from(sent_at);
+        lease
+    }
+
+    fn trust_from(&mut self, sent_at: u64) {
+        let lease = self.options.lease_ms;
+        self.trusted_until = sent_at
+            .saturating_add(lease)
+            .saturating_sub(self.options.margin());
+        self.renew_at = sent_at.saturating_add((lease / 3).max(1));
+    }
 }
 
 impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
@@ -153,41 +241,8 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
         store: S,
         options: DurableOptions,
     ) -> Result<(Self, DurableLines), DurableStartError> {
-        let thread = options.config.thread_id.clone();
-        let unreadable = |source: StoreError| DurableStartError::Store {
-            thread: thread.clone(),
-            source,
-        };
-        let has_history = store.thread_version(&thread).map_err(unreadable)? > 0;
-        let driver = if has_history {
-            let agent = Agent::recover(options.config, &store, &thread, options.policy).map_err(
-                |e| match e {
-                    RecoverError::Store(source) => unreadable(source),
-                    RecoverError::Invalid(error) => DurableStartError::Recover {
-                        thread: thread.clone(),
-                        error,
-                    },
-                },
-            )?;
-            Driver::from_agent(agent, options.context)
-        } else {
-            let mut driver = Driver::new();
-            driver
-                .apply(InputLine {
-                    input: Input::Config(options.config),
-                    now_ms: options.now_ms,
-                    context: Some(options.context),
-                })
-                .map_err(DurableStartError::Config)?;
-            driver
-        };
-        let mut durable = DurableDriver {
-            store,
-            driver,
-            thread,
-            has_history,
-            ended: None,
-        };
+        let (mut durable, ()) =
+            DurableDriver::start_unclaimed_parts(store, options).map_err(|(_, error)| error)?;
         let mut lines = Vec::new();
         let refused = durable.drain(0, &mut |line| lines.push(line));
         Ok((durable, DurableLines { lines, refused }))
@@ -239,8 +294,12 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
         while let Some(output) = self.driver.poll() {
             let text = self.driver.render(&output);
             if let Output::Commit(commit) = output {
+                let mut operation = commit.into_operation();
+                if let Some(lease) = &self.lease {
+                    operation = operation.claimed(lease.claim.token(), lease.now_ms);
+                }
                 // A duplicate receipt is the same fact already stored (SPEC §7.1): harmless.
-                if let Err(error) = self.store.commit_operation(commit.into_operation()) {
+                if let Err(error) = self.store.commit_operation(operation) {
                     sink(store_error_line(line, &error));
                     self.ended = Some(SessionEnded {
                         line,
@@ -255,6 +314,213 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
         sink(idle_line(line, self.driver.agent().poll_timeout()));
         None
     }
+}
+
+impl<S: CommitLog + CheckpointReader + ThreadClaims> DurableDriver<S> {
+    /// [`start`](DurableDriver::start) under a claim (SPEC §7.2, §12.4): claims the thread for
+    /// `claim.owner` at local time `now_ms` *before* it reads the thread, so it never recovers
+    /// a thread another owner holds live (that is [`DurableStartError::ClaimHeld`], and
+    /// nothing is written). Every commit then carries the claim's token, and the host calls
+    /// [`tick`](DurableDriver::tick) before each input line and at
+    /// [`poll_renew`](DurableDriver::poll_renew), and [`release`](DurableDriver::release) at
+    /// the end.
+    pub fn start_claimed(
+        mut store: S,
+        options: DurableOptions,
+        claim: ClaimOptions,
+        now_ms: u64,
+    ) -> Result<(Self, DurableLines), DurableStartError> {
+        let thread = options.config.thread_id.clone();
+        let request = ClaimRequest {
+            thread_id: thread.clone(),
+            owner: claim.owner.clone(),
+            request_id: format!("{}#1", claim.owner),
+            lease_ms: claim.lease_ms,
+        };
+        let granted = store.claim_thread(&request, now_ms).map_err(|e| match e {
+            StoreError::Rejected(CommitError::ClaimHeld {
+                owner,
+                expires_at_ms,
+            }) => DurableStartError::ClaimHeld {
+                thread: thread.clone(),
+                owner,
+                expires_at_ms,
+            },
+            StoreError::Rejected(CommitError::InvalidClaim { reason }) => {
+                DurableStartError::InvalidClaim(reason)
+            }
+            source => DurableStartError::Store {
+                thread: thread.clone(),
+                source,
+            },
+        })?;
+        let lease = Lease::granted(granted, claim, now_ms);
+        // Recovery reads under the claim; if it fails, the claim is released again.
+        let (mut durable, _) = match DurableDriver::start_unclaimed_parts(store, options) {
+            Ok(parts) => parts,
+            Err((mut store, error)) => {
+                let _ = store.release_claim(&lease.claim, now_ms);
+                return Err(error);
+            }
+        };
+        durable.lease = Some(lease);
+        let mut lines = Vec::new();
+        let refused = durable.drain(0, &mut |line| lines.push(line));
+        Ok((durable, DurableLines { lines, refused }))
+    }
+
+    /// Reports the host's local time: renews the claim when it is due, and ends the session
+    /// when the claim is lost (a renew refused with `ClaimLost`) or when the trust window
+    /// passed without a successful renew (the store unreachable meanwhile). Returns the
+    /// `store` error line (`"reason":"claim_lost"`) when the session ends here; nothing after
+    /// it may be written. A driver without a claim ignores it.
+    pub fn tick(&mut self, now_ms: u64) -> Option<String> {
+        if self.ended.is_some() {
+            return None;
+        }
+        let line = self.driver.lines_handled();
+        let lease = self.lease.as_mut()?;
+        lease.now_ms = lease.now_ms.max(now_ms);
+        if now_ms >= lease.renew_at {
+            match self
+                .store
+                .renew_claim(&lease.claim, lease.options.lease_ms, now_ms)
+            {
+                Ok(renewed) => {
+                    lease.claim = renewed;
+                    lease.trust_from(now_ms);
+                }
+                Err(StoreError::Rejected(CommitError::ClaimLost { current_epoch })) => {
+                    return Some(self.lose_claim(line, Some(current_epoch)));
+                }
+                // The store may come back: keep trying until the trust window has passed.
+                Err(_) => {}
+            }
+        }
+        let lease = self.lease.as_ref()?;
+        if now_ms >= lease.trusted_until {
+            return Some(self.lose_claim(line, None));
+        }
+        None
+    }
+
+    /// Local time of the next renew, while the driver holds a claim and its session goes on:
+    /// call [`tick`](DurableDriver::tick) then (or at the next input line, whichever is
+    /// first).
+    #[must_use]
+    pub fn poll_renew(&self) -> Option<u64> {
+        if self.ended.is_some() {
+            return None;
+        }
+        self.lease.as_ref().map(|lease| lease.renew_at)
+    }
+
+    /// The claim the driver holds, if it was started claimed and still trusts it.
+    pub fn claim(&self) -> Option<&Claim> {
+        match self.ended {
+            Some(_) => None,
+            None => self.lease.as_ref().map(|lease| &lease.claim),
+        }
+    }
+
+    /// Releases the claim (at EOF), so another owner can take the thread at once. The session
+    /// ends; a later release is a no-op.
+    pub fn release(&mut self, now_ms: u64) -> Result<(), StoreError> {
+        let Some(lease) = self.lease.take() else {
+            return Ok(());
+        };
+        self.ended.get_or_insert(SessionEnded {
+            line: self.driver.lines_handled(),
+            code: "released",
+        });
+        self.store.release_claim(&lease.claim, now_ms)
+    }
+
+    fn lose_claim(&mut self, line: u64, current_epoch: Option<u64>) -> String {
+        self.ended = Some(SessionEnded {
+            line,
+            code: "claim_lost",
+        });
+        let epoch = self.lease.as_ref().map_or(0, |lease| lease.claim.epoch);
+        claim_lost_line(line, epoch, current_epoch)
+    }
+}
+
+impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
+    /// `start` without draining, handing the store back if it fails.
+    fn start_unclaimed_parts(
+        store: S,
+        options: DurableOptions,
+    ) -> Result<(Self, ()), (S, DurableStartError)> {
+        let thread = options.config.thread_id.clone();
+        let unreadable = |source: StoreError| DurableStartError::Store {
+            thread: thread.clone(),
+            source,
+        };
+        let version = match store.thread_version(&thread) {
+            Ok(version) => version,
+            Err(e) => return Err((store, unreadable(e))),
+        };
+        let has_history = version > 0;
+        let driver = if has_history {
+            match Agent::recover(options.config, &store, &thread, options.policy) {
+                Ok(agent) => Driver::from_agent(agent, options.context),
+                Err(RecoverError::Store(source)) => return Err((store, unreadable(source))),
+                Err(RecoverError::Invalid(error)) => {
+                    let thread = thread.clone();
+                    return Err((store, DurableStartError::Recover { thread, error }));
+                }
+            }
+        } else {
+            let mut driver = Driver::new();
+            if let Err(e) = driver.apply(InputLine {
+                input: Input::Config(options.config),
+                now_ms: options.now_ms,
+                context: Some(options.context),
+            }) {
+                return Err((store, DurableStartError::Config(e)));
+            }
+            driver
+        };
+        Ok((
+            DurableDriver {
+                store,
+                driver,
+                thread,
+                has_history,
+                ended: None,
+                lease: None,
+            },
+            (),
+        ))
+    }
+}
+
+/// The `store` error line of a lost claim (SPEC §12.4): `"reason":"claim_lost"`.
+fn claim_lost_line(line: u64, epoch: u64, current_epoch: Option<u64>) -> String {
+    let mut details = Map::new();
+    details.insert("code".into(), Value::from("claim_lost"));
+    details.insert("reason".into(), Value::from("claim_lost"));
+    details.insert("epoch".into(), Value::from(epoch));
+    let message = match current_epoch {
+        Some(current) => {
+            details.insert("current_epoch".into(), Value::from(current));
+            format!(
+                "the thread's claim (epoch {epoch}) was lost: the thread is now at claim epoch                  {current}; this driver acts no further"
+            )
+        }
+        None => format!(
+            "the thread's claim (epoch {epoch}) could not be renewed within its lease; this              driver acts no further"
+        ),
+    };
+    to_line(&OutputLine::Error {
+        line,
+        error: ErrorBody {
+            kind: "store".into(),
+            message,
+            details,
+        },
+    })
 }
 
 impl<S> DurableDriver<S> {
@@ -728,5 +994,95 @@ mod tests {
             code: "unavailable",
         };
         assert_eq!(driver.handle_line(b"{\"type\":\"abort\"}"), Err(ended));
+    }
+
+    fn claimed(
+        store: SharedStore<MemoryStore>,
+        owner: &str,
+        now_ms: u64,
+    ) -> Result<(DurableDriver<SharedStore<MemoryStore>>, Vec<Value>), DurableStartError> {
+        let options = DurableOptions::new(AgentConfig::for_thread("t"));
+        DurableDriver::start_claimed(store, options, ClaimOptions::new(owner, 1_000), now_ms)
+            .map(|(driver, started)| (driver, values(&started.lines)))
+    }
+
+    #[test]
+    fn a_claimed_driver_claims_before_it_reads_and_fences_its_commits() {
+        let store = SharedStore::new(MemoryStore::new());
+        let (mut first, started) = claimed(store.open_handle().unwrap(), "w1", 0).unwrap();
+        assert_eq!(started, [json!({"type":"idle","line":0})]);
+        assert_eq!(first.claim().map(|c| c.epoch), Some(1));
+        // A second owner is refused at start: nothing read, nothing written.
+        let stored = |store: &SharedStore<MemoryStore>| {
+            let mut value = serde_json::to_value(&*store.lock()).unwrap();
+            // Store time moves with every call; what is stored must not.
+            value.as_object_mut().unwrap().remove("clock");
+            value
+        };
+        let before = stored(&store);
+        match claimed(store.open_handle().unwrap(), "w2", 10) {
+            Err(DurableStartError::ClaimHeld {
+                owner,
+                expires_at_ms,
+                ..
+            }) => assert_eq!((owner.as_str(), expires_at_ms), ("w1", 1_000)),
+            other => panic!("expected ClaimHeld, got {other:?}"),
+        }
+        assert_eq!(stored(&store), before);
+        // Commits under the claim land; a renew at a third of the lease extends it.
+        assert_eq!(first.tick(100), None);
+        let out = send(&mut first, prompt("hi"));
+        assert_eq!(types(&out), ["commit", "event", "call_model", "idle"]);
+        assert_eq!(first.poll_renew(), Some(333));
+        assert_eq!(first.tick(400), None);
+        assert_eq!(first.claim().map(|c| c.expires_at_ms), Some(1_400));
+        // Released at EOF: the next owner takes the thread at once, with a new epoch.
+        first.release(500).unwrap();
+        let (second, started) = claimed(store.open_handle().unwrap(), "w2", 600).unwrap();
+        assert_eq!(second.claim().map(|c| c.epoch), Some(2));
+        assert_eq!(
+            types(&started),
+            ["call_model", "idle"],
+            "the pending call, replayed"
+        );
+    }
+
+    #[test]
+    fn a_driver_whose_claim_was_taken_over_acts_no_further() {
+        let store = SharedStore::new(MemoryStore::new());
+        let (mut first, _) = claimed(store.open_handle().unwrap(), "w1", 0).unwrap();
+        let out = send(&mut first, prompt("hi"));
+        assert_eq!(types(&out), ["commit", "event", "call_model", "idle"]);
+        // w1 stalls past its lease; w2 takes the thread over and recovers it.
+        let (_second, started) = claimed(store.open_handle().unwrap(), "w2", 2_000).unwrap();
+        assert_eq!(types(&started), ["call_model", "idle"]);
+        let version = store.lock().thread_version(&ThreadId::new("t")).unwrap();
+        // w1 wakes up: its renew is refused, one claim_lost line, nothing after it.
+        let lost = first.tick(2_100).expect("the claim is lost");
+        let lost: Value = serde_json::from_str(&lost).unwrap();
+        assert_eq!(lost["error"]["kind"], "store");
+        assert_eq!(lost["error"]["reason"], "claim_lost");
+        assert_eq!(lost["error"]["current_epoch"], 2);
+        assert!(
+            first
+                .handle_line(prompt("again").to_string().as_bytes())
+                .is_err()
+        );
+        assert_eq!(first.poll_renew(), None);
+        assert_eq!(
+            store.lock().thread_version(&ThreadId::new("t")).unwrap(),
+            version
+        );
+    }
+
+    #[test]
+    fn a_driver_that_wakes_after_its_lease_ran_out_stops() {
+        let store = SharedStore::new(MemoryStore::new());
+        let (mut driver, _) = claimed(store.open_handle().unwrap(), "w1", 0).unwrap();
+        // No tick until after the lease: the renew is refused even though no other owner
+        // showed up, and the driver ends itself.
+        let lost = driver.tick(1_100).expect("past the lease");
+        assert!(lost.contains("claim_lost"), "{lost}");
+        assert_eq!(driver.claim(), None);
     }
 }
