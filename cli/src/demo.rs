@@ -28,8 +28,8 @@ use serde_json::json;
 
 use crate::args::{Args, Spec};
 use crate::inspect;
-use crate::store::{self, Access, StoreUrl};
 use crate::text::{message_text, output_text, state_text};
+use runcore_store_url::{self as store, Access, StoreUrl};
 
 /// The start of the line the child writes when the archive tool is outstanding, followed by
 /// the number of its last input line (never shown).

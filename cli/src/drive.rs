@@ -12,14 +12,18 @@
 //! 3. per input line, write its lines and flush; after a refused commit's `store` line,
 //!    nothing more: exit status 3 (a restart recovers from what is committed).
 
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufRead, BufWriter, Write};
 use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::Duration;
 
 use runcore::driver::{
-    ContextMode, Driver, DurableDriver, DurableLines, DurableOptions, DurableStartError, InputLine,
-    MAX_LINE_BYTES,
+    ClaimOptions, ContextMode, Driver, DurableDriver, DurableLines, DurableOptions,
+    DurableStartError, InputLine, MAX_LINE_BYTES,
 };
-use runcore::{Agent, AgentConfig, CheckpointReader, CommitLog, Input, RecoveryPolicy, ThreadId};
+use runcore::{
+    Agent, AgentConfig, CommitError, Input, RecoveryPolicy, Store, StoreError, ThreadId,
+};
 use serde_json::Value;
 
 /// Exit status when the store rejected or failed a commit (SPEC §12.2).
@@ -80,7 +84,21 @@ pub struct DurableStart<S> {
     pub thread: ThreadId,
     /// The recovery policy for a run left with unanswered tool calls.
     pub policy: RecoveryPolicy,
+    /// The claim the driver takes before it recovers (SPEC §12.4).
+    pub claim: ClaimStart,
 }
+
+/// `--owner`, `--lease-ms` and `--wait-claim`.
+#[derive(Debug, Clone)]
+pub struct ClaimStart {
+    /// The owner and lease.
+    pub options: ClaimOptions,
+    /// How long to wait for a thread another owner holds (`None`: do not wait).
+    pub wait_ms: Option<u64>,
+}
+
+/// Exit status when another owner holds the thread (SPEC §12.4).
+pub const EXIT_CLAIM_HELD: u8 = 4;
 
 /// Why a session ended early.
 #[derive(Debug)]
@@ -89,8 +107,10 @@ pub enum DriveError {
     Usage(String),
     /// The store failed outside a commit (recovery's reads): one stderr line, exit 3.
     Store(String),
-    /// A commit was refused; its `store` line is written: exit 3.
+    /// A commit was refused, or the claim was lost; its `store` line is written: exit 3.
     CommitRefused,
+    /// Another owner holds the thread live: one stderr line, exit 4, nothing written.
+    ClaimHeld(String),
     /// Reading stdin or writing stdout failed (not a closed pipe): exit 1.
     Io(String),
 }
@@ -101,11 +121,52 @@ enum Session<S> {
     Durable(DurableDriver<S>),
 }
 
+/// The machine's wall clock in Unix-epoch milliseconds: the clock of claims (SPEC §7.3).
+pub fn wall_clock_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// What the reader thread hands over: one line, the end of input, or a read error.
+enum Read {
+    Line(Vec<u8>),
+    Eof,
+    Failed(String),
+}
+
+/// Reads `input` line by line on its own thread, so the session can renew its claim while
+/// it waits for the next line.
+fn spawn_reader(input: impl BufRead + Send + 'static) -> mpsc::Receiver<Read> {
+    let (send, receive) = mpsc::sync_channel(1);
+    std::thread::spawn(move || {
+        let mut reader = input;
+        loop {
+            let mut buf = Vec::new();
+            let message = match read_line_capped(&mut reader, &mut buf) {
+                Ok(0) => Read::Eof,
+                Ok(_) => {
+                    if buf.last() == Some(&b'\n') {
+                        buf.pop();
+                    }
+                    Read::Line(buf)
+                }
+                Err(e) => Read::Failed(format!("reading stdin failed: {e}")),
+            };
+            let last = !matches!(message, Read::Line(_));
+            if send.send(message).is_err() || last {
+                return;
+            }
+        }
+    });
+    receive
+}
+
 /// Runs one session on `input` and `output`. `config` comes from `--config FILE`.
-pub fn run_session<S: CommitLog + CheckpointReader>(
+pub fn run_session<S: Store>(
     config: Option<ConfigFile>,
     durable: Option<DurableStart<S>>,
-    input: impl BufRead,
+    input: impl BufRead + Send + 'static,
     output: impl Write,
 ) -> Result<(), DriveError> {
     let mut out = LineWriter {
@@ -123,7 +184,7 @@ pub fn run_session<S: CommitLog + CheckpointReader>(
             Session::Memory(driver)
         }
         Some(start) => {
-            // What the recovered agent emits, then idle 0 (SPEC §12.2).
+            // Claim, recover, what the recovered agent emits, then idle 0 (SPEC §12.2, §12.4).
             let (driver, started) = start_durable(config, start)?;
             out.write_all(&started.lines)?;
             out.flush()?;
@@ -133,18 +194,44 @@ pub fn run_session<S: CommitLog + CheckpointReader>(
             Session::Durable(driver)
         }
     };
-    let mut reader = BufReader::with_capacity(1 << 16, input);
-    let mut buf = Vec::new();
+    let lines = spawn_reader(input);
     loop {
-        buf.clear();
-        match read_line_capped(&mut reader, &mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(_) => {}
-            Err(e) => return Err(DriveError::Io(format!("reading stdin failed: {e}"))),
+        let next = match &session {
+            Session::Durable(driver) => match driver.poll_renew() {
+                Some(at) => {
+                    let wait = at.saturating_sub(wall_clock_ms());
+                    match lines.recv_timeout(Duration::from_millis(wait)) {
+                        Ok(read) => Some(read),
+                        Err(mpsc::RecvTimeoutError::Timeout) => None,
+                        Err(mpsc::RecvTimeoutError::Disconnected) => Some(Read::Eof),
+                    }
+                }
+                None => Some(lines.recv().unwrap_or(Read::Eof)),
+            },
+            Session::Memory(_) => Some(lines.recv().unwrap_or(Read::Eof)),
+        };
+        if let Session::Durable(driver) = &mut session
+            && let Some(lost) = driver.tick(wall_clock_ms())
+        {
+            // The claim is gone: one store line, nothing after it (SPEC §12.4).
+            out.write(&lost)?;
+            out.flush()?;
+            return Err(DriveError::CommitRefused);
         }
-        if buf.last() == Some(&b'\n') {
-            buf.pop();
-        }
+        let buf = match next {
+            // A renew was due; the claim was renewed.
+            None => continue,
+            Some(Read::Line(buf)) => buf,
+            Some(Read::Eof) => {
+                if let Session::Durable(driver) = &mut session {
+                    // Released so the next owner can take the thread at once; a failed
+                    // release only delays that until the lease runs out.
+                    let _ = driver.release(wall_clock_ms());
+                }
+                return Ok(());
+            }
+            Some(Read::Failed(message)) => return Err(DriveError::Io(message)),
+        };
         let refused = match &mut session {
             Session::Memory(driver) => {
                 out.write_all(&driver.handle_line(&buf))?;
@@ -165,15 +252,19 @@ pub fn run_session<S: CommitLog + CheckpointReader>(
         }
         if out.pipe_closed {
             // Nobody reads what the driver writes: stop, as at EOF.
+            if let Session::Durable(driver) = &mut session {
+                let _ = driver.release(wall_clock_ms());
+            }
             return Ok(());
         }
     }
 }
 
-/// Starts the durable driver on the thread `start` names, configured by `--config`.
-fn start_durable<S: CommitLog + CheckpointReader>(
+/// Claims the thread (waiting up to `--wait-claim` for another owner's claim to end), then
+/// starts the durable driver on it, configured by `--config`.
+fn start_durable<S: Store>(
     config: Option<ConfigFile>,
-    start: DurableStart<S>,
+    mut start: DurableStart<S>,
 ) -> Result<(DurableDriver<S>, DurableLines), DriveError> {
     let file = config.unwrap_or(ConfigFile {
         config: AgentConfig::default(),
@@ -189,20 +280,45 @@ fn start_durable<S: CommitLog + CheckpointReader>(
         )));
     }
     let mut config = file.config;
-    config.thread_id = start.thread;
+    config.thread_id = start.thread.clone();
     let options = DurableOptions {
         config,
         context: file.context.unwrap_or_default(),
         now_ms: file.now_ms,
         policy: start.policy,
     };
-    DurableDriver::start(start.store, options).map_err(|e| match e {
-        DurableStartError::Store { .. } => DriveError::Store(e.to_string()),
-        DurableStartError::Config(error) => {
-            DriveError::Usage(format!("--config was rejected: {error}"))
+    wait_for_claim(&mut start)?;
+    DurableDriver::start_claimed(start.store, options, start.claim.options, wall_clock_ms())
+        .map_err(|e| match e {
+            DurableStartError::Store { .. } => DriveError::Store(e.to_string()),
+            DurableStartError::Config(error) => {
+                DriveError::Usage(format!("--config was rejected: {error}"))
+            }
+            DurableStartError::ClaimHeld { .. } => DriveError::ClaimHeld(e.to_string()),
+            other => DriveError::Usage(other.to_string()),
+        })
+}
+
+/// With `--wait-claim MS`, retries the claim until it is granted or MS have passed; the
+/// driver's own claim (same owner and request id) then returns that grant.
+fn wait_for_claim<S: Store>(start: &mut DurableStart<S>) -> Result<(), DriveError> {
+    let Some(wait_ms) = start.claim.wait_ms else {
+        return Ok(());
+    };
+    let deadline = wall_clock_ms().saturating_add(wait_ms);
+    let request = start.claim.options.request(&start.thread);
+    loop {
+        match start.store.claim_thread(&request, wall_clock_ms()) {
+            Ok(_) => return Ok(()),
+            Err(StoreError::Rejected(CommitError::ClaimHeld { .. }))
+                if wall_clock_ms() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            // The driver's own claim reports it (ClaimHeld after the wait, a bad owner id).
+            Err(_) => return Ok(()),
         }
-        other => DriveError::Usage(other.to_string()),
-    })
+    }
 }
 
 /// Writes output lines; a closed pipe (the host went away) is not an error, the session ends.
@@ -260,6 +376,10 @@ pub fn exit(result: Result<(), DriveError>) -> ExitCode {
             ExitCode::from(EXIT_STORE)
         }
         Err(DriveError::CommitRefused) => ExitCode::from(EXIT_STORE),
+        Err(DriveError::ClaimHeld(message)) => {
+            eprintln!("runcore drive: {message}");
+            ExitCode::from(EXIT_CLAIM_HELD)
+        }
         Err(DriveError::Io(message)) => {
             eprintln!("runcore drive: {message}");
             ExitCode::FAILURE
@@ -306,8 +426,8 @@ mod tests {
 
     use runcore::store::conformance::SharedStore;
     use runcore::{
-        CommitOperation, CommittedThreadView, MemoryStore, Message, RunId, StoreHandles,
-        ThreadCommit,
+        CommitLog, CommitOperation, CommittedThreadView, MemoryStore, Message, RunId, StoreHandles,
+        ThreadClaims, ThreadCommit,
     };
     use serde_json::json;
 
@@ -319,20 +439,24 @@ mod tests {
         lines: &[Value],
     ) -> (Result<(), DriveError>, Vec<Value>) {
         let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
-        session_on(store, thread, policy, input.as_bytes())
+        session_on(store, thread, policy, io::Cursor::new(input.into_bytes()))
     }
 
     fn session_on(
         store: &SharedStore<MemoryStore>,
         thread: &str,
         policy: RecoveryPolicy,
-        input: impl BufRead,
+        input: impl BufRead + Send + 'static,
     ) -> (Result<(), DriveError>, Vec<Value>) {
         let mut output = Vec::new();
         let start = DurableStart {
             store: store.open_handle().unwrap(),
             thread: ThreadId::new(thread),
             policy,
+            claim: ClaimStart {
+                options: ClaimOptions::new("test-owner", 60_000),
+                wait_ms: None,
+            },
         };
         let result = run_session(None, Some(start), input, &mut output);
         let lines = String::from_utf8(output)
@@ -442,7 +566,16 @@ mod tests {
     impl Read for OtherWriterFirst {
         fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
             if let Some(operation) = self.operation.take() {
-                self.other.lock().commit_operation(operation).unwrap();
+                // The other writer holds the same claim (a second process started with the
+                // same owner id): only the version fence can stop it.
+                let mut store = self.other.lock();
+                let claim = store
+                    .thread_claim(&operation.commit.thread_id, 0)
+                    .unwrap()
+                    .expect("the session claimed the thread");
+                store
+                    .commit_operation(operation.claimed(claim.token(), 0))
+                    .unwrap();
             }
             self.input.read(buf)
         }
@@ -469,8 +602,12 @@ mod tests {
             operation: Some(CommitOperation::new(commit, 0, 0)),
             input: b"{\"type\":\"prompt\",\"text\":\"b\"}\n{\"type\":\"abort\"}\n",
         };
-        let (result, lines) =
-            session_on(&store, "t", RecoveryPolicy::Replay, BufReader::new(input));
+        let (result, lines) = session_on(
+            &store,
+            "t",
+            RecoveryPolicy::Replay,
+            io::BufReader::new(input),
+        );
         assert!(
             matches!(result, Err(DriveError::CommitRefused)),
             "{result:?}"

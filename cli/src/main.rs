@@ -20,11 +20,10 @@ mod args;
 mod demo;
 mod drive;
 mod inspect;
-mod store;
 mod text;
 
 use args::{Args, Spec};
-use store::{Access, StoreUrl};
+use runcore_store_url::{self as store, Access, StoreUrl};
 
 const HELP: &str = "\
 runcore — the deterministic core of AI agent runs
@@ -49,7 +48,8 @@ Run `runcore <COMMAND> --help` for a command's options.
 
 EXIT STATUS:
     0 success; 1 reading stdin or writing stdout failed; 2 a usage error or a bad --store
-    (nothing is created or changed); 3 the store rejected or failed a commit, or a read
+    (nothing is created or changed); 3 the store rejected or failed a commit, or a read, or
+    the thread's claim was lost; 4 another owner holds the thread
 ";
 
 const DRIVE_HELP: &str = "\
@@ -85,13 +85,23 @@ OPTIONS:
     --store URL           sqlite:PATH (the file is created if missing; directories never are)
                           or postgres://… / postgresql://…
     --thread ID           The thread to drive (default: thread_id of --config, else thread-1)
+    --owner ID            This process's name as the thread's claim owner (default: host name,
+                          pid and start time); the driver claims the thread before it
+                          recovers, renews while it runs and waits, and releases at EOF
+    --lease-ms N          How long a claim lasts unless renewed (default 30000; 1 to 86400000)
+    --wait-claim MS       If another owner holds the thread, wait up to MS for it (default:
+                          exit 4 at once with one stderr line naming the owner)
     --recover POLICY      For tool calls handed out but never answered before a crash:
                           replay (default) writes the same execute_tools again (tools must be
                           idempotent by \"{run_id}:{call_id}\"); seal ends the run indeterminate
                           with interrupted results
     -h, --help            Print this help
 
---thread and --recover need --store. A bad --store is one line on stderr and exit status 2.
+--thread, --recover, --owner, --lease-ms and --wait-claim need --store. A bad --store is one
+line on stderr and exit status 2. Another owner holding the thread: exit status 4, nothing
+written. A lost claim (a renew refused, or the lease passed without one): one
+{\"type\":\"error\",...,\"error\":{\"kind\":\"store\",\"reason\":\"claim_lost\",...}} line, nothing
+after it, exit status 3.
 
 EXAMPLES:
     printf '%s\\n' '{\"type\":\"prompt\",\"text\":\"hi\"}' | runcore drive
@@ -270,10 +280,33 @@ fn start_error(command: &str, message: &str) -> ExitCode {
 
 const DRIVE_SPEC: Spec = Spec {
     command: "drive",
-    values: &["--config", "--store", "--thread", "--recover"],
+    values: &[
+        "--config",
+        "--store",
+        "--thread",
+        "--recover",
+        "--owner",
+        "--lease-ms",
+        "--wait-claim",
+    ],
     switches: &[],
     max_positional: 0,
 };
+
+/// The default lease of `runcore drive --store` (SPEC §12.4).
+const DEFAULT_LEASE_MS: u64 = 30_000;
+
+/// This process start's default owner id: host name, pid and start time (SPEC §7.2: unique
+/// per process start).
+fn default_owner() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "host".to_owned());
+    format!("{host}:{}:{}", std::process::id(), drive::wall_clock_ms())
+}
 
 fn drive(args: &[String]) -> ExitCode {
     let args = match Args::parse(args, &DRIVE_SPEC) {
@@ -285,7 +318,13 @@ fn drive(args: &[String]) -> ExitCode {
         Err(message) => return start_error("drive", &message),
     };
     if store_url.is_none() {
-        for flag in ["--thread", "--recover"] {
+        for flag in [
+            "--thread",
+            "--recover",
+            "--owner",
+            "--lease-ms",
+            "--wait-claim",
+        ] {
             if args.value(flag).is_some() {
                 return usage_error(&format!("drive {flag} needs --store URL"));
             }
@@ -317,10 +356,26 @@ fn drive(args: &[String]) -> ExitCode {
             .map(|c| c.config.thread_id.clone())
             .unwrap_or_else(|| ThreadId::new("thread-1")),
     };
-    let stdin = std::io::stdin();
+    let owner = match args.value("--owner") {
+        Some(owner) => owner.to_owned(),
+        None => default_owner(),
+    };
+    let numbers = (args.number("--lease-ms"), args.number("--wait-claim"));
+    let (lease_ms, wait_ms) = match numbers {
+        (Ok(lease), Ok(wait)) => (lease.unwrap_or(DEFAULT_LEASE_MS), wait),
+        (Err(message), _) | (_, Err(message)) => return usage_error(&format!("drive {message}")),
+    };
+    let mut claim_options = runcore::driver::ClaimOptions::new(owner, lease_ms);
+    // Unique to this process start, so a restart that reuses --owner does not inherit the
+    // claim its previous start left live.
+    claim_options.request_id = format!("{}.{}", std::process::id(), drive::wall_clock_ms());
+    if let Err(error) = runcore::check_claim_request(&claim_options.request(&thread)) {
+        return usage_error(&format!("drive --owner/--lease-ms: {error}"));
+    }
+    let stdin = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
     let stdout = std::io::stdout();
     let result = match store_url {
-        None => drive::run_session::<store::Backend>(config, None, stdin.lock(), stdout.lock()),
+        None => drive::run_session::<store::Backend>(config, None, stdin, stdout.lock()),
         Some(url) => {
             let backend = match store::open(&url, Access::Write) {
                 Ok(backend) => backend,
@@ -330,8 +385,12 @@ fn drive(args: &[String]) -> ExitCode {
                 store: backend,
                 thread,
                 policy,
+                claim: drive::ClaimStart {
+                    options: claim_options,
+                    wait_ms,
+                },
             };
-            drive::run_session(config, Some(start), stdin.lock(), stdout.lock())
+            drive::run_session(config, Some(start), stdin, stdout.lock())
         }
     };
     drive::exit(result)

@@ -181,33 +181,28 @@ fn a_crash_after_a_run_ended_restarts_quietly_and_the_next_run_id_is_new() {
 }
 
 #[test]
-fn two_drivers_on_one_thread_the_second_ones_first_commit_is_fenced() {
+fn a_second_driver_on_a_claimed_thread_exits_4_and_writes_nothing() {
     let dir = TempDir::new("two-writers");
     let url = dir.sqlite("runs.db");
-    let mut a = Drive::spawn(&["--store", &url, "--thread", "shared"]);
-    let mut b = Drive::spawn(&["--store", &url, "--thread", "shared"]);
-    let mut c = Drive::spawn(&["--store", &url, "--thread", "shared"]);
+    let mut a = Drive::spawn(&["--store", &url, "--thread", "shared", "--owner", "driver-a"]);
     let out = a.send(prompt("from A", 1_000));
     assert_eq!(kinds(&out), ["commit", "event", "call_model", "idle"]);
 
-    // B's first commit is the same operation as A's (run shared/run-1, ordinal 0) with
-    // another payload; C's names its own run, so it meets the version fence. Both stop.
-    b.write(&prompt("from B", 1_000));
-    c.write(&json!({"type":"prompt","text":"from C","run_id":"c-run","now_ms":1_000}));
-    for (driver, code) in [(b, "payload_mismatch"), (c, "version_conflict")] {
-        let mut driver = driver;
-        let rest = driver.rest();
-        assert_eq!(
-            rest.len(),
-            1,
-            "one store line and nothing after it: {rest:?}"
-        );
-        assert_eq!(rest[0]["type"], "error");
-        assert_eq!(rest[0]["line"], 1);
-        assert_eq!(rest[0]["error"]["kind"], "store");
-        assert_eq!(rest[0]["error"]["code"], code);
-        let (status, stderr) = driver.finish();
-        assert_eq!(status.code(), Some(3), "{stderr}");
+    // B and C find the thread claimed by A: one stderr line naming A and its expiry, exit
+    // status 4, nothing read or written (SPEC §12.4).
+    for owner in ["driver-b", "driver-c"] {
+        let output = std::process::Command::new(common::process::RUNCORE)
+            .args([
+                "drive", "--store", &url, "--thread", "shared", "--owner", owner,
+            ])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run runcore drive");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(4), "{stderr}");
+        assert!(output.stdout.is_empty(), "nothing on stdout");
+        assert!(stderr.contains("claimed by \"driver-a\" until"), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
     }
 
     // A goes on; the store holds only A's commits.

@@ -21,7 +21,10 @@ class Driver:
 
     def __init__(self, thread, *flags):
         self.proc = subprocess.Popen(
-            [RUNCORE, "drive", "--store", STORE, "--thread", thread, *flags],
+            [RUNCORE, "drive", "--store", STORE, "--thread", thread,
+             # A short lease, so the restart after the SIGKILL takes the dead owner's
+             # claim over within half a second (it waits for it).
+             "--lease-ms", "500", "--wait-claim", "10000", *flags],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.start = self.until_idle()  # what recovery wrote, then idle 0
 

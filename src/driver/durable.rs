@@ -170,6 +170,11 @@ pub struct ClaimOptions {
     /// The host's name for this process start (`runcore drive` defaults to host name, pid and
     /// start time).
     pub owner: String,
+    /// Names this process start's claim attempt: a retry with it while its claim is live gets
+    /// the same claim back, so it must differ between starts (a restart that reuses an owner
+    /// id must not inherit a live claim silently). `runcore drive` uses its pid and start
+    /// time.
+    pub request_id: String,
     /// How long each claim or renew lasts, in milliseconds.
     pub lease_ms: u64,
     /// The safety margin: the driver stops trusting its claim this long before the lease it
@@ -178,12 +183,27 @@ pub struct ClaimOptions {
 }
 
 impl ClaimOptions {
-    /// Options for `owner` with `lease_ms` and the default margin.
+    /// Options for `owner` with `lease_ms`, the default margin, and the owner id as the
+    /// request id (set [`request_id`](ClaimOptions::request_id) to tell starts apart when an
+    /// owner id is reused).
     pub fn new(owner: impl Into<String>, lease_ms: u64) -> Self {
+        let owner = owner.into();
         ClaimOptions {
-            owner: owner.into(),
+            request_id: owner.clone(),
+            owner,
             lease_ms,
             margin_ms: None,
+        }
+    }
+
+    /// The claim request the driver makes for `thread` (a retry of it while the claim is
+    /// live returns the same claim).
+    pub fn request(&self, thread: &ThreadId) -> ClaimRequest {
+        ClaimRequest {
+            thread_id: thread.clone(),
+            owner: self.owner.clone(),
+            request_id: self.request_id.clone(),
+            lease_ms: self.lease_ms,
         }
     }
 
@@ -331,12 +351,7 @@ impl<S: CommitLog + CheckpointReader + ThreadClaims> DurableDriver<S> {
         now_ms: u64,
     ) -> Result<(Self, DurableLines), DurableStartError> {
         let thread = options.config.thread_id.clone();
-        let request = ClaimRequest {
-            thread_id: thread.clone(),
-            owner: claim.owner.clone(),
-            request_id: format!("{}#1", claim.owner),
-            lease_ms: claim.lease_ms,
-        };
+        let request = claim.request(&thread);
         let granted = store.claim_thread(&request, now_ms).map_err(|e| match e {
             StoreError::Rejected(CommitError::ClaimHeld {
                 owner,

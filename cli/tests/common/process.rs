@@ -67,10 +67,20 @@ pub struct Drive {
 
 impl Drive {
     /// Spawns `runcore drive ARGS` and, when `--store` is among them, reads up to `idle` 0.
+    /// A durable driver gets a short lease and waits for a claim (unless ARGS say otherwise),
+    /// so a restart after a SIGKILL takes the dead owner's claim over within half a second.
     pub fn spawn(args: &[&str]) -> Drive {
+        let mut claim: Vec<&str> = Vec::new();
+        if args.contains(&"--store") && !args.contains(&"--lease-ms") {
+            claim.extend(["--lease-ms", "500"]);
+        }
+        if args.contains(&"--store") && !args.contains(&"--wait-claim") {
+            claim.extend(["--wait-claim", "10000"]);
+        }
         let mut child = Command::new(RUNCORE)
             .arg("drive")
             .args(args)
+            .args(&claim)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -107,6 +107,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod claims;
 mod codec;
 mod read;
 mod schema;

@@ -32,10 +32,36 @@ use runcore::StoreError;
 use crate::codec::{db_error, quote_identifier, stable_key};
 
 /// The schema version this build writes, and the newest it opens.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Forward migrations: `(version it brings the schema to, SQL)`, ascending from 1.
-const MIGRATIONS: &[(i64, &str)] = &[(1, V1)];
+const MIGRATIONS: &[(i64, &str)] = &[(1, V1), (2, CLAIMS)];
+
+/// Thread claims (SPEC §7.2) and indexed deadlines (§7.3).
+const CLAIMS: &str = "
+-- Each thread's claim row: its latest grant (epoch 0: created to be locked, never granted).
+-- ends_at_ms is when the grant stops being live: its expiry, or its release.
+CREATE TABLE runcore_claims (
+    thread_id      bytea PRIMARY KEY,
+    owner          text NOT NULL,
+    request_id     text NOT NULL,
+    epoch          bigint NOT NULL,
+    expires_at_ms  bigint NOT NULL,
+    released_at_ms bigint,
+    ends_at_ms     bigint NOT NULL
+);
+CREATE INDEX runcore_claims_by_end ON runcore_claims (ends_at_ms) WHERE epoch > 0;
+
+-- A ticket's deadline, read from the ticket itself, so the deadline index needs no column
+-- the commit writes. jsonb cannot hold \\u0000, which a ticket's strings may contain: the
+-- six characters become \\u0001 first, which keeps the text valid JSON of the same shape
+-- whether they were an escape or followed an escaped backslash, and leaves the number alone.
+CREATE FUNCTION runcore_deadline(ticket text) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT (replace(ticket, '\\u0000', '\\u0001')::jsonb ->> 'deadline_ms')::bigint $$;
+CREATE INDEX runcore_runs_by_deadline ON runcore_runs (runcore_deadline(ticket))
+    WHERE ticket IS NOT NULL;
+";
 
 const V1: &str = "
 CREATE TABLE runcore_counters (

@@ -25,9 +25,12 @@
 
 use postgres::error::SqlState;
 use runcore::{
-    CommitError, CommitLog, CommitOperation, CommitReceipt, CommitRecord, OperationId,
-    RunDisposition, RunState, StoreError, ThreadCommit, ThreadId, chain_digest,
+    ClaimRecord, ClaimToken, CommitError, CommitLog, CommitOperation, CommitReceipt, CommitRecord,
+    OperationId, RunDisposition, RunState, StoreError, ThreadCommit, ThreadId, chain_digest,
+    check_commit_claim,
 };
+
+use crate::claims::claim_for_commit;
 
 use crate::codec::{bound, column, count, db_error, from_json, text_of, to_json};
 use crate::store::{PostgresStore, Session};
@@ -46,6 +49,7 @@ struct Fence {
     operation_id: OperationId,
     expected_thread_version: u64,
     payload_hash: String,
+    claim: Option<ClaimToken>,
 }
 
 /// What an accepted commit or operation produced.
@@ -128,6 +132,8 @@ struct Snapshot {
     head: Option<Head>,
     run: Option<RunRow>,
     operation: Option<OperationRow>,
+    /// The thread's claim (live or not) and the server's time.
+    claim: (Option<ClaimRecord>, u64),
 }
 
 /// What step 2 decided.
@@ -172,11 +178,15 @@ impl CommitLog for PostgresStore {
             expected_thread_version,
             payload_hash,
             commit,
+            claim,
+            // Store time is the server's clock, not the writer's.
+            now_ms: _,
         } = operation;
         let fence = Fence {
             operation_id,
             expected_thread_version,
             payload_hash,
+            claim,
         };
         match self.write(commit, Some(fence))? {
             Written::Receipt(receipt) => Ok(receipt),
@@ -322,10 +332,12 @@ fn read(session: &mut Session, encoded: &Encoded, ordinal: i64) -> Result<Snapsh
             thread_version: column(&row, 9, "the operation's thread version")?,
         }),
     };
+    let claim = claim_for_commit(&mut session.client, &encoded.thread)?;
     Ok(Snapshot {
         head,
         run,
         operation,
+        claim,
     })
 }
 
@@ -340,6 +352,7 @@ fn decide(
         head,
         run,
         operation,
+        claim: (claim, now_ms),
     } = snapshot;
     let (read_version, message_count, state_count, digest) = match &head {
         Some(head) => (
@@ -377,6 +390,9 @@ fn decide(
                 got: fence.payload_hash.clone(),
             }));
         }
+        if let Err(rejection) = check_commit_claim(fence.claim.as_ref(), claim.as_ref(), now_ms) {
+            return Ok(Decision::Rejected(rejection));
+        }
         if fence.expected_thread_version != thread_version {
             return Ok(Decision::Rejected(CommitError::VersionConflict {
                 expected: fence.expected_thread_version,
@@ -389,6 +405,11 @@ fn decide(
                 got: fence.operation_id.ordinal,
             }));
         }
+    }
+    if fence.is_none()
+        && let Err(rejection) = check_commit_claim(None, claim.as_ref(), now_ms)
+    {
+        return Ok(Decision::Rejected(rejection));
     }
     if let Some(run) = &run {
         if let RunState::Ended(cause) = &run.state {

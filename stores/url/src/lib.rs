@@ -1,4 +1,7 @@
-//! `--store URL`: which backend, where, and opening it (SPEC §12.2).
+//! The one backend registry (SPEC §12.2): which backend a store URL names, the checks that
+//! can be made before opening it, opening it as one boxed [`Store`], and showing the URL with
+//! every secret masked. The `runcore` binary, the Python package and the console open stores
+//! through here, so adding a backend touches its own crate and this one, nothing else.
 //!
 //! `sqlite:PATH` (the file is created if missing, for the commands that write) or
 //! `postgres://…` / `postgresql://…`. A SQLite URL may end in `?synchronous=normal` (or
@@ -11,11 +14,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use runcore::{
-    CheckpointReader, CommitLog, CommitOperation, CommitReceipt, CommitRecord, CommittedThreadView,
-    EventRecord, EventScope, Message, ResumeTicket, RunId, RunRecord, StateCommand, StoreError,
-    ThreadCommit, ThreadId, ThreadSummary,
-};
+use runcore::Store;
 use runcore_postgres::PostgresStore;
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
@@ -82,27 +81,85 @@ impl fmt::Display for StoreUrl {
                     Synchronous::Normal => f.write_str("?synchronous=normal"),
                 }
             }
-            StoreUrl::Postgres(url) => f.write_str(&redact_password(url)),
+            StoreUrl::Postgres(url) => f.write_str(&redact_secrets(url)),
         }
     }
 }
 
-/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
-fn redact_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, tail) = match rest.find(['/', '?']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
+/// The keys whose values are secrets, in a URL's query or a key-value connection string
+/// (libpq accepts both forms: `?password=…` and `password=…`).
+const SECRET_KEYS: &[&str] = &["password", "sslpassword", "passfile", "sslkey"];
+
+/// Masks every secret a PostgreSQL URL or connection string can carry: the password of
+/// `user:password@`, and the values of [`SECRET_KEYS`] in a query (`?password=…&…`) or in
+/// `key=value` text. Text without secrets comes back unchanged.
+pub fn redact_secrets(text: &str) -> String {
+    let masked = mask_userinfo(text);
+    mask_key_values(&masked)
+}
+
+/// `scheme://user:secret@host…` → `scheme://user:***@host…`, wherever such a URL appears.
+fn mask_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| c == '/' || c == '?' || c == '#' || c.is_whitespace())
+            .unwrap_or(tail.len());
+        let (authority, after) = tail.split_at(end);
+        match authority.rsplit_once('@') {
+            Some((userinfo, host)) => match userinfo.split_once(':') {
+                Some((user, _)) => {
+                    out.push_str(user);
+                    out.push_str(":***@");
+                    out.push_str(host);
+                }
+                None => out.push_str(authority),
+            },
+            None => out.push_str(authority),
+        }
+        rest = after;
     }
+    out.push_str(rest);
+    out
+}
+
+/// `password=secret` → `password=***` (case-insensitive key, ended by `&`, whitespace or the
+/// end; a quoted value `password='a b'` is masked whole).
+fn mask_key_values(text: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < text.len() {
+        let found = SECRET_KEYS.iter().find(|key| {
+            lower[i..].starts_with(*key)
+                && lower[i + key.len()..].trim_start().starts_with('=')
+                && (i == 0 || !lower.as_bytes()[i - 1].is_ascii_alphanumeric())
+        });
+        let Some(key) = found else {
+            let c = text[i..].chars().next().unwrap_or(' ');
+            out.push(c);
+            i += c.len_utf8();
+            continue;
+        };
+        let eq = i + key.len() + lower[i + key.len()..].find('=').unwrap_or(0);
+        out.push_str(&text[i..=eq]);
+        let value = &text[eq + 1..];
+        let skipped = value.len() - value.trim_start().len();
+        let value = value.trim_start();
+        let len = if let Some(quoted) = value.strip_prefix('\'') {
+            quoted.find('\'').map_or(value.len(), |end| end + 2)
+        } else {
+            value
+                .find(|c: char| c == '&' || c == '#' || c.is_whitespace())
+                .unwrap_or(value.len())
+        };
+        out.push_str("***");
+        i = eq + 1 + skipped + len;
+    }
+    out
 }
 
 /// What a command does with the store.
@@ -152,16 +209,11 @@ pub fn precheck(url: &StoreUrl, access: Access) -> Result<(), String> {
     Ok(())
 }
 
-/// An opened store: one of the backends, behind the core's ports.
-#[derive(Debug)]
-pub enum Backend {
-    /// A SQLite file.
-    Sqlite(SqliteStore),
-    /// A PostgreSQL database (boxed: its connection state is large, and there is one store).
-    Postgres(Box<PostgresStore>),
-}
+/// An opened store, behind every port of the core.
+pub type Backend = Box<dyn Store + Send>;
 
-/// Opens `url` for `access`, or says in one line why it cannot be opened.
+/// Opens `url` for `access`, or says in one line why it cannot be opened (the URL shown with
+/// its secrets masked).
 pub fn open(url: &StoreUrl, access: Access) -> Result<Backend, String> {
     precheck(url, access)?;
     match url {
@@ -169,11 +221,11 @@ pub fn open(url: &StoreUrl, access: Access) -> Result<Backend, String> {
             path,
             SqliteOptions::default().with_synchronous(*synchronous),
         )
-        .map(Backend::Sqlite)
-        .map_err(|e| format!("--store {url}: {}", error_chain(&e))),
+        .map(|store| Box::new(store) as Backend)
+        .map_err(|e| format!("--store {url}: {}", redact_secrets(&error_chain(&e)))),
         StoreUrl::Postgres(raw) => PostgresStore::connect(raw)
-            .map(|store| Backend::Postgres(Box::new(store)))
-            .map_err(|e| format!("--store {url}: {}", error_chain(&e))),
+            .map(|store| Box::new(store) as Backend)
+            .map_err(|e| format!("--store {url}: {}", redact_secrets(&error_chain(&e)))),
     }
 }
 
@@ -191,75 +243,6 @@ fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text.replace('\n', " ")
-}
-
-/// Forwards a call to whichever backend is open.
-macro_rules! delegate {
-    ($self:ident, $store:ident => $call:expr) => {
-        match $self {
-            Backend::Sqlite($store) => $call,
-            Backend::Postgres($store) => $call,
-        }
-    };
-}
-
-impl CommitLog for Backend {
-    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
-        delegate!(self, s => s.commit(commit))
-    }
-
-    fn commit_operation(
-        &mut self,
-        operation: CommitOperation,
-    ) -> Result<CommitReceipt, StoreError> {
-        delegate!(self, s => s.commit_operation(operation))
-    }
-}
-
-impl CommittedThreadView for Backend {
-    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
-        delegate!(self, s => s.committed_messages(thread))
-    }
-    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
-        delegate!(self, s => s.run(run))
-    }
-    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
-        delegate!(self, s => s.latest_run(thread))
-    }
-    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
-        delegate!(self, s => s.resume_ticket(run))
-    }
-    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
-        delegate!(self, s => s.committed_state(thread))
-    }
-    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-        delegate!(self, s => s.thread_version(thread))
-    }
-    fn threads(
-        &self,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadSummary>, StoreError> {
-        delegate!(self, s => s.threads(after, limit))
-    }
-    fn pending_tickets(
-        &self,
-        after: Option<&RunId>,
-        limit: usize,
-    ) -> Result<Vec<ResumeTicket>, StoreError> {
-        delegate!(self, s => s.pending_tickets(after, limit))
-    }
-}
-
-impl CheckpointReader for Backend {
-    fn list_events(
-        &self,
-        scope: &EventScope,
-        from: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        delegate!(self, s => s.list_events(scope, from, limit))
-    }
 }
 
 #[cfg(test)]
@@ -308,6 +291,38 @@ mod tests {
             if !url.starts_with("sqlite:") {
                 assert!(error.contains("expected sqlite:PATH"), "{error}");
             }
+        }
+    }
+
+    #[test]
+    fn every_secret_form_is_masked() {
+        for (text, shown) in [
+            (
+                "postgres://db/runs?user=bob&password=s3cret&sslmode=disable",
+                "postgres://db/runs?user=bob&password=***&sslmode=disable",
+            ),
+            (
+                "postgresql://h/db?PASSWORD=x",
+                "postgresql://h/db?PASSWORD=***",
+            ),
+            (
+                "host=db user=bob password=s3cret dbname=runs",
+                "host=db user=bob password=*** dbname=runs",
+            ),
+            ("password = 'a b c' host=db", "password = *** host=db"),
+            ("sslpassword=k&x=1", "sslpassword=***&x=1"),
+            (
+                "error connecting to postgres://me:pw@h/db: refused",
+                "error connecting to postgres://me:***@h/db: refused",
+            ),
+            (
+                "no secrets here, mypassword_hint=1",
+                "no secrets here, mypassword_hint=1",
+            ),
+        ] {
+            let masked = redact_secrets(text);
+            assert_eq!(masked, shown, "{text}");
+            assert!(!masked.contains("s3cret") && !masked.contains("pw@"));
         }
     }
 
