@@ -40,12 +40,12 @@
 //!    serialization as a version-conditional write under the thread's lock): the thread's head
 //!    moves from that version to the next, and every other row of the commit is written with
 //!    that move, so if another commit on the thread landed in between, nothing is written and
-//!    the commit goes back to 1 and decides again on the newer state — a fenced writer then gets `VersionConflict`,
-//!    exactly as if it had arrived second. Every commit on a thread moves its version, so an
-//!    unchanged version means nothing the decision rested on changed. The one race the version
-//!    cannot see, the same new run committed on two threads at once, ends on the run's (or its
-//!    first operation's) primary key: the second write fails whole, goes back to 1, and is
-//!    rejected (`RunOnOtherThread`), as the reference would reject it.
+//!    the commit goes back to 1 and decides again on the newer state — a fenced writer then
+//!    gets `VersionConflict`, exactly as if it had arrived second. Every commit on a thread
+//!    moves its version, so an unchanged version means nothing the decision rested on changed.
+//!    The one race the version cannot see, the same new run committed on two threads at once,
+//!    ends on the run's (or its first operation's) primary key: the second write fails whole,
+//!    goes back to 1, and is rejected (`RunOnOtherThread`), as the reference would reject it.
 //!
 //! The write is one call of a server-side function (`runcore_commit`, see below), so the
 //! whole write is still one statement and one round trip.

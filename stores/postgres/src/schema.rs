@@ -165,6 +165,8 @@ DECLARE
     v_xid         xid8;
     v_commit      bigint;
     v_first_event bigint;
+    v_last_event  bigint;
+    v_unlocked    boolean;
     v_moved       bigint;
 BEGIN
     IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
@@ -177,16 +179,18 @@ BEGIN
         RETURN NULL;
     END IF;
 
+    -- Held for plain expressions only (PL/pgSQL evaluates them without the executor), so as
+    -- short as it can be.
     PERFORM pg_advisory_lock($25);
     v_xid := pg_current_xact_id();
     v_commit := nextval('runcore_commit_sequence');
     IF $1 > 0 THEN
         v_first_event := nextval('runcore_event_sequence');
         IF $1 > 1 THEN
-            PERFORM setval('runcore_event_sequence', v_first_event + ($1 - 1));
+            v_last_event := setval('runcore_event_sequence', v_first_event + ($1 - 1));
         END IF;
     END IF;
-    PERFORM pg_advisory_unlock($25);
+    v_unlocked := pg_advisory_unlock($25);
 
     WITH moved_thread AS (
         UPDATE runcore_threads

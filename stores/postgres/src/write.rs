@@ -18,11 +18,14 @@
 //! operation's when they are on this thread (a run on another thread is only ever a reason to
 //! reject). If another commit on the thread landed in between, the write changes nothing and
 //! takes no sequence, and the commit starts over from 1 on the newer state; a fenced operation
-//! then gets its
-//! `VersionConflict`, as it would have had it arrived second. The one race the version cannot
-//! see — the same new run committed on two threads at once — ends on the run's (or its first
-//! operation's) primary key: the second write fails whole, starts over, and is rejected
-//! (`RunOnOtherThread`).
+//! then gets its `VersionConflict`, as it would have had it arrived second. The one race the
+//! version cannot see — the same new run committed on two threads at once — ends on the run's
+//! (or its first operation's) primary key: the second write fails whole, starts over, and is
+//! rejected (`RunOnOtherThread`).
+//!
+//! The shape — snapshot, then a pure decision, then a plan the write carries out — is the
+//! seam where the store-independent admission rules sit; only the write knows about locks and
+//! sequences.
 //!
 //! A rejection writes nothing: it is decided before the write is sent. A write that fails after
 //! taking its sequences (the new-run race above, a lost connection) leaves a gap in them,

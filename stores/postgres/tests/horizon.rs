@@ -191,7 +191,8 @@ fn take_sequences_like_a_commit(sql: &mut postgres::Transaction<'_>) -> (i64, i6
 
 fn insert_event(sql: &mut postgres::Transaction<'_>, commit: i64, event: i64, thread: &str) {
     sql.execute(
-        "INSERT INTO runcore_events (sequence, commit_sequence, thread_id, run_id, kind, payload, xid)
+        "INSERT INTO runcore_events
+             (sequence, commit_sequence, thread_id, run_id, kind, payload, xid)
          VALUES ($1, $2, $3, $4, 'progress', '{}', pg_current_xact_id())",
         &[
             &event,
