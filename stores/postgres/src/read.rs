@@ -270,7 +270,7 @@ impl CheckpointReader for PostgresStore {
     /// A page whose rows are not all settled — a commit that began before one of them is
     /// still in flight — is read again, a few milliseconds apart, until what the first look
     /// found has settled (so a host reads its own commit at once, unless a transaction
-    /// elsewhere holds the horizon back), for at most [`SETTLE_FOR`]; then the settled prefix
+    /// elsewhere holds the horizon back), for at most 200 ms; then the settled prefix
     /// is the answer, and the rest comes with a later page.
     fn list_events(
         &self,
