@@ -134,11 +134,11 @@ CREATE TABLE runcore_operations (
 ///    landed since the decision, return NULL having taken no sequence (the caller decides
 ///    again), so racing on one thread leaves no gap;
 /// 3. the commit mutex, session-level (`pg_advisory_lock($25)`), for three calls and no row:
-///    the transaction's id (`pg_current_xact_id()`, its first: the function refuses to run in
-///    a transaction that already has one), the commit sequence, the block of event sequences
-///    (`nextval`, then `setval` to the block's end); released at once (`pg_advisory_unlock`),
-///    long before the transaction's log flush. So transaction ids and sequences are handed out
-///    in the same order;
+///    the transaction's id (`pg_current_xact_id()`, its first: the function refuses, before
+///    taking the mutex, to go on in a transaction that already has one), the commit sequence,
+///    the block of event sequences (`nextval`, then `setval` to the block's end); released at
+///    once (`pg_advisory_unlock`), long before the transaction's log flush. So transaction ids
+///    and sequences are handed out in the same order;
 /// 4. every row, as version 1's statement wrote them; the events carry the transaction id.
 ///
 /// Past `bigint`'s end `nextval` or the block's addition fails the function while it holds the
@@ -169,14 +169,16 @@ DECLARE
     v_unlocked    boolean;
     v_moved       bigint;
 BEGIN
-    IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'invalid_transaction_state',
-            MESSAGE = 'runcore_commit must run in a transaction that has no transaction id yet';
-    END IF;
     PERFORM pg_advisory_xact_lock($24);
     SELECT version INTO v_version FROM runcore_threads WHERE thread_id = $2;
     IF (v_version IS NULL) <> $22 OR (NOT $22 AND v_version <> $23) THEN
         RETURN NULL;
+    END IF;
+    -- The transaction id must be assigned under the mutex, below: nothing before it may have
+    -- written or locked a row (a caller's open transaction, say).
+    IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_transaction_state',
+            MESSAGE = 'runcore_commit must run in a transaction that has no transaction id yet';
     END IF;
 
     -- Held for plain expressions only (PL/pgSQL evaluates them without the executor), so as

@@ -344,3 +344,39 @@ fn a_rolled_back_transactions_gap_neither_blocks_nor_confuses_readers() {
     assert!(more.sequence > record.sequence);
     assert_eq!(more.thread_version, 2);
 }
+
+#[test]
+fn the_write_refuses_a_transaction_that_already_has_an_id() {
+    let Some(server) = support::server() else {
+        return;
+    };
+    let mut store = server.scratch();
+    let mut raw: Client = server.client_in(store.guard().schema());
+    // A transaction that wrote before calling the write would have its id from before the
+    // commit mutex, out of order with the sequences: refused, before anything is taken.
+    let mut tx = raw.transaction().expect("begin");
+    tx.batch_execute("CREATE TEMPORARY TABLE earlier (a int); INSERT INTO earlier VALUES (1)")
+        .expect("a write first");
+    let error = tx
+        .query_one(
+            "SELECT runcore_commit(1, 'z'::bytea, 'z/run'::bytea, '{x}'::bytea[],
+                 '{\"{}\"}'::text[], false, -1, ''::bytea, 1, '{}'::bigint[], '{}'::text[],
+                 '{}'::text[], '{}'::bigint[], '{}'::text[], 'null', 1, NULL,
+                 true, 0, 0, '', true, 0, 1, 2)",
+            &[],
+        )
+        .expect_err("refused");
+    assert_eq!(
+        error.code(),
+        Some(&postgres::error::SqlState::INVALID_TRANSACTION_STATE),
+        "{error}"
+    );
+    tx.rollback().expect("rollback");
+    // Nothing was taken: the next commit gets the first sequences.
+    let record = store.commit(commit("a", "a/run", 0, 1)).expect("a commit");
+    assert_eq!(record.sequence, 1);
+    let events = store
+        .list_events(&EventScope::All, None, 10)
+        .expect("events");
+    assert_eq!(events.first().map(|e| e.sequence), Some(1));
+}
