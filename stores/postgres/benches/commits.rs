@@ -1,12 +1,14 @@
 //! Commit throughput and recovery time against a real PostgreSQL server.
 //!
-//! - **Writers**: 1, 4 and 8 OS threads, each with its own connection, each committing on its
+//! - **Writers**: 1, 4, 8 and 16 OS threads, each with its own connection, each committing on its
 //!   own thread id for a fixed time; `MemoryStore` beside them, shared through one lock. A
 //!   commit is what an agent's model step writes: one assistant message of 1 KB and its audit
 //!   drafts (`run_state_changed` and two more), applied with `commit_operation`. While the
 //!   writers run, a sampler reads `pg_stat_activity` every millisecond and reports where the
 //!   writers' backends spend their time — above all, how often one waits for another's lock
-//!   (the store's counter row, see the crate docs).
+//!   (`lock waits`: the share of samples in a heavyweight-lock wait, `wait_event_type =
+//!   'Lock'`, of every kind: rows, transaction ids, tuples, the advisory commit mutex), and the
+//!   CPU per commit of the writer threads and of their server backends.
 //! - **Recovery**: `Agent::recover` of a thread of 100,000 messages (50,000 runs of a prompt
 //!   and an answer, the shape of the core's own recovery bench), from PostgreSQL and from
 //!   `MemoryStore` holding the same commits.
@@ -238,7 +240,7 @@ fn writers(url: &str, admin: &mut Client, duration: Duration) {
         "\ncommits/s, one 1 KB assistant message + 3 audit drafts per commit, {duration:?} each"
     );
     let mut base = None;
-    for writers in [1usize, 4, 8] {
+    for writers in [1usize, 4, 8, 16] {
         let schema = format!("runcore_bench_writers_{writers}_{}", std::process::id());
         let separator = if url.contains('?') { '&' } else { '?' };
         let store = PostgresStore::connect_in_schema(
@@ -260,11 +262,21 @@ fn writers(url: &str, admin: &mut Client, duration: Duration) {
         let rate = result.commits_per_second;
         let base_rate = *base.get_or_insert(rate);
         let samples: u64 = profile.values().sum();
+        let share = |pick: &dyn Fn(&str) -> bool| {
+            let n: u64 = profile
+                .iter()
+                .filter(|(what, _)| pick(what))
+                .map(|(_, n)| n)
+                .sum();
+            100.0 * n as f64 / samples.max(1) as f64
+        };
+        let lock_waits = share(&|what| what.starts_with("Lock:"));
+        let lwlock_waits = share(&|what| what.starts_with("LWLock:"));
         let mut shares: Vec<(u64, String)> = profile.into_iter().map(|(k, v)| (v, k)).collect();
         shares.sort_by(|a, b| b.cmp(a));
         let shares: Vec<String> = shares
             .iter()
-            .take(4)
+            .take(5)
             .map(|(n, what)| format!("{what} {:.0}%", 100.0 * *n as f64 / samples.max(1) as f64))
             .collect();
         println!(
@@ -280,7 +292,10 @@ fn writers(url: &str, admin: &mut Client, duration: Duration) {
                 .server_cpu
                 .map_or("unknown".into(), |cpu| per_commit(cpu, result.commits))
         );
-        println!("      writers' backends: {}", shares.join(", "));
+        println!(
+            "      lock waits {lock_waits:.1}% (LWLock {lwlock_waits:.1}%); writers' backends: {}",
+            shares.join(", ")
+        );
         let _ = admin.batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"));
     }
     for writers in [1usize, 4, 8] {

@@ -5,6 +5,7 @@
 //! keeps), so pinning and verifying cost one indexed row, not a read of the transcript.
 
 use std::ops::Range;
+use std::time::{Duration, Instant};
 
 use postgres::Row;
 use postgres::types::ToSql;
@@ -254,7 +255,23 @@ impl CommittedThreadView for PostgresStore {
     }
 }
 
+/// How long [`list_events`](CheckpointReader::list_events) waits for the commits still in
+/// flight below the events it found (see [`settled_page`]) before it answers with the part
+/// it can vouch for.
+const SETTLE_FOR: Duration = Duration::from_millis(200);
+
+/// The longest pause between two looks while waiting to settle.
+const SETTLE_PAUSE: Duration = Duration::from_millis(5);
+
 impl CheckpointReader for PostgresStore {
+    /// Events in sequence order, only those no commit still in flight could precede (see the
+    /// crate docs, "Readers page behind a transaction-id horizon").
+    ///
+    /// A page whose rows are not all settled — a commit that began before one of them is
+    /// still in flight — is read again, a few milliseconds apart, until what the first look
+    /// found has settled (so a host reads its own commit at once, unless a transaction
+    /// elsewhere holds the horizon back), for at most 200 ms; then the settled prefix
+    /// is the answer, and the rest comes with a later page.
     fn list_events(
         &self,
         scope: &EventScope,
@@ -266,21 +283,61 @@ impl CheckpointReader for PostgresStore {
             return Ok(Vec::new());
         };
         let limit_to = limit(limit_to);
-        let rows = self.read(|s| match scope {
-            EventScope::All => query(s, "list the events", |q| &q.events_all, &[&from, &limit_to]),
-            EventScope::Thread(thread) => query(
-                s,
-                "list the thread's events",
-                |q| &q.events_of_thread,
-                &[&thread.as_str().as_bytes(), &from, &limit_to],
-            ),
-            EventScope::Run(run) => query(
-                s,
-                "list the run's events",
-                |q| &q.events_of_run,
-                &[&run.as_str().as_bytes(), &from, &limit_to],
-            ),
-        })?;
-        rows.iter().map(event_record).collect()
+        if limit_to == 0 {
+            return Ok(Vec::new());
+        }
+        let started = Instant::now();
+        let mut pause = Duration::from_micros(200);
+        // The last sequence the first look found: the wait is for it to settle.
+        let mut target: Option<i64> = None;
+        loop {
+            let rows = self.read(|s| match scope {
+                EventScope::All => {
+                    query(s, "list the events", |q| &q.events_all, &[&from, &limit_to])
+                }
+                EventScope::Thread(thread) => query(
+                    s,
+                    "list the thread's events",
+                    |q| &q.events_of_thread,
+                    &[&thread.as_str().as_bytes(), &from, &limit_to],
+                ),
+                EventScope::Run(run) => query(
+                    s,
+                    "list the run's events",
+                    |q| &q.events_of_run,
+                    &[&run.as_str().as_bytes(), &from, &limit_to],
+                ),
+            })?;
+            let page = settled_page(&rows)?;
+            let last_found = match rows.last() {
+                Some(row) => Some(column::<i64>(row, 0, "the event sequence")?),
+                None => None,
+            };
+            let target = *target.get_or_insert(last_found.unwrap_or(i64::MIN));
+            let settled_to = match page.last() {
+                Some(last) => bound(last.sequence).unwrap_or(i64::MAX),
+                None => i64::MIN,
+            };
+            // Settled when every row is, or when everything up to what the first look found
+            // is (later rows are for a later page).
+            if page.len() == rows.len() || settled_to >= target || started.elapsed() >= SETTLE_FOR {
+                return Ok(page);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(SETTLE_PAUSE);
+        }
     }
+}
+
+/// The rows up to the first one not settled (column 6 false), as records. Transaction ids
+/// ascend with sequences (see the crate docs), so the unsettled rows are a suffix.
+fn settled_page(rows: &[Row]) -> Result<Vec<EventRecord>, StoreError> {
+    let mut page = Vec::with_capacity(rows.len());
+    for row in rows {
+        if !column::<bool>(row, 6, "whether the event is settled")? {
+            break;
+        }
+        page.push(event_record(row)?);
+    }
+    Ok(page)
 }

@@ -6,7 +6,7 @@
 //! same fresh database at once queue on the lock, and the second finds the work done. A schema
 //! newer than this build knows is refused with [`SchemaTooNew`], before anything is changed.
 //!
-//! # Layout (version 1)
+//! # Layout (version 3: version 2 plus `runcore_claims` and the deadline index)
 //!
 //! Ids, event kinds and payload hashes are `bytea` (the UTF-8 bytes of the string): PostgreSQL
 //! `text` cannot hold a NUL character, which a Rust `String` (and so `MemoryStore`) can, and
@@ -16,13 +16,28 @@
 //!
 //! | table                | one row per                                                   |
 //! |----------------------|---------------------------------------------------------------|
-//! | `runcore_counters`   | the store (one row): the last commit and event sequences      |
+//! | `runcore_commit_sequence`, `runcore_event_sequence` | (`SEQUENCE`s) the store-wide sequences |
 //! | `runcore_threads`    | thread: version, message and state counts, head run, digest   |
 //! | `runcore_runs`       | run: thread, state, commit count, ticket (only while Awaiting)|
 //! | `runcore_messages`   | committed message: position, JSON, chained transcript digest  |
 //! | `runcore_state`      | committed state command: position, JSON                       |
-//! | `runcore_events`     | audit event, by store-wide sequence                           |
+//! | `runcore_events`     | audit event, by store-wide sequence, with its transaction id  |
 //! | `runcore_operations` | applied commit operation: (run, ordinal) → hash and receipt   |
+//!
+//! The function `runcore_commit` is a commit's whole write (see the [crate docs](crate) and
+//! `V2` below): it takes the thread's lock, then the commit mutex, and writes every row.
+//!
+//! # Versions
+//!
+//! - **1**: the store-wide sequences in a one-row counter table, `runcore_counters`, updated by
+//!   every commit (so held by every commit through its log flush).
+//! - **2**: the counter row is gone: the sequences come from two PostgreSQL `SEQUENCE`s, set
+//!   from the counter row by the migration so they go on where it stopped; every event row
+//!   gains `xid`, the `xid8` of the transaction that wrote it (`0` for the rows of version 1,
+//!   all committed before the migration, so below every reader's horizon); and the commit's
+//!   write becomes the function `runcore_commit`. A process of a build that knows only version
+//!   1 refuses the migrated store ([`SchemaTooNew`]); one still running against it when it is
+//!   migrated fails its next commit (the counter row is gone), writing nothing.
 
 use std::fmt;
 
@@ -32,10 +47,10 @@ use runcore::StoreError;
 use crate::codec::{db_error, quote_identifier, stable_key};
 
 /// The schema version this build writes, and the newest it opens.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Forward migrations: `(version it brings the schema to, SQL)`, ascending from 1.
-const MIGRATIONS: &[(i64, &str)] = &[(1, V1), (2, CLAIMS)];
+const MIGRATIONS: &[(i64, &str)] = &[(1, V1), (2, V2), (3, CLAIMS)];
 
 /// Thread claims (SPEC §7.2) and indexed deadlines (§7.3).
 const CLAIMS: &str = "
@@ -132,6 +147,131 @@ CREATE TABLE runcore_operations (
 );
 ";
 
+/// Version 2: sequences from `SEQUENCE`s, the transaction id with every event, and the
+/// commit's write as one server-side function (see the crate docs, "Commits on distinct threads
+/// run side by side").
+///
+/// `runcore_commit($1 …)` takes the arguments the write statement of version 1 took (`$1` the
+/// number of events … `$23` the version the decision read), and two lock keys: `$24` the
+/// thread's, `$25` the store's commit mutex. In order:
+/// 1. `pg_advisory_xact_lock($24)`: commits on one thread queue here, to the end of the
+///    transaction; commits on distinct threads do not meet;
+/// 2. the thread's version, read again under that lock: if another commit on the thread
+///    landed since the decision, return NULL having taken no sequence (the caller decides
+///    again), so racing on one thread leaves no gap;
+/// 3. the commit mutex, session-level (`pg_advisory_lock($25)`), for three calls and no row:
+///    the transaction's id (`pg_current_xact_id()`, its first: the function refuses, before
+///    taking the mutex, to go on in a transaction that already has one), the commit sequence,
+///    the block of event sequences (`nextval`, then `setval` to the block's end); released at
+///    once (`pg_advisory_unlock`), long before the transaction's log flush. So transaction ids
+///    and sequences are handed out in the same order;
+/// 4. every row, as version 1's statement wrote them; the events carry the transaction id.
+///
+/// Past `bigint`'s end `nextval` or the block's addition fails the function while it holds the
+/// mutex; the session-level lock outlives the failed transaction, so the caller releases it
+/// (`pg_advisory_unlock_all()`) after any failed write.
+const V2: &str = "
+ALTER TABLE runcore_events ADD COLUMN xid xid8 NOT NULL DEFAULT '0';
+ALTER TABLE runcore_events ALTER COLUMN xid DROP DEFAULT;
+
+CREATE SEQUENCE runcore_commit_sequence AS bigint MINVALUE 1;
+CREATE SEQUENCE runcore_event_sequence AS bigint MINVALUE 1;
+SELECT setval('runcore_commit_sequence', greatest(last_commit, 1), last_commit > 0),
+       setval('runcore_event_sequence', greatest(last_event, 1), last_event > 0)
+FROM runcore_counters;
+DROP TABLE runcore_counters;
+
+CREATE FUNCTION runcore_commit(
+    bigint, bytea, bytea, bytea[], text[], boolean, bigint, bytea, bigint, bigint[], text[],
+    text[], bigint[], text[], text, bigint, text, boolean, bigint, bigint, text, boolean,
+    bigint, bigint, bigint
+) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $commit$
+DECLARE
+    v_version     bigint;
+    v_xid         xid8;
+    v_commit      bigint;
+    v_first_event bigint;
+    v_last_event  bigint;
+    v_unlocked    boolean;
+    v_moved       bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock($24);
+    SELECT version INTO v_version FROM runcore_threads WHERE thread_id = $2;
+    IF (v_version IS NULL) <> $22 OR (NOT $22 AND v_version <> $23) THEN
+        RETURN NULL;
+    END IF;
+    -- The transaction id must be assigned under the mutex, below: nothing before it may have
+    -- written or locked a row (a caller's open transaction, say).
+    IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_transaction_state',
+            MESSAGE = 'runcore_commit must run in a transaction that has no transaction id yet';
+    END IF;
+
+    -- Held for plain expressions only (PL/pgSQL evaluates them without the executor), so as
+    -- short as it can be.
+    PERFORM pg_advisory_lock($25);
+    v_xid := pg_current_xact_id();
+    v_commit := nextval('runcore_commit_sequence');
+    IF $1 > 0 THEN
+        v_first_event := nextval('runcore_event_sequence');
+        IF $1 > 1 THEN
+            v_last_event := setval('runcore_event_sequence', v_first_event + ($1 - 1));
+        END IF;
+    END IF;
+    v_unlocked := pg_advisory_unlock($25);
+
+    WITH moved_thread AS (
+        UPDATE runcore_threads
+        SET version = $9, message_count = $19, state_count = $20, latest_run = $3,
+            transcript_digest = $21
+        WHERE thread_id = $2 AND version = $23 AND NOT $22
+        RETURNING 1 AS moved
+    ), new_thread AS (
+        INSERT INTO runcore_threads
+            (thread_id, version, message_count, state_count, latest_run, transcript_digest)
+        SELECT $2, $9, $19, $20, $3, $21
+        WHERE $22
+        ON CONFLICT (thread_id) DO NOTHING
+        RETURNING 1 AS moved
+    ), head AS (
+        SELECT moved FROM moved_thread UNION ALL SELECT moved FROM new_thread
+    ), new_messages AS (
+        INSERT INTO runcore_messages (thread_id, position, message, digest)
+        SELECT $2, m.position, m.message, m.digest
+        FROM head, unnest($10, $11, $12) AS m(position, message, digest)
+    ), new_state AS (
+        INSERT INTO runcore_state (thread_id, position, command)
+        SELECT $2, s.position, s.command
+        FROM head, unnest($13, $14) AS s(position, command)
+    ), new_run AS (
+        INSERT INTO runcore_runs (run_id, thread_id, state, commits, ticket)
+        SELECT $3, $2, $15, $16, $17
+        FROM head WHERE $18
+    ), old_run AS (
+        UPDATE runcore_runs
+        SET state = $15, commits = $16, ticket = $17
+        WHERE run_id = $3 AND NOT $18 AND EXISTS (SELECT 1 FROM head)
+    ), new_events AS (
+        INSERT INTO runcore_events
+            (sequence, commit_sequence, thread_id, run_id, kind, payload, xid)
+        SELECT v_first_event + drafts.n - 1, v_commit, $2, $3, drafts.kind, drafts.payload,
+               v_xid
+        FROM head, unnest($4, $5) WITH ORDINALITY AS drafts(kind, payload, n)
+    ), new_operation AS (
+        INSERT INTO runcore_operations
+            (run_id, ordinal, payload_hash, sequence, thread_version)
+        SELECT $3, $7, $8, v_commit, $9
+        FROM head WHERE $6
+    )
+    SELECT count(*) INTO v_moved FROM head;
+    IF v_moved = 0 THEN
+        RETURN NULL;
+    END IF;
+    RETURN v_commit;
+END
+$commit$;
+";
+
 /// The store's schema is newer than this build of `runcore-postgres` knows: it was written by
 /// a newer version, and this one refuses to guess at it. Found as the `source` of the
 /// [`StoreError::Unavailable`] that opening returns.
@@ -157,8 +297,8 @@ impl fmt::Display for SchemaTooNew {
 impl std::error::Error for SchemaTooNew {}
 
 /// Brings the schema of the connection's `search_path` (or of `schema`, created if missing
-/// and then put on the `search_path`) up to [`SCHEMA_VERSION`].
-pub(crate) fn prepare(client: &mut Client, schema: Option<&str>) -> Result<(), StoreError> {
+/// and then put on the `search_path`) up to [`SCHEMA_VERSION`]; returns the schema's name.
+pub(crate) fn prepare(client: &mut Client, schema: Option<&str>) -> Result<String, StoreError> {
     if let Some(schema) = schema {
         client
             .batch_execute(&format!("SET search_path TO {}", quote_identifier(schema)))
@@ -236,7 +376,8 @@ pub(crate) fn prepare(client: &mut Client, schema: Option<&str>) -> Result<(), S
         .map_err(|e| db_error("record the schema version", e))?;
     }
     tx.commit()
-        .map_err(|e| db_error("commit the schema migration", e))
+        .map_err(|e| db_error("commit the schema migration", e))?;
+    Ok(current)
 }
 
 #[cfg(test)]

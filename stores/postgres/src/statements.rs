@@ -37,89 +37,27 @@ statements! {
                        LEFT JOIN runcore_runs r ON r.run_id = $2::bytea
                        LEFT JOIN runcore_operations o
                               ON o.run_id = $2::bytea AND o.ordinal = $3::bigint";
-    /// The store's counters, read only to name the counter that would overflow.
-    counters = "SELECT last_commit, last_event FROM runcore_counters";
-    /// Every write of an accepted commit, as one statement (so one transaction, committed
-    /// when it ends: no `BEGIN`, no `COMMIT` round trip).
-    ///
-    /// First the thread's head moves — `head` has one row if the thread is still at the
-    /// version the decision was made on (`$23`; for a new thread, `$22`: the row is still
-    /// absent), none otherwise. Everything else is written from `head`, so if the thread moved
-    /// on meanwhile nothing is written and the first column comes back NULL. The messages and
-    /// state commands go in at the positions given, the run is inserted (`$18`) or updated.
-    /// Then the counter row — its `WHERE` counts the rows those writes return, so they must be
-    /// done before it can lock the row — gives the commit sequence and `$1` event sequences
-    /// (past `bigint`'s end the addition fails the statement), and the events and the
-    /// operation's receipt (`$6`) are written with them. The counter row stays locked to the
-    /// end of the statement's transaction: that stretch is the events, the receipt and the
-    /// commit itself, all inside the server.
-    ///
-    /// The run is inserted with no `ON CONFLICT`: a concurrent first commit of the same run on
-    /// another thread must fail here (and start over, to be rejected), not overwrite it. With
-    /// the head moved, a missing counter row fails the statement rather than leave a commit
-    /// without its sequence.
-    write = "WITH moved_thread AS (
-                 UPDATE runcore_threads
-                 SET version = $9::bigint, message_count = $19::bigint,
-                     state_count = $20::bigint, latest_run = $3::bytea,
-                     transcript_digest = $21::text
-                 WHERE thread_id = $2::bytea AND version = $23::bigint AND NOT $22::boolean
-                 RETURNING 1 AS moved
-             ), new_thread AS (
-                 INSERT INTO runcore_threads
-                     (thread_id, version, message_count, state_count, latest_run,
-                      transcript_digest)
-                 SELECT $2::bytea, $9::bigint, $19::bigint, $20::bigint, $3::bytea, $21::text
-                 WHERE $22::boolean
-                 ON CONFLICT (thread_id) DO NOTHING
-                 RETURNING 1 AS moved
-             ), head AS (
-                 SELECT moved FROM moved_thread UNION ALL SELECT moved FROM new_thread
-             ), new_messages AS (
-                 INSERT INTO runcore_messages (thread_id, position, message, digest)
-                 SELECT $2::bytea, m.position, m.message, m.digest
-                 FROM head, unnest($10::bigint[], $11::text[], $12::text[])
-                      AS m(position, message, digest)
-                 RETURNING 1
-             ), new_state AS (
-                 INSERT INTO runcore_state (thread_id, position, command)
-                 SELECT $2::bytea, s.position, s.command
-                 FROM head, unnest($13::bigint[], $14::text[]) AS s(position, command)
-                 RETURNING 1
-             ), new_run AS (
-                 INSERT INTO runcore_runs (run_id, thread_id, state, commits, ticket)
-                 SELECT $3::bytea, $2::bytea, $15::text, $16::bigint, $17::text
-                 FROM head WHERE $18::boolean
-                 RETURNING 1
-             ), old_run AS (
-                 UPDATE runcore_runs
-                 SET state = $15::text, commits = $16::bigint, ticket = $17::text
-                 WHERE run_id = $3::bytea AND NOT $18::boolean AND EXISTS (SELECT 1 FROM head)
-                 RETURNING 1
-             ), counter AS (
-                 UPDATE runcore_counters
-                 SET last_commit = last_commit + 1, last_event = last_event + $1::bigint
-                 WHERE EXISTS (SELECT 1 FROM head)
-                   AND (SELECT count(*) FROM new_messages) + (SELECT count(*) FROM new_state)
-                       + (SELECT count(*) FROM new_run) + (SELECT count(*) FROM old_run) >= 0
-                 RETURNING last_commit, last_event
-             ), new_events AS (
-                 INSERT INTO runcore_events
-                     (sequence, commit_sequence, thread_id, run_id, kind, payload)
-                 SELECT counter.last_event - $1::bigint + drafts.n, counter.last_commit,
-                        $2::bytea, $3::bytea, drafts.kind, drafts.payload
-                 FROM counter,
-                      unnest($4::bytea[], $5::text[]) WITH ORDINALITY AS drafts(kind, payload, n)
-             ), new_operation AS (
-                 INSERT INTO runcore_operations
-                     (run_id, ordinal, payload_hash, sequence, thread_version)
-                 SELECT $3::bytea, $7::bigint, $8::bytea, counter.last_commit, $9::bigint
-                 FROM counter WHERE $6::boolean
-             )
-             SELECT CASE WHEN EXISTS (SELECT 1 FROM head)
-                         THEN coalesce((SELECT last_commit FROM counter),
-                                       runcore_fail('the store''s counter row is missing'))
-                    END";
+    /// The store's last commit and event sequences, read only to name the counter that would
+    /// overflow.
+    counters = "SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END
+                        FROM runcore_commit_sequence),
+                       (SELECT CASE WHEN is_called THEN last_value ELSE 0 END
+                        FROM runcore_event_sequence)";
+    /// Every write of an accepted commit: one call of `runcore_commit` (schema version 2, see
+    /// `schema.rs`), so one statement and one transaction, committed when it ends — no
+    /// `BEGIN`, no `COMMIT` round trip. `$1`…`$23` as the function takes them, `$24` the
+    /// thread's lock key, `$25` the store's commit mutex key. NULL when the thread had moved
+    /// on since the decision (then nothing was written).
+    write = "SELECT runcore_commit($1::bigint, $2::bytea, $3::bytea, $4::bytea[], $5::text[],
+                                   $6::boolean, $7::bigint, $8::bytea, $9::bigint,
+                                   $10::bigint[], $11::text[], $12::text[], $13::bigint[],
+                                   $14::text[], $15::text, $16::bigint, $17::text,
+                                   $18::boolean, $19::bigint, $20::bigint, $21::text,
+                                   $22::boolean, $23::bigint, $24::bigint, $25::bigint)";
+    /// After a failed write: the commit mutex, should the write have failed while holding it
+    /// (a session-level lock outlives the transaction). The store takes no other session-level
+    /// advisory lock.
+    release_mutex = "SELECT pg_advisory_unlock_all()";
 
     // ---- reads, one statement each ----
 
@@ -151,13 +89,20 @@ statements! {
     slice = "SELECT message FROM runcore_messages
              WHERE thread_id = $1::bytea AND position >= $2::bigint AND position < $3::bigint
              ORDER BY position";
-    events_all = "SELECT sequence, commit_sequence, thread_id, run_id, kind, payload
+    /// Events, with `settled`: the row's transaction is below the statement's snapshot horizon
+    /// (`pg_snapshot_xmin`: every transaction id below it has ended), so no commit still in
+    /// flight can show a smaller sequence (see the crate docs). The statement's own snapshot:
+    /// the horizon and the rows are read at one instant.
+    events_all = "SELECT sequence, commit_sequence, thread_id, run_id, kind, payload,
+                         xid < (SELECT pg_snapshot_xmin(pg_current_snapshot()))
                   FROM runcore_events WHERE sequence > $1::bigint
                   ORDER BY sequence LIMIT $2::bigint";
-    events_of_thread = "SELECT sequence, commit_sequence, thread_id, run_id, kind, payload
+    events_of_thread = "SELECT sequence, commit_sequence, thread_id, run_id, kind, payload,
+                               xid < (SELECT pg_snapshot_xmin(pg_current_snapshot()))
                         FROM runcore_events WHERE thread_id = $1::bytea AND sequence > $2::bigint
                         ORDER BY sequence LIMIT $3::bigint";
-    events_of_run = "SELECT sequence, commit_sequence, thread_id, run_id, kind, payload
+    events_of_run = "SELECT sequence, commit_sequence, thread_id, run_id, kind, payload,
+                            xid < (SELECT pg_snapshot_xmin(pg_current_snapshot()))
                      FROM runcore_events WHERE run_id = $1::bytea AND sequence > $2::bigint
                      ORDER BY sequence LIMIT $3::bigint";
 }

@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use postgres::{Client, Config, NoTls};
 use runcore::{StoreError, StoreHandles};
 
-use crate::codec::db_error;
+use crate::codec::{db_error, stable_key};
 use crate::schema;
 use crate::statements::Statements;
 
@@ -58,6 +58,11 @@ struct Target {
 pub(crate) struct Session {
     pub(crate) client: Client,
     pub(crate) sql: Statements,
+    /// The advisory-lock key of the store's commit mutex (one per schema).
+    pub(crate) commit_mutex: i64,
+    /// What a thread's advisory-lock key is hashed from, before the thread id: the schema, so
+    /// stores in distinct schemas never share a thread's lock.
+    thread_lock_prefix: Vec<u8>,
 }
 
 impl Session {
@@ -66,9 +71,27 @@ impl Session {
             .config
             .connect(NoTls)
             .map_err(|e| db_error("connect to PostgreSQL", e))?;
-        schema::prepare(&mut client, target.schema.as_deref())?;
+        let current = schema::prepare(&mut client, target.schema.as_deref())?;
         let sql = Statements::prepare(&mut client)?;
-        Ok(Session { client, sql })
+        let mut mutex = b"runcore-postgres: commit mutex\0".to_vec();
+        mutex.extend_from_slice(current.as_bytes());
+        let mut thread_lock_prefix = b"runcore-postgres: thread lock\0".to_vec();
+        thread_lock_prefix.extend_from_slice(current.as_bytes());
+        thread_lock_prefix.push(0);
+        Ok(Session {
+            client,
+            sql,
+            commit_mutex: stable_key(&mutex),
+            thread_lock_prefix,
+        })
+    }
+
+    /// The advisory-lock key that commits on `thread` (its id's bytes) queue on.
+    pub(crate) fn thread_lock(&self, thread: &[u8]) -> i64 {
+        let mut bytes = Vec::with_capacity(self.thread_lock_prefix.len() + thread.len());
+        bytes.extend_from_slice(&self.thread_lock_prefix);
+        bytes.extend_from_slice(thread);
+        stable_key(&bytes)
     }
 }
 

@@ -8,20 +8,28 @@
 //!    `duplicate = true`, with another hash → reject; the expected thread version; the
 //!    ordinal; (`commit`) `validate`; then, for both, the terminal fence; the run on another
 //!    thread; counters that would overflow;
-//! 3. **write** (one statement, see `Statements::write`), *conditional on the thread's version
-//!    read in 1*: every row of the commit, the counter row last.
+//! 3. **write** (one statement, see `Statements::write`: the function `runcore_commit` of
+//!    schema version 2), *conditional on the thread's version read in 1*: under the thread's
+//!    lock the version is checked again, then the sequences are taken under the commit mutex
+//!    (released at once), then every row of the commit is written.
 //!
 //! Every commit on a thread moves the thread's version, so if the write finds the version it
 //! read, nothing the decision rested on has changed — the thread's rows, and the run's and the
 //! operation's when they are on this thread (a run on another thread is only ever a reason to
 //! reject). If another commit on the thread landed in between, the write changes nothing and
-//! the commit starts over from 1 on the newer state; a fenced operation then gets its
-//! `VersionConflict`, as it would have had it arrived second. The one race the version cannot
-//! see — the same new run committed on two threads at once — ends on the run's (or its first
-//! operation's) primary key: the second write fails whole, starts over, and is rejected
-//! (`RunOnOtherThread`).
+//! takes no sequence, and the commit starts over from 1 on the newer state; a fenced operation
+//! then gets its `VersionConflict`, as it would have had it arrived second. The one race the
+//! version cannot see — the same new run committed on two threads at once — ends on the run's
+//! (or its first operation's) primary key: the second write fails whole, starts over, and is
+//! rejected (`RunOnOtherThread`).
 //!
-//! A rejection writes nothing: it is decided before the write is sent.
+//! The shape — snapshot, then a pure decision, then a plan the write carries out — is the
+//! seam where the store-independent admission rules sit; only the write knows about locks and
+//! sequences.
+//!
+//! A rejection writes nothing: it is decided before the write is sent. A write that fails after
+//! taking its sequences (the new-run race above, a lost connection) leaves a gap in them,
+//! which SPEC §7.1 (amended) allows across threads.
 
 use postgres::error::SqlState;
 use runcore::{
@@ -248,7 +256,16 @@ impl PostgresStore {
                 }
                 Decision::Write(plan) => plan,
             };
-            match write_plan(session, &encoded, fence, ordinal, &plan) {
+            let written = write_plan(session, &encoded, fence, ordinal, &plan);
+            if written.is_err() && !session.client.is_closed() {
+                // A write that failed while holding the session-level commit mutex (past the
+                // sequences' end, a cancelled statement) would keep it past its transaction.
+                session
+                    .client
+                    .query_one(&session.sql.release_mutex, &[])
+                    .map_err(|e| db_error("commit: release the commit mutex", e))?;
+            }
+            match written {
                 Ok(Some(sequence)) => {
                     let record = CommitRecord {
                         sequence: count("commit sequence", sequence)?,
@@ -267,8 +284,11 @@ impl PostgresStore {
                 // Another commit on the thread landed since the read: decide again.
                 Ok(None) => continue,
                 Err(error) if is_new_run_race(&error) => continue,
-                Err(error) if error.code() == Some(&SqlState::NUMERIC_VALUE_OUT_OF_RANGE) => {
-                    // Only the store's counters are computed in SQL; the rest was checked.
+                Err(error)
+                    if error.code() == Some(&SqlState::NUMERIC_VALUE_OUT_OF_RANGE)
+                        || error.code() == Some(&SqlState::SEQUENCE_GENERATOR_LIMIT_EXCEEDED) =>
+                {
+                    // Only the store's sequences are computed in SQL; the rest was checked.
                     if let Some(counter) = overflowing_counter(session, &encoded)? {
                         return Err(CommitError::CounterOverflow {
                             counter: counter.to_owned(),
@@ -427,7 +447,7 @@ fn decide(
         }
     }
 
-    // The thread's and run's counters; the store's are checked by the write, under its lock.
+    // The thread's and run's counters; the store's are checked by the write, as it takes them.
     let add = |base: i64, n: usize| i64::try_from(n).ok().and_then(|n| base.checked_add(n));
     let Some(new_version) = read_version.checked_add(1) else {
         return Ok(Decision::Overflow("thread version"));
@@ -481,6 +501,7 @@ fn write_plan(
         Some(f) => (true, f.payload_hash.as_bytes()),
         None => (false, &[][..]),
     };
+    let thread_lock = session.thread_lock(&encoded.thread);
     let row = session.client.query_one(
         &session.sql.write,
         &[
@@ -507,10 +528,11 @@ fn write_plan(
             &plan.transcript_digest,
             &plan.new_thread,
             &plan.read_version,
+            &thread_lock,
+            &session.commit_mutex,
         ],
     )?;
-    // NULL exactly when the thread had moved on: with the thread moved, a missing sequence
-    // fails the statement (see `Statements::write`).
+    // NULL exactly when the thread had moved on (see `Statements::write`).
     row.try_get(0)
 }
 
@@ -537,6 +559,7 @@ fn overflowing_counter(
         .map_err(|e| db_error("commit: read the counters", e))?;
     let last_commit: i64 = column(&row, 0, "the last commit sequence")?;
     let last_event: i64 = column(&row, 1, "the last event sequence")?;
+    // A `SEQUENCE` stops at `bigint`'s end: at it, `nextval` fails.
     Ok(if last_commit.checked_add(1).is_none() {
         Some("commit sequence")
     } else if last_event.checked_add(events).is_none() {

@@ -135,13 +135,17 @@ fn a_connection_lost_mid_commit_writes_nothing_and_the_next_commit_is_fenced() {
         .list_events(&EventScope::All, None, usize::MAX)
         .expect("events");
 
-    // Hold the store's counter row, so the victim's commit does all its other writes and then
-    // waits in the middle of its transaction.
+    // Hold, uncommitted, a row where the victim's message goes, so the victim's commit takes
+    // its sequences, moves the thread's head and then waits in the middle of its transaction.
     let mut locker = server.client_in(store.guard().schema());
     let locker_pid = backend_pid(&mut locker);
     let mut held = locker.transaction().expect("begin");
-    held.query("SELECT * FROM runcore_counters FOR UPDATE", &[])
-        .expect("lock the counter row");
+    held.execute(
+        "INSERT INTO runcore_messages (thread_id, position, message, digest)
+         VALUES ('t'::bytea, 1, '{}', '')",
+        &[],
+    )
+    .expect("hold the next message's place");
 
     let mut victim = store.open_handle().expect("a second connection");
     let second = CommitOperation::new(commit("t", "r", "second"), 1, 1);
@@ -152,7 +156,7 @@ fn a_connection_lost_mid_commit_writes_nothing_and_the_next_commit_is_fenced() {
     });
     let mut observer = server.client();
     let mut victims = Vec::new();
-    wait_until("the commit waits on the counter row", || {
+    wait_until("the commit waits on the held row", || {
         victims = blocked_by(&mut observer, locker_pid);
         !victims.is_empty()
     });
@@ -166,7 +170,7 @@ fn a_connection_lost_mid_commit_writes_nothing_and_the_next_commit_is_fenced() {
         is_unavailable_with_source(&error),
         "a lost connection is Unavailable with the driver's error: {error:?}"
     );
-    held.rollback().expect("release the counter row");
+    held.rollback().expect("release the held row");
 
     // Nothing of it was written.
     assert_eq!(store.thread_version(&thread).expect("version"), 1);
@@ -186,14 +190,15 @@ fn a_connection_lost_mid_commit_writes_nothing_and_the_next_commit_is_fenced() {
         Some(1)
     );
 
-    // The same handle reconnects by itself; the retried operation lands once, at the next
-    // sequence, and is fenced as usual from then on.
+    // The same handle reconnects by itself; the retried operation lands once, and is fenced as
+    // usual from then on. The killed attempt had taken commit sequence 2: a gap (SPEC §7.1
+    // amended), so the retry lands at 3.
     let receipt = victim
         .commit_operation(second.clone())
         .expect("the retry after reconnecting");
     assert!(!receipt.duplicate, "it had not landed before");
     assert_eq!(receipt.record.thread_version, 2);
-    assert_eq!(receipt.record.sequence, 2);
+    assert_eq!(receipt.record.sequence, 3);
     let again = victim
         .commit_operation(second)
         .expect("a second retry is a duplicate");
@@ -308,17 +313,31 @@ fn rows_that_runcore_did_not_write_are_errors_not_panics() {
         .expect_err("bad payload");
     assert!(error.to_string().contains("event payload"), "{error}");
 
-    // A commit on a store whose counter row is gone fails cleanly and writes nothing.
-    sql.batch_execute("DELETE FROM runcore_counters")
-        .expect("drop the counters");
+    // A commit on a store whose sequence is gone fails cleanly and writes nothing — failing
+    // inside the commit mutex, which it must not keep.
+    sql.batch_execute("DROP SEQUENCE runcore_commit_sequence")
+        .expect("drop the commit sequence");
     let error = store
         .commit(commit("u", "r-u", "x"))
-        .expect_err("no counter row");
+        .expect_err("no commit sequence");
     assert!(matches!(
         error,
         StoreError::Rejected(_) | StoreError::Unavailable { .. }
     ));
     assert_eq!(store.thread_version(&ThreadId::new("u")).expect("read"), 0);
+    // With the sequence back, a commit on another connection gets the mutex at once.
+    sql.batch_execute("CREATE SEQUENCE runcore_commit_sequence AS bigint MINVALUE 1")
+        .expect("the sequence again");
+    let mut other = store.open_handle().expect("another connection");
+    let (sender, outcome) = std::sync::mpsc::channel();
+    let committing = thread::spawn(move || {
+        let _ = sender.send(other.commit(commit("v", "r-v", "y")).map(|r| r.sequence));
+    });
+    let landed = outcome
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the failed commit must have released the commit mutex");
+    assert_eq!(landed.expect("a commit after the repair"), 1);
+    committing.join().expect("the committing thread");
 }
 
 #[test]
@@ -359,7 +378,7 @@ fn processes_opening_a_fresh_schema_at_once_migrate_it_once() {
 }
 
 #[test]
-fn a_commit_that_cannot_write_fails_before_it_takes_the_counter_row() {
+fn a_commit_waiting_on_its_own_rows_does_not_hold_up_other_threads() {
     let Some(server) = support::server() else {
         return;
     };
@@ -368,36 +387,56 @@ fn a_commit_that_cannot_write_fails_before_it_takes_the_counter_row() {
         .commit(commit("t", "r", "first"))
         .expect("first commit");
     let mut sql = server.client_in(store.guard().schema());
-    // A row where the next message of `t` goes: its insert must fail.
-    sql.execute(
+    // A row, uncommitted, where the next message of `t` goes: the commit on `t` waits on it
+    // in the middle of its write, after it took its sequences.
+    let mut held = sql.transaction().expect("begin");
+    held.execute(
         "INSERT INTO runcore_messages (thread_id, position, message, digest)
          VALUES ('t'::bytea, 1, '{}', '')",
         &[],
     )
     .expect("plant a conflicting row");
-    // Another writer holds the counter row for as long as this test likes.
-    let mut held = sql.transaction().expect("begin");
-    held.query("SELECT * FROM runcore_counters FOR UPDATE", &[])
-        .expect("lock the counter row");
-
-    // The commit's other writes run before it asks for the counter row, so it fails at once
-    // rather than queueing behind the holder (and it would not hold the row while writing).
-    let started = Instant::now();
     let (sender, outcome) = std::sync::mpsc::channel();
     let mut victim = store.open_handle().expect("a second connection");
     let waiting = thread::spawn(move || {
         let result = victim.commit(commit("t", "r", "second"));
         let _ = sender.send(result.map(|r| r.sequence));
     });
+    let mut observer = server.client();
+    let holder = {
+        let row = held
+            .query_one("SELECT pg_backend_pid()", &[])
+            .expect("the holder's pid");
+        row.get::<_, i32>(0)
+    };
+    wait_until("the commit on t waits on the planted row", || {
+        !blocked_by(&mut observer, holder).is_empty()
+    });
+    // Meanwhile commits on other threads take the commit mutex and land: the waiting commit
+    // does not hold it (nor any lock of theirs) while it writes.
+    let mut others = store.open_handle().expect("a third connection");
+    let (sender_others, landed) = std::sync::mpsc::channel();
+    let other_writer = thread::spawn(move || {
+        let results: Vec<_> = ["u", "v", "w"]
+            .iter()
+            .map(|t| others.commit(commit(t, &format!("r-{t}"), "x")).map(|_| ()))
+            .collect();
+        let _ = sender_others.send(results);
+    });
+    let results = landed
+        .recv_timeout(Duration::from_secs(10))
+        .expect("commits on other threads must not wait for the commit on t");
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    other_writer.join().expect("the other writer");
+    // The planted row commits: the commit on t fails on it, whole.
+    held.commit().expect("commit the planted row");
     let result = outcome
         .recv_timeout(Duration::from_secs(10))
-        .expect("the commit must not wait for the counter row");
+        .expect("the commit on t ends once the row is settled");
     assert!(
         matches!(result, Err(StoreError::Unavailable { .. })),
         "{result:?}"
     );
-    assert!(started.elapsed() < Duration::from_secs(10));
-    held.rollback().expect("release");
     waiting.join().expect("the committing thread");
     assert_eq!(store.thread_version(&ThreadId::new("t")).expect("read"), 1);
 }
