@@ -229,22 +229,3 @@ impl ThreadClaims for PostgresStore {
         })
     }
 }
-
-/// The thread's claim as admission reads it (live or not), with the server's time.
-pub(crate) fn claim_for_commit(
-    client: &mut postgres::Client,
-    thread: &[u8],
-) -> Result<(Option<ClaimRecord>, u64), StoreError> {
-    let row = client
-        .query_one(
-            &format!(
-                "SELECT coalesce(max(owner), ''), coalesce(max(request_id), ''), \
-                 coalesce(max(epoch), 0), coalesce(max(expires_at_ms), 0), max(released_at_ms), \
-                 {SERVER_NOW_MS} FROM runcore_claims WHERE thread_id = $1"
-            ),
-            &[&thread],
-        )
-        .map_err(|e| db_error("commit: read the thread's claim", e))?;
-    let now = count("server clock", column(&row, 5, "the server's clock")?)?;
-    Ok((record_of(&row)?, now))
-}

@@ -76,6 +76,46 @@ CREATE FUNCTION runcore_deadline(ticket text) RETURNS bigint
     AS $$ SELECT (replace(ticket, '\\u0000', '\\u0001')::jsonb ->> 'deadline_ms')::bigint $$;
 CREATE INDEX runcore_runs_by_deadline ON runcore_runs (runcore_deadline(ticket))
     WHERE ticket IS NOT NULL;
+
+-- The commit of version 2, then the thread's claim checked once more, at the server's time
+-- and with the claim row locked (FOR SHARE): a grant, renew or release (FOR UPDATE) either
+-- happened before — and this check sees it — or waits until this commit is done. Read before
+-- the write, the claim could have changed since the decision; checked here, it cannot. A
+-- failed check raises, so nothing of the commit is written (its sequences become a gap,
+-- which §7.1 amended allows). $26/$27: the token's owner and epoch, NULL without a token.
+CREATE FUNCTION runcore_commit_claimed(
+    bigint, bytea, bytea, bytea[], text[], boolean, bigint, bytea, bigint, bigint[], text[],
+    text[], bigint[], text[], text, bigint, text, boolean, bigint, bigint, text, boolean,
+    bigint, bigint, bigint, text, bigint
+) RETURNS bigint LANGUAGE plpgsql VOLATILE AS $claimed$
+DECLARE
+    v_commit bigint;
+    v_claim  runcore_claims%ROWTYPE;
+    v_now    bigint;
+BEGIN
+    v_commit := runcore_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+                               $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25);
+    IF v_commit IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO v_claim FROM runcore_claims WHERE thread_id = $2 FOR SHARE;
+    v_now := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+    IF $26 IS NOT NULL THEN
+        IF v_claim.thread_id IS NULL OR v_claim.epoch <> $27 OR v_claim.owner <> $26
+           OR v_claim.released_at_ms IS NOT NULL OR v_now >= v_claim.expires_at_ms THEN
+            RAISE EXCEPTION USING ERRCODE = 'RCCL1',
+                MESSAGE = 'runcore: the claim is no longer current',
+                DETAIL = coalesce(v_claim.epoch, 0)::text;
+        END IF;
+    ELSIF v_claim.thread_id IS NOT NULL AND v_claim.epoch > 0
+          AND v_claim.released_at_ms IS NULL AND v_now < v_claim.expires_at_ms THEN
+        RAISE EXCEPTION USING ERRCODE = 'RCCL2',
+            MESSAGE = 'runcore: the thread is claimed',
+            DETAIL = v_claim.expires_at_ms::text, HINT = v_claim.owner;
+    END IF;
+    RETURN v_commit;
+END
+$claimed$;
 ";
 
 const V1: &str = "

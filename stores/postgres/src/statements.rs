@@ -31,29 +31,35 @@ statements! {
     /// The thread's head, the run and the operation `(run, $3)`, in one snapshot.
     read_for_commit = "SELECT t.version, t.message_count, t.state_count, t.transcript_digest,
                               r.thread_id, r.state, r.commits,
-                              o.payload_hash, o.sequence, o.thread_version
+                              o.payload_hash, o.sequence, o.thread_version,
+                              c.owner, c.request_id, c.epoch, c.expires_at_ms, c.released_at_ms,
+                              (extract(epoch FROM clock_timestamp()) * 1000)::bigint
                        FROM (SELECT 1) AS one
                        LEFT JOIN runcore_threads t ON t.thread_id = $1::bytea
                        LEFT JOIN runcore_runs r ON r.run_id = $2::bytea
                        LEFT JOIN runcore_operations o
-                              ON o.run_id = $2::bytea AND o.ordinal = $3::bigint";
+                              ON o.run_id = $2::bytea AND o.ordinal = $3::bigint
+                       LEFT JOIN runcore_claims c ON c.thread_id = $1::bytea";
     /// The store's last commit and event sequences, read only to name the counter that would
     /// overflow.
     counters = "SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END
                         FROM runcore_commit_sequence),
                        (SELECT CASE WHEN is_called THEN last_value ELSE 0 END
                         FROM runcore_event_sequence)";
-    /// Every write of an accepted commit: one call of `runcore_commit` (schema version 2, see
+    /// Every write of an accepted commit: one call of `runcore_commit_claimed` (schema version
+    /// 3: `runcore_commit` of version 2, then the claim checked again), see
     /// `schema.rs`), so one statement and one transaction, committed when it ends — no
     /// `BEGIN`, no `COMMIT` round trip. `$1`…`$23` as the function takes them, `$24` the
-    /// thread's lock key, `$25` the store's commit mutex key. NULL when the thread had moved
+    /// thread's lock key, `$25` the store's commit mutex key, `$26`/`$27` the claim token's owner
+    /// and epoch (NULL: no token). NULL when the thread had moved
     /// on since the decision (then nothing was written).
-    write = "SELECT runcore_commit($1::bigint, $2::bytea, $3::bytea, $4::bytea[], $5::text[],
-                                   $6::boolean, $7::bigint, $8::bytea, $9::bigint,
+    write = "SELECT runcore_commit_claimed($1::bigint, $2::bytea, $3::bytea, $4::bytea[],
+                                   $5::text[], $6::boolean, $7::bigint, $8::bytea, $9::bigint,
                                    $10::bigint[], $11::text[], $12::text[], $13::bigint[],
                                    $14::text[], $15::text, $16::bigint, $17::text,
                                    $18::boolean, $19::bigint, $20::bigint, $21::text,
-                                   $22::boolean, $23::bigint, $24::bigint, $25::bigint)";
+                                   $22::boolean, $23::bigint, $24::bigint, $25::bigint,
+                                   $26::text, $27::bigint)";
     /// After a failed write: the commit mutex, should the write have failed while holding it
     /// (a session-level lock outlives the transaction). The store takes no other session-level
     /// advisory lock.

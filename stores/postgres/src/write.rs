@@ -38,8 +38,6 @@ use runcore::{
     check_commit_claim,
 };
 
-use crate::claims::claim_for_commit;
-
 use crate::codec::{bound, column, count, db_error, from_json, text_of, to_json};
 use crate::store::{PostgresStore, Session};
 
@@ -284,6 +282,11 @@ impl PostgresStore {
                 // Another commit on the thread landed since the read: decide again.
                 Ok(None) => continue,
                 Err(error) if is_new_run_race(&error) => continue,
+                Err(error) if claim_rejection(&error).is_some() => {
+                    return Err(claim_rejection(&error)
+                        .unwrap_or(CommitError::ClaimLost { current_epoch: 0 })
+                        .into());
+                }
                 Err(error)
                     if error.code() == Some(&SqlState::NUMERIC_VALUE_OUT_OF_RANGE)
                         || error.code() == Some(&SqlState::SEQUENCE_GENERATOR_LIMIT_EXCEEDED) =>
@@ -352,7 +355,20 @@ fn read(session: &mut Session, encoded: &Encoded, ordinal: i64) -> Result<Snapsh
             thread_version: column(&row, 9, "the operation's thread version")?,
         }),
     };
-    let claim = claim_for_commit(&mut session.client, &encoded.thread)?;
+    let claim = match column::<Option<i64>>(&row, 12, "the claim's epoch")? {
+        None | Some(0) => None,
+        Some(epoch) => Some(ClaimRecord {
+            owner: column(&row, 10, "the claim's owner")?,
+            request_id: column(&row, 11, "the claim's request id")?,
+            epoch: count("claim epoch", epoch)?,
+            expires_at_ms: count("claim expiry", column(&row, 13, "the claim's expiry")?)?,
+            released_at_ms: column::<Option<i64>>(&row, 14, "the claim's release")?
+                .map(|at| count("claim release", at))
+                .transpose()?,
+        }),
+    };
+    let now = count("server clock", column(&row, 15, "the server's clock")?)?;
+    let claim = (claim, now);
     Ok(Snapshot {
         head,
         run,
@@ -502,6 +518,11 @@ fn write_plan(
         None => (false, &[][..]),
     };
     let thread_lock = session.thread_lock(&encoded.thread);
+    let token = fence.and_then(|f| f.claim.as_ref());
+    let (claim_owner, claim_epoch) = match token {
+        Some(token) => (Some(token.owner.as_str()), Some(bound(token.epoch))),
+        None => (None, None),
+    };
     let row = session.client.query_one(
         &session.sql.write,
         &[
@@ -530,10 +551,28 @@ fn write_plan(
             &plan.read_version,
             &thread_lock,
             &session.commit_mutex,
+            &claim_owner,
+            &claim_epoch,
         ],
     )?;
     // NULL exactly when the thread had moved on (see `Statements::write`).
     row.try_get(0)
+}
+
+/// The rejection of a claim that `runcore_commit_claimed` found changed since the decision.
+fn claim_rejection(error: &postgres::Error) -> Option<CommitError> {
+    let db = error.as_db_error()?;
+    let number = |text: Option<&str>| text.and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
+    match db.code().code() {
+        "RCCL1" => Some(CommitError::ClaimLost {
+            current_epoch: number(db.detail()),
+        }),
+        "RCCL2" => Some(CommitError::ClaimHeld {
+            owner: db.hint().unwrap_or_default().to_owned(),
+            expires_at_ms: number(db.detail()),
+        }),
+        _ => None,
+    }
 }
 
 /// The same new run committed concurrently on another thread (see [`NEW_RUN_KEYS`]).
