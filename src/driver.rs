@@ -30,10 +30,15 @@ use crate::ids::{RunId, Step};
 use crate::message::{Message, ToolCall};
 
 mod durable;
+mod sweep;
 
 pub use durable::{
     ClaimOptions, DurableDriver, DurableLines, DurableOptions, DurableStartError, SessionEnded,
     store_error_line,
+};
+pub use sweep::{
+    ActError, ClaimedAct, SEALED_REASON, SweepAction, SweepItem, SweepOptions, act_under_claim,
+    sweep,
 };
 
 /// The longest input line the driver parses (64 MiB).
