@@ -603,6 +603,7 @@ class PostgresStore extends Store {
   }
 }
 
+// Each name written out, so that `import { BusyError } from 'runcore'` works from ES modules.
 module.exports = {
   Agent,
   Driver,
@@ -612,5 +613,16 @@ module.exports = {
   PostgresStore,
   StoreError,
   SnapshotError,
-  ...errorClasses,
+  AgentError,
+  BusyError: errorClasses.BusyError,
+  NotAcceptingError: errorClasses.NotAcceptingError,
+  UnexpectedOutcomeError: errorClasses.UnexpectedOutcomeError,
+  UnknownCallError: errorClasses.UnknownCallError,
+  DuplicateOutcomeError: errorClasses.DuplicateOutcomeError,
+  ResumeError: errorClasses.ResumeError,
+  InvalidStateError: errorClasses.InvalidStateError,
+  NotExpiredError: errorClasses.NotExpiredError,
+  InvalidInputError: errorClasses.InvalidInputError,
+  InvalidJsonError: errorClasses.InvalidJsonError,
+  InternalError: errorClasses.InternalError,
 };

@@ -16,7 +16,7 @@ use crate::shared_candidates::{SharedStore, config_line, durable_options, parse_
 use crate::store::NativeStore;
 
 enum Inner {
-    Memory(Driver),
+    Memory(Box<Driver>),
     Durable(Box<DurableDriver<SharedStore>>),
 }
 
@@ -61,7 +61,7 @@ impl NativeDriver {
             driver.apply(line).map_err(|e| agent_error(&e))?;
         }
         Ok(NativeDriver {
-            inner: Inner::Memory(driver),
+            inner: Inner::Memory(Box::new(driver)),
             startup: String::new(),
             poisoned: false,
         })
@@ -96,7 +96,7 @@ impl NativeDriver {
     pub fn from_agent(agent: &NativeAgent) -> Self {
         let inner = agent.driver.agent().clone();
         NativeDriver {
-            inner: Inner::Memory(Driver::from_agent(inner, agent.driver.context())),
+            inner: Inner::Memory(Box::new(Driver::from_agent(inner, agent.driver.context()))),
             startup: String::new(),
             poisoned: false,
         }
