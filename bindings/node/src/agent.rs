@@ -11,7 +11,9 @@ use crate::errors::{
     agent_error, bad_argument, guard, internal, invalid_json, parse_json, snapshot_error,
     store_error,
 };
-use crate::shared_candidates::{agent_config, config_line, parse_context, parse_policy};
+use crate::shared_candidates::{
+    agent_config, config_line, parse_context, parse_policy, render_output,
+};
 use crate::store::NativeStore;
 
 /// The agent of one thread, driven by inputs; outputs are polled as JSON lines.
@@ -21,6 +23,8 @@ pub struct NativeAgent {
     /// Set when a Rust panic interrupted a call: the agent may be half-changed, so every later
     /// call throws `InternalError` instead of acting on it.
     poisoned: bool,
+    /// Scratch space for the canonical JSON of commit outputs (their payload hashes).
+    canonical: Vec<u8>,
 }
 
 /// A `now_ms` from JavaScript (`index.js` passes only safe non-negative integers here).
@@ -49,19 +53,23 @@ impl NativeAgent {
         NativeAgent {
             driver,
             poisoned: false,
+            canonical: Vec::new(),
         }
     }
 
     /// Runs `f` on the driver; a panic poisons this object and becomes `InternalError`.
-    fn guarded<T>(&mut self, f: impl FnOnce(&mut Driver) -> napi::Result<T>) -> napi::Result<T> {
+    fn guarded<T>(
+        &mut self,
+        f: impl FnOnce(&mut Driver, &mut Vec<u8>) -> napi::Result<T>,
+    ) -> napi::Result<T> {
         if self.poisoned {
             return Err(internal(
                 "this Agent is unusable after an internal error (a Rust panic); restore it \
                  from a snapshot or recover it from its store",
             ));
         }
-        let driver = &mut self.driver;
-        match guard(|| f(driver)) {
+        let (driver, canonical) = (&mut self.driver, &mut self.canonical);
+        match guard(|| f(driver, canonical)) {
             Ok(result) => result,
             Err(()) => {
                 self.poisoned = true;
@@ -74,7 +82,7 @@ impl NativeAgent {
 
     fn apply(&mut self, input: Input, now_ms: Option<f64>) -> napi::Result<()> {
         let now_ms = now_of(now_ms)?;
-        self.guarded(|driver| {
+        self.guarded(|driver, _| {
             driver
                 .apply(InputLine {
                     input,
@@ -113,7 +121,7 @@ impl NativeAgent {
         if let Some(config) = config {
             let line =
                 config_line(Some(parse_json(&config, "the config")?)).map_err(invalid_json)?;
-            this.guarded(|driver| driver.apply(line).map_err(|e| agent_error(&e)))?;
+            this.guarded(|driver, _| driver.apply(line).map_err(|e| agent_error(&e)))?;
         }
         Ok(this)
     }
@@ -121,7 +129,7 @@ impl NativeAgent {
     /// Applies one driver input line (its JSON text), exactly as the driver does.
     #[napi]
     pub fn handle(&mut self, line: String) -> napi::Result<()> {
-        self.guarded(|driver| {
+        self.guarded(|driver, _| {
             let parsed =
                 Driver::parse_line(line.as_bytes()).map_err(|body| invalid_json(body.message))?;
             driver.apply(parsed).map_err(|e| agent_error(&e))
@@ -191,19 +199,23 @@ impl NativeAgent {
     /// The next output as its driver line's JSON text, or `null`.
     #[napi]
     pub fn poll(&mut self) -> napi::Result<Option<String>> {
-        self.guarded(|driver| Ok(driver.poll().map(|output| driver.render(&output))))
+        self.guarded(|driver, canonical| {
+            Ok(driver
+                .poll()
+                .map(|output| render_output(driver, &output, canonical)))
+        })
     }
 
     /// Every output up to the next input, as one JSON array's text.
     #[napi]
     pub fn poll_all(&mut self) -> napi::Result<String> {
-        self.guarded(|driver| {
+        self.guarded(|driver, canonical| {
             let mut text = String::from("[");
             while let Some(output) = driver.poll() {
                 if text.len() > 1 {
                     text.push(',');
                 }
-                text.push_str(&driver.render(&output));
+                text.push_str(&render_output(driver, &output, canonical));
             }
             text.push(']');
             Ok(text)
@@ -214,7 +226,7 @@ impl NativeAgent {
     /// `null`.
     #[napi]
     pub fn model_request(&mut self) -> napi::Result<Option<String>> {
-        self.guarded(|driver| {
+        self.guarded(|driver, _| {
             let agent = driver.agent();
             let Some(request) = agent.model_request() else {
                 return Ok(None);
@@ -343,4 +355,3 @@ impl NativeAgent {
         serde_json::to_string(self.driver.agent().transcript()).map_err(|e| internal(e.to_string()))
     }
 }
-

@@ -9,18 +9,21 @@
 //!   line) as the driver reads it, and as the options of a durable driver.
 //! - [`StoreWrite`] / [`store_write_of_output`]: a `commit` output line read back into what a
 //!   store applies (fenced when it carries its operation fields).
+//! - [`payload_hash`] / [`render_output`]: a commit's payload hash with the CPU's SHA
+//!   instructions (the same hex as `ThreadCommit::payload_hash`), and the driver's rendering of
+//!   an output using it.
 //! - [`error_body`] / [`snapshot_error_code`]: an agent error as the body of its `error` line, and
 //!   a snapshot error's stable code.
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use runcore::driver::{ContextMode, DurableOptions, InputLine, error_line};
+use runcore::driver::{ContextMode, Driver, DurableOptions, InputLine, OutputLine, error_line};
 use runcore::{
     AgentConfig, AgentError, CheckpointReader, CommitLog, CommitOperation, CommitReceipt,
-    CommitRecord, CommittedThreadView, EventRecord, EventScope, Input, Message, RecoveryPolicy,
-    ResumeTicket, RunId, RunRecord, RunState, SnapshotError, StateCommand, StoreError,
-    ThreadCommit, ThreadId, ThreadSummary, TranscriptSnapshotRef,
+    CommitRecord, CommittedThreadView, EventRecord, EventScope, Input, Message, Output,
+    RecoveryPolicy, ResumeTicket, RunId, RunRecord, RunState, SnapshotError, StateCommand,
+    StoreError, ThreadCommit, ThreadId, ThreadSummary, TranscriptSnapshotRef,
 };
 use serde_json::{Map, Value};
 
@@ -355,5 +358,39 @@ pub fn snapshot_error_code(error: &SnapshotError) -> &'static str {
         SnapshotError::Malformed(_) => "malformed",
         SnapshotError::Inconsistent(_) => "inconsistent",
         _ => "snapshot",
+    }
+}
+
+/// The payload hash of a commit (SPEC §7.1: SHA-256, lowercase hex, of its canonical JSON), as
+/// [`ThreadCommit::payload_hash`] defines it, hashed by `sha2` (the CPU's SHA instructions
+/// where it has them). `buffer` is scratch space kept between calls.
+pub fn payload_hash(commit: &ThreadCommit, buffer: &mut Vec<u8>) -> String {
+    use sha2::{Digest, Sha256};
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    buffer.clear();
+    commit.write_canonical_json(buffer);
+    let digest = Sha256::digest(&buffer[..]);
+    let mut hex = String::with_capacity(64);
+    for byte in digest.iter() {
+        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        hex.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    hex
+}
+
+/// [`Driver::render`] with the commit's hash from [`payload_hash`]: the same line.
+pub fn render_output(driver: &mut Driver, output: &Output, buffer: &mut Vec<u8>) -> String {
+    match output {
+        Output::Commit(commit) => {
+            let line = OutputLine::Commit {
+                commit: &commit.commit,
+                ordinal: commit.ordinal,
+                expected_thread_version: commit.expected_thread_version,
+                payload_hash: payload_hash(&commit.commit, buffer),
+            };
+            // Plain data with string keys: writing it cannot fail.
+            serde_json::to_string(&line).unwrap_or_default()
+        }
+        other => driver.render(other),
     }
 }
