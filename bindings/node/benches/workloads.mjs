@@ -18,7 +18,7 @@
 // transcript array by reference). Every output is parsed into an object, as a host would
 // consume it. Prints one JSON line per figure and a table; each figure is the best of --repeat.
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -166,6 +166,7 @@ function subprocessSend() {
       out.push(parsed);
     }
   };
+  send.pid = child.pid;
   send.close = () => {
     child.stdin.end();
     return new Promise((done) => child.once('exit', done));
@@ -247,9 +248,22 @@ async function piW2(n) {
 
 // ----- measuring ----------------------------------------------------------------------------
 
+/** CPU time (user + system, µs) of a live process, from /proc (0 where there is none). */
+function childCpuUs(pid) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    // utime and stime (fields 14 and 15 of the whole line) in clock ticks of 10 ms.
+    return (Number(fields[11]) + Number(fields[12])) * 10_000;
+  } catch {
+    return 0;
+  }
+}
+
 async function once(way, workload, n) {
   let send;
   if (way === 'subprocess') send = subprocessSend();
+  const childBefore = send ? childCpuUs(send.pid) : 0;
+  const cpuBefore = process.cpuUsage();
   const start = performance.now();
   let items;
   if (way === 'agent') items = workload === 'w1' ? agentW1(n) : agentW2(n);
@@ -258,9 +272,11 @@ async function once(way, workload, n) {
   else if (way === 'pi') items = await (workload === 'w1' ? piW1 : piW2)(n);
   else throw new Error(`unknown way ${way}`);
   const wall = performance.now() - start;
+  const used = process.cpuUsage(cpuBefore);
+  const cpu = (used.user + used.system) / 1000 + (send ? (childCpuUs(send.pid) - childBefore) / 1000 : 0);
   if (send) await send.close();
   if (items !== n) throw new Error(`${way} ${workload} made ${items} items, not ${n}`);
-  return wall;
+  return { wall, cpu };
 }
 
 async function main() {
@@ -270,22 +286,31 @@ async function main() {
     for (const n of options.n) {
       for (const way of options.ways) {
         let best = Infinity;
-        for (let r = 0; r < options.repeat; r++) best = Math.min(best, await once(way, workload, n));
-        const figure = { way, workload, param: n, wall_ms: +best.toFixed(3), per_item_us: +((best * 1000) / n).toFixed(2) };
+        let bestCpu = Infinity;
+        for (let r = 0; r < options.repeat; r++) {
+          const { wall, cpu } = await once(way, workload, n);
+          best = Math.min(best, wall);
+          bestCpu = Math.min(bestCpu, cpu);
+        }
+        const figure = {
+          way, workload, param: n, wall_ms: +best.toFixed(3), per_item_us: +((best * 1000) / n).toFixed(2),
+          cpu_per_item_us: +((bestCpu * 1000) / n).toFixed(2),
+        };
         results.push(figure);
         console.log(JSON.stringify(figure));
       }
     }
   }
-  const header = `| workload | N | ${options.ways.join(' | ')} | pi / agent | subprocess / agent |`;
-  console.log(`\nNode ${process.version}, best of ${options.repeat}, µs per item\n`);
-  console.log(header);
-  console.log('|' + ' --- |'.repeat(options.ways.length + 4));
-  for (const workload of ['w1', 'w2']) {
-    for (const n of options.n) {
-      const row = Object.fromEntries(results.filter((r) => r.workload === workload && r.param === n).map((r) => [r.way, r.per_item_us]));
-      const ratio = (a, b) => (row[a] && row[b] ? `${(row[a] / row[b]).toFixed(1)}×` : '–');
-      console.log(`| ${workload} | ${n.toLocaleString('en')} | ${options.ways.map((w) => row[w]).join(' | ')} | ${ratio('pi', 'agent')} | ${ratio('subprocess', 'agent')} |`);
+  for (const [title, key] of [['wall-clock', 'per_item_us'], ['CPU time (this process and the child)', 'cpu_per_item_us']]) {
+    console.log(`\nNode ${process.version}, best of ${options.repeat}, µs per item, ${title}\n`);
+    console.log(`| workload | N | ${options.ways.join(' | ')} | pi / agent | subprocess / agent |`);
+    console.log('|' + ' --- |'.repeat(options.ways.length + 4));
+    for (const workload of ['w1', 'w2']) {
+      for (const n of options.n) {
+        const row = Object.fromEntries(results.filter((r) => r.workload === workload && r.param === n).map((r) => [r.way, r[key]]));
+        const ratio = (a, b) => (row[a] && row[b] ? `${(row[a] / row[b]).toFixed(1)}×` : '–');
+        console.log(`| ${workload} | ${n.toLocaleString('en')} | ${options.ways.map((w) => row[w]).join(' | ')} | ${ratio('pi', 'agent')} | ${ratio('subprocess', 'agent')} |`);
+      }
     }
   }
 }
