@@ -3,7 +3,8 @@
 // compiler API, and from the classes at run time).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 
@@ -68,7 +69,9 @@ test('each class has exactly the declared members', () => {
   }
 });
 
-test('the declared instance fields are there on real instances', () => {
+test('the declared instance fields are there on real instances', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'runcore-types-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
   const agent = new runcore.Agent();
   agent.prompt('one');
   let busy;
@@ -81,7 +84,7 @@ test('the declared instance fields are there on real instances', () => {
     AgentError: busy,
     SnapshotError: snapshot,
     StoreError: store,
-    SqliteStore: new runcore.SqliteStore(':memory:'),
+    SqliteStore: new runcore.SqliteStore(join(dir, 'fields.db')),
   };
   for (const [name, object] of Object.entries(instances)) {
     assert.ok(object instanceof runcore[name], name);
