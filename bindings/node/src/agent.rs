@@ -307,6 +307,13 @@ impl NativeAgent {
         )))
     }
 
+    /// Panics inside the boundary's guard, as a bug in runcore would (for the tests: the panic
+    /// becomes `InternalError` and the agent refuses every later call).
+    #[napi(js_name = "_panicForTests")]
+    pub fn panic_for_tests(&mut self, message: String) -> napi::Result<()> {
+        self.guarded(|_, _| -> napi::Result<()> { panic!("{message}") })
+    }
+
     /// The thread this agent drives.
     #[napi(getter)]
     pub fn thread_id(&self) -> String {

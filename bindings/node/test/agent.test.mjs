@@ -260,3 +260,17 @@ test('followUp enters after a natural text stop', () => {
   assert.equal(calls.length, 1);
   assert.equal(calls[0].messages.at(-1).content[0].text, 'and then?');
 });
+
+test('a Rust panic is an InternalError, and the agent refuses every later call', () => {
+  const agent = new Agent();
+  agent.prompt('hi');
+  assert.throws(() => agent._native._panicForTests('boom'), (e) => {
+    // The native error, as index.js turns it into the package's class.
+    assert.ok(e.message.startsWith('runcore:'), e.message);
+    assert.equal(JSON.parse(e.message.slice('runcore:'.length)).kind, 'internal');
+    return true;
+  });
+  assert.throws(() => agent.poll(), (e) => e instanceof InternalError && e.kind === 'internal' && /unusable/.test(e.message));
+  assert.throws(() => agent.snapshot(), InternalError);
+  assert.throws(() => agent.steer('still there?'), InternalError);
+});
