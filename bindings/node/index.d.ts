@@ -182,6 +182,7 @@ export class Agent {
   continueRun(options?: At): string;
   abandonTools(options?: At): void;
   poll(): Output | null;
+  pollLine(): string | null;
   pollAll(): Output[];
   drain(): Generator<Output, void, undefined>;
   modelRequest(): CallModelOutput | null;

@@ -300,6 +300,18 @@ class Agent {
     return text === null ? null : JSON.parse(text);
   }
 
+  /**
+   * Like `poll()`, but the output as the exact JSON line `runcore drive` writes (without its
+   * `\n`), or `null`: for a host that forwards lines elsewhere (its `"type"` comes first).
+   */
+  pollLine() {
+    try {
+      return this.#native.poll();
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
   /** Every output up to the next input at once (what polling until `null` gives). */
   pollAll() {
     try {

@@ -1,5 +1,7 @@
 // w1 and w2 (as in examples/workloads.rs) from Node, side by side in one run, through:
-//   agent       runcore's Agent (this package, in process)
+//   agent       runcore's Agent (this package, in process), every output parsed (poll())
+//   agent-lines the same through pollLine(): every output as its JSON line, only the actions
+//               parsed (a host that forwards lines elsewhere)
 //   driver      runcore's Driver (this package: JSON lines in process)
 //   subprocess  a `runcore drive` child process through pipes
 //   pi          pi-agent-core 0.73.1 (@mariozechner/pi-agent-core, a dependency of this
@@ -35,7 +37,7 @@ const TOOL_TEXT = 't'.repeat(100);
 const ANSWER = 'a'.repeat(1000);
 
 function args() {
-  const options = { n: [1000, 10000], repeat: 3, ways: ['agent', 'driver', 'subprocess', 'pi'] };
+  const options = { n: [1000, 10000], repeat: 3, ways: ['agent', 'agent-lines', 'driver', 'subprocess', 'pi'] };
   const argv = process.argv.slice(2);
   for (let i = 0; i < argv.length; i += 2) {
     const [key, value] = [argv[i], argv[i + 1]];
@@ -81,6 +83,43 @@ function agentW1(n) {
     }
   }
   return steps;
+}
+
+/** w1 through `pollLine()`: a host that forwards every line and parses only the actions. */
+function isAction(line) {
+  return line.startsWith('{"type":"call_model"') || line.startsWith('{"type":"execute_tools"');
+}
+
+function agentLinesW1(n) {
+  const agent = new runcore.Agent({ max_steps: n, context: 'delta' });
+  agent.prompt('go', { nowMs: 0 });
+  let steps = 0;
+  for (let line = agent.pollLine(); line !== null; line = agent.pollLine()) {
+    if (!isAction(line)) continue;
+    const out = JSON.parse(line);
+    if (out.type === 'call_model') {
+      const { run_id: run, step } = out;
+      steps = step;
+      if (step < n) for (let k = 0; k < 20; k++) agent.modelDelta(run, step, DELTA);
+      agent.modelDone(run, step, w1Message(n, step));
+    } else {
+      for (const call of out.calls) agent.toolDone(out.run_id, call.id, TOOL_TEXT);
+    }
+  }
+  return steps;
+}
+
+function agentLinesW2(n) {
+  const agent = new runcore.Agent({ context: 'delta' });
+  for (let i = 0; i < n; i++) {
+    agent.prompt(`q${i}`, { nowMs: i });
+    for (let line = agent.pollLine(); line !== null; line = agent.pollLine()) {
+      if (!isAction(line)) continue;
+      const out = JSON.parse(line);
+      agent.modelDone(out.run_id, out.step, answer());
+    }
+  }
+  return n;
 }
 
 function agentW2(n) {
@@ -267,6 +306,7 @@ async function once(way, workload, n) {
   const start = performance.now();
   let items;
   if (way === 'agent') items = workload === 'w1' ? agentW1(n) : agentW2(n);
+  else if (way === 'agent-lines') items = workload === 'w1' ? agentLinesW1(n) : agentLinesW2(n);
   else if (way === 'driver') items = await (workload === 'w1' ? linesW1 : linesW2)(driverSend(), n);
   else if (way === 'subprocess') items = await (workload === 'w1' ? linesW1 : linesW2)(send, n);
   else if (way === 'pi') items = await (workload === 'w1' ? piW1 : piW2)(n);

@@ -274,3 +274,18 @@ test('a Rust panic is an InternalError, and the agent refuses every later call',
   assert.throws(() => agent.snapshot(), InternalError);
   assert.throws(() => agent.steer('still there?'), InternalError);
 });
+
+test('pollLine gives the same outputs as poll, as the driver lines', () => {
+  const lines = new Agent({ max_steps: 3 });
+  const objects = new Agent({ max_steps: 3 });
+  const driver = new runcore.Driver({ max_steps: 3 });
+  const run = lines.prompt('hi');
+  objects.prompt('hi');
+  const raw = driver.sendRaw({ type: 'prompt', text: 'hi' }).trimEnd().split('\n').slice(0, -1);
+  const got = [];
+  for (let line = lines.pollLine(); line !== null; line = lines.pollLine()) got.push(line);
+  assert.deepEqual(got, raw);
+  assert.deepEqual(got.map((l) => JSON.parse(l)), objects.pollAll());
+  assert.equal(lines.pollLine(), null);
+  assert.equal(run, 'thread-1/run-1');
+});
