@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The test command (README): every Rust test of the workspace, then the Python package's tests
 # against the package as `pip install ./bindings/python` installs it, in a virtual environment
-# this script creates (target/python-venv), so nothing installed by hand is relied on.
+# this script creates (target/python-venv), so nothing installed by hand is relied on; then the
+# Node package's tests against the package as bindings/node/README.md builds it
+# (`npm ci && npm run build` inside bindings/node), with node's own test runner.
 #
-# Without python3 the Python tests are skipped with a note, except under CI=true, where that is
-# a failure. Cargo and maturin run one after the other: both take the target directory's lock.
+# Without python3 (or node and npm) those tests are skipped with a note, except under CI=true,
+# where that is a failure. Cargo, maturin and the npm build run one after the other: all take
+# the target directory's lock.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,20 +19,34 @@ if ! command -v python3 >/dev/null 2>&1; then
         exit 1
     fi
     echo "note: python3 is not installed; the Python package's tests were skipped"
+else
+    venv=target/python-venv
+    if ! "$venv/bin/python" -c "import sys" >/dev/null 2>&1; then
+        rm -rf "$venv"
+        python3 -m venv "$venv"
+    fi
+    # The test runner and mypy (it checks that the shipped stub types real code) from PyPI; then the package exactly as the README installs it
+    # (`pip install ./bindings/python`: pip fetches maturin into an isolated build environment and
+    # maturin builds the extension in release), reinstalled on every run.
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "pytest>=7" "mypy>=1.10,<2"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall \
+        --no-deps ./bindings/python
+
+    # pytest exits 5 when it collected no test: that is a failure here, as any other non-zero.
+    RUNCORE_BIN="$PWD/target/debug/runcore" "$venv/bin/python" -m pytest bindings/python/tests
+fi
+
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    if [ "${CI:-}" = "true" ]; then
+        echo "scripts/test.sh: node and npm are required in CI for the Node package's tests" >&2
+        exit 1
+    fi
+    echo "note: node or npm is not installed; the Node package's tests were skipped"
     exit 0
 fi
-
-venv=target/python-venv
-if ! "$venv/bin/python" -c "import sys" >/dev/null 2>&1; then
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-fi
-# The test runner and mypy (it checks that the shipped stub types real code) from PyPI; then the package exactly as the README installs it
-# (`pip install ./bindings/python`: pip fetches maturin into an isolated build environment and
-# maturin builds the extension in release), reinstalled on every run.
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "pytest>=7" "mypy>=1.10,<2"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall \
-    --no-deps ./bindings/python
-
-# pytest exits 5 when it collected no test: that is a failure here, as any other non-zero.
-RUNCORE_BIN="$PWD/target/debug/runcore" "$venv/bin/python" -m pytest bindings/python/tests
+# Exactly as bindings/node/README.md installs it: the pinned dev dependencies (TypeScript, for
+# the type checks) from the lock file, then the native module built by cargo in release.
+(cd bindings/node && npm ci --no-audit --no-fund && npm run build)
+# The scenario tests compare with target/debug/runcore (CARGO_TARGET_DIR respected), built by
+# `cargo test --workspace` above.
+node --test bindings/node/test/

@@ -1,0 +1,5 @@
+//! Linker setup for a Node-API module.
+
+fn main() {
+    napi_build::setup();
+}

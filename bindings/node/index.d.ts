@@ -1,0 +1,264 @@
+// Types of the package `runcore` (index.js). test/types.test.mjs checks that every class and
+// member here exists at run time and the other way round.
+
+/** A JSON value. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/** A content block of a message or tool result. */
+export type ContentBlock = { type: 'text'; text: string } | { [key: string]: Json };
+
+/** A message of the transcript (`role`: `user`, `assistant`, `tool_result`, `system`). */
+export interface Message {
+  role: string;
+  [key: string]: Json | undefined;
+}
+
+/** An assistant message as `modelDone` takes it (`role` optional). */
+export interface AssistantMessage {
+  role?: 'assistant';
+  content: Array<{ [key: string]: Json }>;
+  stop_reason: string;
+  [key: string]: Json | undefined;
+}
+
+/** A tool call of an `execute_tools` output. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  arguments: Json;
+  [key: string]: Json | undefined;
+}
+
+/** `call_model`: call the model with this context. */
+export interface CallModelOutput {
+  type: 'call_model';
+  run_id: string;
+  step: number;
+  final_step: boolean;
+  system_prompt?: string;
+  base?: number;
+  messages: Message[];
+  tools: Array<{ name: string; description?: string; parameters?: Json }>;
+}
+
+/** `execute_tools`: execute these calls. */
+export interface ExecuteToolsOutput {
+  type: 'execute_tools';
+  run_id: string;
+  step: number;
+  calls: ToolCall[];
+}
+
+/** `commit`: persist this commit before acting on later outputs (SPEC §7.1). */
+export interface CommitOutput {
+  type: 'commit';
+  commit: { [key: string]: Json };
+  ordinal: number;
+  expected_thread_version: number;
+  payload_hash: string;
+}
+
+/** `event`: a notification. */
+export interface EventOutput {
+  type: 'event';
+  event: { type: string; [key: string]: Json };
+}
+
+/** An output of `Agent.poll()`. */
+export type Output = CallModelOutput | ExecuteToolsOutput | CommitOutput | EventOutput;
+
+/** `error`: the driver rejected an input line; nothing changed. */
+export interface ErrorLine {
+  type: 'error';
+  line: number;
+  error: { kind: string; message: string; [key: string]: Json };
+}
+
+/** `idle`: the last line written for input line `line`. */
+export interface IdleLine {
+  type: 'idle';
+  line: number;
+  timeout_ms?: number;
+}
+
+/** A line `runcore drive` writes. */
+export type DriverLine = Output | ErrorLine | IdleLine;
+
+/** A configuration: the fields of the driver's `config` line. */
+export interface AgentConfig {
+  thread_id?: string;
+  max_steps?: number;
+  system_prompt?: string;
+  context?: 'full' | 'delta';
+  tools?: { [name: string]: Json };
+  [key: string]: Json | undefined;
+}
+
+/** A driver input line, as an object. */
+export interface InputLine {
+  type: string;
+  now_ms?: number;
+  [key: string]: Json | undefined;
+}
+
+/** `{ nowMs }`: the host's clock for an input (SPEC §8.5). */
+export interface At {
+  nowMs?: number;
+}
+
+/** A recovery policy (SPEC §8.7). */
+export type RecoveryPolicy = 'replay' | 'seal';
+
+/** An input the agent rejected (SPEC §10); the agent is unchanged. */
+export class AgentError extends Error {
+  /** The driver's error kind (`busy`, `not_accepting`, …). */
+  readonly kind: string;
+  /** The error's own fields, as the driver's `error` line writes them. */
+  readonly details: { [key: string]: Json };
+  [field: string]: unknown;
+}
+/** `prompt` while a run is active (`busy`). */
+export class BusyError extends AgentError {}
+/** `steer` / `followUp` while idle or after the run's input closed (`not_accepting`). */
+export class NotAcceptingError extends AgentError {}
+/** An outcome for another run, step, or no outstanding action (`unexpected_outcome`). */
+export class UnexpectedOutcomeError extends AgentError {}
+/** `toolDone` for a call not in the executing batch (`unknown_call`). */
+export class UnknownCallError extends AgentError {}
+/** A second `toolDone` for the same call (`duplicate_outcome`). */
+export class DuplicateOutcomeError extends AgentError {}
+/** A resume that fails SPEC §4 (`resume`); `.resume_error` says which check. */
+export class ResumeError extends AgentError {}
+/** An input that means nothing in the current state (`invalid_state`). */
+export class InvalidStateError extends AgentError {}
+/** `expireWait` before the deadline (`not_expired`). */
+export class NotExpiredError extends AgentError {}
+/** A structurally bad input (`invalid_input`). */
+export class InvalidInputError extends AgentError {}
+/** Arguments that do not make a valid input line (`invalid_json`). */
+export class InvalidJsonError extends AgentError {}
+/** A broken invariant of runcore itself, a Rust panic included (`internal`). */
+export class InternalError extends AgentError {}
+
+/** A store call failed. */
+export class StoreError extends Error {
+  readonly kind: 'store';
+  /** The rejection's code, `transcript`, `unavailable` or `open`. */
+  readonly code: string;
+}
+
+/** A snapshot that cannot be restored. */
+export class SnapshotError extends Error {
+  readonly kind: 'snapshot';
+  /** `newer_version`, `unsupported_version`, `malformed` or `inconsistent`. */
+  readonly code: string;
+}
+
+/** One agent per thread (SPEC §8). */
+export class Agent {
+  constructor(config?: AgentConfig);
+  handle(line: InputLine | string): void;
+  prompt(text: string, options?: { runId?: string; nowMs?: number }): string;
+  steer(text: string, options?: At): void;
+  followUp(text: string, options?: At): void;
+  abort(options?: At): void;
+  pause(options?: At): void;
+  modelDelta(runId: string, step: number, text: string, options?: At): void;
+  modelDone(runId: string, step: number, message: AssistantMessage, options?: At): void;
+  modelFailed(runId: string, step: number, code: string, message: string, options?: At): void;
+  toolProgress(runId: string, callId: string, content: string | ContentBlock[], options?: At): void;
+  toolDone(
+    runId: string,
+    callId: string,
+    content: string | ContentBlock[],
+    options?: { isError?: boolean; details?: Json; nowMs?: number },
+  ): void;
+  resume(command: { [key: string]: Json }, options?: At): void;
+  resumeTicket(result: { type: string; [key: string]: Json }, options?: At): void;
+  cancelWait(options?: At): void;
+  stop(reason: string, options?: At): void;
+  expireWait(nowMs: number): void;
+  handleTimeout(nowMs: number): void;
+  continueRun(options?: At): string;
+  abandonTools(options?: At): void;
+  poll(): Output | null;
+  pollLine(): string | null;
+  pollAll(): Output[];
+  drain(): Generator<Output, void, undefined>;
+  modelRequest(): CallModelOutput | null;
+  pollTimeout(): number | null;
+  snapshot(): string;
+  static restore(snapshot: string, options?: { context?: 'full' | 'delta' }): Agent;
+  static recover(
+    store: Store,
+    threadId: string,
+    policy?: RecoveryPolicy,
+    options?: { config?: AgentConfig },
+  ): Agent;
+  readonly threadId: string;
+  readonly activeRunId: string | null;
+  readonly clockMs: number;
+  readonly isIdle: boolean;
+  readonly context: 'full' | 'delta';
+  currentTicket(): { [key: string]: Json } | null;
+  transcript(): Message[];
+}
+
+/** `runcore drive` in process (SPEC §12; with a store, §12.2). */
+export class Driver {
+  constructor(config?: AgentConfig, options?: { store?: Store; policy?: RecoveryPolicy });
+  static fromAgent(agent: Agent): Driver;
+  send(line: string | Uint8Array | InputLine): DriverLine[];
+  sendRaw(line: string | Uint8Array | InputLine): string;
+  readonly startup: DriverLine[];
+  readonly startupRaw: string;
+  readonly closed: boolean;
+  readonly linesHandled: number;
+  readonly context: 'full' | 'delta';
+  snapshot(): string;
+}
+
+/** An event scope of `listEvents`. */
+export type EventScope = { type: 'all' } | { type: 'thread'; id: string } | { type: 'run'; id: string };
+
+/** A pinned transcript prefix. */
+export interface TranscriptSnapshot {
+  thread_id: string;
+  end: number;
+  digest: string;
+}
+
+/** The commit log (SPEC §7, §7.1) and its read ports. */
+export abstract class Store {
+  commit(output: CommitOutput): { [key: string]: Json };
+  committedMessages(threadId: string): Message[];
+  run(runId: string): { [key: string]: Json } | null;
+  latestRun(threadId: string): { [key: string]: Json } | null;
+  resumeTicket(runId: string): { [key: string]: Json } | null;
+  runState(runId: string): Json;
+  committedState(threadId: string): Array<{ [key: string]: Json }>;
+  threadVersion(threadId: string): number;
+  threads(options?: { after?: string; limit?: number }): Array<{ [key: string]: Json }>;
+  pendingTickets(options?: { after?: string; limit?: number }): Array<{ [key: string]: Json }>;
+  listEvents(options?: { scope?: EventScope; after?: number; limit?: number }): Array<{ [key: string]: Json }>;
+  transcriptSnapshot(threadId: string): TranscriptSnapshot;
+  verifyTranscriptSnapshot(snapshot: TranscriptSnapshot): void;
+  transcriptSlice(snapshot: TranscriptSnapshot, ranges: Array<[number, number]>): Message[];
+}
+
+/** The in-memory reference store. */
+export class MemoryStore extends Store {
+  constructor();
+}
+
+/** A store in one SQLite file. */
+export class SqliteStore extends Store {
+  constructor(path: string, options?: { synchronous?: 'full' | 'normal' });
+  readonly path: string;
+}
+
+/** A store in a PostgreSQL database. */
+export class PostgresStore extends Store {
+  constructor(url: string, options?: { schema?: string });
+  readonly schema: string | null;
+}

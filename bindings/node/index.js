@@ -1,0 +1,640 @@
+'use strict';
+// The package `runcore`: the native module (`runcore.node`, built by `npm run build`) wrapped
+// in the package's API. Every output is the JSON line `runcore drive` writes, parsed; every
+// input method builds the driver's input line (or, for the hot inputs, the input itself).
+
+const native = require('./runcore.node');
+
+const MARK = 'runcore:';
+
+/** An input the agent rejected (SPEC §10); the agent is unchanged. */
+class AgentError extends Error {
+  constructor(body) {
+    super(body.message);
+    this.name = new.target.name;
+    this.kind = body.kind;
+    const details = {};
+    for (const [key, value] of Object.entries(body)) {
+      if (key !== 'kind' && key !== 'message') details[key] = value;
+    }
+    this.details = details;
+    for (const [key, value] of Object.entries(details)) {
+      if (!(key in this)) this[key] = value;
+    }
+  }
+}
+
+const KINDS = {
+  busy: 'BusyError',
+  not_accepting: 'NotAcceptingError',
+  unexpected_outcome: 'UnexpectedOutcomeError',
+  unknown_call: 'UnknownCallError',
+  duplicate_outcome: 'DuplicateOutcomeError',
+  resume: 'ResumeError',
+  invalid_state: 'InvalidStateError',
+  not_expired: 'NotExpiredError',
+  invalid_input: 'InvalidInputError',
+  invalid_json: 'InvalidJsonError',
+  internal: 'InternalError',
+};
+
+const errorClasses = { AgentError };
+for (const name of Object.values(KINDS)) {
+  // A named subclass per kind, so `instanceof BusyError` and `err.name` both work.
+  errorClasses[name] = { [name]: class extends AgentError {} }[name];
+}
+
+/** A store call failed: `.code` is the rejection's code, `transcript`, `unavailable` or `open`. */
+class StoreError extends Error {
+  constructor(body) {
+    super(body.message);
+    this.name = 'StoreError';
+    this.kind = 'store';
+    this.code = body.code;
+  }
+}
+
+/** A snapshot that cannot be restored: `.code` is `newer_version`, `malformed`, … */
+class SnapshotError extends Error {
+  constructor(body) {
+    super(body.message);
+    this.name = 'SnapshotError';
+    this.kind = 'snapshot';
+    this.code = body.code;
+  }
+}
+
+function fromBody(body) {
+  if (body.kind === 'store') return new StoreError(body);
+  if (body.kind === 'snapshot') return new SnapshotError(body);
+  if (body.kind === 'argument') return new TypeError(body.message);
+  const name = KINDS[body.kind];
+  return new (name ? errorClasses[name] : AgentError)(body);
+}
+
+/** Rethrows a native error as the package's class. */
+function rethrow(error) {
+  if (error && typeof error.message === 'string' && error.message.startsWith(MARK)) {
+    throw fromBody(JSON.parse(error.message.slice(MARK.length)));
+  }
+  throw error;
+}
+
+function parseOrNull(text) {
+  return text === null || text === undefined ? null : JSON.parse(text);
+}
+
+/** Lines ending in `\n` (what the binary writes) as objects. */
+function parseLines(text) {
+  if (text.length === 0) return [];
+  return JSON.parse('[' + text.slice(0, -1).replaceAll('\n', ',') + ']');
+}
+
+function isNow(nowMs) {
+  return Number.isSafeInteger(nowMs) && nowMs >= 0;
+}
+
+function isStep(step) {
+  return Number.isInteger(step) && step >= 0 && step <= 0xffffffff;
+}
+
+function withNow(line, nowMs) {
+  if (nowMs !== undefined && nowMs !== null) line.now_ms = nowMs;
+  return line;
+}
+
+function configText(config) {
+  if (config === undefined || config === null) return undefined;
+  if (typeof config !== 'object' || Array.isArray(config)) {
+    throw new TypeError('config must be an object with the fields of a config line');
+  }
+  return JSON.stringify(config);
+}
+
+const POLICIES = ['replay', 'seal'];
+
+function checkPolicy(policy) {
+  if (!POLICIES.includes(policy)) {
+    throw new TypeError(`policy must be "replay" or "seal", got ${JSON.stringify(policy)}`);
+  }
+  return policy;
+}
+
+/**
+ * One agent per thread (SPEC §8): call one input method, then `poll()` until it returns
+ * `null` (or iterate `drain()`), acting on each output in order.
+ */
+class Agent {
+  #native;
+
+  /** An idle agent; `config` has the fields of the driver's `config` line. */
+  constructor(config) {
+    if (config instanceof native.NativeAgent) {
+      this.#native = config;
+      return;
+    }
+    try {
+      this.#native = new native.NativeAgent(configText(config));
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  #line(line) {
+    try {
+      this.#native.handle(JSON.stringify(line));
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  #starting(line) {
+    try {
+      return this.#native.handleStarting(JSON.stringify(line));
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** Any driver input line, as an object or its JSON text. */
+  handle(line) {
+    try {
+      this.#native.handle(typeof line === 'string' ? line : JSON.stringify(line));
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** Starts a run with the user's `text`; returns its run id. */
+  prompt(text, { runId, nowMs } = {}) {
+    if (typeof text === 'string' && (runId === undefined || typeof runId === 'string') &&
+        (nowMs === undefined || isNow(nowMs))) {
+      try {
+        return this.#native.prompt(text, runId, nowMs);
+      } catch (e) {
+        rethrow(e);
+      }
+    }
+    const line = { type: 'prompt', text };
+    if (runId !== undefined) line.run_id = runId;
+    return this.#starting(withNow(line, nowMs));
+  }
+
+  /** Queues steering for the active run (enters at the next complete boundary). */
+  steer(text, { nowMs } = {}) {
+    this.#line(withNow({ type: 'steer', text }, nowMs));
+  }
+
+  /** Queues a follow-up (enters only after a natural text stop). */
+  followUp(text, { nowMs } = {}) {
+    this.#line(withNow({ type: 'follow_up', text }, nowMs));
+  }
+
+  /** Cancels the active run (a no-op when idle). */
+  abort({ nowMs } = {}) {
+    this.#line(withNow({ type: 'abort' }, nowMs));
+  }
+
+  /** Asks the running run to pause at its next boundary. */
+  pause({ nowMs } = {}) {
+    this.#line(withNow({ type: 'pause' }, nowMs));
+  }
+
+  /** Streamed text of the outstanding model call. */
+  modelDelta(runId, step, text, { nowMs } = {}) {
+    if (typeof runId === 'string' && isStep(step) && typeof text === 'string' &&
+        (nowMs === undefined || isNow(nowMs))) {
+      try {
+        this.#native.modelDelta(runId, step, text, nowMs);
+        return;
+      } catch (e) {
+        rethrow(e);
+      }
+    }
+    this.#line(withNow({ type: 'model_delta', run_id: runId, step, text }, nowMs));
+  }
+
+  /** The model's answer: an assistant message (`content`, `stop_reason`, …). */
+  modelDone(runId, step, message, { nowMs } = {}) {
+    this.#line(withNow({ type: 'model_done', run_id: runId, step, message }, nowMs));
+  }
+
+  /** The outstanding model call failed with the provider's `code` and `message`. */
+  modelFailed(runId, step, code, message, { nowMs } = {}) {
+    this.#line(withNow({ type: 'model_failed', run_id: runId, step, code, message }, nowMs));
+  }
+
+  /** Live progress of an executing call (a string or content blocks; never committed). */
+  toolProgress(runId, callId, content, { nowMs } = {}) {
+    this.#line(withNow({ type: 'tool_progress', run_id: runId, call_id: callId, content }, nowMs));
+  }
+
+  /** The result of one executing call (a string or content blocks). */
+  toolDone(runId, callId, content, { isError = false, details, nowMs } = {}) {
+    if (typeof content === 'string' && details === undefined && typeof runId === 'string' &&
+        typeof callId === 'string' && typeof isError === 'boolean' &&
+        (nowMs === undefined || isNow(nowMs))) {
+      try {
+        this.#native.toolDoneText(runId, callId, content, isError, nowMs);
+        return;
+      } catch (e) {
+        rethrow(e);
+      }
+    }
+    const line = { type: 'tool_done', run_id: runId, call_id: callId, content, is_error: isError };
+    if (details !== undefined) line.details = details;
+    this.#line(withNow(line, nowMs));
+  }
+
+  /** A full resume command (a `ResumeCommand` object). */
+  resume(command, { nowMs } = {}) {
+    this.#line(withNow({ type: 'resume', command }, nowMs));
+  }
+
+  /** Answers the current ticket with a `ResumeResult` (`{type: "permission", decision: "allow"}`, …). */
+  resumeTicket(result, { nowMs } = {}) {
+    this.#line(withNow({ type: 'resume_ticket', result }, nowMs));
+  }
+
+  /** Ends the awaiting run `cancelled`. */
+  cancelWait({ nowMs } = {}) {
+    this.#line(withNow({ type: 'cancel_wait' }, nowMs));
+  }
+
+  /** Ends the active run by host policy, `stopped` with `reason`. */
+  stop(reason, { nowMs } = {}) {
+    this.#line(withNow({ type: 'stop', reason }, nowMs));
+  }
+
+  /** Ends an expired wait (`NotExpiredError` before its deadline). */
+  expireWait(nowMs) {
+    this.#line({ type: 'expire_wait', now_ms: nowMs });
+  }
+
+  /** Does what is due at `nowMs` (SPEC §8.5); a no-op when nothing is due yet. */
+  handleTimeout(nowMs) {
+    this.#line({ type: 'timeout', now_ms: nowMs });
+  }
+
+  /** Starts a run from the current transcript without a new message; returns its run id. */
+  continueRun({ nowMs } = {}) {
+    return this.#starting(withNow({ type: 'continue' }, nowMs));
+  }
+
+  /** Gives up on the executing tools: open calls `interrupted`, the run `indeterminate`. */
+  abandonTools({ nowMs } = {}) {
+    this.#line(withNow({ type: 'abandon_tools' }, nowMs));
+  }
+
+  /**
+   * The next output as the object `runcore drive` prints (`commit`, `event`, `call_model`,
+   * `execute_tools`), or `null` when there is nothing to do until the next input.
+   */
+  poll() {
+    let text;
+    try {
+      text = this.#native.poll();
+    } catch (e) {
+      rethrow(e);
+    }
+    return text === null ? null : JSON.parse(text);
+  }
+
+  /**
+   * Like `poll()`, but the output as the exact JSON line `runcore drive` writes (without its
+   * `\n`), or `null`: for a host that forwards lines elsewhere (its `"type"` comes first).
+   */
+  pollLine() {
+    try {
+      return this.#native.poll();
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** Every output up to the next input at once (what polling until `null` gives). */
+  pollAll() {
+    try {
+      return JSON.parse(this.#native.pollAll());
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** An iterator that polls lazily until `poll()` returns `null`. */
+  *drain() {
+    for (let output = this.poll(); output !== null; output = this.poll()) yield output;
+  }
+
+  /** The outstanding model call as its `call_model` object with the whole transcript, or `null`. */
+  modelRequest() {
+    try {
+      return parseOrNull(this.#native.modelRequest());
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** The earliest `nowMs` at which something is due (call `handleTimeout` then), or `null`. */
+  pollTimeout() {
+    return this.#native.pollTimeout();
+  }
+
+  /** The whole agent as JSON text (queues and in-flight actions included). */
+  snapshot() {
+    try {
+      return this.#native.snapshot();
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** An agent from `snapshot()` text. */
+  static restore(snapshot, { context } = {}) {
+    try {
+      return new Agent(native.NativeAgent.restore(snapshot, context));
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /**
+   * An agent rebuilt from what `store` committed for `threadId` (SPEC §8.7); drain it first.
+   * `config` is the configuration the thread ran with.
+   */
+  static recover(store, threadId, policy = 'replay', { config } = {}) {
+    if (!(store instanceof Store)) {
+      throw new TypeError('store must be a MemoryStore, SqliteStore or PostgresStore');
+    }
+    checkPolicy(policy);
+    try {
+      return new Agent(native.NativeAgent.recover(store._native, threadId, policy, configText(config)));
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** The thread this agent drives. */
+  get threadId() {
+    return this.#native.threadId;
+  }
+
+  /** The active run's id (`null` when idle). */
+  get activeRunId() {
+    return this.#native.activeRunId;
+  }
+
+  /** The agent's clock: the latest `nowMs` of an accepted input. */
+  get clockMs() {
+    return this.#native.clockMs;
+  }
+
+  /** True when no run is active and nothing is left to poll. */
+  get isIdle() {
+    return this.#native.isIdle;
+  }
+
+  /** `"full"` or `"delta"`. */
+  get context() {
+    return this.#native.context;
+  }
+
+  /** The ticket the active run waits on (`null` unless awaiting). */
+  currentTicket() {
+    return parseOrNull(this.#native.currentTicket());
+  }
+
+  /** The transcript, as message objects. */
+  transcript() {
+    return JSON.parse(this.#native.transcript());
+  }
+
+  /** @internal */
+  get _native() {
+    return this.#native;
+  }
+}
+
+function lineArgument(line) {
+  if (typeof line === 'string' || Buffer.isBuffer(line)) return line;
+  if (line instanceof Uint8Array) return Buffer.from(line);
+  if (line !== null && typeof line === 'object') return JSON.stringify(line);
+  throw new TypeError('a line is a string, a Buffer or an object');
+}
+
+/**
+ * `runcore drive` in process: `send(line)` returns what the binary writes for that line. With
+ * `{store}` it is `runcore drive --store` (SPEC §12.2): every commit is stored before its line
+ * is returned.
+ */
+class Driver {
+  #native;
+
+  constructor(config, { store, policy = 'replay' } = {}) {
+    if (config instanceof native.NativeDriver) {
+      this.#native = config;
+      return;
+    }
+    checkPolicy(policy);
+    try {
+      if (store !== undefined && store !== null) {
+        if (!(store instanceof Store)) {
+          throw new TypeError('store must be a MemoryStore, SqliteStore or PostgresStore');
+        }
+        this.#native = native.NativeDriver.durable(configText(config), store._native, policy);
+      } else {
+        if (policy !== 'replay') {
+          throw new TypeError('policy is for a durable driver (it recovers from a store): pass {store}');
+        }
+        this.#native = new native.NativeDriver(configText(config));
+      }
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** A driver over a copy of `agent`. */
+  static fromAgent(agent) {
+    return new Driver(native.NativeDriver.fromAgent(agent._native));
+  }
+
+  /** Handles one input line (text, bytes or an object) and returns the output objects. */
+  send(line) {
+    return parseLines(this.sendRaw(line));
+  }
+
+  /** Like `send`, but the exact text the binary writes (lines, each ending in `\n`). */
+  sendRaw(line) {
+    const argument = lineArgument(line);
+    if (typeof argument === 'string' && argument.includes('\n')) {
+      throw new RangeError('send() takes one line: the text contains a newline');
+    }
+    try {
+      return this.#native.send(argument);
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** What a durable driver wrote before reading input (ending with `idle` line 0), as objects. */
+  get startup() {
+    return parseLines(this.#native.startup);
+  }
+
+  /** The startup lines as the exact text the binary writes. */
+  get startupRaw() {
+    return this.#native.startup;
+  }
+
+  /** True once a durable driver's store refused a commit (later sends throw `StoreError`). */
+  get closed() {
+    return this.#native.closed;
+  }
+
+  /** Input lines handled so far. */
+  get linesHandled() {
+    return this.#native.linesHandled;
+  }
+
+  /** `"full"` or `"delta"`. */
+  get context() {
+    return this.#native.context;
+  }
+
+  /** The driven agent's snapshot (JSON text). */
+  snapshot() {
+    return this.#native.snapshot();
+  }
+}
+
+/** The commit log (SPEC §7, §7.1) and its read ports, records as plain objects. */
+class Store {
+  #native;
+
+  constructor(handle) {
+    if (new.target === Store) throw new TypeError('use MemoryStore, SqliteStore or PostgresStore');
+    this.#native = handle;
+  }
+
+  #read(name, ...args) {
+    try {
+      return JSON.parse(this.#native[name](...args));
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /** Applies a `commit` output: fenced and idempotent (SPEC §7.1); returns the receipt. */
+  commit(output) {
+    return this.#read('commit', JSON.stringify(output));
+  }
+
+  /** The thread's committed messages. */
+  committedMessages(threadId) { return this.#read('committedMessages', threadId); }
+
+  /** One run's record, or `null`. */
+  run(runId) { return this.#read('run', runId); }
+
+  /** The thread's latest run's record, or `null`. */
+  latestRun(threadId) { return this.#read('latestRun', threadId); }
+
+  /** The run's resume ticket, or `null`. */
+  resumeTicket(runId) { return this.#read('resumeTicket', runId); }
+
+  /** The run's state, or `null`. */
+  runState(runId) { return this.#read('runState', runId); }
+
+  /** The thread's committed state commands. */
+  committedState(threadId) { return this.#read('committedState', threadId); }
+
+  /** The thread's commit count. */
+  threadVersion(threadId) { return this.#read('threadVersion', threadId); }
+
+  /** Threads in id order after `after`, at most `limit` (default 100). */
+  threads({ after, limit } = {}) { return this.#read('threads', after, limit); }
+
+  /** Pending resume tickets in run-id order after `after`, at most `limit` (default 100). */
+  pendingTickets({ after, limit } = {}) { return this.#read('pendingTickets', after, limit); }
+
+  /** Audit events of `scope` (`{type: "thread", id}`, `{type: "run", id}`; default all) after `after`. */
+  listEvents({ scope, after, limit } = {}) {
+    return this.#read('listEvents', scope === undefined ? undefined : JSON.stringify(scope), after, limit);
+  }
+
+  /** Pins the thread's committed transcript prefix: `{thread_id, end, digest}`. */
+  transcriptSnapshot(threadId) { return this.#read('transcriptSnapshot', threadId); }
+
+  /** Checks that a pinned prefix is still committed, unchanged (`StoreError` if not). */
+  verifyTranscriptSnapshot(snapshot) {
+    this.#read('verifyTranscriptSnapshot', JSON.stringify(snapshot));
+  }
+
+  /** The messages of `ranges` (`[start, end]` pairs) within a pinned prefix. */
+  transcriptSlice(snapshot, ranges) {
+    return this.#read('transcriptSlice', JSON.stringify(snapshot), JSON.stringify(ranges));
+  }
+
+  /** @internal */
+  get _native() {
+    return this.#native;
+  }
+}
+
+/** The in-memory reference store (nothing survives the process). */
+class MemoryStore extends Store {
+  constructor() {
+    super(native.NativeStore.memory());
+  }
+}
+
+/** A store in one SQLite file (created if missing; several processes may share it). */
+class SqliteStore extends Store {
+  constructor(path, { synchronous } = {}) {
+    let handle;
+    try {
+      handle = native.NativeStore.sqlite(path, synchronous);
+    } catch (e) {
+      rethrow(e);
+    }
+    super(handle);
+    this.path = path;
+  }
+}
+
+/** A store in a PostgreSQL database at `url` (`postgres://…`), its tables in `schema` if given. */
+class PostgresStore extends Store {
+  constructor(url, { schema } = {}) {
+    let handle;
+    try {
+      handle = native.NativeStore.postgres(url, schema);
+    } catch (e) {
+      rethrow(e);
+    }
+    super(handle);
+    this.schema = schema ?? null;
+  }
+}
+
+// Each name written out, so that `import { BusyError } from 'runcore'` works from ES modules.
+module.exports = {
+  Agent,
+  Driver,
+  Store,
+  MemoryStore,
+  SqliteStore,
+  PostgresStore,
+  StoreError,
+  SnapshotError,
+  AgentError,
+  BusyError: errorClasses.BusyError,
+  NotAcceptingError: errorClasses.NotAcceptingError,
+  UnexpectedOutcomeError: errorClasses.UnexpectedOutcomeError,
+  UnknownCallError: errorClasses.UnknownCallError,
+  DuplicateOutcomeError: errorClasses.DuplicateOutcomeError,
+  ResumeError: errorClasses.ResumeError,
+  InvalidStateError: errorClasses.InvalidStateError,
+  NotExpiredError: errorClasses.NotExpiredError,
+  InvalidInputError: errorClasses.InvalidInputError,
+  InvalidJsonError: errorClasses.InvalidJsonError,
+  InternalError: errorClasses.InternalError,
+};

@@ -1,0 +1,364 @@
+//! `NativeAgent`, wrapped by `Agent` in `index.js`: the core's agent behind the driver's own
+//! code path ([`Driver::apply`], [`Driver::poll`], [`Driver::render`]), so each output is
+//! exactly the line `runcore drive` writes, handed to JavaScript as its JSON text.
+
+use napi_derive::napi;
+use runcore::driver::{ContextMode, Driver, InputLine, call_model_line};
+use runcore::{Agent, CallId, ContentBlock, Input, RecoverError, RunId, ThreadId, UserMessage};
+use serde_json::Value;
+
+use crate::errors::{
+    agent_error, bad_argument, guard, internal, invalid_json, parse_json, snapshot_error,
+    store_error,
+};
+use crate::shared_candidates::{
+    agent_config, config_line, parse_context, parse_policy, render_output,
+};
+use crate::store::NativeStore;
+
+/// The agent of one thread, driven by inputs; outputs are polled as JSON lines.
+#[napi]
+pub struct NativeAgent {
+    pub(crate) driver: Driver,
+    /// Set when a Rust panic interrupted a call: the agent may be half-changed, so every later
+    /// call throws `InternalError` instead of acting on it.
+    poisoned: bool,
+    /// Scratch space for the canonical JSON of commit outputs (their payload hashes).
+    canonical: Vec<u8>,
+}
+
+/// A `now_ms` from JavaScript (`index.js` passes only safe non-negative integers here).
+fn now_of(now_ms: Option<f64>) -> napi::Result<Option<u64>> {
+    match now_ms {
+        None => Ok(None),
+        Some(now) if now.is_finite() && now >= 0.0 && now.fract() == 0.0 && now <= 9.007e15 => {
+            // A safe integer: the conversion is exact.
+            Ok(Some(now as u64))
+        }
+        Some(now) => Err(invalid_json(format!(
+            "not a valid input line: now_ms: {now} is not a non-negative integer"
+        ))),
+    }
+}
+
+pub(crate) fn context_name(context: ContextMode) -> &'static str {
+    match context {
+        ContextMode::Full => "full",
+        ContextMode::Delta => "delta",
+    }
+}
+
+impl NativeAgent {
+    pub(crate) fn from_driver(driver: Driver) -> Self {
+        NativeAgent {
+            driver,
+            poisoned: false,
+            canonical: Vec::new(),
+        }
+    }
+
+    /// Runs `f` on the driver; a panic poisons this object and becomes `InternalError`.
+    fn guarded<T>(
+        &mut self,
+        f: impl FnOnce(&mut Driver, &mut Vec<u8>) -> napi::Result<T>,
+    ) -> napi::Result<T> {
+        if self.poisoned {
+            return Err(internal(
+                "this Agent is unusable after an internal error (a Rust panic); restore it \
+                 from a snapshot or recover it from its store",
+            ));
+        }
+        let (driver, canonical) = (&mut self.driver, &mut self.canonical);
+        match guard(|| f(driver, canonical)) {
+            Ok(result) => result,
+            Err(()) => {
+                self.poisoned = true;
+                Err(internal(
+                    "runcore panicked (a bug); this Agent is now unusable",
+                ))
+            }
+        }
+    }
+
+    fn apply(&mut self, input: Input, now_ms: Option<f64>) -> napi::Result<()> {
+        let now_ms = now_of(now_ms)?;
+        self.guarded(|driver, _| {
+            driver
+                .apply(InputLine {
+                    input,
+                    now_ms,
+                    context: None,
+                })
+                .map_err(|e| agent_error(&e))
+        })
+    }
+
+    fn active_run(&self, what: &str) -> napi::Result<String> {
+        self.driver
+            .agent()
+            .active_run_id()
+            .map(|run| run.as_str().to_owned())
+            .ok_or_else(|| internal(format!("{what} was accepted but no run is active")))
+    }
+
+    fn usable(&self) -> napi::Result<()> {
+        if self.poisoned {
+            return Err(internal(
+                "this Agent is unusable after an internal error (a Rust panic)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[napi]
+impl NativeAgent {
+    /// An idle agent; `config` is the JSON text of a config object (the fields of a `config`
+    /// line).
+    #[napi(constructor)]
+    pub fn new(config: Option<String>) -> napi::Result<Self> {
+        let mut this = NativeAgent::from_driver(Driver::new());
+        if let Some(config) = config {
+            let line =
+                config_line(Some(parse_json(&config, "the config")?)).map_err(invalid_json)?;
+            this.guarded(|driver, _| driver.apply(line).map_err(|e| agent_error(&e)))?;
+        }
+        Ok(this)
+    }
+
+    /// Applies one driver input line (its JSON text), exactly as the driver does.
+    #[napi]
+    pub fn handle(&mut self, line: String) -> napi::Result<()> {
+        self.guarded(|driver, _| {
+            let parsed =
+                Driver::parse_line(line.as_bytes()).map_err(|body| invalid_json(body.message))?;
+            driver.apply(parsed).map_err(|e| agent_error(&e))
+        })
+    }
+
+    /// Applies an input line and returns the active run's id (`prompt`, `continue`).
+    #[napi]
+    pub fn handle_starting(&mut self, line: String) -> napi::Result<String> {
+        self.handle(line)?;
+        self.active_run("the input")
+    }
+
+    /// `prompt` built directly: returns the new run's id.
+    #[napi]
+    pub fn prompt(
+        &mut self,
+        text: String,
+        run_id: Option<String>,
+        now_ms: Option<f64>,
+    ) -> napi::Result<String> {
+        let input = Input::Prompt {
+            message: UserMessage::text(text),
+            run_id: run_id.map(RunId::from),
+        };
+        self.apply(input, now_ms)?;
+        self.active_run("prompt")
+    }
+
+    /// `model_delta` built directly.
+    #[napi]
+    pub fn model_delta(
+        &mut self,
+        run_id: String,
+        step: u32,
+        text: String,
+        now_ms: Option<f64>,
+    ) -> napi::Result<()> {
+        let input = Input::ModelDelta {
+            run_id: RunId::new(run_id),
+            step,
+            text,
+        };
+        self.apply(input, now_ms)
+    }
+
+    /// `tool_done` with one text block, built directly.
+    #[napi]
+    pub fn tool_done_text(
+        &mut self,
+        run_id: String,
+        call_id: String,
+        text: String,
+        is_error: bool,
+        now_ms: Option<f64>,
+    ) -> napi::Result<()> {
+        let input = Input::ToolDone {
+            run_id: RunId::new(run_id),
+            call_id: CallId::new(call_id),
+            content: vec![ContentBlock::text(text)],
+            is_error,
+            details: None,
+        };
+        self.apply(input, now_ms)
+    }
+
+    /// The next output as its driver line's JSON text, or `null`.
+    #[napi]
+    pub fn poll(&mut self) -> napi::Result<Option<String>> {
+        self.guarded(|driver, canonical| {
+            Ok(driver
+                .poll()
+                .map(|output| render_output(driver, &output, canonical)))
+        })
+    }
+
+    /// Every output up to the next input, as one JSON array's text.
+    #[napi]
+    pub fn poll_all(&mut self) -> napi::Result<String> {
+        self.guarded(|driver, canonical| {
+            let mut text = String::from("[");
+            while let Some(output) = driver.poll() {
+                if text.len() > 1 {
+                    text.push(',');
+                }
+                text.push_str(&render_output(driver, &output, canonical));
+            }
+            text.push(']');
+            Ok(text)
+        })
+    }
+
+    /// The outstanding model call as its `call_model` line with the whole transcript, or
+    /// `null`.
+    #[napi]
+    pub fn model_request(&mut self) -> napi::Result<Option<String>> {
+        self.guarded(|driver, _| {
+            let agent = driver.agent();
+            let Some(request) = agent.model_request() else {
+                return Ok(None);
+            };
+            let mut sent = 0;
+            let line = call_model_line(
+                agent,
+                request.run_id,
+                request.step,
+                request.final_step,
+                ContextMode::Full,
+                &mut sent,
+            );
+            serde_json::to_string(&line)
+                .map(Some)
+                .map_err(|e| internal(e.to_string()))
+        })
+    }
+
+    /// The earliest `now_ms` at which something is due, or `null`.
+    #[napi]
+    pub fn poll_timeout(&self) -> Option<f64> {
+        // Milliseconds since the epoch are far below 2^53: exact as a double.
+        self.driver.agent().poll_timeout().map(|t| t as f64)
+    }
+
+    /// The whole agent as JSON text.
+    #[napi]
+    pub fn snapshot(&self) -> napi::Result<String> {
+        self.usable()?;
+        Ok(self.driver.agent().snapshot_json())
+    }
+
+    /// An agent from `snapshot()` text, in `context` (`"full"` or `"delta"`).
+    #[napi(factory)]
+    pub fn restore(snapshot: String, context: Option<String>) -> napi::Result<Self> {
+        let context = match context {
+            Some(name) => parse_context(&name).map_err(bad_argument)?,
+            None => ContextMode::Full,
+        };
+        let restored = guard(|| Agent::restore_json(&snapshot))
+            .map_err(|()| internal("runcore panicked (a bug) while restoring a snapshot"))?
+            .map_err(|e| snapshot_error(&e))?;
+        Ok(NativeAgent::from_driver(Driver::from_agent(
+            restored, context,
+        )))
+    }
+
+    /// An agent rebuilt from what `store` committed for `thread_id` (SPEC §8.7), configured by
+    /// `config` (JSON text of a config object; its thread defaults to `thread_id`).
+    #[napi(factory)]
+    pub fn recover(
+        store: &NativeStore,
+        thread_id: String,
+        policy: String,
+        config: Option<String>,
+    ) -> napi::Result<Self> {
+        let policy = parse_policy(&policy).map_err(bad_argument)?;
+        let config: Option<Value> = match config {
+            Some(text) => Some(parse_json(&text, "the config")?),
+            None => None,
+        };
+        let (config, line) = agent_config(config, Some(&thread_id)).map_err(invalid_json)?;
+        let thread = ThreadId::new(thread_id);
+        let shared = store.shared.clone();
+        let recovered = guard(move || {
+            let backend = shared.lock().map_err(|e| store_error(&e))?;
+            Agent::recover(config, &*backend, &thread, policy).map_err(|e| match e {
+                RecoverError::Store(e) => store_error(&e),
+                RecoverError::Invalid(e) => agent_error(&e),
+                other => internal(other.to_string()),
+            })
+        })
+        .map_err(|()| internal("runcore panicked (a bug) while recovering"))??;
+        Ok(NativeAgent::from_driver(Driver::from_agent(
+            recovered,
+            line.context.unwrap_or_default(),
+        )))
+    }
+
+    /// Panics inside the boundary's guard, as a bug in runcore would (for the tests: the panic
+    /// becomes `InternalError` and the agent refuses every later call).
+    #[napi(js_name = "_panicForTests")]
+    pub fn panic_for_tests(&mut self, message: String) -> napi::Result<()> {
+        self.guarded(|_, _| -> napi::Result<()> { panic!("{message}") })
+    }
+
+    /// The thread this agent drives.
+    #[napi(getter)]
+    pub fn thread_id(&self) -> String {
+        self.driver.agent().thread_id().as_str().to_owned()
+    }
+
+    /// The active run's id (`null` when idle).
+    #[napi(getter)]
+    pub fn active_run_id(&self) -> Option<String> {
+        self.driver
+            .agent()
+            .active_run_id()
+            .map(|run| run.as_str().to_owned())
+    }
+
+    /// The agent's clock: the latest `now_ms` of an accepted input.
+    #[napi(getter)]
+    pub fn clock_ms(&self) -> f64 {
+        self.driver.agent().clock_ms() as f64
+    }
+
+    /// True when no run is active and nothing is left to poll.
+    #[napi(getter)]
+    pub fn is_idle(&self) -> bool {
+        self.driver.agent().is_idle()
+    }
+
+    /// `"full"` or `"delta"`.
+    #[napi(getter)]
+    pub fn context(&self) -> &'static str {
+        context_name(self.driver.context())
+    }
+
+    /// The ticket the active run waits on, as JSON text (`null` unless awaiting).
+    #[napi]
+    pub fn current_ticket(&self) -> Option<String> {
+        self.driver
+            .agent()
+            .current_ticket()
+            .and_then(|ticket| serde_json::to_string(ticket).ok())
+    }
+
+    /// The transcript, as the JSON text of a list of messages.
+    #[napi]
+    pub fn transcript(&self) -> napi::Result<String> {
+        serde_json::to_string(self.driver.agent().transcript()).map_err(|e| internal(e.to_string()))
+    }
+}

@@ -1,0 +1,17 @@
+//! The npm package `runcore`: the deterministic core of AI agent runs in Node.js, over the very
+//! code `runcore drive` runs. This crate exports three native classes; `index.js` wraps them
+//! in the package's API (`Agent`, `Driver`, the stores, the error classes) and `index.d.ts`
+//! types it.
+//!
+//! Every output crosses as the JSON text the driver renders (`JSON.parse` on the JavaScript
+//! side), so the package's objects and `runcore drive`'s lines cannot drift. Every error
+//! crosses as a thrown `Error` carrying its JSON body (see `errors`), and a Rust panic is
+//! caught at the boundary.
+
+#![warn(missing_docs)]
+
+mod agent;
+mod driver;
+mod errors;
+pub mod shared_candidates;
+mod store;

@@ -1,0 +1,385 @@
+//! Host code that is not Node-specific: every binding needs it, so it is meant to move into the
+//! core (`runcore::driver`) when this crate is merged. Nothing here touches Node-API.
+//!
+//! - [`DynStore`] / [`SharedStore`]: any backend as one boxed type, and a handle onto it that
+//!   several owners (a store object, a durable driver) share.
+//! - [`parse_policy`] / [`parse_context`]: the driver's names for recovery policies and
+//!   context modes.
+//! - [`config_line`] / [`durable_options`]: a configuration object (the fields of a `config`
+//!   line) as the driver reads it, and as the options of a durable driver.
+//! - [`StoreWrite`] / [`store_write_of_output`]: a `commit` output line read back into what a
+//!   store applies (fenced when it carries its operation fields).
+//! - [`payload_hash`] / [`render_output`]: a commit's payload hash with the CPU's SHA
+//!   instructions (the same hex as `ThreadCommit::payload_hash`), and the driver's rendering of
+//!   an output using it.
+//! - [`error_body`] / [`snapshot_error_code`]: an agent error as the body of its `error` line, and
+//!   a snapshot error's stable code.
+
+use std::ops::Range;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use runcore::driver::{ContextMode, Driver, DurableOptions, InputLine, OutputLine, error_line};
+use runcore::{
+    AgentConfig, AgentError, CheckpointReader, CommitLog, CommitOperation, CommitReceipt,
+    CommitRecord, CommittedThreadView, EventRecord, EventScope, Input, Message, Output,
+    RecoveryPolicy, ResumeTicket, RunId, RunRecord, RunState, SnapshotError, StateCommand,
+    StoreError, ThreadCommit, ThreadId, ThreadSummary, TranscriptSnapshotRef,
+};
+use serde_json::{Map, Value};
+
+/// A backend a binding can hold: the write side and the read ports.
+pub trait Backend: CommitLog + CheckpointReader + Send {}
+
+impl<T: CommitLog + CheckpointReader + Send> Backend for T {}
+
+/// Any backend, as one concrete type the core's generic functions accept.
+pub struct DynStore(Box<dyn Backend>);
+
+impl DynStore {
+    /// Boxes `backend`.
+    pub fn new(backend: impl Backend + 'static) -> Self {
+        DynStore(Box::new(backend))
+    }
+}
+
+impl CommitLog for DynStore {
+    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
+        self.0.commit(commit)
+    }
+    fn commit_operation(
+        &mut self,
+        operation: CommitOperation,
+    ) -> Result<CommitReceipt, StoreError> {
+        self.0.commit_operation(operation)
+    }
+}
+
+impl CommittedThreadView for DynStore {
+    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
+        self.0.committed_messages(thread)
+    }
+    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        self.0.run(run)
+    }
+    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
+        self.0.latest_run(thread)
+    }
+    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
+        self.0.resume_ticket(run)
+    }
+    fn run_state(&self, run: &RunId) -> Result<Option<RunState>, StoreError> {
+        self.0.run_state(run)
+    }
+    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
+        self.0.committed_state(thread)
+    }
+    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
+        self.0.thread_version(thread)
+    }
+    fn threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadSummary>, StoreError> {
+        self.0.threads(after, limit)
+    }
+    fn pending_tickets(
+        &self,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<Vec<ResumeTicket>, StoreError> {
+        self.0.pending_tickets(after, limit)
+    }
+    fn transcript_snapshot(&self, thread: &ThreadId) -> Result<TranscriptSnapshotRef, StoreError> {
+        self.0.transcript_snapshot(thread)
+    }
+    fn verify_transcript_snapshot(
+        &self,
+        snapshot: &TranscriptSnapshotRef,
+    ) -> Result<(), StoreError> {
+        self.0.verify_transcript_snapshot(snapshot)
+    }
+    fn transcript_slice(
+        &self,
+        snapshot: &TranscriptSnapshotRef,
+        ranges: &[Range<usize>],
+    ) -> Result<Vec<Message>, StoreError> {
+        self.0.transcript_slice(snapshot, ranges)
+    }
+}
+
+impl CheckpointReader for DynStore {
+    fn list_events(
+        &self,
+        scope: &EventScope,
+        from: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        self.0.list_events(scope, from, limit)
+    }
+}
+
+/// A handle onto one [`DynStore`] that several owners share (a clone is another handle onto
+/// the same store); each call locks it. A poisoned lock (a panic while it was held) reads as an
+/// unavailable store.
+#[derive(Clone)]
+pub struct SharedStore(Arc<Mutex<DynStore>>);
+
+impl SharedStore {
+    /// Shares `backend`.
+    pub fn new(backend: impl Backend + 'static) -> Self {
+        SharedStore(Arc::new(Mutex::new(DynStore::new(backend))))
+    }
+
+    /// The store, locked.
+    pub fn lock(&self) -> Result<MutexGuard<'_, DynStore>, StoreError> {
+        self.0
+            .lock()
+            .map_err(|_| StoreError::unavailable("the store's lock was poisoned by a panic"))
+    }
+}
+
+impl CommitLog for SharedStore {
+    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
+        self.lock()?.commit(commit)
+    }
+    fn commit_operation(
+        &mut self,
+        operation: CommitOperation,
+    ) -> Result<CommitReceipt, StoreError> {
+        self.lock()?.commit_operation(operation)
+    }
+}
+
+impl CommittedThreadView for SharedStore {
+    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
+        self.lock()?.committed_messages(thread)
+    }
+    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        self.lock()?.run(run)
+    }
+    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
+        self.lock()?.latest_run(thread)
+    }
+    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
+        self.lock()?.resume_ticket(run)
+    }
+    fn run_state(&self, run: &RunId) -> Result<Option<RunState>, StoreError> {
+        self.lock()?.run_state(run)
+    }
+    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
+        self.lock()?.committed_state(thread)
+    }
+    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
+        self.lock()?.thread_version(thread)
+    }
+    fn threads(
+        &self,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadSummary>, StoreError> {
+        self.lock()?.threads(after, limit)
+    }
+    fn pending_tickets(
+        &self,
+        after: Option<&RunId>,
+        limit: usize,
+    ) -> Result<Vec<ResumeTicket>, StoreError> {
+        self.lock()?.pending_tickets(after, limit)
+    }
+    fn transcript_snapshot(&self, thread: &ThreadId) -> Result<TranscriptSnapshotRef, StoreError> {
+        self.lock()?.transcript_snapshot(thread)
+    }
+    fn verify_transcript_snapshot(
+        &self,
+        snapshot: &TranscriptSnapshotRef,
+    ) -> Result<(), StoreError> {
+        self.lock()?.verify_transcript_snapshot(snapshot)
+    }
+    fn transcript_slice(
+        &self,
+        snapshot: &TranscriptSnapshotRef,
+        ranges: &[Range<usize>],
+    ) -> Result<Vec<Message>, StoreError> {
+        self.lock()?.transcript_slice(snapshot, ranges)
+    }
+}
+
+impl CheckpointReader for SharedStore {
+    fn list_events(
+        &self,
+        scope: &EventScope,
+        from: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        self.lock()?.list_events(scope, from, limit)
+    }
+}
+
+/// A recovery policy as the driver names it (`--recover replay|seal`).
+pub fn parse_policy(policy: &str) -> Result<RecoveryPolicy, String> {
+    match policy {
+        "replay" => Ok(RecoveryPolicy::Replay),
+        "seal" => Ok(RecoveryPolicy::Seal),
+        other => Err(format!(
+            "policy must be \"replay\" or \"seal\", got {other:?}"
+        )),
+    }
+}
+
+/// A context mode as a `config` line names it.
+pub fn parse_context(context: &str) -> Result<ContextMode, String> {
+    match context {
+        "full" => Ok(ContextMode::Full),
+        "delta" => Ok(ContextMode::Delta),
+        other => Err(format!(
+            "context must be \"full\" or \"delta\", got {other:?}"
+        )),
+    }
+}
+
+/// A configuration object (the fields of a `config` line, `"type"` optional; `None`: the
+/// defaults) read as the driver reads that line: its `invalid_json` message when it does not
+/// read.
+pub fn config_line(config: Option<Value>) -> Result<InputLine, String> {
+    let mut object = match config {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(object)) => object,
+        Some(_) => {
+            return Err("a config must be an object with the fields of a config line".into());
+        }
+    };
+    object.insert("type".into(), Value::from("config"));
+    InputLine::from_value(Value::Object(object)).map_err(|e| format!("not a valid config: {e}"))
+}
+
+/// The agent configuration of a config line read by [`config_line`], with its thread set to
+/// `thread` when the object names none.
+pub fn agent_config(
+    config: Option<Value>,
+    thread: Option<&str>,
+) -> Result<(AgentConfig, InputLine), String> {
+    let config = match (config, thread) {
+        (Some(Value::Object(mut object)), Some(thread)) => {
+            object
+                .entry("thread_id")
+                .or_insert_with(|| Value::from(thread));
+            Some(Value::Object(object))
+        }
+        (None | Some(Value::Null), Some(thread)) => Some(serde_json::json!({"thread_id": thread})),
+        (other, _) => other,
+    };
+    let line = config_line(config)?;
+    match &line.input {
+        Input::Config(config) => Ok((config.clone(), line)),
+        _ => Err("a config line did not read as a config input".into()),
+    }
+}
+
+/// The options of a durable driver (`runcore drive --config FILE --store URL --recover P`).
+pub fn durable_options(
+    config: Option<Value>,
+    policy: RecoveryPolicy,
+) -> Result<DurableOptions, String> {
+    let (config, line) = agent_config(config, None)?;
+    Ok(DurableOptions {
+        config,
+        context: line.context.unwrap_or_default(),
+        now_ms: line.now_ms,
+        policy,
+    })
+}
+
+/// What a store applies for one `commit` output line.
+#[derive(Debug)]
+pub enum StoreWrite {
+    /// A fenced, idempotent commit (SPEC §7.1): the output carried `ordinal` and
+    /// `expected_thread_version`.
+    Fenced(CommitOperation),
+    /// A plain commit (an output without its operation fields).
+    Plain(ThreadCommit),
+}
+
+/// Reads a `commit` output (`{"type": "commit", "commit": …, "ordinal", …}`) back into what a
+/// store applies. A `payload_hash` that is not the commit's own means the commit was changed
+/// after the agent emitted it: refused.
+pub fn store_write_of_output(output: Value) -> Result<StoreWrite, String> {
+    let Value::Object(mut output) = output else {
+        return Err(
+            "commit() takes a commit output ({\"type\": \"commit\", \"commit\": ...})".into(),
+        );
+    };
+    match output.get("type") {
+        Some(Value::String(kind)) if kind == "commit" => {}
+        Some(Value::String(kind)) => {
+            return Err(format!(
+                "commit() takes a commit output, got a {kind:?} output"
+            ));
+        }
+        _ => {
+            return Err(
+                "commit() takes a commit output ({\"type\": \"commit\", \"commit\": ...})".into(),
+            );
+        }
+    }
+    let commit: ThreadCommit = serde_json::from_value(output.remove("commit").unwrap_or_default())
+        .map_err(|e| format!("not a valid commit: {e}"))?;
+    let field = |name: &str| output.get(name).and_then(Value::as_u64);
+    match (field("ordinal"), field("expected_thread_version")) {
+        (Some(ordinal), Some(version)) => {
+            let operation = CommitOperation::new(commit, ordinal, version);
+            match output.get("payload_hash") {
+                Some(Value::String(hash)) if *hash != operation.payload_hash => Err(format!(
+                    "the output's payload_hash {hash} is not its commit's hash {}: the commit \
+                     was changed after the agent emitted it",
+                    operation.payload_hash
+                )),
+                _ => Ok(StoreWrite::Fenced(operation)),
+            }
+        }
+        _ => Ok(StoreWrite::Plain(commit)),
+    }
+}
+
+/// The body of the driver's `error` line for `error`: `kind`, `message` and the error's own
+/// fields.
+pub fn error_body(error: &AgentError) -> Value {
+    serde_json::from_str::<Value>(&error_line(0, error))
+        .ok()
+        .and_then(|mut line| line.get_mut("error").map(Value::take))
+        .unwrap_or_else(|| serde_json::json!({"kind": error.kind(), "message": error.to_string()}))
+}
+
+/// A snapshot error's stable code.
+pub fn snapshot_error_code(error: &SnapshotError) -> &'static str {
+    match error {
+        SnapshotError::NewerVersion { .. } => "newer_version",
+        SnapshotError::UnsupportedVersion { .. } => "unsupported_version",
+        SnapshotError::Malformed(_) => "malformed",
+        SnapshotError::Inconsistent(_) => "inconsistent",
+        _ => "snapshot",
+    }
+}
+
+/// The payload hash of a commit (SPEC §7.1), as the core computes it
+/// ([`ThreadCommit::payload_hash_with`]); `buffer` is scratch space kept between calls.
+pub fn payload_hash(commit: &ThreadCommit, buffer: &mut Vec<u8>) -> String {
+    commit.payload_hash_with(buffer)
+}
+
+/// [`Driver::render`] with the commit's hash from [`payload_hash`]: the same line.
+pub fn render_output(driver: &mut Driver, output: &Output, buffer: &mut Vec<u8>) -> String {
+    match output {
+        Output::Commit(commit) => {
+            let line = OutputLine::Commit {
+                commit: &commit.commit,
+                ordinal: commit.ordinal,
+                expected_thread_version: commit.expected_thread_version,
+                payload_hash: payload_hash(&commit.commit, buffer),
+            };
+            // Plain data with string keys: writing it cannot fail.
+            serde_json::to_string(&line).unwrap_or_default()
+        }
+        other => driver.render(other),
+    }
+}

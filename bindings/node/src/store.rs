@@ -1,0 +1,226 @@
+//! `NativeStore`, wrapped by `MemoryStore`, `SqliteStore` and `PostgresStore` in `index.js`:
+//! the commit log (SPEC §7, §7.1) and its read ports, every record as JSON text. The backend
+//! sits behind a [`SharedStore`], so a durable driver and this object share it.
+
+use std::ops::Range;
+
+use napi_derive::napi;
+use runcore::{
+    CheckpointReader, CommitLog, CommittedThreadView, EventScope, MemoryStore, RunId, StoreError,
+    ThreadId, TranscriptSnapshotRef,
+};
+use runcore_postgres::PostgresStore;
+use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::errors::{
+    bad_argument, guard, internal, invalid_json, store_error, store_error_with_code,
+};
+use crate::shared_candidates::{Backend, DynStore, SharedStore, StoreWrite, store_write_of_output};
+
+/// A store: the write side and the read ports.
+#[napi]
+pub struct NativeStore {
+    pub(crate) shared: SharedStore,
+}
+
+fn decode<T: DeserializeOwned>(what: &str, text: &str) -> napi::Result<T> {
+    serde_json::from_str(text).map_err(|e| invalid_json(format!("not a valid {what}: {e}")))
+}
+
+fn limit_of(limit: Option<u32>) -> usize {
+    limit.map_or(100, |l| l as usize)
+}
+
+impl NativeStore {
+    fn new(backend: impl Backend + 'static) -> Self {
+        NativeStore {
+            shared: SharedStore::new(backend),
+        }
+    }
+
+    /// Runs `f` on the locked store (a panic becomes `InternalError`) and writes its result as
+    /// JSON text.
+    fn read<T: Serialize>(
+        &self,
+        f: impl FnOnce(&DynStore) -> Result<T, StoreError>,
+    ) -> napi::Result<String> {
+        let shared = &self.shared;
+        let result = guard(|| {
+            let store = shared.lock()?;
+            f(&store)
+        })
+        .map_err(|()| internal("runcore panicked (a bug) in a store read"))?;
+        let value = result.map_err(|e| store_error(&e))?;
+        serde_json::to_string(&value).map_err(|e| internal(e.to_string()))
+    }
+}
+
+#[napi]
+impl NativeStore {
+    /// The in-memory reference store.
+    #[napi(factory)]
+    pub fn memory() -> Self {
+        NativeStore::new(MemoryStore::new())
+    }
+
+    /// A store in one SQLite file (created if missing); `synchronous` is `"full"` (default) or
+    /// `"normal"`.
+    #[napi(factory)]
+    pub fn sqlite(path: String, synchronous: Option<String>) -> napi::Result<Self> {
+        let synchronous = match synchronous.as_deref() {
+            None | Some("full") => Synchronous::Full,
+            Some("normal") => Synchronous::Normal,
+            Some(other) => {
+                return Err(bad_argument(format!(
+                    "synchronous must be \"full\" or \"normal\", got {other:?}"
+                )));
+            }
+        };
+        let options = SqliteOptions::default().with_synchronous(synchronous);
+        let store = SqliteStore::open(&path, options)
+            .map_err(|e| store_error_with_code("open", &e.to_string()))?;
+        Ok(NativeStore::new(store))
+    }
+
+    /// A store in a PostgreSQL database at `url`, its tables in `schema` when given.
+    #[napi(factory)]
+    pub fn postgres(url: String, schema: Option<String>) -> napi::Result<Self> {
+        let store = match &schema {
+            Some(schema) => PostgresStore::connect_in_schema(&url, schema),
+            None => PostgresStore::connect(&url),
+        }
+        .map_err(|e| store_error(&e))?;
+        Ok(NativeStore::new(store))
+    }
+
+    /// Applies a `commit` output (its JSON text): fenced and idempotent when it carries
+    /// `ordinal` and `expected_thread_version`, a plain commit otherwise. Returns the receipt
+    /// (or record) as JSON text.
+    #[napi]
+    pub fn commit(&self, output: String) -> napi::Result<String> {
+        let output = decode("commit output", &output)?;
+        let write = store_write_of_output(output).map_err(invalid_json)?;
+        let mut shared = self.shared.clone();
+        let written = guard(move || match write {
+            StoreWrite::Fenced(operation) => {
+                shared.commit_operation(operation).and_then(|receipt| {
+                    serde_json::to_string(&receipt)
+                        .map_err(|e| StoreError::unavailable(e.to_string()))
+                })
+            }
+            StoreWrite::Plain(commit) => shared.commit(commit).and_then(|record| {
+                serde_json::to_string(&record).map_err(|e| StoreError::unavailable(e.to_string()))
+            }),
+        })
+        .map_err(|()| internal("runcore panicked (a bug) in a commit"))?;
+        written.map_err(|e| store_error(&e))
+    }
+
+    /// The thread's committed messages.
+    #[napi]
+    pub fn committed_messages(&self, thread_id: String) -> napi::Result<String> {
+        self.read(|s| s.committed_messages(&ThreadId::new(thread_id)))
+    }
+
+    /// One run's record, or `null`.
+    #[napi]
+    pub fn run(&self, run_id: String) -> napi::Result<String> {
+        self.read(|s| s.run(&RunId::new(run_id)))
+    }
+
+    /// The thread's latest run's record, or `null`.
+    #[napi]
+    pub fn latest_run(&self, thread_id: String) -> napi::Result<String> {
+        self.read(|s| s.latest_run(&ThreadId::new(thread_id)))
+    }
+
+    /// The run's resume ticket, or `null`.
+    #[napi]
+    pub fn resume_ticket(&self, run_id: String) -> napi::Result<String> {
+        self.read(|s| s.resume_ticket(&RunId::new(run_id)))
+    }
+
+    /// The run's state, or `null`.
+    #[napi]
+    pub fn run_state(&self, run_id: String) -> napi::Result<String> {
+        self.read(|s| s.run_state(&RunId::new(run_id)))
+    }
+
+    /// The thread's committed state commands.
+    #[napi]
+    pub fn committed_state(&self, thread_id: String) -> napi::Result<String> {
+        self.read(|s| s.committed_state(&ThreadId::new(thread_id)))
+    }
+
+    /// The thread's commit count.
+    #[napi]
+    pub fn thread_version(&self, thread_id: String) -> napi::Result<String> {
+        self.read(|s| s.thread_version(&ThreadId::new(thread_id)))
+    }
+
+    /// Threads in id order after `after`, at most `limit` (default 100).
+    #[napi]
+    pub fn threads(&self, after: Option<String>, limit: Option<u32>) -> napi::Result<String> {
+        let after = after.map(ThreadId::new);
+        self.read(|s| s.threads(after.as_ref(), limit_of(limit)))
+    }
+
+    /// Pending tickets in run-id order after `after`, at most `limit` (default 100).
+    #[napi]
+    pub fn pending_tickets(
+        &self,
+        after: Option<String>,
+        limit: Option<u32>,
+    ) -> napi::Result<String> {
+        let after = after.map(RunId::new);
+        self.read(|s| s.pending_tickets(after.as_ref(), limit_of(limit)))
+    }
+
+    /// Audit events of `scope` (JSON text; `null`: all) with `sequence > after`.
+    #[napi]
+    pub fn list_events(
+        &self,
+        scope: Option<String>,
+        after: Option<f64>,
+        limit: Option<u32>,
+    ) -> napi::Result<String> {
+        let scope = match scope {
+            Some(text) => decode::<EventScope>("event scope", &text)?,
+            None => EventScope::All,
+        };
+        let after = match after {
+            Some(a) if a.is_finite() && a >= 0.0 && a.fract() == 0.0 => Some(a as u64),
+            Some(a) => {
+                return Err(bad_argument(format!(
+                    "after must be a non-negative integer, got {a}"
+                )));
+            }
+            None => None,
+        };
+        self.read(|s| s.list_events(&scope, after, limit_of(limit)))
+    }
+
+    /// Pins the thread's committed transcript prefix.
+    #[napi]
+    pub fn transcript_snapshot(&self, thread_id: String) -> napi::Result<String> {
+        self.read(|s| s.transcript_snapshot(&ThreadId::new(thread_id)))
+    }
+
+    /// Checks that a pinned prefix (JSON text) is still committed, unchanged.
+    #[napi]
+    pub fn verify_transcript_snapshot(&self, snapshot: String) -> napi::Result<String> {
+        let snapshot: TranscriptSnapshotRef = decode("transcript snapshot", &snapshot)?;
+        self.read(|s| s.verify_transcript_snapshot(&snapshot))
+    }
+
+    /// The messages of `ranges` (JSON text of `[start, end]` pairs) within a pinned prefix.
+    #[napi]
+    pub fn transcript_slice(&self, snapshot: String, ranges: String) -> napi::Result<String> {
+        let snapshot: TranscriptSnapshotRef = decode("transcript snapshot", &snapshot)?;
+        let pairs: Vec<(usize, usize)> = decode("list of [start, end] ranges", &ranges)?;
+        let ranges: Vec<Range<usize>> = pairs.into_iter().map(|(a, b)| a..b).collect();
+        self.read(|s| s.transcript_slice(&snapshot, &ranges))
+    }
+}
