@@ -11,6 +11,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Every test a fresh machine can run, the PostgreSQL ones included: without a server named by
+# RUNCORE_PG_URL, run this same script beside a throwaway one (scripts/with-postgres.sh
+# installs and starts it as .ci/run does). Only a bare `cargo test` skips them.
+if [ -z "${RUNCORE_PG_URL:-}" ] && [ -z "${RUNCORE_TEST_INNER:-}" ]; then
+    export RUNCORE_TEST_INNER=1
+    exec scripts/with-postgres.sh "$0" "$@"
+fi
+
+# Cargo's own idea of the target directory (CARGO_TARGET_DIR, a config file, or ./target).
+target_dir=$(cargo metadata --format-version 1 --no-deps \
+    | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])' 2>/dev/null \
+    || echo "${CARGO_TARGET_DIR:-$PWD/target}")
+export RUNCORE_BIN="$target_dir/debug/runcore"
+
 cargo test --workspace
 
 if ! command -v python3 >/dev/null 2>&1; then
@@ -20,7 +34,7 @@ if ! command -v python3 >/dev/null 2>&1; then
     fi
     echo "note: python3 is not installed; the Python package's tests were skipped"
 else
-    venv=target/python-venv
+    venv="$target_dir/python-venv"
     if ! "$venv/bin/python" -c "import sys" >/dev/null 2>&1; then
         rm -rf "$venv"
         python3 -m venv "$venv"
@@ -33,7 +47,7 @@ else
         --no-deps ./bindings/python
 
     # pytest exits 5 when it collected no test: that is a failure here, as any other non-zero.
-    RUNCORE_BIN="$PWD/target/debug/runcore" "$venv/bin/python" -m pytest bindings/python/tests
+    "$venv/bin/python" -m pytest bindings/python/tests
 fi
 
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
