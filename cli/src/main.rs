@@ -20,6 +20,7 @@ mod args;
 mod demo;
 mod drive;
 mod inspect;
+mod sweep;
 mod text;
 
 use args::{Args, Spec};
@@ -38,6 +39,8 @@ COMMANDS:
     show      Show one thread of a store: its runs, its transcript, its tickets
     pending   List the runs that wait for a person (what to answer after a restart)
     events    Print a store's audit events as JSON lines
+    sweep     Handle due work once: expire passed deadlines, leave or seal orphaned runs
+    due       List due work (passed deadlines, orphaned runs) without acting
     schema    Print the JSON Schema (draft 2020-12) of the driver's input and output lines
     demo      Run a scripted session against a real SQLite file, with a real crash, and print
               its timeline
@@ -235,6 +238,8 @@ fn main() -> ExitCode {
         "show" => inspect("show", rest),
         "pending" => inspect("pending", rest),
         "events" => inspect("events", rest),
+        "sweep" => sweep_or_due("sweep", rest),
+        "due" => sweep_or_due("due", rest),
         other => usage_error(&format!("unknown command {other:?}")),
     }
 }
@@ -249,6 +254,8 @@ fn help_of(topic: Option<&str>) -> &'static str {
         Some("show") => SHOW_HELP,
         Some("pending") => PENDING_HELP,
         Some("events") => EVENTS_HELP,
+        Some("sweep") => SWEEP_HELP,
+        Some("due") => DUE_HELP,
         _ => HELP,
     }
 }
@@ -394,6 +401,88 @@ fn drive(args: &[String]) -> ExitCode {
         }
     };
     drive::exit(result)
+}
+
+const SWEEP_HELP: &str = "\
+runcore sweep — handle due work once (SPEC §12.4)
+
+USAGE:
+    runcore sweep --store URL [--owner W] [--limit N] [--recover replay|seal]
+
+Lists the store's due work (passed deadlines, orphaned runs) and handles each item through a
+claim of its thread: a passed deadline is applied as a timeout at store time; an orphan is
+left for a worker under replay (the default) or sealed under seal (in-flight work is thrown
+away). One JSON line per item: {\"thread_id\",\"run_id\",\"reason\":\"deadline\"|\"orphaned\",
+\"action\":\"expired\"|\"sealed\"|\"left\"|\"skipped\",\"detail\"?} (skipped: another owner held
+it, or it was no longer due). Every claim it takes is released before it exits. Exit 0. Run it
+from cron or a loop on any machine: two sweeps at once handle each item once.
+
+OPTIONS:
+    --store URL        The store (sqlite:PATH or postgres://…)
+    --owner W          The sweeper's claim owner (default: host name, pid and start time)
+    --limit N          At most N items (default 1000)
+    --recover POLICY   replay (default): leave orphans for a worker; seal: end them
+";
+
+const DUE_HELP: &str = "\
+runcore due — list due work without acting (SPEC §12.4)
+
+USAGE:
+    runcore due --store URL [--limit N] [--json]
+
+Passed deadlines and orphaned runs, in the order each became due. With --json, one line per
+item: {\"thread_id\",\"run_id\",\"reason\":{\"type\":\"deadline\",\"deadline_ms\"} |
+{\"type\":\"orphaned\",\"claim_expired_at_ms\"}}.
+";
+
+/// `sweep` and `due`.
+fn sweep_or_due(command: &'static str, args: &[String]) -> ExitCode {
+    let spec = Spec {
+        command,
+        values: if command == "sweep" {
+            &["--store", "--owner", "--limit", "--recover"]
+        } else {
+            &["--store", "--limit"]
+        },
+        switches: if command == "due" { &["--json"] } else { &[] },
+        max_positional: 0,
+    };
+    let args = match Args::parse(args, &spec) {
+        Ok(args) => args,
+        Err(message) => return usage_error(&message),
+    };
+    let Some(url) = args.value("--store") else {
+        return usage_error(&format!("{command} needs --store URL"));
+    };
+    let limit = match args.number("--limit") {
+        Ok(limit) => limit.unwrap_or(sweep::DEFAULT_LIMIT),
+        Err(message) => return usage_error(&format!("{command} {message}")),
+    };
+    let policy = match args.value("--recover") {
+        None | Some("replay") => RecoveryPolicy::Replay,
+        Some("seal") => RecoveryPolicy::Seal,
+        Some(other) => {
+            return usage_error(&format!(
+                "sweep --recover takes replay or seal, not {other:?}"
+            ));
+        }
+    };
+    let url = match StoreUrl::parse(url) {
+        Ok(url) => url,
+        Err(message) => return start_error(command, &message),
+    };
+    let mut store = match store::open(&url, Access::Read) {
+        Ok(store) => store,
+        Err(message) => return start_error(command, &message),
+    };
+    if command == "sweep" {
+        let owner = args
+            .value("--owner")
+            .map_or_else(default_owner, str::to_owned);
+        sweep::sweep_command(&mut store, owner, limit, policy)
+    } else {
+        sweep::due_command(&store, limit, args.has("--json"))
+    }
 }
 
 const INSPECT_VALUES: &[&str] = &["--store", "--thread", "--run", "--from", "--limit"];
