@@ -1,0 +1,392 @@
+//! A person answers a permission ticket (SPEC §12.5): the one function behind `runcore approve`,
+//! `runcore deny`, the operator console and the bindings.
+//!
+//! [`answer_permission`] is sans-IO like the rest of the core: the store comes in as the core's
+//! own ports ([`CheckpointReader`] to recover, [`CommitLog`] to commit), the time as `now_ms`.
+//! It does what a host's `resume_ticket` line would do, and no more:
+//!
+//! 1. read the run's record and its committed ticket (no ticket → `not_waiting`);
+//! 2. recover the thread from committed facts ([`Agent::recover`]) with a configuration made
+//!    from the ticket itself (thread, snapshot, fingerprint): the person's answer needs nothing
+//!    the host's configuration holds, because recovery re-gates the waiting call;
+//! 3. apply the answer as [`Agent::resume_ticket`] with a permission result, so the §4 checks
+//!    (expiry, result kind, …) are the agent's own;
+//! 4. commit, fenced ([`CommitLog::commit_operation`]), the first commit the agent emits: the
+//!    Running commit that deletes the ticket and carries the `permission_decided` draft. What
+//!    the agent would do next (the next ticket of the batch, the batch's execution, the denied
+//!    result's pairing) is left to the worker that next recovers the thread: recovery honours
+//!    the committed decision, so nothing is lost by stopping here, and nothing runs a tool or a
+//!    model in the process of the person who answered.
+//!
+//! Two answers racing on one ticket: both recover the same version; the store's fence admits
+//! one commit and refuses the other ([`AnswerError::Fenced`]), or, when the other answer was
+//! committed first, the ticket is gone (`not_waiting`).
+//!
+//! Thread claims (SPEC §7.2) slot in at the places marked `CLAIM:` below: claim the thread
+//! before recovering, carry the claim's token on the operation, release after the commit.
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::{Agent, AgentConfig, Output, RecoverError, RecoveryPolicy};
+use crate::commit::{AuditDraft, CommitError};
+use crate::driver::ErrorBody;
+use crate::error::AgentError;
+use crate::ids::{RunId, ThreadId};
+use crate::resume::{PermissionDecision, ResumeError, ResumeResult};
+use crate::run::RunDisposition;
+use crate::store::{CheckpointReader, CommitLog, StoreError};
+
+/// Where a committed answer landed: `{"thread_id","version"}` (SPEC §12.5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answered {
+    /// The run's thread.
+    pub thread_id: ThreadId,
+    /// The thread's version after the answer's commit.
+    pub version: u64,
+}
+
+/// Why an answer was not committed. Nothing of it was written in any case.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnswerError {
+    /// The run does not await a permission now: the §10 error a `resume_ticket` would get
+    /// (`resume` with `not_waiting`, `expired`, `result_kind_mismatch`, …).
+    #[error(transparent)]
+    Refused(AgentError),
+    /// Another writer committed on the thread between this answer's recovery and its commit
+    /// (SPEC §7.1: `version_conflict`, `ordinal_conflict`, `payload_mismatch`). Look again: the
+    /// run has moved on.
+    #[error("the thread moved on while answering: {0}")]
+    Fenced(CommitError),
+    /// The store failed, or refused the commit for a reason other than the fence.
+    #[error(transparent)]
+    Store(StoreError),
+    /// The thread's committed facts could not be recovered (not written by a runcore agent).
+    #[error("the thread cannot be recovered: {0}")]
+    Unrecoverable(AgentError),
+}
+
+impl AnswerError {
+    /// The stable snake_case kind: a §10 kind for [`Refused`](AnswerError::Refused) (`resume`,
+    /// …), `store` for a fence or a store failure, `invalid_state` for an unrecoverable thread.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AnswerError::Refused(error) => error.kind(),
+            AnswerError::Fenced(_) | AnswerError::Store(_) => "store",
+            AnswerError::Unrecoverable(_) => "invalid_state",
+        }
+    }
+
+    /// The error as the driver's error lines write it: `kind`, `message` and the error's own
+    /// fields (`resume_error`, …; for a fence, `reason` is the commit error's kind).
+    pub fn body(&self) -> ErrorBody {
+        match self {
+            AnswerError::Refused(error) => crate::driver::error_body(error),
+            AnswerError::Fenced(error) => {
+                let mut details = serde_json::Map::new();
+                details.insert("reason".into(), error.code().into());
+                ErrorBody {
+                    kind: "store".into(),
+                    message: self.to_string(),
+                    details,
+                }
+            }
+            AnswerError::Store(_) | AnswerError::Unrecoverable(_) => ErrorBody {
+                kind: self.kind().into(),
+                message: self.to_string(),
+                details: serde_json::Map::new(),
+            },
+        }
+    }
+}
+
+impl From<StoreError> for AnswerError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Rejected(
+                fence @ (CommitError::VersionConflict { .. }
+                | CommitError::OrdinalConflict { .. }
+                | CommitError::PayloadMismatch { .. }),
+            ) => AnswerError::Fenced(fence),
+            other => AnswerError::Store(other),
+        }
+    }
+}
+
+impl From<RecoverError> for AnswerError {
+    fn from(error: RecoverError) -> Self {
+        match error {
+            RecoverError::Store(e) => AnswerError::Store(e),
+            RecoverError::Invalid(e) => AnswerError::Unrecoverable(e),
+        }
+    }
+}
+
+fn not_waiting() -> AnswerError {
+    AnswerError::Refused(AgentError::Resume(ResumeError::NotWaiting))
+}
+
+/// Answers `run_id`'s current permission ticket with `decision` at `now_ms` (the clock the
+/// ticket's deadline is in: Unix-epoch milliseconds for a store that hosts share, SPEC §7.3),
+/// committing exactly one fenced Running commit with the `permission_decided` draft. See the
+/// module docs for the steps and what is left to the next worker.
+pub fn answer_permission<S: CheckpointReader + CommitLog>(
+    store: &mut S,
+    run_id: &RunId,
+    decision: PermissionDecision,
+    now_ms: u64,
+) -> Result<Answered, AnswerError> {
+    if run_id.is_blank() {
+        return Err(AnswerError::Refused(AgentError::invalid(
+            "answer: the run id is empty",
+        )));
+    }
+    let Some(record) = store.run(run_id)? else {
+        return Err(not_waiting());
+    };
+    let thread_id = record.thread_id;
+    // CLAIM: claim `thread_id` here (`claim_thread`), before anything is recovered; a live
+    // claim of another owner → `AnswerError::Held { owner, expires_at_ms }` (exit 4 / 409
+    // `claim_held`), nothing read further, nothing written.
+    let result = answer_on_thread(store, &thread_id, run_id, decision, now_ms);
+    // CLAIM: release the claim here (`release_claim`), whatever `result` is.
+    result
+}
+
+/// Steps 1–4 of the module docs on the (claimed) thread.
+fn answer_on_thread<S: CheckpointReader + CommitLog>(
+    store: &mut S,
+    thread_id: &ThreadId,
+    run_id: &RunId,
+    decision: PermissionDecision,
+    now_ms: u64,
+) -> Result<Answered, AnswerError> {
+    let Some(ticket) = store.resume_ticket(run_id)? else {
+        return Err(not_waiting());
+    };
+    let mut config = AgentConfig::for_thread(thread_id.clone());
+    config.snapshot_id = ticket.snapshot_id.clone();
+    config.catalog_fingerprint = ticket.catalog_fingerprint.clone();
+    // Recovery refuses a run with more model calls than `max_steps`; the answer makes none.
+    config.max_steps = u32::MAX;
+    let mut agent = Agent::recover(config, &*store, thread_id, RecoveryPolicy::Replay)?;
+    // Recovery of an Awaiting run emits nothing; drain to be sure what follows is the answer's.
+    while agent.poll().is_some() {}
+    agent
+        .resume_ticket(ResumeResult::Permission(decision), Some(now_ms))
+        .map_err(AnswerError::Refused)?;
+    let commit = std::iter::from_fn(|| agent.poll())
+        .find_map(|output| match output {
+            Output::Commit(commit) => Some(commit),
+            _ => None,
+        })
+        .ok_or_else(|| {
+            AnswerError::Unrecoverable(AgentError::Internal(
+                "answer: an accepted permission resume emitted no commit".into(),
+            ))
+        })?;
+    let is_the_decision = matches!(&commit.commit.run, RunDisposition::Running { run_id: r } if r == run_id)
+        && commit
+            .commit
+            .events
+            .iter()
+            .any(|draft| matches!(draft, AuditDraft::PermissionDecided { .. }));
+    if !is_the_decision {
+        debug_assert!(false, "answer: the first commit is not the decision's");
+        return Err(AnswerError::Unrecoverable(AgentError::Internal(
+            "answer: the first commit after a permission resume is not a Running commit \
+             with its permission_decided draft"
+                .into(),
+        )));
+    }
+    let version = commit.expected_thread_version.saturating_add(1);
+    // CLAIM: put the claim's token on the operation (`operation.claim = Some(token)`).
+    let operation = commit.into_operation();
+    store.commit_operation(operation)?;
+    Ok(Answered {
+        thread_id: thread_id.clone(),
+        version,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        AssistantBlock, AssistantMessage, CommittedThreadView, EventScope, MemoryStore, RunState,
+        StopReason, ToolSpec, UserMessage,
+    };
+    use serde_json::json;
+
+    const RUN: &str = "t/run-1";
+
+    fn commit_all(agent: &mut Agent, store: &mut MemoryStore) {
+        while let Some(output) = agent.poll() {
+            if let Output::Commit(commit) = output {
+                store.commit_operation(commit.into_operation()).unwrap();
+            }
+        }
+    }
+
+    /// A store whose run `t/run-1` awaits permission for `rm` (of two gated calls) made by an
+    /// agent with its own snapshot and fingerprint; `deadline` for the first ticket.
+    fn awaiting(deadline_after_ms: Option<u64>) -> MemoryStore {
+        let mut store = MemoryStore::new();
+        let mut config = AgentConfig::for_thread("t")
+            .with_tool("rm", ToolSpec::gated("Remove", deadline_after_ms))
+            .with_tool("mv", ToolSpec::gated("Move", None));
+        config.snapshot_id = "snap-7".into();
+        config.catalog_fingerprint = "fp-7".into();
+        let mut agent = Agent::new(config).unwrap();
+        agent.prompt(UserMessage::text("clean up"), 1_000).unwrap();
+        commit_all(&mut agent, &mut store);
+        let calls = vec![
+            AssistantBlock::tool_call("c1", "rm", json!({"path": "/tmp/x"})),
+            AssistantBlock::tool_call("c2", "mv", json!({"from": "a", "to": "b"})),
+        ];
+        agent
+            .model_done(
+                &RunId::new(RUN),
+                1,
+                AssistantMessage::new(calls, StopReason::ToolUse),
+            )
+            .unwrap();
+        commit_all(&mut agent, &mut store);
+        assert_eq!(
+            store.run_state(&RunId::new(RUN)).unwrap(),
+            Some(RunState::Awaiting)
+        );
+        store
+    }
+
+    fn allow() -> PermissionDecision {
+        PermissionDecision::Allow {
+            note: Some("ok".into()),
+        }
+    }
+
+    #[test]
+    fn an_allow_commits_one_running_commit_with_the_decision() {
+        let mut store = awaiting(None);
+        let before = store.thread_version(&ThreadId::new("t")).unwrap();
+        let events_before = store.event_count();
+        let answered = answer_permission(&mut store, &RunId::new(RUN), allow(), 2_000).unwrap();
+        assert_eq!(
+            answered,
+            Answered {
+                thread_id: ThreadId::new("t"),
+                version: before + 1
+            }
+        );
+        assert_eq!(
+            store.thread_version(&ThreadId::new("t")).unwrap(),
+            before + 1
+        );
+        let run = RunId::new(RUN);
+        assert_eq!(store.run_state(&run).unwrap(), Some(RunState::Running));
+        assert_eq!(store.resume_ticket(&run).unwrap(), None);
+        let events = store
+            .list_events(&EventScope::Run(run.clone()), None, 100)
+            .unwrap();
+        let new: Vec<&str> = events[events_before..]
+            .iter()
+            .map(|e| e.kind.as_str())
+            .collect();
+        assert!(new.contains(&"permission_decided"), "{new:?}");
+        // The next gated call is the next worker's to ask: nothing else was committed.
+        assert!(store.pending_tickets(None, 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_second_answer_is_not_waiting_and_writes_nothing() {
+        let mut store = awaiting(None);
+        let run = RunId::new(RUN);
+        answer_permission(&mut store, &run, allow(), 2_000).unwrap();
+        let version = store.thread_version(&ThreadId::new("t")).unwrap();
+        let deny = PermissionDecision::Deny { reason: None };
+        let error = answer_permission(&mut store, &run, deny, 2_001).unwrap_err();
+        assert_eq!(error.kind(), "resume");
+        assert_eq!(
+            error.body().details.get("resume_error"),
+            Some(&json!("not_waiting"))
+        );
+        assert_eq!(store.thread_version(&ThreadId::new("t")).unwrap(), version);
+    }
+
+    #[test]
+    fn an_unknown_or_blank_run_is_refused() {
+        let mut store = awaiting(None);
+        let error = answer_permission(&mut store, &RunId::new("nope"), allow(), 0).unwrap_err();
+        assert!(matches!(
+            error,
+            AnswerError::Refused(AgentError::Resume(ResumeError::NotWaiting))
+        ));
+        let error = answer_permission(&mut store, &RunId::new(""), allow(), 0).unwrap_err();
+        assert_eq!(error.kind(), "invalid_input");
+    }
+
+    #[test]
+    fn a_passed_deadline_is_expired_and_writes_nothing() {
+        let mut store = awaiting(Some(500));
+        let version = store.thread_version(&ThreadId::new("t")).unwrap();
+        // The ticket was made at 1_000 with 500 to go: 1_500 is still in time, 1_501 is not.
+        let error = answer_permission(&mut store, &RunId::new(RUN), allow(), 1_501).unwrap_err();
+        assert_eq!(
+            error.body().details.get("resume_error"),
+            Some(&json!("expired"))
+        );
+        assert_eq!(store.thread_version(&ThreadId::new("t")).unwrap(), version);
+        answer_permission(&mut store, &RunId::new(RUN), allow(), 1_500).unwrap();
+    }
+
+    #[test]
+    fn a_pause_is_not_a_permission() {
+        let mut store = MemoryStore::new();
+        let mut agent = Agent::new(AgentConfig::for_thread("p")).unwrap();
+        agent.prompt(UserMessage::text("hi"), 0).unwrap();
+        agent.pause().unwrap();
+        commit_all(&mut agent, &mut store);
+        agent
+            .model_done(&RunId::new("p/run-1"), 1, AssistantMessage::text("hello"))
+            .unwrap();
+        commit_all(&mut agent, &mut store);
+        let run = RunId::new("p/run-1");
+        assert_eq!(store.run_state(&run).unwrap(), Some(RunState::Awaiting));
+        let error = answer_permission(&mut store, &run, allow(), 0).unwrap_err();
+        assert_eq!(
+            error.body().details.get("resume_error"),
+            Some(&json!("result_kind_mismatch"))
+        );
+    }
+
+    #[test]
+    fn two_answers_from_the_same_version_commit_once() {
+        // The loser recovers before the winner commits; the store's fence decides.
+        let mut store = awaiting(None);
+        let run = RunId::new(RUN);
+        let ticket = store.resume_ticket(&run).unwrap().unwrap();
+        let mut config = AgentConfig::for_thread("t");
+        config.snapshot_id = ticket.snapshot_id.clone();
+        config.catalog_fingerprint = ticket.catalog_fingerprint.clone();
+        let mut loser =
+            Agent::recover(config, &store, &ThreadId::new("t"), RecoveryPolicy::Replay).unwrap();
+        let winner = answer_permission(&mut store, &run, allow(), 2_000).unwrap();
+        let deny = ResumeResult::Permission(PermissionDecision::Deny { reason: None });
+        loser.resume_ticket(deny, Some(2_000)).unwrap();
+        let commit = std::iter::from_fn(|| loser.poll())
+            .find_map(|o| match o {
+                Output::Commit(c) => Some(c),
+                _ => None,
+            })
+            .unwrap();
+        let error = AnswerError::from(store.commit_operation(commit.into_operation()).unwrap_err());
+        assert!(matches!(error, AnswerError::Fenced(_)), "{error:?}");
+        assert_eq!(error.kind(), "store");
+        assert_eq!(
+            error.body().details.get("reason"),
+            Some(&json!("payload_mismatch"))
+        );
+        let version = store.thread_version(&ThreadId::new("t")).unwrap();
+        assert_eq!(version, winner.version);
+    }
+}
