@@ -4,6 +4,8 @@
 //!   JSON-lines driver (SPEC §12), in memory or durable (§12.2).
 //! - `runcore threads | show THREAD | pending | events` with `--store URL`: looking into a
 //!   store (§12.3).
+//! - `runcore approve RUN | deny RUN` with `--store URL`: a person answers a permission
+//!   ticket; `runcore console --store URL`: the operator console in the browser (§12.5).
 //! - `runcore schema`: JSON Schema (draft 2020-12) of the driver's lines.
 //! - `runcore demo [--json] [--store URL | --memory]`: a scripted session whose crash is real.
 //!
@@ -16,7 +18,9 @@ use std::process::ExitCode;
 use runcore::driver::{input_line_schema, json_schema, output_line_schema};
 use runcore::{EventScope, RecoveryPolicy, RunId, ThreadId};
 
+mod approve;
 mod args;
+mod console;
 mod demo;
 mod drive;
 mod inspect;
@@ -39,6 +43,9 @@ COMMANDS:
     show      Show one thread of a store: its runs, its transcript, its tickets
     pending   List the runs that wait for a person (what to answer after a restart)
     events    Print a store's audit events as JSON lines
+    approve   Approve the tool call a run waits for (one fenced commit)
+    deny      Deny the tool call a run waits for (one fenced commit)
+    console   Serve a local web page to look into a store and answer approvals
     schema    Print the JSON Schema (draft 2020-12) of the driver's input and output lines
     demo      Run a scripted session against a real SQLite file, with a real crash, and print
               its timeline
@@ -225,6 +232,9 @@ fn main() -> ExitCode {
         "show" => inspect("show", rest),
         "pending" => inspect("pending", rest),
         "events" => inspect("events", rest),
+        "approve" => approve::main("approve", rest),
+        "deny" => approve::main("deny", rest),
+        "console" => console::main(rest),
         other => usage_error(&format!("unknown command {other:?}")),
     }
 }
@@ -239,6 +249,9 @@ fn help_of(topic: Option<&str>) -> &'static str {
         Some("show") => SHOW_HELP,
         Some("pending") => PENDING_HELP,
         Some("events") => EVENTS_HELP,
+        Some("approve") => approve::APPROVE_HELP,
+        Some("deny") => approve::DENY_HELP,
+        Some("console") => console::CONSOLE_HELP,
         _ => HELP,
     }
 }
