@@ -486,7 +486,15 @@ where
     if !bearer(&headers).is_some_and(|given| state.token.matches(given)) {
         return unauthorized().json();
     }
-    let decision: PermissionDecision = match serde_json::from_slice(&body) {
+    // An object only: serde would also read an internally tagged enum from an array.
+    let decision = serde_json::from_slice::<Value>(&body).and_then(|value| {
+        if value.is_object() {
+            serde_json::from_value::<PermissionDecision>(value)
+        } else {
+            Err(serde::de::Error::custom("the body is not a JSON object"))
+        }
+    });
+    let decision = match decision {
         Ok(decision) => decision,
         Err(e) => {
             return Failure::new(

@@ -116,33 +116,49 @@ where
             })?;
         let addr = listener.local_addr().map_err(ConsoleError::Serve)?;
         let app = api::router(store, redact_store_url(store_url), token.clone());
+        let shutdown = Shutdown::listen()?;
         announce(&start_line(addr, &token));
         axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown_signal())
+            .with_graceful_shutdown(shutdown.wait())
             .await
             .map_err(ConsoleError::Serve)
     })
 }
 
-/// Resolves at the first SIGINT (Ctrl-C) or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// SIGINT and SIGTERM, listened for from the moment this is made (so a signal sent right
+/// after the start line is never missed).
+struct Shutdown {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Shutdown {
+    fn listen() -> Result<Shutdown, ConsoleError> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Shutdown {
+                interrupt: signal(SignalKind::interrupt()).map_err(ConsoleError::Serve)?,
+                terminate: signal(SignalKind::terminate()).map_err(ConsoleError::Serve)?,
+            })
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {}
-        () = terminate => {}
+        #[cfg(not(unix))]
+        Ok(Shutdown {})
+    }
+
+    /// Resolves at the first of them.
+    async fn wait(mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
