@@ -45,24 +45,30 @@ const STYLE: &str = include_str!("../static/console.css");
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
                    connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-struct Shared<S> {
+/// What every request shares: the store, its label (redacted) and the token.
+pub(crate) struct Shared<S> {
     store: Mutex<S>,
     store_label: String,
     token: Token,
 }
 
-type AppState<S> = Arc<Shared<S>>;
+pub(crate) type AppState<S> = Arc<Shared<S>>;
 
-/// The console's routes over `store`.
-pub fn router<S>(store: S, store_label: String, token: Token) -> Router
-where
-    S: CheckpointReader + CommitLog + Send + 'static,
-{
-    let state = Arc::new(Shared {
+/// The shared state over `store`. The caller keeps a clone, so that the store is dropped
+/// outside the runtime (a blocking backend's client may not be dropped inside one).
+pub(crate) fn shared<S>(store: S, store_label: String, token: Token) -> AppState<S> {
+    Arc::new(Shared {
         store: Mutex::new(store),
         store_label,
         token,
-    });
+    })
+}
+
+/// The console's routes over `state`.
+pub(crate) fn router<S>(state: AppState<S>) -> Router
+where
+    S: CheckpointReader + CommitLog + Send + 'static,
+{
     Router::new()
         .route("/", get(threads_page::<S>))
         .route("/threads/{thread_id}", get(thread_page::<S>))

@@ -107,7 +107,9 @@ where
         .enable_io()
         .build()
         .map_err(ConsoleError::Serve)?;
-    runtime.block_on(async move {
+    let state = api::shared(store, redact_store_url(store_url), token.clone());
+    let app = api::router(std::sync::Arc::clone(&state));
+    let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(options.listen)
             .await
             .map_err(|source| ConsoleError::Bind {
@@ -115,14 +117,18 @@ where
                 source,
             })?;
         let addr = listener.local_addr().map_err(ConsoleError::Serve)?;
-        let app = api::router(store, redact_store_url(store_url), token.clone());
         let shutdown = Shutdown::listen()?;
         announce(&start_line(addr, &token));
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown.wait())
             .await
             .map_err(ConsoleError::Serve)
-    })
+    });
+    // The runtime first (it waits for its blocking tasks), then the store, outside it: the
+    // PostgreSQL backend's client runs a runtime of its own and may not be dropped in one.
+    drop(runtime);
+    drop(state);
+    served
 }
 
 /// SIGINT and SIGTERM, listened for from the moment this is made (so a signal sent right
