@@ -169,7 +169,16 @@ fn answer_on_thread<S: CheckpointReader + CommitLog>(
     config.catalog_fingerprint = ticket.catalog_fingerprint.clone();
     // Recovery refuses a run with more model calls than `max_steps`; the answer makes none.
     config.max_steps = u32::MAX;
-    let mut agent = Agent::recover(config, &*store, thread_id, RecoveryPolicy::Replay)?;
+    let mut agent = match Agent::recover(config, &*store, thread_id, RecoveryPolicy::Replay) {
+        Ok(agent) => agent,
+        // A backend's reads need not be one snapshot: another writer's commit between
+        // recovery's reads (say, another answer deleting the ticket) can make the facts look
+        // inconsistent. When the ticket read first is no longer there, the thread moved on.
+        Err(RecoverError::Invalid(_)) if store.resume_ticket(run_id)?.as_ref() != Some(&ticket) => {
+            return Err(not_waiting());
+        }
+        Err(error) => return Err(error.into()),
+    };
     // Recovery of an Awaiting run emits nothing; drain to be sure what follows is the answer's.
     while agent.poll().is_some() {}
     agent
