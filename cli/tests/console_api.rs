@@ -530,5 +530,42 @@ fn the_console_refuses_remote_addresses_and_hides_secrets() {
     other.stop();
     let page = console.get("/").body;
     assert!(page.contains(&url), "the page names the store");
+    // Only loopback names in Host (a rebound DNS name is refused), reads and writes alike.
+    let port = console.addr.rsplit(':').next().unwrap().to_owned();
+    for host in [
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        console.addr.clone(),
+    ] {
+        let response = common::console::request(
+            &console.addr,
+            "GET",
+            "/api/threads",
+            &[("Host", &host)],
+            b"",
+        );
+        assert_eq!(response.status, 200, "{host}");
+    }
+    let before = store_state(&url);
+    let evil = format!("evil.example:{port}");
+    let response = common::console::request(
+        &console.addr,
+        "GET",
+        "/api/pending",
+        &[("Host", &evil)],
+        b"",
+    );
+    assert_eq!(response.status, 403);
+    assert_eq!(response.json()["kind"], "forbidden_host");
+    let auth = format!("Bearer {}", console.token);
+    let response = common::console::request(
+        &console.addr,
+        "POST",
+        "/api/runs/alpha%2Frun-2/decision",
+        &[("Host", &evil), ("Authorization", &auth)],
+        br#"{"decision":"allow"}"#,
+    );
+    assert_eq!(response.status, 403);
+    assert_eq!(store_state(&url), before);
     console.stop();
 }

@@ -64,8 +64,55 @@ pub(crate) fn shared<S>(store: S, store_label: String, token: Token) -> AppState
     })
 }
 
-/// The console's routes over `state`.
-pub(crate) fn router<S>(state: AppState<S>) -> Router
+/// The console's routes over `state`. With `local_hosts`, a request whose `Host` header is
+/// not one of them is refused (403): a page of another site that a DNS name pointed at
+/// 127.0.0.1 (DNS rebinding) then cannot read the console through the browser either.
+pub(crate) fn router<S>(state: AppState<S>, local_hosts: Option<Vec<String>>) -> Router
+where
+    S: CheckpointReader + CommitLog + Send + 'static,
+{
+    let hosts = Arc::new(local_hosts);
+    routes(state).layer(axum::middleware::from_fn_with_state(hosts, check_host))
+}
+
+/// The `Host` values a loopback console at `addr` answers to.
+pub(crate) fn local_hosts(addr: std::net::SocketAddr) -> Vec<String> {
+    let port = addr.port();
+    vec![
+        addr.to_string(),
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+    ]
+}
+
+async fn check_host(
+    State(hosts): State<Arc<Option<Vec<String>>>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(hosts) = hosts.as_ref() {
+        let host = request
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        if !hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+            return Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden_host",
+                format!(
+                    "this console answers to {} only, not to Host {host:?}",
+                    hosts.join(", ")
+                ),
+            )
+            .json();
+        }
+    }
+    next.run(request).await
+}
+
+fn routes<S>(state: AppState<S>) -> Router
 where
     S: CheckpointReader + CommitLog + Send + 'static,
 {

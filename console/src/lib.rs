@@ -8,7 +8,8 @@
 //!   Running commit with the `permission_decided` draft, exactly as a host's `resume_ticket`
 //!   would commit it. Running the approved call is the next worker's (a `drive --store`
 //!   restart, a fleet worker), never the console's.
-//! - Security: it binds loopback unless told otherwise ([`check_listen`]); every request that
+//! - Security: it binds loopback unless told otherwise ([`check_listen`]), and then answers
+//!   only requests addressed to a loopback name (no DNS rebinding); every request that
 //!   changes something needs the per-start token ([`Token`]); secrets in the store URL are
 //!   never shown ([`redact_store_url`]); every text a page shows is HTML-escaped ([`html`]).
 //!
@@ -108,7 +109,7 @@ where
         .build()
         .map_err(ConsoleError::Serve)?;
     let state = api::shared(store, redact_store_url(store_url), token.clone());
-    let app = api::router(std::sync::Arc::clone(&state));
+    let for_router = std::sync::Arc::clone(&state);
     let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(options.listen)
             .await
@@ -117,6 +118,8 @@ where
                 source,
             })?;
         let addr = listener.local_addr().map_err(ConsoleError::Serve)?;
+        let hosts = (!options.allow_remote).then(|| api::local_hosts(addr));
+        let app = api::router(for_router, hosts);
         let shutdown = Shutdown::listen()?;
         announce(&start_line(addr, &token));
         axum::serve(listener, app)

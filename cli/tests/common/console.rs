@@ -143,7 +143,8 @@ impl Response {
     }
 }
 
-/// One HTTP/1.1 request on a fresh connection (`Connection: close`).
+/// One HTTP/1.1 request on a fresh connection (`Connection: close`); `Host` is `addr` unless
+/// `headers` name one.
 pub fn request(
     addr: &str,
     method: &str,
@@ -156,9 +157,15 @@ pub fn request(
         .set_read_timeout(Some(Duration::from_secs(60)))
         .expect("timeout");
     let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
