@@ -398,4 +398,121 @@ mod tests {
         let version = store.thread_version(&ThreadId::new("t")).unwrap();
         assert_eq!(version, winner.version);
     }
+
+    /// A store whose reads are not one snapshot: the first `latest_run` read returns the head
+    /// as it was, and then another writer's commit lands before recovery's next reads.
+    struct Racing {
+        inner: std::cell::RefCell<MemoryStore>,
+        winner: std::cell::RefCell<Option<crate::CommitOperation>>,
+    }
+
+    impl CommittedThreadView for Racing {
+        fn committed_messages(&self, t: &ThreadId) -> Result<Vec<crate::Message>, StoreError> {
+            self.inner.borrow().committed_messages(t)
+        }
+        fn run(&self, r: &RunId) -> Result<Option<crate::RunRecord>, StoreError> {
+            self.inner.borrow().run(r)
+        }
+        fn latest_run(&self, t: &ThreadId) -> Result<Option<crate::RunRecord>, StoreError> {
+            let head = self.inner.borrow().latest_run(t);
+            if let Some(operation) = self.winner.borrow_mut().take() {
+                self.inner.borrow_mut().commit_operation(operation)?;
+            }
+            head
+        }
+        fn resume_ticket(&self, r: &RunId) -> Result<Option<crate::ResumeTicket>, StoreError> {
+            self.inner.borrow().resume_ticket(r)
+        }
+        fn committed_state(&self, t: &ThreadId) -> Result<Vec<crate::StateCommand>, StoreError> {
+            self.inner.borrow().committed_state(t)
+        }
+        fn thread_version(&self, t: &ThreadId) -> Result<u64, StoreError> {
+            self.inner.borrow().thread_version(t)
+        }
+        fn threads(
+            &self,
+            after: Option<&ThreadId>,
+            limit: usize,
+        ) -> Result<Vec<crate::ThreadSummary>, StoreError> {
+            self.inner.borrow().threads(after, limit)
+        }
+        fn pending_tickets(
+            &self,
+            after: Option<&RunId>,
+            limit: usize,
+        ) -> Result<Vec<crate::ResumeTicket>, StoreError> {
+            self.inner.borrow().pending_tickets(after, limit)
+        }
+    }
+
+    impl CheckpointReader for Racing {
+        fn list_events(
+            &self,
+            scope: &EventScope,
+            from: Option<u64>,
+            limit: usize,
+        ) -> Result<Vec<crate::EventRecord>, StoreError> {
+            self.inner.borrow().list_events(scope, from, limit)
+        }
+    }
+
+    impl CommitLog for Racing {
+        fn commit(
+            &mut self,
+            commit: crate::ThreadCommit,
+        ) -> Result<crate::CommitRecord, StoreError> {
+            self.inner.get_mut().commit(commit)
+        }
+        fn commit_operation(
+            &mut self,
+            operation: crate::CommitOperation,
+        ) -> Result<crate::CommitReceipt, StoreError> {
+            self.inner.get_mut().commit_operation(operation)
+        }
+    }
+
+    #[test]
+    fn a_ticket_answered_between_recovery_reads_is_not_waiting() {
+        let store = awaiting(None);
+        let run = RunId::new(RUN);
+        let mut winner = None;
+        // The winner: another answer, recovered from the same facts, committed between the
+        // reads of this one's recovery.
+        {
+            let ticket = store.resume_ticket(&run).unwrap().unwrap();
+            let mut config = AgentConfig::for_thread("t");
+            config.snapshot_id = ticket.snapshot_id.clone();
+            config.catalog_fingerprint = ticket.catalog_fingerprint.clone();
+            let mut agent =
+                Agent::recover(config, &store, &ThreadId::new("t"), RecoveryPolicy::Replay)
+                    .unwrap();
+            agent
+                .resume_ticket(ResumeResult::Permission(allow()), Some(2_000))
+                .unwrap();
+            while let Some(output) = agent.poll() {
+                if let Output::Commit(commit) = output {
+                    winner.get_or_insert(commit.into_operation());
+                }
+            }
+        }
+        let version = store.thread_version(&ThreadId::new("t")).unwrap();
+        let mut racing = Racing {
+            inner: std::cell::RefCell::new(store),
+            winner: std::cell::RefCell::new(winner),
+        };
+        let error = answer_permission(&mut racing, &run, allow(), 2_001).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                AnswerError::Refused(AgentError::Resume(ResumeError::NotWaiting))
+            ),
+            "{error:?}"
+        );
+        // Only the winner's commit is there.
+        let inner = racing.inner.into_inner();
+        assert_eq!(
+            inner.thread_version(&ThreadId::new("t")).unwrap(),
+            version + 1
+        );
+    }
 }
