@@ -111,6 +111,7 @@ pub fn main(command: &'static str, args: &[String]) -> ExitCode {
                 "{}",
                 serde_json::to_string(&error.body()).unwrap_or_default()
             );
+            // CLAIM: `AnswerError::Held { .. }` → exit 4, as `drive` (SPEC §12.4).
             match error {
                 AnswerError::Refused(_) => ExitCode::from(EXIT_REFUSED),
                 _ => ExitCode::from(crate::drive::EXIT_STORE),

@@ -175,9 +175,11 @@ USAGE:
     runcore pending --store URL [--json]
 
 After a restart, this is what needs a person: one row per awaiting run, ordered by run id,
-with its ticket and what it waits for (an approval, input, a pause). Answer one with
-`runcore drive --store URL --thread THREAD` and a {\"type\":\"resume_ticket\",\"result\":…}
-line. With --json, each run's ResumeTicket on its own line.
+with its ticket and what it waits for (an approval, input, a pause). Answer an approval with
+`runcore approve RUN --store URL` or `runcore deny RUN --store URL` (or in the browser:
+`runcore console --store URL`); anything else with `runcore drive --store URL --thread
+THREAD` and a {\"type\":\"resume_ticket\",\"result\":…} line. With --json, each run's
+ResumeTicket on its own line.
 
 A store that does not exist is an error (exit status 2, nothing is created).
 ";

@@ -159,6 +159,8 @@ impl Failure {
     }
 
     fn of_answer(error: &AnswerError) -> Self {
+        // CLAIM: `AnswerError::Held { .. }` (another owner holds the thread live) → 409 with
+        // its body (`claim_held`).
         let status = match error {
             AnswerError::Refused(_) | AnswerError::Fenced(_) => StatusCode::CONFLICT,
             AnswerError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
