@@ -246,7 +246,7 @@ impl Default for Driver {
     }
 }
 
-fn error_body(error: &AgentError) -> ErrorBody {
+pub(crate) fn error_body(error: &AgentError) -> ErrorBody {
     let mut details = match serde_json::to_value(error) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),

@@ -160,6 +160,7 @@
 #![forbid(unsafe_code)]
 
 mod agent;
+mod answer;
 mod canonical;
 mod commit;
 pub mod driver;
@@ -182,6 +183,7 @@ pub use agent::{
     Observers, Output, QueueMode, RecoverError, RecoveryPolicy, RunResult, SnapshotError,
     ToolPolicy, ToolSpec, reduce,
 };
+pub use answer::{AnswerError, Answered, answer_permission};
 pub use canonical::canonical_json;
 pub use commit::{
     AuditDraft, COMMIT_SCHEMA_VERSION, CommitError, CommitOperation, CommitReceipt, CommitRecord,

@@ -7,136 +7,13 @@
 
 use std::io::{self, Write};
 
-use runcore::{
-    CheckpointReader, EventScope, Message, ResumeTicket, RunId, RunRecord, RunState, StoreError,
-    ThreadId,
-};
+use runcore::{CheckpointReader, EventScope, ResumeTicket, StoreError};
 use serde::Serialize;
 
 use crate::text::{deadline_text, state_text, ticket_target_text, transcript_line};
 
-/// How many items one read asks the store for.
-const PAGE: usize = 512;
-
-/// A run as §12.3 shows it: `{"id","thread_id","state"}`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunView {
-    /// The run.
-    pub id: RunId,
-    /// Its thread.
-    pub thread_id: ThreadId,
-    /// Its latest committed state.
-    pub state: RunState,
-}
-
-impl From<RunRecord> for RunView {
-    fn from(record: RunRecord) -> Self {
-        RunView {
-            id: record.id,
-            thread_id: record.thread_id,
-            state: record.state,
-        }
-    }
-}
-
-/// One line of `runcore threads --json`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ThreadLine {
-    /// The thread.
-    pub thread_id: ThreadId,
-    /// Its commit count.
-    pub version: u64,
-    /// The run of its latest commit.
-    pub latest_run: Option<RunView>,
-}
-
-/// What `runcore show THREAD --json` prints: everything committed on one thread.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ThreadView {
-    /// The thread.
-    pub thread_id: ThreadId,
-    /// Its commit count (0 for an unknown thread).
-    pub version: u64,
-    /// The committed transcript.
-    pub messages: Vec<Message>,
-    /// Its runs, in start order.
-    pub runs: Vec<RunView>,
-    /// The tickets of its awaiting runs.
-    pub tickets: Vec<ResumeTicket>,
-}
-
-/// Every thread, ordered by id.
-pub fn threads(store: &impl CheckpointReader) -> Result<Vec<ThreadLine>, StoreError> {
-    let mut lines: Vec<ThreadLine> = Vec::new();
-    loop {
-        let after = lines.last().map(|l| l.thread_id.clone());
-        let page = store.threads(after.as_ref(), PAGE)?;
-        let full = page.len() == PAGE;
-        lines.extend(page.into_iter().map(|summary| ThreadLine {
-            thread_id: summary.thread_id,
-            version: summary.version,
-            latest_run: summary.latest_run.map(RunView::from),
-        }));
-        if !full {
-            return Ok(lines);
-        }
-    }
-}
-
-/// Everything committed on `thread` (an unknown thread is empty, version 0).
-pub fn show(store: &impl CheckpointReader, thread: &ThreadId) -> Result<ThreadView, StoreError> {
-    let version = store.thread_version(thread)?;
-    let messages = store.committed_messages(thread)?;
-    // A run's first commit always carries an audit event (its `run_state_changed`), so the
-    // runs in the order their first event appears are the runs in start order.
-    let mut run_ids: Vec<RunId> = Vec::new();
-    let scope = EventScope::Thread(thread.clone());
-    let mut from = None;
-    loop {
-        let page = store.list_events(&scope, from, PAGE)?;
-        let Some(last) = page.last() else { break };
-        from = Some(last.sequence);
-        for event in page {
-            if !run_ids.contains(&event.run_id) {
-                run_ids.push(event.run_id);
-            }
-        }
-    }
-    let mut runs = Vec::with_capacity(run_ids.len());
-    let mut tickets = Vec::new();
-    for id in run_ids {
-        let Some(record) = store.run(&id)? else {
-            continue;
-        };
-        if record.state == RunState::Awaiting
-            && let Some(ticket) = store.resume_ticket(&id)?
-        {
-            tickets.push(ticket);
-        }
-        runs.push(RunView::from(record));
-    }
-    Ok(ThreadView {
-        thread_id: thread.clone(),
-        version,
-        messages,
-        runs,
-        tickets,
-    })
-}
-
-/// Every awaiting run's ticket, ordered by run id.
-pub fn pending(store: &impl CheckpointReader) -> Result<Vec<ResumeTicket>, StoreError> {
-    let mut tickets: Vec<ResumeTicket> = Vec::new();
-    loop {
-        let after = tickets.last().map(|t| t.run_id.clone());
-        let page = store.pending_tickets(after.as_ref(), PAGE)?;
-        let full = page.len() == PAGE;
-        tickets.extend(page);
-        if !full {
-            return Ok(tickets);
-        }
-    }
-}
+// The JSON shapes and the reads that gather them are shared with the console.
+pub use runcore_console::shapes::{ThreadLine, ThreadView, pending, show, threads};
 
 /// Why `runcore events` stopped.
 #[derive(Debug)]
@@ -145,6 +22,12 @@ pub enum EventsError {
     Store(StoreError),
     /// Writing stdout failed.
     Io(io::Error),
+}
+
+impl From<StoreError> for EventsError {
+    fn from(error: StoreError) -> Self {
+        EventsError::Store(error)
+    }
 }
 
 /// Writes the events of `scope` after `from` (exclusive), at most `limit` (all when `None`),
@@ -156,25 +39,13 @@ pub fn write_events(
     limit: Option<u64>,
     out: &mut impl Write,
 ) -> Result<(), EventsError> {
-    let mut from = from;
-    let mut left = limit.unwrap_or(u64::MAX);
-    while left > 0 {
-        let want = usize::try_from(left).unwrap_or(usize::MAX).min(PAGE);
-        let page = store
-            .list_events(scope, from, want)
-            .map_err(EventsError::Store)?;
-        let Some(last) = page.last() else { break };
-        from = Some(last.sequence);
-        left = left.saturating_sub(page.len() as u64);
-        for event in &page {
+    runcore_console::shapes::for_each_event_page(store, scope, from, limit, |page| {
+        for event in page {
             let line = serde_json::to_string(event).unwrap_or_default();
             writeln!(out, "{line}").map_err(EventsError::Io)?;
         }
-        if page.len() < want {
-            break;
-        }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// One JSON value per line.
@@ -338,8 +209,8 @@ pub fn pending_text(tickets: &[ResumeTicket]) -> String {
 mod tests {
     use super::*;
     use runcore::{
-        Agent, AgentConfig, CommitLog, CommittedThreadView, MemoryStore, Output, ToolSpec,
-        UserMessage,
+        Agent, AgentConfig, CommitLog, CommittedThreadView, MemoryStore, Output, RunId, ThreadId,
+        ToolSpec, UserMessage,
     };
 
     /// A store with one ended run and one awaiting run on thread `t`, and an empty thread

@@ -4,6 +4,8 @@
 //!   JSON-lines driver (SPEC §12), in memory or durable (§12.2).
 //! - `runcore threads | show THREAD | pending | events` with `--store URL`: looking into a
 //!   store (§12.3).
+//! - `runcore approve RUN | deny RUN` with `--store URL`: a person answers a permission
+//!   ticket; `runcore console --store URL`: the operator console in the browser (§12.5).
 //! - `runcore schema`: JSON Schema (draft 2020-12) of the driver's lines.
 //! - `runcore demo [--json] [--store URL | --memory]`: a scripted session whose crash is real.
 //!
@@ -16,7 +18,9 @@ use std::process::ExitCode;
 use runcore::driver::{input_line_schema, json_schema, output_line_schema};
 use runcore::{EventScope, RecoveryPolicy, RunId, ThreadId};
 
+mod approve;
 mod args;
+mod console;
 mod demo;
 mod drive;
 mod inspect;
@@ -41,6 +45,9 @@ COMMANDS:
     events    Print a store's audit events as JSON lines
     sweep     Handle due work once: expire passed deadlines, leave or seal orphaned runs
     due       List due work (passed deadlines, orphaned runs) without acting
+    approve   Approve the tool call a run waits for (one fenced commit)
+    deny      Deny the tool call a run waits for (one fenced commit)
+    console   Serve a local web page to look into a store and answer approvals
     schema    Print the JSON Schema (draft 2020-12) of the driver's input and output lines
     demo      Run a scripted session against a real SQLite file, with a real crash, and print
               its timeline
@@ -181,9 +188,11 @@ USAGE:
     runcore pending --store URL [--json]
 
 After a restart, this is what needs a person: one row per awaiting run, ordered by run id,
-with its ticket and what it waits for (an approval, input, a pause). Answer one with
-`runcore drive --store URL --thread THREAD` and a {\"type\":\"resume_ticket\",\"result\":…}
-line. With --json, each run's ResumeTicket on its own line.
+with its ticket and what it waits for (an approval, input, a pause). Answer an approval with
+`runcore approve RUN --store URL` or `runcore deny RUN --store URL` (or in the browser:
+`runcore console --store URL`); anything else with `runcore drive --store URL --thread
+THREAD` and a {\"type\":\"resume_ticket\",\"result\":…} line. With --json, each run's
+ResumeTicket on its own line.
 
 A store that does not exist is an error (exit status 2, nothing is created).
 ";
@@ -240,6 +249,9 @@ fn main() -> ExitCode {
         "events" => inspect("events", rest),
         "sweep" => sweep_or_due("sweep", rest),
         "due" => sweep_or_due("due", rest),
+        "approve" => approve::main("approve", rest),
+        "deny" => approve::main("deny", rest),
+        "console" => console::main(rest),
         other => usage_error(&format!("unknown command {other:?}")),
     }
 }
@@ -256,6 +268,9 @@ fn help_of(topic: Option<&str>) -> &'static str {
         Some("events") => EVENTS_HELP,
         Some("sweep") => SWEEP_HELP,
         Some("due") => DUE_HELP,
+        Some("approve") => approve::APPROVE_HELP,
+        Some("deny") => approve::DENY_HELP,
+        Some("console") => console::CONSOLE_HELP,
         _ => HELP,
     }
 }

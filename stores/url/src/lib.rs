@@ -156,6 +156,7 @@ fn mask_key_values(text: &str) -> String {
                 .find(|c: char| c == '&' || c == '#' || c.is_whitespace())
                 .unwrap_or(value.len())
         };
+        out.push_str(&text[eq + 1..eq + 1 + skipped]);
         out.push_str("***");
         i = eq + 1 + skipped + len;
     }
@@ -311,6 +312,10 @@ mod tests {
             ),
             ("password = 'a b c' host=db", "password = *** host=db"),
             ("sslpassword=k&x=1", "sslpassword=***&x=1"),
+            (
+                "postgres://me:a@b@db/runs?PASSWORD=s3cret",
+                "postgres://me:***@db/runs?PASSWORD=***",
+            ),
             (
                 "error connecting to postgres://me:pw@h/db: refused",
                 "error connecting to postgres://me:***@h/db: refused",

@@ -1,0 +1,571 @@
+//! The operator console's JSON API and pages (SPEC §12.5), over a store made by a scripted
+//! session through `runcore drive --store`, with `runcore console` running for real: every
+//! route; shapes equal to `show --json` / `pending --json` / `threads --json` / `events`; a
+//! decision commits exactly one Running commit with the `permission_decided` draft; a bad
+//! token, a run not awaiting, a malformed body → their status and the store unchanged; two
+//! decisions at once for one ticket → exactly one commits; after an approval a `drive --store`
+//! restart runs the approved call and finishes the run, after a denial the denied result is
+//! paired and the run goes on. Against SQLite, and PostgreSQL (`RUNCORE_PG_URL`; under
+//! `CI=true` its absence fails).
+
+mod common;
+
+use common::console::{
+    Console, HOSTILE_ARGUMENT, cli_json_lines, config_file, encode, postgres_store,
+    scripted_session,
+};
+use common::process::{Drive, TempDir, causes, first, kinds, model_text, runcore, show_json};
+use serde_json::{Value, json};
+
+/// Everything a write could change: each thread's `show --json` and every event.
+fn store_state(url: &str) -> Value {
+    json!({
+        "alpha": show_json(url, "alpha"),
+        "beta": show_json(url, "beta"),
+        "gamma": show_json(url, "gamma"),
+        "events": cli_json_lines(&["events"], url),
+    })
+}
+
+fn check_reads(console: &Console, url: &str) {
+    assert_eq!(
+        console.get_json("/api/threads"),
+        cli_json_lines(&["threads"], url)
+    );
+    for thread in ["alpha", "beta", "gamma", "nope"] {
+        assert_eq!(
+            console.get_json(&format!("/api/threads/{thread}")),
+            show_json(url, thread),
+            "{thread}"
+        );
+    }
+    assert_eq!(
+        console.get_json("/api/threads/nope"),
+        json!({"thread_id":"nope","version":0,"messages":[],"runs":[],"tickets":[]})
+    );
+    let pending = console.get_json("/api/pending");
+    assert_eq!(pending, cli_json_lines(&["pending"], url));
+    let runs: Vec<&str> = pending
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["run_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(runs, ["alpha/run-2", "beta/run-1"]);
+
+    // Events: everything, a thread, a run (a `/` in a query value), and pages.
+    assert_eq!(
+        console.get_json("/api/events?limit=1000"),
+        cli_json_lines(&["events"], url)
+    );
+    assert_eq!(
+        console.get_json("/api/events?thread=beta"),
+        cli_json_lines(&["events", "--thread", "beta"], url)
+    );
+    assert_eq!(
+        console.get_json("/api/events?run=alpha%2Frun-1&from=1&limit=2"),
+        cli_json_lines(
+            &[
+                "events",
+                "--run",
+                "alpha/run-1",
+                "--from",
+                "1",
+                "--limit",
+                "2"
+            ],
+            url
+        )
+    );
+    let all = console.get_json("/api/events?limit=1000");
+    let first_page = console.get_json("/api/events?limit=3");
+    let last = first_page[2]["sequence"].as_u64().unwrap();
+    let second_page = console.get_json(&format!("/api/events?from={last}&limit=3"));
+    assert_eq!(
+        first_page.as_array().unwrap()[..],
+        all.as_array().unwrap()[..3]
+    );
+    assert_eq!(
+        second_page.as_array().unwrap()[..],
+        all.as_array().unwrap()[3..6]
+    );
+    for bad in [
+        "/api/events?thread=a&run=b",
+        "/api/events?from=x",
+        "/api/events?limit=-1",
+    ] {
+        assert_eq!(console.get(bad).status, 400, "{bad}");
+    }
+
+    // Pages: 200, HTML, every hostile text escaped, the approval with its tool and arguments.
+    for path in [
+        "/",
+        "/threads/alpha",
+        "/threads/beta",
+        "/threads/nope",
+        "/pending",
+        "/events",
+        "/events?thread=alpha&limit=2",
+    ] {
+        let page = console.get(path);
+        assert_eq!(page.status, 200, "{path}");
+        assert_eq!(
+            page.header("content-type"),
+            Some("text/html; charset=utf-8")
+        );
+        assert!(
+            page.header("content-security-policy")
+                .is_some_and(|c| c.contains("script-src 'self'"))
+        );
+        assert!(
+            !page.body.contains("<script>window"),
+            "{path} runs a message"
+        );
+        assert!(
+            !page.body.contains("<img src=x"),
+            "{path} renders an argument"
+        );
+        assert!(!page.body.contains("s3cret"), "{path} shows a secret");
+    }
+    let thread = console.get("/threads/alpha").body;
+    assert!(
+        thread.contains(
+            "Deploy &lt;script&gt;window.HACKED=1&lt;/script&gt; now &amp; &quot;quote&quot;"
+        ),
+        "{thread}"
+    );
+    assert!(thread.contains("model context starts here (context_start = 0)"));
+    assert!(thread.contains("run <code>alpha/run-1</code> starts"));
+    assert!(thread.contains("ended: natural_end"));
+    // The weather call beside its executed result.
+    assert!(thread.contains("call <b>weather</b>"));
+    assert!(thread.contains("outcome-executed"));
+    assert!(thread.contains("18 C, sunny"));
+    let pending = console.get("/pending").body;
+    assert!(pending.contains("tool <b class=\"tool-name\">deploy</b>"));
+    assert!(
+        pending.contains("&lt;img src=x onerror=\\&quot;window.HACKED=2\\&quot;&gt;"),
+        "{pending}"
+    );
+    assert!(pending.contains("/runs/alpha%2Frun-2/decision"));
+    assert_eq!(console.get("/console.js").status, 200);
+    assert_eq!(console.get("/console.css").status, 200);
+    assert_eq!(console.get("/api/nothing-here").status, 404);
+}
+
+fn check_refused_writes(console: &Console, url: &str) {
+    let before = store_state(url);
+    let run = encode("alpha/run-2");
+    let path = format!("/api/runs/{run}/decision");
+    let allow = br#"{"decision":"allow"}"#;
+    // No token, a wrong one, a token in another scheme.
+    let wrong = format!("Bearer {}x", console.token);
+    let basic = format!("Basic {}", console.token);
+    for headers in [
+        vec![],
+        vec![("Authorization", wrong.as_str())],
+        vec![("Authorization", basic.as_str())],
+    ] {
+        let response = console.post(&path, &headers, allow);
+        assert_eq!(response.status, 401, "{headers:?}");
+        assert_eq!(response.json()["kind"], "unauthorized");
+    }
+    // The form with a wrong token.
+    let response = console.post(
+        &format!("/runs/{run}/decision"),
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        b"decision=allow&token=nope",
+    );
+    assert_eq!(response.status, 401);
+    // Malformed bodies.
+    for body in [
+        "",
+        "not json",
+        r#"{"decision":"maybe"}"#,
+        r#"{"decision":"allow","note":3}"#,
+        r#"{"decision":"allow","extra":true}"#,
+        r#"["allow"]"#,
+    ] {
+        let response = console.decide("alpha/run-2", body);
+        assert_eq!(response.status, 400, "{body:?}: {}", response.body);
+        assert_eq!(response.json()["kind"], "invalid_json");
+    }
+    // Runs that do not await a permission.
+    for run in ["gamma/run-1", "no/such-run"] {
+        let response = console.decide(run, r#"{"decision":"allow"}"#);
+        assert_eq!(response.status, 409, "{run}");
+        assert_eq!(
+            response.json(),
+            json!({"kind":"resume","message":"resume rejected: no run is waiting on a resume ticket",
+                   "resume_error":"not_waiting"})
+        );
+    }
+    assert_eq!(
+        store_state(url),
+        before,
+        "a refused write changed the store"
+    );
+}
+
+/// The events of `run` after the first `before` of them.
+fn new_events(url: &str, run: &str, before: usize) -> Vec<Value> {
+    let events = cli_json_lines(&["events", "--run", run], url);
+    events.as_array().unwrap()[before..].to_vec()
+}
+
+fn check_decisions(console: &Console, url: &str) {
+    // Allow alpha's deploy through the API.
+    let before = show_json(url, "alpha");
+    let events_before = cli_json_lines(&["events", "--run", "alpha/run-2"], url)
+        .as_array()
+        .unwrap()
+        .len();
+    let response = console.decide("alpha/run-2", r#"{"decision":"allow","note":"go ahead"}"#);
+    assert_eq!(response.status, 200, "{}", response.body);
+    let version = before["version"].as_u64().unwrap() + 1;
+    assert_eq!(
+        response.json(),
+        json!({"thread_id":"alpha","version":version})
+    );
+    let after = show_json(url, "alpha");
+    assert_eq!(after["version"], version, "exactly one commit");
+    assert_eq!(
+        after["messages"], before["messages"],
+        "the decision appends no message"
+    );
+    assert_eq!(after["tickets"], json!([]));
+    assert_eq!(after["runs"][1]["state"], json!({"type":"running"}));
+    let new = new_events(url, "alpha/run-2", events_before);
+    let new_kinds: Vec<&str> = new.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        new_kinds,
+        ["run_state_changed", "permission_decided"],
+        "{new:?}"
+    );
+    assert!(
+        new.iter()
+            .all(|e| e["commit_sequence"] == new[0]["commit_sequence"])
+    );
+    assert_eq!(new[0]["payload"]["state"], json!({"type":"running"}));
+    assert_eq!(new[1]["payload"]["call_id"], "call-d");
+    assert_eq!(new[1]["payload"]["decision"], "allow");
+    assert_eq!(new[1]["payload"]["note"], "go ahead");
+    // Answered once: a second decision finds no ticket.
+    let again = console.decide("alpha/run-2", r#"{"decision":"deny"}"#);
+    assert_eq!(again.status, 409);
+    assert_eq!(again.json()["resume_error"], "not_waiting");
+    assert_eq!(show_json(url, "alpha")["version"], version);
+
+    // Deny beta's deploy through the page's form.
+    let beta_version = show_json(url, "beta")["version"].as_u64().unwrap();
+    let form = format!(
+        "decision=deny&reason=not+on+a+Friday&token={}",
+        console.token
+    );
+    let response = console.post(
+        &format!("/runs/{}/decision", encode("beta/run-1")),
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        form.as_bytes(),
+    );
+    assert_eq!(response.status, 303, "{}", response.body);
+    let location = response.header("location").unwrap();
+    assert_eq!(
+        location,
+        format!(
+            "/pending?answered=beta%2Frun-1&decision=deny&version={}",
+            beta_version + 1
+        )
+    );
+    let page = console.get(location).body;
+    assert!(page.contains("Run beta/run-1 denied"), "{page}");
+    assert!(page.contains("No run is waiting for a person."));
+    let decided = new_events(url, "beta/run-1", 0);
+    let decided = decided
+        .iter()
+        .find(|e| e["kind"] == "permission_decided")
+        .unwrap();
+    assert_eq!(decided["payload"]["decision"], "deny");
+    assert_eq!(decided["payload"]["reason"], "not on a Friday");
+    assert_eq!(console.get_json("/api/pending"), json!([]));
+}
+
+/// After the approval a `drive --store` restart executes the approved call and finishes the
+/// run; after the denial the denied result is paired and the run goes on.
+fn check_restarts(url: &str, dir: &TempDir) {
+    let config = config_file(dir, "alpha");
+    let mut alpha = Drive::spawn(&["--store", url, "--config", &config]);
+    let tools = first(&alpha.start, "execute_tools").clone();
+    assert_eq!(tools["run_id"], "alpha/run-2");
+    assert_eq!(tools["calls"][0]["id"], "call-d");
+    assert_eq!(tools["calls"][0]["name"], "deploy");
+    assert_eq!(tools["calls"][0]["arguments"]["note"], HOSTILE_ARGUMENT);
+    let out = alpha.send(
+        json!({"type":"tool_done","run_id":"alpha/run-2","call_id":"call-d",
+                                "content":"deployed"}),
+    );
+    let out = alpha.send(model_text(first(&out, "call_model"), "Deployed."));
+    assert_eq!(causes(&out), ["natural_end"]);
+    assert!(alpha.finish().0.success());
+    let shown = show_json(url, "alpha");
+    assert_eq!(
+        shown["runs"][1]["state"],
+        json!({"type":"ended","cause":{"type":"natural_end"}})
+    );
+    let result = &shown["messages"].as_array().unwrap()[6];
+    assert_eq!(
+        (result["call_id"].as_str(), result["outcome"].as_str()),
+        (Some("call-d"), Some("executed"))
+    );
+
+    let config = config_file(dir, "beta");
+    let mut beta = Drive::spawn(&["--store", url, "--config", &config]);
+    assert!(
+        !kinds(&beta.start).contains(&"execute_tools".to_owned()),
+        "{:?}",
+        beta.start
+    );
+    let call = first(&beta.start, "call_model").clone();
+    let messages = call["messages"].as_array().unwrap();
+    let denied = messages.last().unwrap();
+    assert_eq!(denied["role"], "tool_result");
+    assert_eq!(denied["call_id"], "call-b");
+    assert_eq!(denied["outcome"], "denied");
+    assert!(
+        denied["content"].to_string().contains("not on a Friday"),
+        "{denied}"
+    );
+    let out = beta.send(model_text(&call, "I did not deploy."));
+    assert_eq!(causes(&out), ["natural_end"]);
+    assert!(beta.finish().0.success());
+}
+
+/// `console_url` is `url`, or the same store with a password the pages must never show.
+fn every_route(url: &str, console_url: &str, dir: &TempDir) {
+    scripted_session(url, dir);
+    let console = Console::start(console_url);
+    if console_url.contains("s3cret") {
+        assert!(!console.start_line.contains("s3cret"));
+        let page = console.get("/").body;
+        assert!(page.contains(":***@"), "{page}");
+    }
+    check_reads(&console, url);
+    check_refused_writes(&console, url);
+    check_decisions(&console, url);
+    console.stop();
+    check_restarts(url, dir);
+}
+
+#[test]
+fn every_route_over_a_sqlite_store() {
+    let dir = TempDir::new("console-sqlite");
+    let url = dir.sqlite("runs.db");
+    every_route(&url, &url, &dir);
+}
+
+#[test]
+fn every_route_over_a_postgres_store() {
+    let Some(url) = postgres_store("routes") else {
+        return;
+    };
+    let dir = TempDir::new("console-postgres");
+    // The test server trusts loopback connections, so a password in the URL is accepted (and
+    // ignored): the console gets one, and must never show it.
+    let with_password = url.replacen("://runcore@", "://runcore:s3cret@", 1);
+    assert_ne!(
+        with_password, url,
+        "RUNCORE_PG_URL names the user runcore: {url}"
+    );
+    every_route(&url, &with_password, &dir);
+}
+
+/// Two consoles (two processes) on one store, each sent a decision for the same ticket at
+/// the same time: exactly one commits; the other gets 409 and writes nothing.
+fn two_decisions_at_once(url: &str, dir: &TempDir) {
+    scripted_session(url, dir);
+    let version = show_json(url, "beta")["version"].as_u64().unwrap();
+    let events = cli_json_lines(&["events"], url).as_array().unwrap().len();
+    let consoles = [Console::start(url), Console::start(url)];
+    let barrier = std::sync::Barrier::new(2);
+    let statuses: Vec<(u16, Value)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = consoles
+            .iter()
+            .zip([
+                r#"{"decision":"allow"}"#,
+                r#"{"decision":"deny","reason":"no"}"#,
+            ])
+            .map(|(console, body)| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    barrier.wait();
+                    let response = console.decide("beta/run-1", body);
+                    (response.status, response.json())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut codes: Vec<u16> = statuses.iter().map(|(s, _)| *s).collect();
+    codes.sort_unstable();
+    assert_eq!(codes, [200, 409], "{statuses:?}");
+    let (_, loser) = statuses.iter().find(|(s, _)| *s == 409).unwrap();
+    let why = loser["resume_error"].as_str().or(loser["reason"].as_str());
+    assert!(
+        matches!(
+            why,
+            Some("not_waiting" | "version_conflict" | "payload_mismatch" | "ordinal_conflict")
+        ),
+        "{loser}"
+    );
+    assert_eq!(show_json(url, "beta")["version"], version + 1);
+    let decided: Vec<Value> = cli_json_lines(&["events"], url).as_array().unwrap()[events..]
+        .iter()
+        .filter(|e| e["kind"] == "permission_decided")
+        .cloned()
+        .collect();
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    for console in consoles {
+        console.stop();
+    }
+}
+
+#[test]
+fn two_decisions_at_once_commit_once_on_sqlite() {
+    let dir = TempDir::new("console-race-sqlite");
+    two_decisions_at_once(&dir.sqlite("runs.db"), &dir);
+}
+
+#[test]
+fn two_decisions_at_once_commit_once_on_postgres() {
+    let Some(url) = postgres_store("race") else {
+        return;
+    };
+    let dir = TempDir::new("console-race-postgres");
+    two_decisions_at_once(&url, &dir);
+}
+
+#[test]
+fn approve_and_deny_on_the_command_line() {
+    let dir = TempDir::new("console-cli");
+    let url = dir.sqlite("runs.db");
+    scripted_session(&url, &dir);
+    let version = show_json(&url, "alpha")["version"].as_u64().unwrap();
+    let output = runcore(&["approve", "alpha/run-2", "--store", &url, "--note", "ok"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(line, json!({"thread_id":"alpha","version":version + 1}));
+    // Not awaiting any more: exit 1, the §10 error on stderr, nothing written.
+    let before = store_state(&url);
+    for args in [
+        &["approve", "alpha/run-2"][..],
+        &["deny", "gamma/run-1", "--reason", "no"][..],
+        &["deny", "no/such-run"][..],
+    ] {
+        let mut full = args.to_vec();
+        full.extend(["--store", &url]);
+        let output = runcore(&full);
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        assert!(output.stdout.is_empty());
+        let error: Value = serde_json::from_slice(&output.stderr).expect("one JSON line");
+        assert_eq!(
+            (error["kind"].as_str(), error["resume_error"].as_str()),
+            (Some("resume"), Some("not_waiting"))
+        );
+    }
+    assert_eq!(store_state(&url), before);
+    let output = runcore(&["deny", "beta/run-1", "--store", &url, "--reason", "later"]);
+    assert!(output.status.success());
+    // Usage errors and a missing store: exit 2, nothing created.
+    for args in [
+        &["approve", "--store", url.as_str()][..],
+        &["approve", "x/run-1"][..],
+        &[
+            "approve",
+            "x/run-1",
+            "--store",
+            url.as_str(),
+            "--reason",
+            "r",
+        ][..],
+        &["deny", "x/run-1", "--store", "sqlite:/nonexistent-dir/x.db"][..],
+    ] {
+        assert_eq!(runcore(args).status.code(), Some(2), "{args:?}");
+    }
+    let missing = dir.sqlite("missing.db");
+    assert_eq!(
+        runcore(&["approve", "x/run-1", "--store", &missing])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert!(!dir.join("missing.db").exists());
+}
+
+#[test]
+fn the_console_refuses_remote_addresses_and_hides_secrets() {
+    let dir = TempDir::new("console-security");
+    let url = dir.sqlite("runs.db");
+    scripted_session(&url, &dir);
+    for listen in ["0.0.0.0:0", "192.0.2.1:8420"] {
+        let output = runcore(&["console", "--store", &url, "--listen", listen]);
+        assert_eq!(output.status.code(), Some(2), "{listen}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("--allow-remote"), "{stderr}");
+        assert!(output.stdout.is_empty());
+    }
+    assert_eq!(
+        runcore(&["console", "--store", &url, "--listen", "nope"])
+            .status
+            .code(),
+        Some(2)
+    );
+    let console = Console::start(&url);
+    assert!(console.start_line.starts_with("console: http://127.0.0.1:"));
+    assert_eq!(console.token.len(), 64);
+    let other = Console::start(&url);
+    assert_ne!(console.token, other.token, "a fresh token per start");
+    other.stop();
+    let page = console.get("/").body;
+    assert!(page.contains(&url), "the page names the store");
+    // Only loopback names in Host (a rebound DNS name is refused), reads and writes alike.
+    let port = console.addr.rsplit(':').next().unwrap().to_owned();
+    for host in [
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        console.addr.clone(),
+    ] {
+        let response = common::console::request(
+            &console.addr,
+            "GET",
+            "/api/threads",
+            &[("Host", &host)],
+            b"",
+        );
+        assert_eq!(response.status, 200, "{host}");
+    }
+    let before = store_state(&url);
+    let evil = format!("evil.example:{port}");
+    let response = common::console::request(
+        &console.addr,
+        "GET",
+        "/api/pending",
+        &[("Host", &evil)],
+        b"",
+    );
+    assert_eq!(response.status, 403);
+    assert_eq!(response.json()["kind"], "forbidden_host");
+    let auth = format!("Bearer {}", console.token);
+    let response = common::console::request(
+        &console.addr,
+        "POST",
+        "/api/runs/alpha%2Frun-2/decision",
+        &[("Host", &evil), ("Authorization", &auth)],
+        br#"{"decision":"allow"}"#,
+    );
+    assert_eq!(response.status, 403);
+    assert_eq!(store_state(&url), before);
+    console.stop();
+}

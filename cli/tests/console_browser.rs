@@ -1,0 +1,324 @@
+//! The operator console in a real browser: Debian's headless Chromium, driven through
+//! chromedriver (WebDriver) with fantoccini. It opens the console over a store made by the
+//! scripted session, sees the pending approval with its tool and arguments, clicks Approve,
+//! and sees the run move on (the open page refreshes by itself when a worker finishes the
+//! run); a message and a tool argument carrying markup render as text and run nothing. A
+//! screenshot of each page is saved under the target directory
+//! (`target/tmp/console-screenshots/`).
+//!
+//! Needs `chromium` and `chromedriver` (Debian: `apt-get install chromium chromium-driver`).
+//! Without them the test prints that it was skipped, except under `CI=true`, where it fails.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::console::{
+    Console, HOSTILE_ARGUMENT, HOSTILE_TEXT, config_file, in_ci, scripted_session,
+};
+use common::process::{Drive, TempDir, causes, first, model_text};
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+/// The first of `names` found on PATH or in /usr/bin and /usr/lib/chromium.
+fn find_program(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    dirs.extend([
+        PathBuf::from("/usr/bin"),
+        PathBuf::from("/usr/lib/chromium"),
+    ]);
+    names
+        .iter()
+        .flat_map(|name| dirs.iter().map(move |dir| dir.join(name)))
+        .find(|candidate| candidate.is_file())
+}
+
+/// A running chromedriver, killed when dropped.
+struct Chromedriver {
+    child: Child,
+    port: u16,
+}
+
+impl Chromedriver {
+    fn start(program: &Path) -> Chromedriver {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(program)
+            .arg(format!("--port={port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn chromedriver");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "chromedriver did not listen in 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Chromedriver { child, port }
+    }
+}
+
+impl Drop for Chromedriver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn screenshots_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
+    std::fs::create_dir_all(&dir).expect("create the screenshot directory");
+    dir
+}
+
+async fn screenshot(client: &Client, name: &str) {
+    let png = client.screenshot().await.expect("a screenshot");
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    let path = screenshots_dir().join(format!("{name}.png"));
+    std::fs::write(&path, png).expect("save the screenshot");
+    println!("screenshot: {}", path.display());
+}
+
+/// Waits up to 20 s for `script` (a function body returning a boolean) to return true.
+async fn wait_for(client: &Client, what: &str, script: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let value = client.execute(script, vec![]).await.expect("run a script");
+        if value == Value::Bool(true) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "waited 20 s for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn text_of(client: &Client, css: &str) -> String {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("find {css}: {e}"))
+        .text()
+        .await
+        .expect("its text")
+}
+
+/// Nothing from the store ran: only our own script is on the page, and the hostile
+/// texts' side effects never happened.
+async fn assert_nothing_ran(client: &Client) {
+    let ran = client
+        .execute(
+            "return [window.HACKED === undefined, document.scripts.length, \
+             document.querySelectorAll('#main script, #main img').length];",
+            vec![],
+        )
+        .await
+        .expect("inspect the page");
+    assert_eq!(ran, json!([true, 1, 0]), "a stored text ran as markup");
+}
+
+#[tokio::test]
+async fn a_person_approves_in_a_real_browser() {
+    let (Some(chromium), Some(driver)) = (
+        find_program(&["chromium", "chromium-browser"]),
+        find_program(&["chromedriver"]),
+    ) else {
+        assert!(
+            !in_ci(),
+            "chromium and chromedriver are not installed and CI=true: the browser test must \
+             run in CI (apt-get install chromium chromium-driver)"
+        );
+        println!("skipped: chromium or chromedriver is not installed");
+        return;
+    };
+    let dir = TempDir::new("console-browser");
+    let url = dir.sqlite("runs.db");
+    scripted_session(&url, &dir);
+    let console = Console::start(&url);
+    let chromedriver = Chromedriver::start(&driver);
+    let profile = dir.join("chromium-profile");
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": chromium,
+            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                     "--no-first-run", "--disable-background-networking",
+                     "--disable-component-update", "--disable-sync",
+                     "--window-size=1280,900",
+                     format!("--user-data-dir={}", profile.display())],
+        }),
+    );
+    let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(capabilities)
+        .connect(&format!("http://127.0.0.1:{}", chromedriver.port))
+        .await
+        .expect("a WebDriver session with chromium");
+    let base = console.base();
+
+    // The thread list; the token comes in the address's fragment (never sent to the server).
+    client
+        .goto(&format!("{base}/#token={}", console.token))
+        .await
+        .expect("open the console");
+    assert_eq!(text_of(&client, "h1").await, "Threads");
+    let rows = text_of(&client, "table.list tbody").await;
+    for expected in ["alpha", "beta", "gamma", "awaiting", "ended: natural_end"] {
+        assert!(rows.contains(expected), "{expected} in {rows}");
+    }
+    let current = client.current_url().await.expect("url");
+    assert_eq!(current.fragment(), None, "the token leaves the address bar");
+    screenshot(&client, "threads").await;
+
+    // The transcript: the hostile message is text, the tool call beside its result.
+    client
+        .goto(&format!("{base}/threads/alpha"))
+        .await
+        .expect("thread");
+    let transcript = text_of(&client, "ol.transcript").await;
+    assert!(transcript.contains(HOSTILE_TEXT), "{transcript}");
+    assert!(transcript.contains("model context starts here"));
+    assert!(transcript.contains("18 C, sunny"));
+    assert_nothing_ran(&client).await;
+    screenshot(&client, "transcript").await;
+
+    // Pending: the approval with its tool and arguments.
+    client
+        .goto(&format!("{base}/pending"))
+        .await
+        .expect("pending");
+    let card = r#"section.ticket[data-run="alpha/run-2"]"#;
+    assert_eq!(
+        text_of(&client, &format!("{card} .tool-name")).await,
+        "deploy"
+    );
+    let arguments = text_of(&client, &format!("{card} .arguments")).await;
+    let parsed: Value = serde_json::from_str(&arguments).expect("the arguments as JSON");
+    assert_eq!(
+        parsed,
+        json!({"target":"production","note":HOSTILE_ARGUMENT})
+    );
+    assert_nothing_ran(&client).await;
+    let token_box = client
+        .find(Locator::Id("token-box"))
+        .await
+        .expect("the token box");
+    assert_eq!(
+        token_box.prop("value").await.expect("value").as_deref(),
+        Some(console.token.as_str())
+    );
+    screenshot(&client, "pending").await;
+    // The same page on a phone.
+    client.set_window_size(390, 844).await.expect("resize");
+    screenshot(&client, "pending-phone").await;
+    client.set_window_size(1280, 900).await.expect("resize");
+
+    // Approve, with a note.
+    client
+        .find(Locator::Css(&format!("{card} input[name=note]")))
+        .await
+        .expect("the note field")
+        .send_keys("looks right")
+        .await
+        .expect("type a note");
+    client
+        .find(Locator::Css(&format!("{card} button.approve")))
+        .await
+        .expect("the Approve button")
+        .click()
+        .await
+        .expect("click Approve");
+    wait_for(
+        &client,
+        "the answered notice",
+        "const n = document.querySelector('.notice'); \
+         return !!n && n.textContent.includes('alpha/run-2 approved');",
+    )
+    .await;
+    let left = client
+        .find_all(Locator::Css(card))
+        .await
+        .expect("find cards");
+    assert!(left.is_empty(), "the answered ticket is gone");
+    assert_eq!(
+        client
+            .find_all(Locator::Css("section.ticket"))
+            .await
+            .expect("cards")
+            .len(),
+        1,
+        "beta still waits"
+    );
+    screenshot(&client, "approved").await;
+
+    // The run moved on: Running with its call ready; a worker's restart runs it, and the
+    // open thread page shows the end without a reload.
+    client
+        .goto(&format!("{base}/threads/alpha"))
+        .await
+        .expect("thread");
+    let runs = text_of(&client, "table.list").await;
+    assert!(
+        runs.contains("alpha/run-2") && runs.contains("running"),
+        "{runs}"
+    );
+    let config = config_file(&dir, "alpha");
+    let mut worker = Drive::spawn(&["--store", &url, "--config", &config]);
+    let tools = first(&worker.start, "execute_tools").clone();
+    assert_eq!(tools["calls"][0]["name"], "deploy");
+    let out = worker.send(
+        json!({"type":"tool_done","run_id":"alpha/run-2","call_id":"call-d",
+                                 "content":"deployed"}),
+    );
+    let out = worker.send(model_text(first(&out, "call_model"), "Deployed."));
+    assert_eq!(causes(&out), ["natural_end"]);
+    assert!(worker.finish().0.success());
+    wait_for(
+        &client,
+        "the page to refresh to the run's end",
+        "const t = document.querySelector('table.list'); \
+         return !!t && !t.textContent.includes('running') && \
+                document.querySelector('ol.transcript').textContent.includes('deployed');",
+    )
+    .await;
+    assert_nothing_ran(&client).await;
+    screenshot(&client, "transcript-after").await;
+
+    // The audit events, paged.
+    client
+        .goto(&format!("{base}/events?limit=5"))
+        .await
+        .expect("events");
+    let events = client
+        .find_all(Locator::Css("table.events tbody tr"))
+        .await
+        .expect("rows");
+    assert_eq!(events.len(), 5);
+    client
+        .find(Locator::Css("a[rel=next]"))
+        .await
+        .expect("a next page")
+        .click()
+        .await
+        .expect("click next");
+    wait_for(
+        &client,
+        "the second page",
+        "return location.search.includes('from=5');",
+    )
+    .await;
+    screenshot(&client, "events").await;
+
+    client.close().await.expect("close the session");
+    drop(chromedriver);
+    console.stop();
+}

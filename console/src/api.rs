@@ -1,0 +1,702 @@
+//! The routes: the pages, the JSON API of SPEC §12.5, and the two static files.
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /` · `/threads/{thread}` · `/pending` · `/events` | the pages (HTML) |
+//! | `POST /runs/{run}/decision` | the page's Approve / Deny form (`token` field); 303 to `/pending` |
+//! | `GET /api/threads` · `/api/threads/{thread}` · `/api/pending` · `/api/events` | JSON (`threads --json` lines as an array, `show --json`, `pending --json` lines as an array, events) |
+//! | `POST /api/runs/{run}/decision` | `{"decision":"allow","note"?}` / `{"decision":"deny","reason"?}` with `Authorization: Bearer TOKEN` → `200 {"thread_id","version"}` |
+//!
+//! A write checks the token first (401, nothing read or written), then the body (400), then
+//! answers (409 for a run not awaiting a permission, with the §10 error; 409 for a fence).
+//! Store calls run on tokio's blocking pool behind one mutex: the backends are synchronous,
+//! and one console serves one operator.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use runcore::driver::ErrorBody;
+use runcore::{
+    AnswerError, Answered, CheckpointReader, EventScope, PermissionDecision, RunId, ThreadId,
+};
+use serde_json::{Map, Value};
+
+use crate::html::{self, EventsQuery, Section};
+use crate::shapes;
+use crate::token::Token;
+
+/// Events per page when the query names no limit.
+const DEFAULT_EVENTS: u64 = 100;
+/// The most events one request returns.
+const MAX_EVENTS: u64 = 1000;
+
+const SCRIPT: &str = include_str!("../static/console.js");
+const STYLE: &str = include_str!("../static/console.css");
+
+/// Nothing but our own script, style sheet and same-origin requests: a text that escaped
+/// escaping still could not run.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                   connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// What every request shares: the store, its label (redacted) and the token.
+pub(crate) struct Shared<S> {
+    store: Mutex<S>,
+    store_label: String,
+    token: Token,
+}
+
+pub(crate) type AppState<S> = Arc<Shared<S>>;
+
+/// The shared state over `store`. The caller keeps a clone, so that the store is dropped
+/// outside the runtime (a blocking backend's client may not be dropped inside one).
+pub(crate) fn shared<S>(store: S, store_label: String, token: Token) -> AppState<S> {
+    Arc::new(Shared {
+        store: Mutex::new(store),
+        store_label,
+        token,
+    })
+}
+
+/// The console's routes over `state`. With `local_hosts`, a request whose `Host` header is
+/// not one of them is refused (403): a page of another site that a DNS name pointed at
+/// 127.0.0.1 (DNS rebinding) then cannot read the console through the browser either.
+pub(crate) fn router<S>(state: AppState<S>, local_hosts: Option<Vec<String>>) -> Router
+where
+    S: runcore::Store + Send + 'static,
+{
+    let hosts = Arc::new(local_hosts);
+    routes(state).layer(axum::middleware::from_fn_with_state(hosts, check_host))
+}
+
+/// The `Host` values a loopback console at `addr` answers to.
+pub(crate) fn local_hosts(addr: std::net::SocketAddr) -> Vec<String> {
+    let port = addr.port();
+    vec![
+        addr.to_string(),
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+    ]
+}
+
+async fn check_host(
+    State(hosts): State<Arc<Option<Vec<String>>>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(hosts) = hosts.as_ref() {
+        let host = request
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        if !hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+            return Failure::new(
+                StatusCode::FORBIDDEN,
+                "forbidden_host",
+                format!(
+                    "this console answers to {} only, not to Host {host:?}",
+                    hosts.join(", ")
+                ),
+            )
+            .json();
+        }
+    }
+    next.run(request).await
+}
+
+fn routes<S>(state: AppState<S>) -> Router
+where
+    S: runcore::Store + Send + 'static,
+{
+    Router::new()
+        .route("/", get(threads_page::<S>))
+        .route("/threads/{thread_id}", get(thread_page::<S>))
+        .route("/pending", get(pending_page::<S>))
+        .route("/events", get(events_page::<S>))
+        .route("/runs/{run_id}/decision", post(form_decision::<S>))
+        .route("/api/threads", get(api_threads::<S>))
+        .route("/api/threads/{thread_id}", get(api_thread::<S>))
+        .route("/api/pending", get(api_pending::<S>))
+        .route("/api/events", get(api_events::<S>))
+        .route("/api/runs/{run_id}/decision", post(api_decision::<S>))
+        .route("/console.js", get(script))
+        .route("/console.css", get(style))
+        .with_state(state)
+}
+
+/// A failure to answer a request, as JSON or as a page.
+struct Failure {
+    status: StatusCode,
+    body: ErrorBody,
+}
+
+impl Failure {
+    fn new(status: StatusCode, kind: &str, message: impl Into<String>) -> Self {
+        Failure {
+            status,
+            body: ErrorBody {
+                kind: kind.into(),
+                message: message.into(),
+                details: Map::new(),
+            },
+        }
+    }
+
+    fn store(error: &runcore::StoreError) -> Self {
+        Failure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store",
+            format!("reading the store failed: {error}"),
+        )
+    }
+
+    fn of_answer(error: &AnswerError) -> Self {
+        let status = match error {
+            AnswerError::Refused(_) | AnswerError::Fenced(_) | AnswerError::Held { .. } => {
+                StatusCode::CONFLICT
+            }
+            AnswerError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        Failure {
+            status,
+            body: error.body(),
+        }
+    }
+
+    fn json(self) -> Response {
+        json_response(self.status, &self.body)
+    }
+
+    fn page(self, store_label: &str) -> Response {
+        let body = html::error_page(self.status.as_u16(), &self.body.message);
+        page_response(
+            self.status,
+            html::layout("Error", Section::Pending, store_label, &body),
+        )
+    }
+}
+
+fn secured(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
+}
+
+fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
+    let text = serde_json::to_string(value).unwrap_or_else(|_| "null".into());
+    secured(
+        (
+            status,
+            [(header::CONTENT_TYPE, "application/json")],
+            format!("{text}\n"),
+        )
+            .into_response(),
+    )
+}
+
+fn page_response(status: StatusCode, html: String) -> Response {
+    secured(
+        (
+            status,
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            html,
+        )
+            .into_response(),
+    )
+}
+
+/// Runs `f` on the store on the blocking pool.
+async fn with_store<S, T>(
+    state: &AppState<S>,
+    f: impl FnOnce(&mut S) -> T + Send + 'static,
+) -> Result<T, Failure>
+where
+    S: Send + 'static,
+    T: Send + 'static,
+{
+    let state = Arc::clone(state);
+    tokio::task::spawn_blocking(move || {
+        let mut store = state.store.lock().map_err(|_| {
+            Failure::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "an earlier request failed while holding the store",
+            )
+        })?;
+        Ok(f(&mut store))
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("a store call did not finish: {e}"),
+        ))
+    })
+}
+
+// ----- reads ---------------------------------------------------------------------------------
+
+async fn threads_page<S>(State(state): State<AppState<S>>) -> Response
+where
+    S: CheckpointReader + Send + 'static,
+{
+    match with_store(&state, |s| shapes::threads(&*s)).await {
+        Ok(Ok(lines)) => page_response(
+            StatusCode::OK,
+            html::layout(
+                "Threads",
+                Section::Threads,
+                &state.store_label,
+                &html::threads_page(&lines),
+            ),
+        ),
+        Ok(Err(e)) => Failure::store(&e).page(&state.store_label),
+        Err(f) => f.page(&state.store_label),
+    }
+}
+
+/// `show`'s view of a thread and where each of its runs starts in the transcript.
+fn thread_with_starts(
+    store: &impl CheckpointReader,
+    thread: &ThreadId,
+) -> Result<(shapes::ThreadView, html::RunStarts), runcore::StoreError> {
+    let view = shapes::show(store, thread)?;
+    let mut starts = Vec::new();
+    shapes::for_each_event_page(
+        store,
+        &EventScope::Thread(thread.clone()),
+        None,
+        None,
+        |page| {
+            for event in page.iter().filter(|e| e.kind == "run_started") {
+                if let Some(at) = event
+                    .payload
+                    .get("transcript_start")
+                    .and_then(Value::as_u64)
+                    .and_then(|n| usize::try_from(n).ok())
+                {
+                    starts.push((at, event.run_id.to_string()));
+                }
+            }
+            Ok::<(), runcore::StoreError>(())
+        },
+    )?;
+    Ok((view, starts))
+}
+
+async fn thread_page<S>(State(state): State<AppState<S>>, Path(thread_id): Path<String>) -> Response
+where
+    S: CheckpointReader + Send + 'static,
+{
+    let thread = ThreadId::new(thread_id);
+    let title = format!("Thread {thread}");
+    match with_store(&state, move |s| thread_with_starts(&*s, &thread)).await {
+        // Until compaction exists (SPEC §8.9) the model context starts at message 0.
+        Ok(Ok((view, starts))) => page_response(
+            StatusCode::OK,
+            html::layout(
+                &title,
+                Section::Threads,
+                &state.store_label,
+                &html::thread_page(&view, &starts, 0),
+            ),
+        ),
+        Ok(Err(e)) => Failure::store(&e).page(&state.store_label),
+        Err(f) => f.page(&state.store_label),
+    }
+}
+
+async fn pending_page<S>(
+    State(state): State<AppState<S>>,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Response
+where
+    S: CheckpointReader + Send + 'static,
+{
+    let notice = match (
+        query.get("answered"),
+        query.get("decision"),
+        query.get("version"),
+    ) {
+        (Some(run), Some(decision), Some(version)) => {
+            let verb = if decision == "deny" {
+                "denied"
+            } else {
+                "approved"
+            };
+            Some(format!(
+                "Run {run} {verb}: its thread is now at version {version}. The next worker \
+                 on the thread takes it from here."
+            ))
+        }
+        _ => None,
+    };
+    match with_store(&state, |s| shapes::pending(&*s)).await {
+        Ok(Ok(tickets)) => page_response(
+            StatusCode::OK,
+            html::layout(
+                "Pending",
+                Section::Pending,
+                &state.store_label,
+                &html::pending_page(&tickets, notice.as_deref()),
+            ),
+        ),
+        Ok(Err(e)) => Failure::store(&e).page(&state.store_label),
+        Err(f) => f.page(&state.store_label),
+    }
+}
+
+/// The `thread`, `run`, `from` and `limit` of an events query.
+fn events_query(query: &BTreeMap<String, String>) -> Result<EventsQuery, Failure> {
+    let bad = |message: String| Failure::new(StatusCode::BAD_REQUEST, "invalid_query", message);
+    let number = |name: &str| -> Result<Option<u64>, Failure> {
+        match query.get(name).map(String::as_str) {
+            None | Some("") => Ok(None),
+            Some(text) => text
+                .parse()
+                .map(Some)
+                .map_err(|_| bad(format!("{name} must be a whole number, not {text:?}"))),
+        }
+    };
+    let text = |name: &str| query.get(name).filter(|v| !v.is_empty()).cloned();
+    let (thread, run) = (text("thread"), text("run"));
+    if thread.is_some() && run.is_some() {
+        return Err(bad("give thread or run, not both".into()));
+    }
+    Ok(EventsQuery {
+        thread,
+        run,
+        from: number("from")?,
+        limit: number("limit")?.unwrap_or(DEFAULT_EVENTS).min(MAX_EVENTS),
+    })
+}
+
+fn scope_of(query: &EventsQuery) -> EventScope {
+    match (&query.thread, &query.run) {
+        (Some(thread), _) => EventScope::Thread(ThreadId::new(thread.as_str())),
+        (None, Some(run)) => EventScope::Run(RunId::new(run.as_str())),
+        (None, None) => EventScope::All,
+    }
+}
+
+async fn read_events<S>(
+    state: &AppState<S>,
+    query: &EventsQuery,
+) -> Result<Vec<runcore::EventRecord>, Failure>
+where
+    S: CheckpointReader + Send + 'static,
+{
+    let (scope, from, limit) = (scope_of(query), query.from, query.limit);
+    with_store(state, move |s| shapes::events(&*s, &scope, from, limit))
+        .await?
+        .map_err(|e| Failure::store(&e))
+}
+
+async fn events_page<S>(
+    State(state): State<AppState<S>>,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Response
+where
+    S: CheckpointReader + Send + 'static,
+{
+    let query = match events_query(&query) {
+        Ok(query) => query,
+        Err(f) => return f.page(&state.store_label),
+    };
+    match read_events(&state, &query).await {
+        Ok(events) => page_response(
+            StatusCode::OK,
+            html::layout(
+                "Events",
+                Section::Events,
+                &state.store_label,
+                &html::events_page(&events, &query),
+            ),
+        ),
+        Err(f) => f.page(&state.store_label),
+    }
+}
+
+async fn api_threads<S>(State(state): State<AppState<S>>) -> Response
+where
+    S: CheckpointReader + Send + 'static,
+{
+    match with_store(&state, |s| shapes::threads(&*s)).await {
+        Ok(Ok(lines)) => json_response(StatusCode::OK, &lines),
+        Ok(Err(e)) => Failure::store(&e).json(),
+        Err(f) => f.json(),
+    }
+}
+
+async fn api_thread<S>(State(state): State<AppState<S>>, Path(thread_id): Path<String>) -> Response
+where
+    S: CheckpointReader + Send + 'static,
+{
+    let thread = ThreadId::new(thread_id);
+    match with_store(&state, move |s| shapes::show(&*s, &thread)).await {
+        Ok(Ok(view)) => json_response(StatusCode::OK, &view),
+        Ok(Err(e)) => Failure::store(&e).json(),
+        Err(f) => f.json(),
+    }
+}
+
+async fn api_pending<S>(State(state): State<AppState<S>>) -> Response
+where
+    S: CheckpointReader + Send + 'static,
+{
+    match with_store(&state, |s| shapes::pending(&*s)).await {
+        Ok(Ok(tickets)) => json_response(StatusCode::OK, &tickets),
+        Ok(Err(e)) => Failure::store(&e).json(),
+        Err(f) => f.json(),
+    }
+}
+
+async fn api_events<S>(
+    State(state): State<AppState<S>>,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Response
+where
+    S: CheckpointReader + Send + 'static,
+{
+    let query = match events_query(&query) {
+        Ok(query) => query,
+        Err(f) => return f.json(),
+    };
+    match read_events(&state, &query).await {
+        Ok(events) => json_response(StatusCode::OK, &events),
+        Err(f) => f.json(),
+    }
+}
+
+// ----- writes --------------------------------------------------------------------------------
+
+fn unauthorized() -> Failure {
+    Failure::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "this needs the console's token (printed at its start): send Authorization: Bearer \
+         TOKEN, or fill in the page's token box; nothing was written",
+    )
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+}
+
+/// The lease of the claim a decision takes: long enough for one recovery and one commit.
+const DECISION_LEASE_MS: u64 = 30_000;
+
+/// Answers `run` with `decision` now (wall clock, Unix-epoch milliseconds: SPEC §7.3).
+async fn decide<S>(
+    state: &AppState<S>,
+    run: RunId,
+    decision: PermissionDecision,
+) -> Result<Answered, Failure>
+where
+    S: runcore::Store + Send + 'static,
+{
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    // One claim attempt per decision (SPEC §12.5): a request id of its own, so two decisions
+    // at once are two attempts and exactly one gets the thread.
+    static DECISIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let attempt = DECISIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut claim = runcore::driver::ClaimOptions::new(
+        format!("console:{}", std::process::id()),
+        DECISION_LEASE_MS,
+    );
+    claim.request_id = format!("decision.{now_ms}.{attempt}");
+    with_store(state, move |s| {
+        runcore::answer_permission(s, &run, decision, &claim, now_ms)
+    })
+    .await?
+    .map_err(|e| Failure::of_answer(&e))
+}
+
+async fn api_decision<S>(
+    State(state): State<AppState<S>>,
+    Path(run_id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response
+where
+    S: runcore::Store + Send + 'static,
+{
+    if !bearer(&headers).is_some_and(|given| state.token.matches(given)) {
+        return unauthorized().json();
+    }
+    // An object only: serde would also read an internally tagged enum from an array.
+    let decision = serde_json::from_slice::<Value>(&body).and_then(|value| {
+        if value.is_object() {
+            serde_json::from_value::<PermissionDecision>(value)
+        } else {
+            Err(serde::de::Error::custom("the body is not a JSON object"))
+        }
+    });
+    let decision = match decision {
+        Ok(decision) => decision,
+        Err(e) => {
+            return Failure::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                format!(
+                    "the body must be {{\"decision\":\"allow\",\"note\"?}} or \
+                     {{\"decision\":\"deny\",\"reason\"?}}: {e}"
+                ),
+            )
+            .json();
+        }
+    };
+    match decide(&state, RunId::new(run_id), decision).await {
+        Ok(answered) => json_response(StatusCode::OK, &answered),
+        Err(f) => f.json(),
+    }
+}
+
+/// The Approve / Deny form: `token`, `decision` (`allow` | `deny`), `note` or `reason`.
+async fn form_decision<S>(
+    State(state): State<AppState<S>>,
+    Path(run_id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response
+where
+    S: runcore::Store + Send + 'static,
+{
+    let fields: BTreeMap<String, String> = match serde_urlencoded_pairs(&body) {
+        Some(fields) => fields,
+        None => {
+            return Failure::new(StatusCode::BAD_REQUEST, "invalid_form", "a malformed form")
+                .page(&state.store_label);
+        }
+    };
+    let token_ok = fields
+        .get("token")
+        .map(String::as_str)
+        .or_else(|| bearer(&headers))
+        .is_some_and(|given| state.token.matches(given));
+    if !token_ok {
+        return unauthorized().page(&state.store_label);
+    }
+    let text = |name: &str| {
+        fields
+            .get(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let decision = match fields.get("decision").map(String::as_str) {
+        Some("allow") => PermissionDecision::Allow { note: text("note") },
+        Some("deny") => PermissionDecision::Deny {
+            reason: text("reason"),
+        },
+        _ => {
+            return Failure::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_form",
+                "the form's decision must be allow or deny",
+            )
+            .page(&state.store_label);
+        }
+    };
+    let verb = if matches!(decision, PermissionDecision::Deny { .. }) {
+        "deny"
+    } else {
+        "allow"
+    };
+    let run = RunId::new(run_id.as_str());
+    match decide(&state, run, decision).await {
+        Ok(answered) => {
+            let location = format!(
+                "/pending?answered={}&decision={verb}&version={}",
+                html::path_segment(&run_id),
+                answered.version
+            );
+            secured((StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response())
+        }
+        Err(f) => f.page(&state.store_label),
+    }
+}
+
+/// `application/x-www-form-urlencoded` pairs (`+` is a space), or `None` when a value is not
+/// valid percent-encoded UTF-8.
+fn serde_urlencoded_pairs(body: &[u8]) -> Option<BTreeMap<String, String>> {
+    let text = std::str::from_utf8(body).ok()?;
+    let mut fields = BTreeMap::new();
+    for pair in text.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        fields.insert(form_decode(key)?, form_decode(value)?);
+    }
+    Some(fields)
+}
+
+fn form_decode(text: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut input = text.bytes();
+    while let Some(byte) = input.next() {
+        match byte {
+            b'+' => bytes.push(b' '),
+            b'%' => {
+                let high = char::from(input.next()?).to_digit(16)?;
+                let low = char::from(input.next()?).to_digit(16)?;
+                bytes.push(u8::try_from(high * 16 + low).ok()?);
+            }
+            other => bytes.push(other),
+        }
+    }
+    String::from_utf8(bytes).ok()
+}
+
+async fn script() -> Response {
+    secured(
+        (
+            [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+            SCRIPT,
+        )
+            .into_response(),
+    )
+}
+
+async fn style() -> Response {
+    secured(([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_decode_plus_and_percent() {
+        let fields = serde_urlencoded_pairs(b"token=ab&note=looks+fine%21&decision=allow").unwrap();
+        assert_eq!(fields["note"], "looks fine!");
+        assert_eq!(fields["decision"], "allow");
+        assert!(serde_urlencoded_pairs(b"note=%ZZ").is_none());
+        assert!(serde_urlencoded_pairs(b"note=%FF").is_none());
+    }
+}

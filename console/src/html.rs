@@ -1,0 +1,550 @@
+//! The console's pages: server-rendered HTML built from the same shapes the JSON API returns.
+//!
+//! Every text that comes from the store (messages, tool arguments, ids, reasons) goes through
+//! [`escape`]: a message containing `<script>` is shown as those characters, never run. The
+//! pages load one small script of our own (`/console.js`: polling refresh and the token box)
+//! and one style sheet; the response's Content-Security-Policy allows nothing else.
+
+use std::fmt::Write as _;
+
+use runcore::{EventRecord, ResumeTicket, RunState};
+use serde_json::Value;
+
+use crate::shapes::{ThreadLine, ThreadView};
+
+/// `text` with `& < > " '` replaced by character references: safe in element content and in
+/// quoted attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `text` as one percent-encoded path segment (every byte outside the unreserved set is
+/// encoded, `/` included: run ids contain it).
+pub fn path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            let _ = write!(out, "%{byte:02X}");
+        }
+    }
+    out
+}
+
+/// Which page a link in the header is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    /// The thread list and one thread's transcript.
+    Threads,
+    /// Pending approvals.
+    Pending,
+    /// Audit events.
+    Events,
+}
+
+/// The page around `body`.
+pub fn layout(title: &str, section: Section, store_label: &str, body: &str) -> String {
+    let link = |href: &str, name: &str, this: Section| {
+        let current = if this == section {
+            r#" aria-current="page""#
+        } else {
+            ""
+        };
+        format!(r#"<a href="{href}"{current}>{name}</a>"#)
+    };
+    format!(
+        r#"<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title} · runcore console</title>
+<link rel="stylesheet" href="/console.css">
+<script src="/console.js" defer></script>
+</head>
+<body>
+<header>
+<strong class="brand">runcore</strong>
+<nav>{threads} {pending} {events}</nav>
+<span class="store" title="the store (secrets are never shown)">{store}</span>
+<label class="token">token <input type="password" id="token-box" autocomplete="off" placeholder="from the console's start line"></label>
+</header>
+<main id="main">
+{body}
+</main>
+</body>
+</html>
+"#,
+        title = escape(title),
+        threads = link("/", "Threads", Section::Threads),
+        pending = link("/pending", "Pending", Section::Pending),
+        events = link("/events", "Events", Section::Events),
+        store = escape(store_label),
+    )
+}
+
+/// A run state in words: `running`, `awaiting`, `ended: natural_end`, `ended: stopped (why)`.
+pub fn state_text(state: &RunState) -> String {
+    match state {
+        RunState::Running => "running".into(),
+        RunState::Awaiting => "awaiting".into(),
+        RunState::Ended(cause) => {
+            let value = serde_json::to_value(cause).unwrap_or(Value::Null);
+            let kind = value.get("type").and_then(Value::as_str).unwrap_or("ended");
+            let detail = value
+                .get("reason")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| {
+                    value.get("failure").map(|f| {
+                        f.get("type")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_owned()
+                    })
+                });
+            match detail {
+                Some(detail) if !detail.is_empty() => format!("ended: {kind} ({detail})"),
+                _ => format!("ended: {kind}"),
+            }
+        }
+    }
+}
+
+fn state_badge(state: &RunState) -> String {
+    let class = match state {
+        RunState::Running => "running",
+        RunState::Awaiting => "awaiting",
+        RunState::Ended(_) => "ended",
+    };
+    format!(
+        r#"<span class="badge {class}">{}</span>"#,
+        escape(&state_text(state))
+    )
+}
+
+/// The thread list.
+pub fn threads_page(lines: &[ThreadLine]) -> String {
+    let mut body = String::from("<h1>Threads</h1>\n");
+    if lines.is_empty() {
+        body.push_str("<p class=\"empty\">No threads in this store.</p>\n");
+        return body;
+    }
+    // CLAIM: a "claim" column (owner, until) once `ThreadLine` carries the live claim.
+    body.push_str(
+        "<table class=\"list\"><thead><tr><th>Thread</th><th>Version</th><th>Latest run</th>\
+         <th>State</th></tr></thead><tbody>\n",
+    );
+    for line in lines {
+        let (run, state) = match &line.latest_run {
+            Some(run) => (escape(run.id.as_str()), state_badge(&run.state)),
+            None => ("–".into(), "–".into()),
+        };
+        let _ = writeln!(
+            body,
+            r#"<tr><td data-label="Thread"><a href="/threads/{href}">{thread}</a></td><td data-label="Version">{version}</td><td data-label="Latest run">{run}</td><td data-label="State">{state}</td></tr>"#,
+            href = path_segment(line.thread_id.as_str()),
+            thread = escape(line.thread_id.as_str()),
+            version = line.version,
+        );
+    }
+    body.push_str("</tbody></table>\n");
+    body
+}
+
+/// Where each run's messages start in the transcript: `(message index, run id)`.
+pub type RunStarts = Vec<(usize, String)>;
+
+/// One thread: its runs, its transcript with each tool call beside its result, where the
+/// model context starts, and its pending tickets.
+pub fn thread_page(view: &ThreadView, run_starts: &RunStarts, context_start: usize) -> String {
+    let mut body = format!(
+        "<h1>Thread <code>{}</code></h1>\n<p class=\"meta\">version {} · {} runs · {} messages</p>\n",
+        escape(view.thread_id.as_str()),
+        view.version,
+        view.runs.len(),
+        view.messages.len()
+    );
+    if view.version == 0 {
+        body.push_str("<p class=\"empty\">Nothing is committed on this thread.</p>\n");
+        return body;
+    }
+    if !view.tickets.is_empty() {
+        body.push_str("<h2>Waiting for a person</h2>\n");
+        for ticket in &view.tickets {
+            body.push_str(&ticket_card(ticket));
+        }
+    }
+    body.push_str("<h2>Runs</h2>\n<table class=\"list\"><thead><tr><th>Run</th><th>State / end cause</th></tr></thead><tbody>\n");
+    for run in &view.runs {
+        let _ = writeln!(
+            body,
+            r#"<tr><td data-label="Run"><a href="/events?run={href}">{run}</a></td><td data-label="State">{state}</td></tr>"#,
+            href = path_segment(run.id.as_str()),
+            run = escape(run.id.as_str()),
+            state = state_badge(&run.state),
+        );
+    }
+    body.push_str("</tbody></table>\n<h2>Transcript</h2>\n<ol class=\"transcript\" start=\"0\">\n");
+    let messages: Vec<Value> = view
+        .messages
+        .iter()
+        .map(|m| serde_json::to_value(m).unwrap_or(Value::Null))
+        .collect();
+    // Tool results shown beside their call are not shown again on their own.
+    let mut paired = vec![false; messages.len()];
+    for (i, message) in messages.iter().enumerate() {
+        if i == context_start {
+            let _ = writeln!(
+                body,
+                r#"<li class="marker context" value="{i}">model context starts here (context_start = {context_start})</li>"#
+            );
+        }
+        for (_, run) in run_starts.iter().filter(|(at, _)| *at == i) {
+            let state = view
+                .runs
+                .iter()
+                .find(|r| r.id.as_str() == run)
+                .map(|r| state_badge(&r.state))
+                .unwrap_or_default();
+            let _ = writeln!(
+                body,
+                r#"<li class="marker run" value="{i}">run <code>{}</code> starts {state}</li>"#,
+                escape(run)
+            );
+        }
+        if paired.get(i).copied().unwrap_or(false) {
+            continue;
+        }
+        let role = message.get("role").and_then(Value::as_str).unwrap_or("?");
+        let _ = write!(
+            body,
+            r#"<li class="message {role_class}" value="{i}"><div class="role">{role}</div>"#,
+            role_class = css_class(role),
+            role = escape(role),
+        );
+        let blocks = message
+            .get("content")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for block in &blocks {
+            match block.get("type").and_then(Value::as_str) {
+                Some("text") => {
+                    let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+                    let _ = write!(body, "<div class=\"text\">{}</div>", escape(text));
+                }
+                Some("tool_call") => {
+                    let id = block.get("id").and_then(Value::as_str).unwrap_or("");
+                    let result = messages.iter().enumerate().skip(i + 1).find(|(_, m)| {
+                        m.get("role").and_then(Value::as_str) == Some("tool_result")
+                            && m.get("call_id").and_then(Value::as_str) == Some(id)
+                    });
+                    body.push_str("<div class=\"pair\">");
+                    body.push_str(&call_box(block));
+                    match result {
+                        Some((at, result)) => {
+                            if let Some(slot) = paired.get_mut(at) {
+                                *slot = true;
+                            }
+                            body.push_str(&result_box(result, Some(at)));
+                        }
+                        None => body.push_str(
+                            "<div class=\"result open\"><div class=\"label\">no result committed yet</div></div>",
+                        ),
+                    }
+                    body.push_str("</div>");
+                }
+                _ => {
+                    let _ = write!(body, "<pre class=\"json\">{}</pre>", escape(&pretty(block)));
+                }
+            }
+        }
+        if role == "tool_result" {
+            // A result whose call is not in the transcript before it: shown on its own.
+            body.push_str(&result_box(message, None));
+        }
+        if let Some(reason) = message.get("stop_reason").and_then(Value::as_str) {
+            let _ = write!(body, "<div class=\"stop\">stop: {}</div>", escape(reason));
+        }
+        if let Some(error) = message.get("error_message").and_then(Value::as_str) {
+            let _ = write!(body, "<div class=\"stop\">error: {}</div>", escape(error));
+        }
+        body.push_str("</li>\n");
+    }
+    if context_start >= messages.len() {
+        let _ = writeln!(
+            body,
+            r#"<li class="marker context">model context starts here (context_start = {context_start})</li>"#
+        );
+    }
+    body.push_str("</ol>\n");
+    body
+}
+
+fn css_class(text: &str) -> String {
+    text.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect()
+}
+
+fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default()
+}
+
+fn call_box(call: &Value) -> String {
+    let name = call.get("name").and_then(Value::as_str).unwrap_or("");
+    let id = call.get("id").and_then(Value::as_str).unwrap_or("");
+    let arguments = call.get("arguments").cloned().unwrap_or(Value::Null);
+    format!(
+        "<div class=\"call\"><div class=\"label\">call <b>{}</b> <code>{}</code></div><pre class=\"json\">{}</pre></div>",
+        escape(name),
+        escape(id),
+        escape(&pretty(&arguments))
+    )
+}
+
+fn result_box(result: &Value, at: Option<usize>) -> String {
+    let outcome = result.get("outcome").and_then(Value::as_str).unwrap_or("?");
+    let is_error = result
+        .get("is_error")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let mut text = String::new();
+    for block in result
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        match block.get("text").and_then(Value::as_str) {
+            Some(t) => text.push_str(t),
+            None => text.push_str(&pretty(block)),
+        }
+    }
+    let at = at.map(|i| format!(" [{i}]")).unwrap_or_default();
+    format!(
+        "<div class=\"result {cls}\"><div class=\"label\">result{at} <span class=\"badge outcome-{cls}\">{outcome}</span>{err}</div><div class=\"text\">{text}</div></div>",
+        cls = css_class(outcome),
+        outcome = escape(outcome),
+        err = if is_error { " error" } else { "" },
+        text = escape(&text),
+    )
+}
+
+/// What a ticket waits for, in words, and its tool call when it has one.
+fn ticket_summary(ticket: &ResumeTicket) -> (String, Option<(String, Value)>) {
+    let target = serde_json::to_value(ticket.target()).unwrap_or(Value::Null);
+    let kind = target.get("type").and_then(Value::as_str).unwrap_or("?");
+    let reason = target
+        .get("reason")
+        .and_then(Value::as_str)
+        .unwrap_or(kind)
+        .to_owned();
+    let tool = target.get("tool").map(|tool| {
+        (
+            tool.get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+            tool.get("arguments").cloned().unwrap_or(Value::Null),
+        )
+    });
+    (reason, tool)
+}
+
+/// Whether the person can answer `ticket` here: a permission for a tool call.
+pub fn is_permission(ticket: &ResumeTicket) -> bool {
+    matches!(
+        ticket.target(),
+        runcore::AwaitTarget::ToolCall {
+            reason: runcore::ToolWaitReason::Permission,
+            ..
+        }
+    )
+}
+
+fn ticket_card(ticket: &ResumeTicket) -> String {
+    let (reason, tool) = ticket_summary(ticket);
+    let deadline = match ticket.deadline_ms {
+        Some(ms) => format!("{ms} (host clock, ms)"),
+        None => "none".into(),
+    };
+    let mut card = format!(
+        "<section class=\"ticket\" data-run=\"{run}\"><div class=\"ticket-head\"><span class=\"badge awaiting\">{reason}</span> run <code>{run}</code> on <a href=\"/threads/{thread_href}\">{thread}</a></div>",
+        run = escape(ticket.run_id.as_str()),
+        reason = escape(&reason),
+        thread_href = path_segment(ticket.thread_id.as_str()),
+        thread = escape(ticket.thread_id.as_str()),
+    );
+    if let Some((name, arguments)) = &tool {
+        let _ = write!(
+            card,
+            "<div class=\"tool\">tool <b class=\"tool-name\">{}</b></div><pre class=\"json arguments\">{}</pre>",
+            escape(name),
+            escape(&pretty(arguments))
+        );
+    }
+    let _ = write!(
+        card,
+        "<dl><dt>deadline</dt><dd>{}</dd><dt>ticket</dt><dd><code>{}</code></dd></dl>",
+        escape(&deadline),
+        escape(&ticket.correlation_id)
+    );
+    if is_permission(ticket) {
+        let action = format!("/runs/{}/decision", path_segment(ticket.run_id.as_str()));
+        let _ = write!(
+            card,
+            r#"<div class="decide"><form method="post" action="{action}" class="decision"><input type="hidden" name="decision" value="allow"><input type="hidden" name="token" value=""><input type="text" name="note" placeholder="note (optional)"><button type="submit" class="approve">Approve</button></form><form method="post" action="{action}" class="decision"><input type="hidden" name="decision" value="deny"><input type="hidden" name="token" value=""><input type="text" name="reason" placeholder="reason (optional)"><button type="submit" class="deny">Deny</button></form></div>"#
+        );
+    } else {
+        card.push_str("<p class=\"meta\">Not a permission: answer it from the host (a <code>resume_ticket</code> line to <code>runcore drive --store</code>).</p>");
+    }
+    card.push_str("</section>\n");
+    card
+}
+
+/// Pending approvals, with Approve and Deny; `notice` is the outcome of the last decision.
+pub fn pending_page(tickets: &[ResumeTicket], notice: Option<&str>) -> String {
+    let mut body = String::from("<h1>Pending</h1>\n");
+    if let Some(notice) = notice {
+        let _ = writeln!(
+            body,
+            "<p class=\"notice\" role=\"status\">{}</p>",
+            escape(notice)
+        );
+    }
+    if tickets.is_empty() {
+        body.push_str("<p class=\"empty\">No run is waiting for a person.</p>\n");
+    }
+    for ticket in tickets {
+        body.push_str(&ticket_card(ticket));
+    }
+    body
+}
+
+/// What the events page lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventsQuery {
+    /// Only this thread's events.
+    pub thread: Option<String>,
+    /// Only this run's events.
+    pub run: Option<String>,
+    /// After this sequence (exclusive).
+    pub from: Option<u64>,
+    /// At most this many.
+    pub limit: u64,
+}
+
+impl EventsQuery {
+    /// The page's address with another `from`.
+    fn href(&self, from: Option<u64>) -> String {
+        let mut parts = Vec::new();
+        if let Some(thread) = &self.thread {
+            parts.push(format!("thread={}", path_segment(thread)));
+        }
+        if let Some(run) = &self.run {
+            parts.push(format!("run={}", path_segment(run)));
+        }
+        if let Some(from) = from {
+            parts.push(format!("from={from}"));
+        }
+        parts.push(format!("limit={}", self.limit));
+        format!("/events?{}", parts.join("&"))
+    }
+}
+
+/// One page of audit events, with a link to the next.
+pub fn events_page(events: &[EventRecord], query: &EventsQuery) -> String {
+    let mut body = String::from("<h1>Events</h1>\n");
+    let scope = match (&query.thread, &query.run) {
+        (Some(thread), _) => format!("thread <code>{}</code>", escape(thread)),
+        (None, Some(run)) => format!("run <code>{}</code>", escape(run)),
+        (None, None) => "every thread".into(),
+    };
+    let _ = writeln!(
+        body,
+        "<p class=\"meta\">{scope}, after sequence {} · {} per page · <a href=\"/events\">all</a></p>",
+        query.from.unwrap_or(0),
+        query.limit
+    );
+    if events.is_empty() {
+        body.push_str("<p class=\"empty\">No more events.</p>\n");
+    } else {
+        body.push_str("<table class=\"list events\"><thead><tr><th>#</th><th>Commit</th><th>Thread</th><th>Run</th><th>Kind</th><th>Payload</th></tr></thead><tbody>\n");
+        for event in events {
+            let _ = writeln!(
+                body,
+                r##"<tr><td data-label="Seq">{seq}</td><td data-label="Commit">{commit}</td><td data-label="Thread"><a href="/threads/{thread_href}">{thread}</a></td><td data-label="Run"><a href="/events?run={run_href}">{run}</a></td><td data-label="Kind">{kind}</td><td data-label="Payload"><pre class="json">{payload}</pre></td></tr>"##,
+                seq = event.sequence,
+                commit = event.commit_sequence,
+                thread_href = path_segment(event.thread_id.as_str()),
+                thread = escape(event.thread_id.as_str()),
+                run_href = path_segment(event.run_id.as_str()),
+                run = escape(event.run_id.as_str()),
+                kind = escape(&event.kind),
+                payload = escape(&serde_json::to_string(&event.payload).unwrap_or_default()),
+            );
+        }
+        body.push_str("</tbody></table>\n");
+    }
+    let mut links = Vec::new();
+    if query.from.is_some() {
+        links.push(format!(
+            "<a href=\"{}\">first page</a>",
+            escape(&query.href(None))
+        ));
+    }
+    if let Some(last) = events.last()
+        && events.len() as u64 >= query.limit
+    {
+        links.push(format!(
+            "<a href=\"{}\" rel=\"next\">next page →</a>",
+            escape(&query.href(Some(last.sequence)))
+        ));
+    }
+    if !links.is_empty() {
+        let _ = writeln!(body, "<p class=\"paging\">{}</p>", links.join(" · "));
+    }
+    body
+}
+
+/// A page that says what went wrong.
+pub fn error_page(status: u16, message: &str) -> String {
+    format!(
+        "<h1>{status}</h1>\n<p class=\"error\" role=\"alert\">{}</p>\n<p><a href=\"/pending\">back to pending</a></p>\n",
+        escape(message)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_leaves_no_markup() {
+        assert_eq!(
+            escape(r#"<script>alert("x")</script> & 'y'"#),
+            "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;"
+        );
+    }
+
+    #[test]
+    fn path_segments_encode_slashes() {
+        assert_eq!(path_segment("thread-1/run-1"), "thread-1%2Frun-1");
+        assert_eq!(path_segment("a b?c#d"), "a%20b%3Fc%23d");
+        assert_eq!(path_segment("é"), "%C3%A9");
+    }
+}

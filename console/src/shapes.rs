@@ -1,0 +1,178 @@
+//! The JSON shapes of looking into a store (SPEC §12.3): what `runcore threads`, `show` and
+//! `pending` print with `--json`, and what the console's API returns. They live here, not in
+//! the binary, so that the console and the command line build them with the same code.
+//!
+//! Each is gathered through the core's read ports only ([`CheckpointReader`]), so it reads
+//! any backend the same way.
+
+use runcore::{
+    CheckpointReader, EventRecord, EventScope, Message, ResumeTicket, RunId, RunRecord, RunState,
+    StoreError, ThreadId,
+};
+use serde::Serialize;
+
+/// How many items one read asks the store for.
+const PAGE: usize = 512;
+
+/// A run as §12.3 shows it: `{"id","thread_id","state"}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunView {
+    /// The run.
+    pub id: RunId,
+    /// Its thread.
+    pub thread_id: ThreadId,
+    /// Its latest committed state.
+    pub state: RunState,
+}
+
+impl From<RunRecord> for RunView {
+    fn from(record: RunRecord) -> Self {
+        RunView {
+            id: record.id,
+            thread_id: record.thread_id,
+            state: record.state,
+        }
+    }
+}
+
+/// One line of `runcore threads --json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThreadLine {
+    /// The thread.
+    pub thread_id: ThreadId,
+    /// Its commit count.
+    pub version: u64,
+    /// The run of its latest commit.
+    pub latest_run: Option<RunView>,
+}
+
+/// What `runcore show THREAD --json` prints: everything committed on one thread.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThreadView {
+    /// The thread.
+    pub thread_id: ThreadId,
+    /// Its commit count (0 for an unknown thread).
+    pub version: u64,
+    /// The committed transcript.
+    pub messages: Vec<Message>,
+    /// Its runs, in start order.
+    pub runs: Vec<RunView>,
+    /// The tickets of its awaiting runs.
+    pub tickets: Vec<ResumeTicket>,
+}
+
+/// Every thread, ordered by id.
+pub fn threads(store: &impl CheckpointReader) -> Result<Vec<ThreadLine>, StoreError> {
+    let mut lines: Vec<ThreadLine> = Vec::new();
+    loop {
+        let after = lines.last().map(|l| l.thread_id.clone());
+        let page = store.threads(after.as_ref(), PAGE)?;
+        let full = page.len() == PAGE;
+        lines.extend(page.into_iter().map(|summary| ThreadLine {
+            thread_id: summary.thread_id,
+            version: summary.version,
+            latest_run: summary.latest_run.map(RunView::from),
+        }));
+        if !full {
+            return Ok(lines);
+        }
+    }
+}
+
+/// Everything committed on `thread` (an unknown thread is empty, version 0).
+pub fn show(store: &impl CheckpointReader, thread: &ThreadId) -> Result<ThreadView, StoreError> {
+    let version = store.thread_version(thread)?;
+    let messages = store.committed_messages(thread)?;
+    // A run's first commit always carries an audit event (its `run_state_changed`), so the
+    // runs in the order their first event appears are the runs in start order.
+    let mut run_ids: Vec<RunId> = Vec::new();
+    let scope = EventScope::Thread(thread.clone());
+    let mut from = None;
+    loop {
+        let page = store.list_events(&scope, from, PAGE)?;
+        let Some(last) = page.last() else { break };
+        from = Some(last.sequence);
+        for event in page {
+            if !run_ids.contains(&event.run_id) {
+                run_ids.push(event.run_id);
+            }
+        }
+    }
+    let mut runs = Vec::with_capacity(run_ids.len());
+    let mut tickets = Vec::new();
+    for id in run_ids {
+        let Some(record) = store.run(&id)? else {
+            continue;
+        };
+        if record.state == RunState::Awaiting
+            && let Some(ticket) = store.resume_ticket(&id)?
+        {
+            tickets.push(ticket);
+        }
+        runs.push(RunView::from(record));
+    }
+    Ok(ThreadView {
+        thread_id: thread.clone(),
+        version,
+        messages,
+        runs,
+        tickets,
+    })
+}
+
+/// Every awaiting run's ticket, ordered by run id.
+pub fn pending(store: &impl CheckpointReader) -> Result<Vec<ResumeTicket>, StoreError> {
+    let mut tickets: Vec<ResumeTicket> = Vec::new();
+    loop {
+        let after = tickets.last().map(|t| t.run_id.clone());
+        let page = store.pending_tickets(after.as_ref(), PAGE)?;
+        let full = page.len() == PAGE;
+        tickets.extend(page);
+        if !full {
+            return Ok(tickets);
+        }
+    }
+}
+
+/// The events of `scope` after `from` (exclusive), at most `limit` (all when `None`), read
+/// page by page; `visit` sees each page in order and may stop early by returning `Err`.
+pub fn for_each_event_page<E>(
+    store: &impl CheckpointReader,
+    scope: &EventScope,
+    from: Option<u64>,
+    limit: Option<u64>,
+    mut visit: impl FnMut(&[EventRecord]) -> Result<(), E>,
+) -> Result<(), E>
+where
+    E: From<StoreError>,
+{
+    let mut from = from;
+    let mut left = limit.unwrap_or(u64::MAX);
+    while left > 0 {
+        let want = usize::try_from(left).unwrap_or(usize::MAX).min(PAGE);
+        let page = store.list_events(scope, from, want)?;
+        let Some(last) = page.last() else { break };
+        from = Some(last.sequence);
+        left = left.saturating_sub(page.len() as u64);
+        visit(&page)?;
+        if page.len() < want {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// At most `limit` events of `scope` after `from` (exclusive), ascending.
+pub fn events(
+    store: &impl CheckpointReader,
+    scope: &EventScope,
+    from: Option<u64>,
+    limit: u64,
+) -> Result<Vec<EventRecord>, StoreError> {
+    let mut events = Vec::new();
+    for_each_event_page(store, scope, from, Some(limit), |page| {
+        events.extend_from_slice(page);
+        Ok::<(), StoreError>(())
+    })?;
+    Ok(events)
+}
