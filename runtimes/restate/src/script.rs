@@ -1,0 +1,1 @@
+//! The scripted model and tools.
