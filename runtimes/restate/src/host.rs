@@ -5,9 +5,9 @@ use std::future::Future;
 use std::pin::Pin;
 
 use runcore::{
-    Agent, AgentConfig, AssistantMessage, CheckpointReader, CommitLog, CommitOperation, CommittedThreadView,
-    CommitReceipt, Message, RecoverError, RecoveryPolicy, RunId, Step, StoreError, ThreadId,
-    ToolCall, ToolOutput,
+    Agent, AgentConfig, AssistantMessage, CheckpointReader, CommitLog, CommitOperation,
+    CommitReceipt, CommittedThreadView, Message, RecoverError, RecoveryPolicy, RunId, Step,
+    StoreError, ThreadId, ToolCall, ToolOutput,
 };
 
 /// A boxed future, so that [`Model`] and [`Tools`] stay object-safe (one worker hosts them as

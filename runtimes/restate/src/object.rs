@@ -104,7 +104,10 @@ struct Saved {
 #[serde(tag = "from", rename_all = "snake_case")]
 enum Loaded {
     Saved,
-    Store { snapshot: Option<AgentSnapshot>, version: u64 },
+    Store {
+        snapshot: Option<AgentSnapshot>,
+        version: u64,
+    },
 }
 
 /// An input of a handler, before it is parsed against the thread.
@@ -352,7 +355,11 @@ impl ThreadObject {
                         let run = run_id.clone();
                         let result = ctx
                             .run(move || async move {
-                                tools.execute(run, call).await.map(Json).map_err(step_failure)
+                                tools
+                                    .execute(run, call)
+                                    .await
+                                    .map(Json)
+                                    .map_err(step_failure)
                             })
                             .retry_policy(self.host.step_policy())
                             .name(format!("tool {}", id.as_str()))
