@@ -177,6 +177,13 @@ pub struct ScriptedTools {
     pub delay: Duration,
     /// Where starts and completions are recorded.
     pub record: Option<Arc<PathBuf>>,
+    /// Print one line per tool start on stderr (the worker binary does, so a test can see
+    /// which process serves).
+    pub announce: bool,
+    /// A crash test's gate: every call except `call-1` waits, after its start is recorded,
+    /// until this file exists. A test that SIGKILLs a worker while the gate is closed knows
+    /// that no tool was between its effect and the journal entry of its result.
+    pub gate: Option<Arc<PathBuf>>,
 }
 
 impl ScriptedTools {
@@ -186,6 +193,8 @@ impl ScriptedTools {
         Ok(ScriptedTools {
             delay,
             record: Some(Arc::new(dir)),
+            announce: false,
+            gate: None,
         })
     }
 }
@@ -194,10 +203,20 @@ impl Tools for ScriptedTools {
     fn execute(&self, run_id: RunId, call: ToolCall) -> StepFuture<ToolOutput> {
         let delay = self.delay;
         let record = self.record.clone();
+        let announce = self.announce;
+        let gate = self.gate.clone();
         Box::pin(async move {
             let key = format!("{}:{}", run_id.as_str(), call.id.as_str());
+            if announce {
+                eprintln!("runcore-restate-worker[{}]: tool {key}", std::process::id());
+            }
             if let Some(dir) = &record {
                 append(dir, "starts.log", &key).map_err(io_failure)?;
+            }
+            if let Some(gate) = gate.filter(|_| call.id.as_str() != "call-1") {
+                while !gate.exists() {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
             }
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;

@@ -5,6 +5,7 @@
 //! ```text
 //! runcore-restate-worker --store URL [--listen 127.0.0.1:9080] [--approval-deadline-ms N]
 //!                        [--model-delay-ms N] [--tool-delay-ms N] [--record DIR]
+//!                        [--gate FILE]
 //! ```
 //! It listens with `SO_REUSEPORT`, so several worker processes can share one port (the
 //! kernel spreads Restate's connections over them; when one dies, its retried invocations
@@ -27,6 +28,7 @@ struct Args {
     model_delay: Duration,
     tool_delay: Duration,
     record: Option<PathBuf>,
+    gate: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -36,6 +38,7 @@ fn parse_args() -> Result<Args, String> {
     let mut model_delay = Duration::ZERO;
     let mut tool_delay = Duration::ZERO;
     let mut record = None;
+    let mut gate = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -58,6 +61,7 @@ fn parse_args() -> Result<Args, String> {
             "--model-delay-ms" => model_delay = Duration::from_millis(millis(value()?)?),
             "--tool-delay-ms" => tool_delay = Duration::from_millis(millis(value()?)?),
             "--record" => record = Some(PathBuf::from(value()?)),
+            "--gate" => gate = Some(PathBuf::from(value()?)),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -73,6 +77,7 @@ fn parse_args() -> Result<Args, String> {
         model_delay,
         tool_delay,
         record,
+        gate,
     })
 }
 
@@ -93,7 +98,11 @@ fn main() -> ExitCode {
     };
     let tools = match &args.record {
         Some(dir) => match ScriptedTools::recording(dir.clone(), args.tool_delay) {
-            Ok(tools) => tools,
+            Ok(tools) => ScriptedTools {
+                announce: true,
+                gate: args.gate.clone().map(Arc::new),
+                ..tools
+            },
             Err(error) => {
                 eprintln!(
                     "runcore-restate-worker: --record {}: {error}",
@@ -105,6 +114,8 @@ fn main() -> ExitCode {
         None => ScriptedTools {
             delay: args.tool_delay,
             record: None,
+            announce: true,
+            gate: args.gate.clone().map(Arc::new),
         },
     };
     let model = ScriptedModel {
