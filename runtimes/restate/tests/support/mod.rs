@@ -227,7 +227,10 @@ impl Server {
         body: &str,
         idempotency_key: Option<&str>,
     ) -> (u16, Value) {
-        let mut headers = vec![("content-type", "application/json")];
+        let mut headers = Vec::new();
+        if !body.is_empty() {
+            headers.push(("content-type", "application/json"));
+        }
         if let Some(key) = idempotency_key {
             headers.push(("idempotency-key", key));
         }
