@@ -105,7 +105,7 @@ struct Saved {
 enum Loaded {
     Saved,
     Store {
-        snapshot: Option<AgentSnapshot>,
+        snapshot: Option<Box<AgentSnapshot>>,
         version: u64,
     },
 }
@@ -235,7 +235,7 @@ impl ThreadObject {
             }
             (Loaded::Store { snapshot, version }, _) => {
                 let agent = match snapshot {
-                    Some(snapshot) => restore(snapshot)?,
+                    Some(snapshot) => restore(*snapshot)?,
                     None => Agent::new((self.host.config)(&thread))
                         .map_err(|e| wire::unrecoverable(e.to_string()))?,
                 };
@@ -459,7 +459,7 @@ fn load(
             }
         })?;
     Ok(Json(Loaded::Store {
-        snapshot: Some(agent.snapshot()),
+        snapshot: Some(Box::new(agent.snapshot())),
         version,
     }))
 }
@@ -512,12 +512,11 @@ fn step_failure(error: StepError) -> HandlerError {
 /// The code and message of a step's final failure: a permanent failure's own, or
 /// `step_retries_exhausted` with the last attempt's text.
 fn failure_parts(failure: &TerminalError) -> (String, String) {
-    if let Ok(Value::Object(body)) = serde_json::from_str::<Value>(failure.message()) {
-        if let (Some(Value::String(code)), Some(Value::String(message))) =
+    if let Ok(Value::Object(body)) = serde_json::from_str::<Value>(failure.message())
+        && let (Some(Value::String(code)), Some(Value::String(message))) =
             (body.get("code"), body.get("message"))
-        {
-            return (code.clone(), message.clone());
-        }
+    {
+        return (code.clone(), message.clone());
     }
     (
         "step_retries_exhausted".to_owned(),

@@ -25,7 +25,7 @@ pub enum OpenStoreError {
         path: String,
         /// Why.
         #[source]
-        source: runcore_sqlite::OpenError,
+        source: Box<runcore_sqlite::OpenError>,
     },
     /// The PostgreSQL server refused or failed.
     #[error("cannot open the PostgreSQL store: {0}")]
@@ -39,7 +39,7 @@ pub fn open_store(url: &str) -> Result<SharedStore, OpenStoreError> {
             SqliteStore::open(path, SqliteOptions::default()).map_err(|source| {
                 OpenStoreError::Sqlite {
                     path: path.to_owned(),
-                    source,
+                    source: Box::new(source),
                 }
             })?,
         )

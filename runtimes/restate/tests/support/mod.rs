@@ -253,22 +253,23 @@ impl Server {
     pub fn wait_for(&self, thread: &str, limit: Duration, done: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + limit;
         loop {
-            if let Ok((200, bytes)) = http(
+            let answer = http(
                 self.ingress,
                 "POST",
                 &format!("/RuncoreThread/{thread}/state"),
                 &[],
                 b"",
-            ) {
-                if let Ok(state) = serde_json::from_slice::<Value>(&bytes) {
-                    if done(&state) {
-                        return state;
-                    }
-                    assert!(
-                        Instant::now() < deadline,
-                        "{thread} did not get there in {limit:?}: {state}"
-                    );
+            );
+            if let Ok((200, bytes)) = answer
+                && let Ok(state) = serde_json::from_slice::<Value>(&bytes)
+            {
+                if done(&state) {
+                    return state;
                 }
+                assert!(
+                    Instant::now() < deadline,
+                    "{thread} did not get there in {limit:?}: {state}"
+                );
             }
             assert!(Instant::now() < deadline, "{thread}: no state in {limit:?}");
             std::thread::sleep(Duration::from_millis(50));
