@@ -157,7 +157,14 @@ fn a_crashed_cluster_run_equals_the_single_process_run() {
             s["status"] == "awaiting"
         });
     }
-    let busier = usize::from(count_tool_lines(&logs[1]) > count_tool_lines(&logs[0]));
+    let held = |log: &Path| {
+        std::fs::read_to_string(log)
+            .map(|t| t.lines().filter(|l| l.ends_with(":call-2")).count())
+            .unwrap_or(0)
+    };
+    let busier = usize::from(held(&logs[1]) > held(&logs[0]));
+    let held_by_killed = held(&logs[busier]);
+    assert!(held_by_killed > 0, "the worker to kill holds no call");
     workers[busier].kill();
     let survivor = 1 - busier;
     std::fs::write(&gate, b"open").expect("open the gate");
@@ -217,6 +224,13 @@ fn a_crashed_cluster_run_equals_the_single_process_run() {
     );
     let unique: BTreeSet<_> = done.iter().cloned().collect();
     assert_eq!(unique.len(), done.len(), "a tool completed twice: {done:?}");
+    // The killed worker's calls started again on the survivor (and completed once).
+    let starts = read_lines(&record.join("starts.log"));
+    let restarted = starts.len() - starts.iter().collect::<BTreeSet<_>>().len();
+    assert!(
+        restarted >= held_by_killed,
+        "{held_by_killed} calls were in flight on the killed worker, {restarted} restarted"
+    );
 
     let mut executed = BTreeSet::new();
     for i in 0..THREADS {
@@ -332,8 +346,9 @@ fn a_crashed_cluster_run_equals_the_single_process_run() {
         );
     }
     eprintln!(
-        "e2e: {THREADS} threads finished in {:.1} s; worker {} was SIGKILLed ({} tool starts), \
-         worker {survivor} survived ({} tool starts); {} tools completed once each",
+        "e2e: {THREADS} threads finished in {:.1} s; worker {} was SIGKILLed ({} tool starts, \
+         {held_by_killed} in flight), worker {survivor} survived ({} tool starts); {restarted} \
+         calls restarted; {} tools completed once each",
         cluster_time.as_secs_f64(),
         busier,
         count_tool_lines(&logs[busier]),
