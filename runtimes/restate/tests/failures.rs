@@ -217,6 +217,11 @@ fn misuse_inputs_are_terminal_errors_carrying_the_kind_and_leave_the_thread_unch
     assert_eq!(status, 409, "{answer}");
     assert_eq!(error_body(&answer)["kind"], "busy");
 
+    // A `timeout` that arrives before the deadline is a no-op (not an error).
+    let (status, early) = s.call("t", "timeout", "", None);
+    assert_eq!(status, 200, "{early}");
+    assert_eq!(early, waiting);
+
     // Unchanged: the same version in the store, the same ticket in the object.
     assert_eq!(version(&c.store, "t"), before);
     assert_eq!(s.state("t"), waiting);
