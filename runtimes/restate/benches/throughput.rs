@@ -1,5 +1,6 @@
 //! runcore inside Restate against the in-process durable driver, on the same script and the
-//! same store (SQLite, synchronous FULL):
+//! same store (SQLite, synchronous FULL, then NORMAL: without an fsync per commit what is left
+//! is the engine's own overhead):
 //!
 //! ```sh
 //! cargo bench -p runcore-restate --bench throughput            # 48 threads, 8 sequential
@@ -27,7 +28,7 @@ use runcore::driver::{DurableDriver, DurableOptions};
 use runcore::{AgentConfig, ThreadId};
 use runcore_restate::Tools;
 use runcore_restate::script::{ScriptedTools, answer, scripted_config};
-use runcore_sqlite::{SqliteOptions, SqliteStore};
+use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use serde_json::{Value, json};
 use support::{Server, TempDir, free_port, server_binary, start_worker};
 
@@ -45,11 +46,21 @@ fn main() {
         return;
     };
     let mut rows = Vec::new();
-    let (tps, step) = durable_driver(threads, sequential);
-    rows.push(("in-process DurableDriver".to_owned(), tps, step));
-    for workers in [1, 2] {
-        let (tps, step) = cluster(&binary, workers, threads, sequential);
-        rows.push((format!("Restate, {workers} worker(s)"), tps, step));
+    for (label, synchronous) in [("FULL", Synchronous::Full), ("NORMAL", Synchronous::Normal)] {
+        let (tps, step) = durable_driver(threads, sequential, synchronous);
+        rows.push((
+            format!("in-process DurableDriver, SQLite {label}"),
+            tps,
+            step,
+        ));
+        for workers in [1, 2] {
+            let (tps, step) = cluster(&binary, workers, threads, sequential, synchronous);
+            rows.push((
+                format!("Restate, {workers} worker(s), SQLite {label}"),
+                tps,
+                step,
+            ));
+        }
     }
     for (name, tps, step) in &rows {
         println!(
@@ -72,7 +83,7 @@ fn round(x: f64) -> f64 {
 }
 
 /// The same script through `DurableDriver` lines on a SQLite file: (threads/s, ms per step).
-fn durable_driver(threads: usize, sequential: usize) -> (f64, f64) {
+fn durable_driver(threads: usize, sequential: usize, synchronous: Synchronous) -> (f64, f64) {
     let dir = TempDir::new("bench-driver");
     let path = dir.0.join("store.db");
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -80,7 +91,8 @@ fn durable_driver(threads: usize, sequential: usize) -> (f64, f64) {
         .build()
         .expect("runtime");
     let tools = ScriptedTools::default();
-    let mut store = Some(SqliteStore::open(&path, SqliteOptions::default()).expect("store"));
+    let options = SqliteOptions::default().with_synchronous(synchronous);
+    let mut store = Some(SqliteStore::open(&path, options).expect("store"));
     let mut run = |thread: String| {
         let mut config: AgentConfig = scripted_config(None);
         config.thread_id = ThreadId::from(thread.as_str());
@@ -137,9 +149,14 @@ fn cluster(
     workers: usize,
     threads: usize,
     sequential: usize,
+    synchronous: Synchronous,
 ) -> (f64, f64) {
     let dir = TempDir::new("bench-cluster");
-    let store_url = format!("sqlite:{}", dir.0.join("store.db").display());
+    let mode = match synchronous {
+        Synchronous::Normal => "?synchronous=normal",
+        _ => "",
+    };
+    let store_url = format!("sqlite:{}{mode}", dir.0.join("store.db").display());
     let server = Server::start(binary.to_path_buf(), &dir.0);
     let port = free_port();
     let _workers: Vec<_> = (0..workers)
