@@ -11,12 +11,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Every test a fresh machine can run, the PostgreSQL ones included: without a server named by
-# RUNCORE_PG_URL, run this same script beside a throwaway one (scripts/with-postgres.sh
-# installs and starts it as .ci/run does). Only a bare `cargo test` skips them.
-if [ -z "${RUNCORE_PG_URL:-}" ] && [ -z "${RUNCORE_TEST_INNER:-}" ]; then
+# Every test a fresh machine can run, the real servers' included: without a PostgreSQL named
+# by RUNCORE_PG_URL, this same script runs beside a throwaway one (scripts/with-postgres.sh
+# installs and starts it); without RUNCORE_RESTATE_SERVER, beside the Restate server from the
+# npm registry (scripts/with-restate.sh). Only a bare `cargo test` skips them.
+if [ -z "${RUNCORE_TEST_INNER:-}" ]; then
     export RUNCORE_TEST_INNER=1
-    exec scripts/with-postgres.sh "$0" "$@"
+    wrappers=()
+    if [ -z "${RUNCORE_PG_URL:-}" ]; then wrappers+=(scripts/with-postgres.sh); fi
+    if [ -z "${RUNCORE_RESTATE_SERVER:-}" ]; then wrappers+=(scripts/with-restate.sh); fi
+    if [ "${#wrappers[@]}" -gt 0 ]; then
+        exec "${wrappers[@]}" "$0" "$@"
+    fi
 fi
 
 # Cargo's own idea of the target directory (CARGO_TARGET_DIR, a config file, or ./target).

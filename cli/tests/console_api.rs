@@ -408,11 +408,22 @@ fn two_decisions_at_once(url: &str, dir: &TempDir) {
     codes.sort_unstable();
     assert_eq!(codes, [200, 409], "{statuses:?}");
     let (_, loser) = statuses.iter().find(|(s, _)| *s == 409).unwrap();
-    let why = loser["resume_error"].as_str().or(loser["reason"].as_str());
+    // The loser met the winner's claim (claim_held), or came after it and found the ticket
+    // answered (not_waiting), or was fenced by the version.
+    let why = loser["resume_error"]
+        .as_str()
+        .or(loser["reason"].as_str())
+        .or(loser["kind"].as_str());
     assert!(
         matches!(
             why,
-            Some("not_waiting" | "version_conflict" | "payload_mismatch" | "ordinal_conflict")
+            Some(
+                "claim_held"
+                    | "not_waiting"
+                    | "version_conflict"
+                    | "payload_mismatch"
+                    | "ordinal_conflict"
+            )
         ),
         "{loser}"
     );
@@ -568,4 +579,38 @@ fn the_console_refuses_remote_addresses_and_hides_secrets() {
     assert_eq!(response.status, 403);
     assert_eq!(store_state(&url), before);
     console.stop();
+}
+
+/// A thread a live owner holds: the console answers 409 `claim_held` and `runcore approve`
+/// exits 4, both naming the owner, and nothing is written.
+#[test]
+fn a_thread_held_by_a_live_owner_is_refused_and_nothing_is_written() {
+    let dir = TempDir::new("console-held");
+    let url = dir.sqlite("runs.db");
+    scripted_session(&url, &dir);
+    // A worker takes the thread and keeps it (a long lease; it is still running).
+    let worker = Drive::spawn(&[
+        "--store",
+        &url,
+        "--thread",
+        "beta",
+        "--owner",
+        "live-worker",
+        "--lease-ms",
+        "60000",
+    ]);
+    let before = store_state(&url);
+    let console = Console::start(&url);
+    let response = console.decide("beta/run-1", r#"{"decision":"allow"}"#);
+    assert_eq!(response.status, 409);
+    let body = response.json();
+    assert_eq!(body["kind"], "claim_held", "{body}");
+    assert_eq!(body["owner"], "live-worker", "{body}");
+    let output = runcore(&["approve", "beta/run-1", "--store", &url]);
+    assert_eq!(output.status.code(), Some(4));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("live-worker"), "{stderr}");
+    assert_eq!(store_state(&url), before, "nothing written");
+    console.stop();
+    worker.kill();
 }

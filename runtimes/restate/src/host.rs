@@ -1,0 +1,134 @@
+//! What the host supplies: the model ([`Model`]), the tools ([`Tools`]) and the store
+//! ([`ThreadStore`]), and how a failed step reports itself ([`StepError`]).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use runcore::{
+    Agent, AgentConfig, AssistantMessage, CheckpointReader, CommitLog, CommitOperation,
+    CommitReceipt, CommittedThreadView, Message, RecoverError, RecoveryPolicy, RunId, Step,
+    StoreError, ThreadId, ToolCall, ToolOutput,
+};
+
+/// A boxed future, so that [`Model`] and [`Tools`] stay object-safe (one worker hosts them as
+/// `Arc<dyn Model>` / `Arc<dyn Tools>`).
+pub type StepFuture<T> = Pin<Box<dyn Future<Output = Result<T, StepError>> + Send + 'static>>;
+
+/// Why a model or tool step failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepError {
+    /// Worth another try (a timeout, a 503, a dropped connection): the engine retries the
+    /// step by the object's retry policy; once the attempts are spent the failure becomes
+    /// data (`model_failed` with `code`, or an error tool result).
+    #[error("{code}: {message}")]
+    Transient {
+        /// A stable code (the provider's, or the host's).
+        code: String,
+        /// For people.
+        message: String,
+    },
+    /// Not worth retrying (a 400, a refused request): becomes data at once.
+    #[error("{code}: {message}")]
+    Permanent {
+        /// A stable code.
+        code: String,
+        /// For people.
+        message: String,
+    },
+}
+
+impl StepError {
+    /// A transient failure.
+    pub fn transient(code: impl Into<String>, message: impl Into<String>) -> Self {
+        StepError::Transient {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A permanent failure.
+    pub fn permanent(code: impl Into<String>, message: impl Into<String>) -> Self {
+        StepError::Permanent {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// One model call, owned (a step runs inside a journaled closure that outlives the borrow of
+/// the agent). Messages are shared (`Arc`), so the copy costs reference counts.
+#[derive(Debug, Clone)]
+pub struct ModelCall {
+    /// The thread.
+    pub thread_id: ThreadId,
+    /// The run.
+    pub run_id: RunId,
+    /// The step (model call number within the run, from 1).
+    pub step: Step,
+    /// True for the last call the step budget allows.
+    pub final_step: bool,
+    /// The configured system prompt.
+    pub system_prompt: Option<String>,
+    /// The model context, oldest first.
+    pub messages: Vec<Message>,
+    /// The tool names of the catalog, in name order.
+    pub tools: Vec<String>,
+}
+
+/// The host's model. Called once per `call_model` step, inside a journaled step: a retry of
+/// the invocation after a crash that happens before the answer was journaled calls it again,
+/// so a model call must be safe to repeat (it is a read: a second answer replaces the first,
+/// which nobody saw).
+pub trait Model: Send + Sync + 'static {
+    /// Answers one model call.
+    fn call(&self, call: ModelCall) -> StepFuture<AssistantMessage>;
+}
+
+/// The host's tools. Called once per tool call, inside a journaled step. A crash between a
+/// tool's effect and the journal entry of its result runs the call again, so a tool must be
+/// idempotent by `"{run_id}:{call_id}"` (SPEC §8.7), or answer `interrupted` when it sees a
+/// second attempt it cannot make safe.
+pub trait Tools: Send + Sync + 'static {
+    /// Runs one call of run `run_id`.
+    fn execute(&self, run_id: RunId, call: ToolCall) -> StepFuture<ToolOutput>;
+}
+
+/// The store a worker persists to: what a handler needs of a runcore store, object-safe.
+/// Every `CommitLog + CheckpointReader` store (SQLite, PostgreSQL, [`runcore::MemoryStore`])
+/// is one.
+pub trait ThreadStore: Send + 'static {
+    /// The thread's commit count (0 when unknown).
+    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError>;
+    /// [`Agent::recover`] of `thread` from this store.
+    fn recover(
+        &self,
+        config: AgentConfig,
+        thread: &ThreadId,
+        policy: RecoveryPolicy,
+    ) -> Result<Agent, RecoverError>;
+    /// [`CommitLog::commit_operation`]: fenced and idempotent (SPEC §7.1).
+    fn commit_operation(&mut self, operation: CommitOperation)
+    -> Result<CommitReceipt, StoreError>;
+}
+
+impl<S: CommitLog + CheckpointReader + Send + 'static> ThreadStore for S {
+    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
+        CommittedThreadView::thread_version(self, thread)
+    }
+
+    fn recover(
+        &self,
+        config: AgentConfig,
+        thread: &ThreadId,
+        policy: RecoveryPolicy,
+    ) -> Result<Agent, RecoverError> {
+        Agent::recover(config, self, thread, policy)
+    }
+
+    fn commit_operation(
+        &mut self,
+        operation: CommitOperation,
+    ) -> Result<CommitReceipt, StoreError> {
+        CommitLog::commit_operation(self, operation)
+    }
+}

@@ -1,0 +1,359 @@
+//! Bad input and failures, each through a real Restate server and an endpoint served from
+//! this test process (so a test can count attempts and put a store behind it that refuses):
+//! a misuse input is a terminal error carrying the §10 kind and message, and the thread is
+//! unchanged; a transient model or tool failure is retried by policy and then becomes data;
+//! a store that refuses a commit ends the invocation with a terminal error naming it.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use restate_sdk::prelude::{Endpoint, HttpServer};
+use runcore::{
+    Agent, AgentConfig, AssistantMessage, CommitError, CommitLog, CommitOperation, CommitReceipt,
+    MemoryStore, Message, RecoverError, RecoveryPolicy, RunDisposition, RunId, StoreError,
+    ThreadCommit, ThreadId, ToolCall, ToolOutput, UserMessage,
+};
+use runcore_restate::script::{ScriptedModel, ScriptedTools, scripted_config};
+use runcore_restate::{
+    Model, ModelCall, SharedStore, StepFuture, ThreadHost, ThreadObject, ThreadStore, Tools, shared,
+};
+use serde_json::Value;
+use support::{Server, TempDir, server_binary};
+
+/// An endpoint served on a thread of this process until dropped.
+struct InProcess {
+    port: u16,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl InProcess {
+    fn serve(host: ThreadHost) -> InProcess {
+        let (port_tx, port_rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind");
+                let port = listener.local_addr().expect("address").port();
+                port_tx.send(port).expect("send the port");
+                let endpoint = Endpoint::builder().bind(ThreadObject::new(host)).build();
+                HttpServer::new(endpoint)
+                    .serve_with_cancel(listener, stopped)
+                    .await;
+            });
+        });
+        let port = port_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the endpoint listens");
+        InProcess {
+            port,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Counts the calls it forwards.
+struct Counting<T> {
+    inner: T,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Model for Counting<ScriptedModel> {
+    fn call(&self, call: ModelCall) -> StepFuture<AssistantMessage> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inner.call(call)
+    }
+}
+
+impl Tools for Counting<ScriptedTools> {
+    fn execute(&self, run_id: RunId, call: ToolCall) -> StepFuture<ToolOutput> {
+        if call.name.as_str() == "fragile" {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.execute(run_id, call)
+    }
+}
+
+struct Cluster {
+    server: Server,
+    _endpoint: InProcess,
+    store: SharedStore,
+    model_calls: Arc<AtomicUsize>,
+    fragile_calls: Arc<AtomicUsize>,
+    _dir: TempDir,
+}
+
+fn cluster(label: &str, store: Box<dyn ThreadStore>) -> Option<Cluster> {
+    let binary = server_binary()?;
+    let dir = TempDir::new(label);
+    let server = Server::start(binary, &dir.0);
+    let store = shared(store);
+    let model_calls = Arc::new(AtomicUsize::new(0));
+    let fragile_calls = Arc::new(AtomicUsize::new(0));
+    let host = ThreadHost::new(
+        scripted_config(Some(600_000)),
+        Arc::new(Counting {
+            inner: ScriptedModel::default(),
+            calls: model_calls.clone(),
+        }),
+        Arc::new(Counting {
+            inner: ScriptedTools::default(),
+            calls: fragile_calls.clone(),
+        }),
+        store.clone(),
+    );
+    let endpoint = InProcess::serve(host);
+    server.register(endpoint.port);
+    Some(Cluster {
+        server,
+        _endpoint: endpoint,
+        store,
+        model_calls,
+        fragile_calls,
+        _dir: dir,
+    })
+}
+
+/// The §10 body inside a terminal error's answer.
+fn error_body(answer: &Value) -> Value {
+    let message = answer["message"].as_str().unwrap_or_default();
+    serde_json::from_str(message).unwrap_or_else(|_| panic!("not a §10 body: {answer}"))
+}
+
+fn version(store: &SharedStore, thread: &str) -> u64 {
+    store
+        .lock()
+        .expect("lock")
+        .thread_version(&ThreadId::from(thread))
+        .expect("version")
+}
+
+fn transcript(store: &SharedStore, thread: &str) -> Vec<Message> {
+    let mut config = scripted_config(Some(600_000));
+    config.thread_id = ThreadId::from(thread);
+    let agent = store
+        .lock()
+        .expect("lock")
+        .recover(config, &ThreadId::from(thread), RecoveryPolicy::Replay)
+        .expect("recover");
+    agent.transcript().to_vec()
+}
+
+#[test]
+fn misuse_inputs_are_terminal_errors_carrying_the_kind_and_leave_the_thread_unchanged() {
+    let Some(c) = cluster("misuse", Box::new(MemoryStore::new())) else {
+        return;
+    };
+    let s = &c.server;
+
+    // A steer while idle.
+    let (status, answer) = s.call("t", "steer", r#"{"text":"hurry"}"#, None);
+    assert_eq!(status, 409, "{answer}");
+    let body = error_body(&answer);
+    assert_eq!(body["kind"], "not_accepting", "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not accepted"))
+    );
+    assert_eq!(version(&c.store, "t"), 0);
+    assert_eq!(s.state("t")["status"], "idle");
+
+    // A malformed body, and a body with a field the input does not have.
+    let (status, answer) = s.call("t", "prompt", "{", None);
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(error_body(&answer)["kind"], "invalid_json");
+    let (status, answer) = s.call("t", "prompt", r#"{"txt":"hello"}"#, None);
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(error_body(&answer)["kind"], "invalid_json");
+    assert_eq!(version(&c.store, "t"), 0);
+
+    // A thread waiting for approval.
+    let (status, waiting) = s.call("t", "prompt", r#"{"text":"lookup 1 deploy"}"#, Some("p1"));
+    assert_eq!(status, 200, "{waiting}");
+    assert_eq!(waiting["status"], "awaiting");
+    let before = version(&c.store, "t");
+
+    // A resume for a stale ticket.
+    let stale =
+        r#"{"result":{"type":"permission","decision":"allow"},"correlation_id":"t/run-1:wait-9"}"#;
+    let (status, answer) = s.call("t", "resume", stale, None);
+    assert_eq!(status, 409, "{answer}");
+    let body = error_body(&answer);
+    assert_eq!(body["kind"], "resume", "{body}");
+    assert_eq!(body["resume_error"], "correlation_mismatch", "{body}");
+    // A resume whose result does not fit the wait.
+    let (status, answer) = s.call(
+        "t",
+        "resume",
+        r#"{"result":{"type":"input","text":"x"}}"#,
+        None,
+    );
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(error_body(&answer)["resume_error"], "result_kind_mismatch");
+    // A second prompt while a run waits.
+    let (status, answer) = s.call("t", "prompt", r#"{"text":"again"}"#, None);
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(error_body(&answer)["kind"], "busy");
+
+    // A `timeout` that arrives before the deadline is a no-op (not an error).
+    let (status, early) = s.call("t", "timeout", "", None);
+    assert_eq!(status, 200, "{early}");
+    assert_eq!(early, waiting);
+
+    // Unchanged: the same version in the store, the same ticket in the object.
+    assert_eq!(version(&c.store, "t"), before);
+    assert_eq!(s.state("t"), waiting);
+
+    // The right answer still works, and a second resume after it is `not_waiting`.
+    let allow = r#"{"result":{"type":"permission","decision":"allow"}}"#;
+    let (status, done) = s.call("t", "resume", allow, Some("r1"));
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["last_end"]["cause"]["type"], "natural_end");
+    let (status, answer) = s.call("t", "resume", allow, Some("r2"));
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(error_body(&answer)["resume_error"], "not_waiting");
+}
+
+#[test]
+fn a_transient_model_failure_is_retried_then_becomes_model_failed() {
+    let Some(c) = cluster("model", Box::new(MemoryStore::new())) else {
+        return;
+    };
+    let (status, view) = c
+        .server
+        .call("m", "prompt", r#"{"text":"flaky-model"}"#, None);
+    assert_eq!(status, 200, "the invocation completes: {view}");
+    let cause = &view["last_end"]["cause"];
+    assert_eq!(cause["type"], "error", "{view}");
+    assert_eq!(cause["failure"]["type"], "inference");
+    assert_eq!(cause["failure"]["code"], "step_retries_exhausted");
+    assert!(
+        cause["failure"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("model_unavailable"))
+    );
+    assert_eq!(c.model_calls.load(Ordering::SeqCst), 3, "three attempts");
+    // The failure is data in the store: the assistant error message ends the transcript.
+    let messages = transcript(&c.store, "m");
+    assert!(matches!(messages.last(), Some(Message::Assistant(a)) if a.error_message.is_some()));
+}
+
+#[test]
+fn a_transient_tool_failure_is_retried_then_becomes_an_error_result() {
+    let Some(c) = cluster("tool", Box::new(MemoryStore::new())) else {
+        return;
+    };
+    let (status, view) = c
+        .server
+        .call("f", "prompt", r#"{"text":"lookup 1 fragile"}"#, None);
+    assert_eq!(status, 200, "the invocation completes: {view}");
+    assert_eq!(view["last_end"]["cause"]["type"], "natural_end", "{view}");
+    assert_eq!(c.fragile_calls.load(Ordering::SeqCst), 3, "three attempts");
+    let messages = transcript(&c.store, "f");
+    let result = messages
+        .iter()
+        .find_map(|m| match m {
+            Message::ToolResult(r) if r.call_id.as_str() == "call-fragile" => Some(r.clone()),
+            _ => None,
+        })
+        .expect("the fragile call has a result");
+    assert!(result.is_error);
+}
+
+/// A store with a second writer: just before the object's second commit on thread `fenced`,
+/// another writer commits on that thread, so the object's commit meets a real version fence.
+struct SecondWriter {
+    inner: MemoryStore,
+    commits: usize,
+}
+
+impl ThreadStore for SecondWriter {
+    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
+        ThreadStore::thread_version(&self.inner, thread)
+    }
+
+    fn recover(
+        &self,
+        config: AgentConfig,
+        thread: &ThreadId,
+        policy: RecoveryPolicy,
+    ) -> Result<Agent, RecoverError> {
+        ThreadStore::recover(&self.inner, config, thread, policy)
+    }
+
+    fn commit_operation(
+        &mut self,
+        operation: CommitOperation,
+    ) -> Result<CommitReceipt, StoreError> {
+        self.commits += 1;
+        if self.commits == 2 {
+            let intruder = ThreadCommit::assemble(
+                ThreadId::from("fenced"),
+                RunDisposition::Running {
+                    run_id: RunId::from("intruder/run-1"),
+                },
+                true,
+                vec![Message::from(UserMessage::text("another writer"))],
+                Vec::new(),
+                Vec::new(),
+            );
+            self.inner.commit(intruder)?;
+        }
+        CommitLog::commit_operation(&mut self.inner, operation)
+    }
+}
+
+#[test]
+fn a_store_that_refuses_a_commit_ends_the_invocation_with_a_terminal_error_naming_it() {
+    let store = SecondWriter {
+        inner: MemoryStore::new(),
+        commits: 0,
+    };
+    let Some(c) = cluster("fence", Box::new(store)) else {
+        return;
+    };
+    let (status, answer) = c
+        .server
+        .call("fenced", "prompt", r#"{"text":"lookup 2"}"#, None);
+    assert_eq!(
+        status, 409,
+        "a terminal error, not retried forever: {answer}"
+    );
+    let body = error_body(&answer);
+    assert_eq!(body["kind"], "store", "{body}");
+    assert_eq!(body["code"], "version_conflict", "{body}");
+    let expected = CommitError::VersionConflict {
+        expected: 1,
+        actual: 2,
+    };
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("version_conflict") && m.contains(&expected.to_string())),
+        "{body}"
+    );
+    // The object's first commit and the intruder's; nothing of the refused one.
+    assert_eq!(version(&c.store, "fenced"), 2);
+}
