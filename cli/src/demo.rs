@@ -164,7 +164,7 @@ struct Host<S> {
     out: String,
 }
 
-impl<S: CommitLog + CheckpointReader> Host<S> {
+impl<S: CommitLog + CheckpointReader + runcore::ThreadClaims> Host<S> {
     /// A host over `store`, with a fresh agent (`agent` None) or a given one.
     fn new(json: bool, store: S, agent: Option<Agent>) -> DemoResult<Host<S>> {
         let agent = match agent {

@@ -101,15 +101,23 @@ pub fn threads_text(lines: &[ThreadLine]) -> String {
                 Some(run) => (run.id.to_string(), state_text(&run.state)),
                 None => ("-".to_owned(), "-".to_owned()),
             };
+            let claim = match &line.claim {
+                Some(claim) => format!("{} (epoch {})", claim.owner, claim.epoch),
+                None => "-".to_owned(),
+            };
             vec![
                 line.thread_id.to_string(),
                 line.version.to_string(),
                 run,
                 state,
+                claim,
             ]
         })
         .collect();
-    let mut text = table(&["THREAD", "VERSION", "LATEST RUN", "STATE"], &rows);
+    let mut text = table(
+        &["THREAD", "VERSION", "LATEST RUN", "STATE", "CLAIMED BY"],
+        &rows,
+    );
     text.push_str(&format!("({})\n", plural(lines.len(), "thread", "threads")));
     text
 }
@@ -124,6 +132,12 @@ pub fn show_text(view: &ThreadView) -> String {
         plural(view.messages.len(), "message", "messages"),
         plural(view.tickets.len(), "ticket", "tickets"),
     );
+    if let Some(claim) = &view.claim {
+        text.push_str(&format!(
+            "claimed by {} (epoch {}) until {} (store time)\n",
+            claim.owner, claim.epoch, claim.expires_at_ms
+        ));
+    }
     if view.version == 0 {
         text.push_str("(nothing is committed on this thread)\n");
         return text;
@@ -273,7 +287,7 @@ mod tests {
         let view = show(&store(), &ThreadId::new("nope")).unwrap();
         assert_eq!(
             serde_json::to_string(&view).unwrap(),
-            r#"{"thread_id":"nope","version":0,"messages":[],"runs":[],"tickets":[]}"#
+            r#"{"thread_id":"nope","version":0,"messages":[],"runs":[],"tickets":[],"claim":null}"#
         );
     }
 

@@ -124,8 +124,9 @@ fn check_shapes(url: &str) {
     assert_eq!(ids, [&json!("alpha"), &json!("beta"), &json!("gamma")]);
     for thread in &threads {
         let keys: Vec<&String> = thread.as_object().expect("object").keys().collect();
-        // (serde_json's maps sort their keys.)
-        assert_eq!(keys, ["latest_run", "thread_id", "version"]);
+        // (serde_json's maps sort their keys.) `claim`: SPEC §12.4, null when none is live.
+        assert_eq!(keys, ["claim", "latest_run", "thread_id", "version"]);
+        assert_eq!(thread["claim"], Value::Null);
         let run: Vec<&String> = thread["latest_run"]
             .as_object()
             .expect("run")
@@ -138,7 +139,14 @@ fn check_shapes(url: &str) {
     let keys: Vec<&String> = shown.as_object().expect("object").keys().collect();
     assert_eq!(
         keys,
-        ["messages", "runs", "thread_id", "tickets", "version"]
+        [
+            "claim",
+            "messages",
+            "runs",
+            "thread_id",
+            "tickets",
+            "version"
+        ]
     );
     assert_eq!(shown["tickets"].as_array().map(Vec::len), Some(1));
     let output = runcore(&["pending", "--store", url, "--json"]);

@@ -259,7 +259,7 @@ where
 
 async fn threads_page<S>(State(state): State<AppState<S>>) -> Response
 where
-    S: CheckpointReader + Send + 'static,
+    S: runcore::Store + Send + 'static,
 {
     match with_store(&state, |s| shapes::threads(&*s)).await {
         Ok(Ok(lines)) => page_response(
@@ -278,7 +278,7 @@ where
 
 /// `show`'s view of a thread and where each of its runs starts in the transcript.
 fn thread_with_starts(
-    store: &impl CheckpointReader,
+    store: &(impl CheckpointReader + runcore::ThreadClaims),
     thread: &ThreadId,
 ) -> Result<(shapes::ThreadView, html::RunStarts), runcore::StoreError> {
     let view = shapes::show(store, thread)?;
@@ -307,7 +307,7 @@ fn thread_with_starts(
 
 async fn thread_page<S>(State(state): State<AppState<S>>, Path(thread_id): Path<String>) -> Response
 where
-    S: CheckpointReader + Send + 'static,
+    S: runcore::Store + Send + 'static,
 {
     let thread = ThreadId::new(thread_id);
     let title = format!("Thread {thread}");
@@ -332,7 +332,7 @@ async fn pending_page<S>(
     Query(query): Query<BTreeMap<String, String>>,
 ) -> Response
 where
-    S: CheckpointReader + Send + 'static,
+    S: runcore::Store + Send + 'static,
 {
     let notice = match (
         query.get("answered"),
@@ -405,7 +405,7 @@ async fn read_events<S>(
     query: &EventsQuery,
 ) -> Result<Vec<runcore::EventRecord>, Failure>
 where
-    S: CheckpointReader + Send + 'static,
+    S: runcore::Store + Send + 'static,
 {
     let (scope, from, limit) = (scope_of(query), query.from, query.limit);
     with_store(state, move |s| shapes::events(&*s, &scope, from, limit))
@@ -418,7 +418,7 @@ async fn events_page<S>(
     Query(query): Query<BTreeMap<String, String>>,
 ) -> Response
 where
-    S: CheckpointReader + Send + 'static,
+    S: runcore::Store + Send + 'static,
 {
     let query = match events_query(&query) {
         Ok(query) => query,
@@ -440,7 +440,7 @@ where
 
 async fn api_threads<S>(State(state): State<AppState<S>>) -> Response
 where
-    S: CheckpointReader + Send + 'static,
+    S: runcore::Store + Send + 'static,
 {
     match with_store(&state, |s| shapes::threads(&*s)).await {
         Ok(Ok(lines)) => json_response(StatusCode::OK, &lines),
@@ -451,7 +451,7 @@ where
 
 async fn api_thread<S>(State(state): State<AppState<S>>, Path(thread_id): Path<String>) -> Response
 where
-    S: CheckpointReader + Send + 'static,
+    S: runcore::Store + Send + 'static,
 {
     let thread = ThreadId::new(thread_id);
     match with_store(&state, move |s| shapes::show(&*s, &thread)).await {
@@ -463,7 +463,7 @@ where
 
 async fn api_pending<S>(State(state): State<AppState<S>>) -> Response
 where
-    S: CheckpointReader + Send + 'static,
+    S: runcore::Store + Send + 'static,
 {
     match with_store(&state, |s| shapes::pending(&*s)).await {
         Ok(Ok(tickets)) => json_response(StatusCode::OK, &tickets),
@@ -477,7 +477,7 @@ async fn api_events<S>(
     Query(query): Query<BTreeMap<String, String>>,
 ) -> Response
 where
-    S: CheckpointReader + Send + 'static,
+    S: runcore::Store + Send + 'static,
 {
     let query = match events_query(&query) {
         Ok(query) => query,

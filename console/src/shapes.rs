@@ -6,8 +6,8 @@
 //! any backend the same way.
 
 use runcore::{
-    CheckpointReader, EventRecord, EventScope, Message, ResumeTicket, RunId, RunRecord, RunState,
-    StoreError, ThreadId,
+    CheckpointReader, Claim, EventRecord, EventScope, Message, ResumeTicket, RunId, RunRecord,
+    RunState, StoreError, ThreadClaims, ThreadId,
 };
 use serde::Serialize;
 
@@ -35,6 +35,44 @@ impl From<RunRecord> for RunView {
     }
 }
 
+/// A live claim as §12.4 shows it: `{"owner","epoch","expires_at_ms"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClaimView {
+    /// Who holds the thread.
+    pub owner: String,
+    /// The claim's epoch.
+    pub epoch: u64,
+    /// When it expires unless renewed, in store time.
+    pub expires_at_ms: u64,
+}
+
+impl From<Claim> for ClaimView {
+    fn from(claim: Claim) -> Self {
+        ClaimView {
+            owner: claim.owner,
+            epoch: claim.epoch,
+            expires_at_ms: claim.expires_at_ms,
+        }
+    }
+}
+
+/// The machine's wall clock in Unix-epoch milliseconds: the clock claims are read at (a store
+/// whose time is its server's ignores it).
+pub fn wall_clock_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn live_claim<S: ThreadClaims + ?Sized>(
+    store: &S,
+    thread: &ThreadId,
+) -> Result<Option<ClaimView>, StoreError> {
+    Ok(store
+        .thread_claim(thread, wall_clock_ms())?
+        .map(ClaimView::from))
+}
+
 /// One line of `runcore threads --json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ThreadLine {
@@ -44,6 +82,8 @@ pub struct ThreadLine {
     pub version: u64,
     /// The run of its latest commit.
     pub latest_run: Option<RunView>,
+    /// Its live claim (SPEC §12.4), `null` when no owner holds it.
+    pub claim: Option<ClaimView>,
 }
 
 /// What `runcore show THREAD --json` prints: everything committed on one thread.
@@ -59,20 +99,27 @@ pub struct ThreadView {
     pub runs: Vec<RunView>,
     /// The tickets of its awaiting runs.
     pub tickets: Vec<ResumeTicket>,
+    /// Its live claim (SPEC §12.4), `null` when no owner holds it.
+    pub claim: Option<ClaimView>,
 }
 
 /// Every thread, ordered by id.
-pub fn threads(store: &impl CheckpointReader) -> Result<Vec<ThreadLine>, StoreError> {
+pub fn threads<S: CheckpointReader + ThreadClaims + ?Sized>(
+    store: &S,
+) -> Result<Vec<ThreadLine>, StoreError> {
     let mut lines: Vec<ThreadLine> = Vec::new();
     loop {
         let after = lines.last().map(|l| l.thread_id.clone());
         let page = store.threads(after.as_ref(), PAGE)?;
         let full = page.len() == PAGE;
-        lines.extend(page.into_iter().map(|summary| ThreadLine {
-            thread_id: summary.thread_id,
-            version: summary.version,
-            latest_run: summary.latest_run.map(RunView::from),
-        }));
+        for summary in page {
+            lines.push(ThreadLine {
+                claim: live_claim(store, &summary.thread_id)?,
+                thread_id: summary.thread_id,
+                version: summary.version,
+                latest_run: summary.latest_run.map(RunView::from),
+            });
+        }
         if !full {
             return Ok(lines);
         }
@@ -80,7 +127,10 @@ pub fn threads(store: &impl CheckpointReader) -> Result<Vec<ThreadLine>, StoreEr
 }
 
 /// Everything committed on `thread` (an unknown thread is empty, version 0).
-pub fn show(store: &impl CheckpointReader, thread: &ThreadId) -> Result<ThreadView, StoreError> {
+pub fn show<S: CheckpointReader + ThreadClaims + ?Sized>(
+    store: &S,
+    thread: &ThreadId,
+) -> Result<ThreadView, StoreError> {
     let version = store.thread_version(thread)?;
     let messages = store.committed_messages(thread)?;
     // A run's first commit always carries an audit event (its `run_state_changed`), so the
@@ -117,6 +167,7 @@ pub fn show(store: &impl CheckpointReader, thread: &ThreadId) -> Result<ThreadVi
         messages,
         runs,
         tickets,
+        claim: live_claim(store, thread)?,
     })
 }
 
