@@ -177,9 +177,9 @@ mod store;
 
 pub use agent::{
     AGENT_SCHEMA_VERSION, Action, Agent, AgentCommit, AgentConfig, AgentEvent, AgentSnapshot,
-    AgentState, AgentStatus, Input, LoopEvent, MessageOrigin, ModelRequest, Observer, ObserverId,
-    Observers, Output, QueueMode, RecoverError, RecoveryPolicy, RunResult, SnapshotError,
-    ToolPolicy, ToolSpec, reduce,
+    AgentState, AgentStatus, Compaction, Input, LoopEvent, MessageOrigin, ModelRequest, Observer,
+    ObserverId, Observers, Output, QueueMode, RecoverError, RecoveryPolicy, RunResult,
+    SnapshotError, ToolPolicy, ToolSpec, reduce,
 };
 pub use commit::{
     AuditDraft, COMMIT_SCHEMA_VERSION, CommitError, CommitOperation, CommitReceipt, CommitRecord,

@@ -154,7 +154,7 @@ struct Host<S> {
     store: S,
     now_ms: u64,
     input_line: u64,
-    sent: usize,
+    sent: runcore::driver::SentContext,
     /// The outstanding model call.
     model_call: Option<(RunId, u32)>,
     /// The outstanding tool calls.
@@ -177,7 +177,7 @@ impl<S: CommitLog + CheckpointReader> Host<S> {
             store,
             now_ms: 0,
             input_line: 0,
-            sent: 0,
+            sent: Default::default(),
             model_call: None,
             tool_calls: Vec::new(),
             tool_run: None,

@@ -157,6 +157,16 @@ pub enum Input {
     /// when nothing is.
     #[serde(deserialize_with = "no_fields")]
     Timeout,
+    /// [`Agent::compact`] (SPEC §8.9): instead of answering the outstanding model call, the
+    /// host replaces `transcript[..keep_from]` in the model context by `summary`.
+    Compact {
+        /// The summary: a string (one text block) or a user message object (`"content"`, `"id"`?).
+        #[serde(with = "user_text")]
+        #[cfg_attr(feature = "schema", schemars(schema_with = "user_text::schema"))]
+        summary: UserMessage,
+        /// Where the kept transcript begins.
+        keep_from: usize,
+    },
 }
 
 impl Input {
@@ -182,6 +192,7 @@ impl Input {
             Input::AbandonTools => "abandon_tools",
             Input::Continue => "continue",
             Input::Timeout => "timeout",
+            Input::Compact { .. } => "compact",
         }
     }
 
@@ -266,6 +277,7 @@ impl Agent {
             Input::AbandonTools => self.on_abandon_tools(),
             Input::Continue => self.on_continue(),
             Input::Timeout => self.on_timeout(),
+            Input::Compact { summary, keep_from } => self.on_compact(summary, keep_from),
         }
     }
 
@@ -497,6 +509,25 @@ impl Agent {
     /// clock still advances). Call it when [`poll_timeout`](Agent::poll_timeout) says.
     pub fn handle_timeout(&mut self, now_ms: u64) -> Result<(), AgentError> {
         self.handle(Input::Timeout, now_ms)
+    }
+
+    /// Compacts the thread (SPEC §8.9) instead of answering the outstanding model call: from
+    /// now on the model context is `[summary] ++ transcript[keep_from..]`; the transcript
+    /// stays whole and committed. Accepted only while the active run's model call is out and
+    /// nothing of it (no delta) has arrived; `InvalidState` otherwise. `keep_from` must be
+    /// greater than the previous compaction's, at most the transcript's length, and at a
+    /// complete boundary (`transcript[keep_from]` is not a tool result, and no tool call
+    /// before it has its result at or after it); `InvalidInput` naming the rule otherwise.
+    ///
+    /// The agent commits the compaction (Running, no messages, a `compacted` audit draft),
+    /// announces `compacted`, and hands out `CallModel` for the same step again.
+    pub fn compact(
+        &mut self,
+        summary: UserMessage,
+        keep_from: usize,
+        now_ms: u64,
+    ) -> Result<(), AgentError> {
+        self.handle(Input::Compact { summary, keep_from }, now_ms)
     }
 }
 

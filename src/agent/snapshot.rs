@@ -64,6 +64,9 @@ struct AgentRepr {
     active: Option<ActiveRun>,
     last_end: Option<(RunId, EndCause)>,
     outbox: VecDeque<super::Output>,
+    /// Absent in snapshots of agents never compacted (and of crates before compaction).
+    #[serde(default)]
+    compaction: Option<super::Compaction>,
 }
 
 impl From<AgentRepr> for Agent {
@@ -79,6 +82,7 @@ impl From<AgentRepr> for Agent {
             active: repr.active,
             last_end: repr.last_end,
             outbox: repr.outbox,
+            compaction: repr.compaction,
         }
     }
 }
@@ -205,6 +209,15 @@ impl Agent {
                 return Err(SnapshotError::Inconsistent(format!(
                     "the active run made {} model calls, over max_steps {}",
                     run.steps, self.config.max_steps
+                )));
+            }
+            if let Some(compaction) = &self.compaction
+                && compaction.keep_from() > self.messages.len()
+            {
+                return Err(SnapshotError::Inconsistent(format!(
+                    "the model context starts at message {} past the end of the transcript ({})",
+                    compaction.keep_from(),
+                    self.messages.len()
                 )));
             }
             if let Some(why) = active.phase.inconsistency() {

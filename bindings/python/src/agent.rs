@@ -25,7 +25,7 @@ pub struct PyAgent {
     pub(crate) agent: Agent,
     pub(crate) context: ContextMode,
     /// Messages already carried by earlier `call_model` outputs (delta context).
-    sent: usize,
+    sent: runcore::driver::SentContext,
     /// Set when a Rust panic interrupted an input: the agent may be half-changed, so every
     /// later call raises `InternalError` instead of acting on it.
     poisoned: Option<String>,
@@ -121,7 +121,7 @@ impl PyAgent {
         PyAgent {
             agent,
             context,
-            sent: 0,
+            sent: Default::default(),
             poisoned: None,
             keys: KeyCache::default(),
             canonical: Vec::new(),
@@ -499,7 +499,7 @@ impl PyAgent {
             let Some(request) = this.agent.model_request() else {
                 return Ok(None);
             };
-            let mut sent = 0;
+            let mut sent = runcore::driver::SentContext::default();
             let line = call_model_line(
                 &this.agent,
                 request.run_id,
