@@ -40,6 +40,7 @@
 //! | `continue`      | `IS` (empty transcript) | `IS` (ends in the answer) | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` |
 //! | `timeout`       | -          | -          | -          | -          | -           | -              | -          | as `expire_wait`   | -          |
 //! | `config`        | replaced   | `IS`       | `IS`       | `IS`       | `IS`        | `IS`           | `IS`       | `IS`               | `IS`       |
+//! | `compact`       | `IS`       | `IS`       | `IS`       | commit Running, `compacted` → `call_model` (the same step); `IS` once a delta arrived; a bad `keep_from` `invalid_input` | `IS` | `IS` | `IS`  | `IS`               | `IS`       |
 //!
 //! `tests/phase_matrix.rs` checks this table: it drives every input into a fresh agent in each
 //! of these phases, asserts a rejected input leaves the snapshot byte-identical, and snapshots
@@ -58,6 +59,7 @@
 //! | `CallModel`      | `poll`                     | action `CallModel` (steps += 1) → `ModelOut`          |
 //! | `CallModel`      | `abort` / `stop`           | finish(Cancelled / Stopped)                           |
 //! | `ModelOut`       | `model_failed`             | error message; finish(Cancelled, Stopped or Error)    |
+//! | `ModelOut` (no delta yet) | `compact`         | commit Running (no messages, `compacted` draft), `compacted` → `CallModel` (steps −= 1: the same step again) |
 //! | `ModelOut`       | `model_done` error/aborted | calls `skipped`; finish                               |
 //! | `ModelOut`       | `model_done` text          | boundary(TextStop)                                    |
 //! | `ModelOut`       | `model_done` length+calls  | `truncated` results; after_batch                      |
