@@ -160,9 +160,10 @@ pub enum Input {
     /// [`Agent::compact`] (SPEC §8.9): instead of answering the outstanding model call, the
     /// host replaces `transcript[..keep_from]` in the model context by `summary`.
     Compact {
-        /// The summary: a string (one text block) or a user message object (`"content"`, `"id"`?).
-        #[serde(with = "user_text")]
-        #[cfg_attr(feature = "schema", schemars(schema_with = "user_text::schema"))]
+        /// The summary: a string (one text block), a list of content blocks, or a user message
+        /// object (`{"content", "id"?}`).
+        #[serde(with = "summary_content")]
+        #[cfg_attr(feature = "schema", schemars(schema_with = "summary_content::schema"))]
         summary: UserMessage,
         /// Where the kept transcript begins.
         keep_from: usize,
@@ -575,6 +576,60 @@ mod user_text {
         json_schema!({
             "description": "The text (one text block), or a user message object.",
             "anyOf": [{"type": "string"}, message],
+        })
+    }
+}
+
+/// A compaction summary (SPEC §8.9, §12.4): a string (one text block) or a list of content
+/// blocks, as the SPEC writes it, or a user message object (to give it an `id`). Written as
+/// the shortest of the three that says it all.
+mod summary_content {
+    #[cfg(feature = "schema")]
+    use schemars::{Schema, SchemaGenerator, json_schema};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::message::{ContentBlock, UserMessage};
+
+    #[derive(Deserialize)]
+    #[serde(
+        untagged,
+        expecting = "`summary` must be a string, a list of content blocks, or a user message \
+                     {\"content\":[…],\"id\"?}"
+    )]
+    enum Repr {
+        Text(String),
+        Blocks(Vec<ContentBlock>),
+        Message(UserMessage),
+    }
+
+    pub(super) fn serialize<S: Serializer>(
+        message: &UserMessage,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match (message.content.as_slice(), &message.id) {
+            ([ContentBlock::Text { text }], None) => serializer.serialize_str(text),
+            (blocks, None) => blocks.serialize(serializer),
+            _ => message.serialize(serializer),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<UserMessage, D::Error> {
+        Ok(match Repr::deserialize(deserializer)? {
+            Repr::Text(text) => UserMessage::text(text),
+            Repr::Blocks(content) => UserMessage { content, id: None },
+            Repr::Message(message) => message,
+        })
+    }
+
+    #[cfg(feature = "schema")]
+    pub(super) fn schema(generator: &mut SchemaGenerator) -> Schema {
+        let blocks = generator.subschema_for::<Vec<ContentBlock>>();
+        let message = generator.subschema_for::<UserMessage>();
+        json_schema!({
+            "description": "The summary: a string (one text block), content blocks, or a user message object.",
+            "anyOf": [{"type": "string"}, blocks, message],
         })
     }
 }
