@@ -8,8 +8,8 @@
 use std::io::{self, Write};
 
 use runcore::{
-    CheckpointReader, EventScope, Message, ResumeTicket, RunId, RunRecord, RunState, StoreError,
-    ThreadId,
+    AuditDraft, CheckpointReader, EventScope, Message, ResumeTicket, RunId, RunRecord, RunState,
+    StoreError, ThreadId,
 };
 use serde::Serialize;
 
@@ -59,6 +59,12 @@ pub struct ThreadView {
     pub version: u64,
     /// The committed transcript.
     pub messages: Vec<Message>,
+    /// Where the model context's transcript part starts (SPEC §8.9, §12.4): the latest
+    /// compaction's `keep_from`, 0 without one.
+    pub context_start: usize,
+    /// The latest compaction's summary (shown in the readable form only).
+    #[serde(skip)]
+    pub summary: Option<Message>,
     /// Its runs, in start order.
     pub runs: Vec<RunView>,
     /// The tickets of its awaiting runs.
@@ -90,6 +96,7 @@ pub fn show(store: &impl CheckpointReader, thread: &ThreadId) -> Result<ThreadVi
     // A run's first commit always carries an audit event (its `run_state_changed`), so the
     // runs in the order their first event appears are the runs in start order.
     let mut run_ids: Vec<RunId> = Vec::new();
+    let mut compaction = None;
     let scope = EventScope::Thread(thread.clone());
     let mut from = None;
     loop {
@@ -97,6 +104,13 @@ pub fn show(store: &impl CheckpointReader, thread: &ThreadId) -> Result<ThreadVi
         let Some(last) = page.last() else { break };
         from = Some(last.sequence);
         for event in page {
+            if event.kind == "compacted"
+                && let AuditDraft::Compacted {
+                    keep_from, summary, ..
+                } = AuditDraft::from_stored(&event.kind, event.payload.clone())
+            {
+                compaction = Some((keep_from, Message::User(summary)));
+            }
             if !run_ids.contains(&event.run_id) {
                 run_ids.push(event.run_id);
             }
@@ -115,10 +129,16 @@ pub fn show(store: &impl CheckpointReader, thread: &ThreadId) -> Result<ThreadVi
         }
         runs.push(RunView::from(record));
     }
+    let (context_start, summary) = match compaction {
+        Some((keep_from, summary)) => (keep_from, Some(summary)),
+        None => (0, None),
+    };
     Ok(ThreadView {
         thread_id: thread.clone(),
         version,
         messages,
+        context_start,
+        summary,
         runs,
         tickets,
     })
@@ -269,7 +289,19 @@ pub fn show_text(view: &ThreadView) -> String {
     text.push_str("\n== Transcript ==\n");
     let digits = view.messages.len().saturating_sub(1).to_string().len();
     for (i, message) in view.messages.iter().enumerate() {
+        if view.summary.is_some() && i == view.context_start {
+            text.push_str("  -- the model context starts here, after the summary --\n");
+        }
         text.push_str(&format!("  [{i:>digits$}] {}\n", transcript_line(message)));
+    }
+    if let Some(summary) = &view.summary {
+        text.push_str(&format!(
+            "\n== Model context ==\n  the summary, then messages {}..{} (a compaction; every \
+             message stays committed)\n  summary: {}\n",
+            view.context_start,
+            view.messages.len(),
+            transcript_line(summary),
+        ));
     }
     if !view.tickets.is_empty() {
         text.push_str("\n== Waiting for a person ==\n");
@@ -402,7 +434,7 @@ mod tests {
         let view = show(&store(), &ThreadId::new("nope")).unwrap();
         assert_eq!(
             serde_json::to_string(&view).unwrap(),
-            r#"{"thread_id":"nope","version":0,"messages":[],"runs":[],"tickets":[]}"#
+            r#"{"thread_id":"nope","version":0,"messages":[],"context_start":0,"runs":[],"tickets":[]}"#
         );
     }
 

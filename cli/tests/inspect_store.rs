@@ -138,8 +138,16 @@ fn check_shapes(url: &str) {
     let keys: Vec<&String> = shown.as_object().expect("object").keys().collect();
     assert_eq!(
         keys,
-        ["messages", "runs", "thread_id", "tickets", "version"]
+        [
+            "context_start",
+            "messages",
+            "runs",
+            "thread_id",
+            "tickets",
+            "version"
+        ]
     );
+    assert_eq!(shown["context_start"], json!(0), "no compaction: 0");
     assert_eq!(shown["tickets"].as_array().map(Vec::len), Some(1));
     let output = runcore(&["pending", "--store", url, "--json"]);
     let pending: Value = serde_json::from_slice(&output.stdout).expect("one ticket, one JSON line");
