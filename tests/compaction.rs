@@ -383,3 +383,22 @@ fn a_snapshot_without_a_compaction_is_written_as_before() {
     assert_eq!(restored.context_start(), 0);
     assert!(restored.compaction().is_none());
 }
+
+#[test]
+fn a_snapshot_with_an_impossible_compaction_is_refused() {
+    let mut store = MemoryStore::new();
+    let mut agent = two_runs(&mut store);
+    agent.compact(summary(), 3, 30).unwrap();
+    drain(&mut agent, &mut store);
+    let good: Value = serde_json::from_str(&agent.snapshot_json()).unwrap();
+    assert_eq!(good["agent"]["compaction"]["keep_from"], 3);
+    let mut past = good.clone();
+    past["agent"]["compaction"]["keep_from"] = json!(99);
+    let mut not_user = good.clone();
+    not_user["agent"]["compaction"]["summary"]["role"] = json!("system");
+    for bad in [past, not_user] {
+        let error = Agent::restore_json(&bad.to_string()).unwrap_err();
+        assert!(matches!(error, SnapshotError::Inconsistent(_)), "{error:?}");
+    }
+    assert!(Agent::restore_json(&good.to_string()).is_ok());
+}

@@ -198,6 +198,20 @@ impl Agent {
                 self.messages.len()
             )));
         }
+        if let Some(compaction) = &self.compaction {
+            if compaction.keep_from() > self.messages.len() {
+                return Err(SnapshotError::Inconsistent(format!(
+                    "the model context starts at message {} past the end of the transcript ({})",
+                    compaction.keep_from(),
+                    self.messages.len()
+                )));
+            }
+            if !matches!(compaction.summary(), Message::User(_)) {
+                return Err(SnapshotError::Inconsistent(
+                    "the compaction's summary is not a user message".into(),
+                ));
+            }
+        }
         if let Some(active) = &self.active {
             let run = &active.run;
             if run.transcript_start > self.messages.len() {
@@ -209,15 +223,6 @@ impl Agent {
                 return Err(SnapshotError::Inconsistent(format!(
                     "the active run made {} model calls, over max_steps {}",
                     run.steps, self.config.max_steps
-                )));
-            }
-            if let Some(compaction) = &self.compaction
-                && compaction.keep_from() > self.messages.len()
-            {
-                return Err(SnapshotError::Inconsistent(format!(
-                    "the model context starts at message {} past the end of the transcript ({})",
-                    compaction.keep_from(),
-                    self.messages.len()
                 )));
             }
             if let Some(why) = active.phase.inconsistency() {
