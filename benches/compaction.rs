@@ -25,9 +25,22 @@ use support::{per_item, report, time};
 /// rendered as its line; the model call answered when `answer` is set. Returns the bytes
 /// written.
 fn step(agent: &mut Agent, store: &mut MemoryStore, answer: bool, sent: &mut SentContext) -> usize {
+    drain(agent, store, answer, Some(sent))
+}
+
+/// [`step`], rendering the lines only when `sent` is given (building a long thread renders
+/// nothing: that would cost the square of its length).
+fn drain(
+    agent: &mut Agent,
+    store: &mut MemoryStore,
+    answer: bool,
+    mut sent: Option<&mut SentContext>,
+) -> usize {
     let mut bytes = 0;
     while let Some(output) = agent.poll() {
-        bytes += render_output_line(agent, &output, ContextMode::Full, sent).len();
+        if let Some(sent) = sent.as_deref_mut() {
+            bytes += render_output_line(agent, &output, ContextMode::Full, sent).len();
+        }
         match output {
             Output::Commit(commit) => {
                 store
@@ -49,12 +62,11 @@ fn step(agent: &mut Agent, store: &mut MemoryStore, answer: bool, sent: &mut Sen
 fn thread_of(thread: &str, runs: u32) -> (Agent, MemoryStore) {
     let mut store = MemoryStore::new();
     let mut agent = Agent::new(AgentConfig::for_thread(thread)).expect("valid config");
-    let mut sent = SentContext::default();
     for i in 0..runs {
         agent
             .prompt(UserMessage::text(format!("question {i}")), u64::from(i))
             .expect("idle");
-        step(&mut agent, &mut store, true, &mut sent);
+        drain(&mut agent, &mut store, true, None);
     }
     (agent, store)
 }

@@ -15,6 +15,9 @@
 //! - Error lines carry `kind`, `message` and the error's own fields (e.g. `expected`, `got`);
 //!   a resume error adds `resume_error`.
 //! - A line longer than [`MAX_LINE_BYTES`] is rejected without being parsed.
+//! - `compact.summary` is a string, a list of content blocks, or a user message object (to
+//!   give the summary an `id`). After a compaction, delta context restarts from `base` 0 with
+//!   the whole model context (summary first), then sends deltas of the model context again.
 //!
 //! [`DurableDriver`] is the same driver with a store behind it (SPEC §12.2, `runcore drive
 //! --store URL`): it recovers the thread at start and applies every commit to the store before
