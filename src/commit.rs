@@ -13,13 +13,15 @@
 //! `state_changed` is true for the first commit of an attempt (nothing/Awaiting → Running) and
 //! for every Awaiting or Ended commit; it is false for further Running progress commits.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::canonical::canonical_json_of;
 use crate::hash::hash_canonical;
 use crate::ids::{CallId, RunId, ThreadId};
-use crate::message::Message;
+use crate::message::{Message, UserMessage};
 use crate::resume::{AwaitTarget, PermissionDecision};
 use crate::run::{EndCause, RunDisposition, RunState};
 use crate::state::{StateCommand, StateScope, exclusive_conflict};
@@ -77,6 +79,21 @@ pub enum AuditDraft {
         /// The agent's clock when it started.
         now_ms: Option<u64>,
     },
+    /// `compacted {keep_from, transcript_len, summary, now_ms?}` (SPEC §8.9): from this commit
+    /// on, the model context is `[summary] ++ transcript[keep_from..]`. Written with a Running
+    /// commit of no messages; recovery, continue and snapshots rebuild the model context from
+    /// the latest one of the thread.
+    Compacted {
+        /// Where the kept transcript begins.
+        keep_from: usize,
+        /// The transcript's length when the compaction was committed.
+        transcript_len: usize,
+        /// The summary that stands for `transcript[..keep_from]` (written as a user message,
+        /// `"role":"user"`).
+        summary: Arc<UserMessage>,
+        /// The agent's clock when it compacted.
+        now_ms: Option<u64>,
+    },
     /// A draft of any other kind (a host's own audit events).
     Custom {
         /// The kind, snake_case.
@@ -93,6 +110,7 @@ pub(crate) mod kinds {
     pub(crate) const RUN_AWAITING: &str = "run_awaiting";
     pub(crate) const PERMISSION_DECIDED: &str = "permission_decided";
     pub(crate) const RUN_STARTED: &str = "run_started";
+    pub(crate) const COMPACTED: &str = "compacted";
 }
 
 impl AuditDraft {
@@ -143,13 +161,24 @@ impl AuditDraft {
         }
     }
 
+    /// `compacted {keep_from, transcript_len, summary}` (SPEC §8.9).
+    pub fn compacted(keep_from: usize, transcript_len: usize, summary: Arc<UserMessage>) -> Self {
+        AuditDraft::Compacted {
+            keep_from,
+            transcript_len,
+            summary,
+            now_ms: None,
+        }
+    }
+
     /// The same draft with `now_ms` recorded: the agent's clock when the fact was decided, so
-    /// a recovered agent can restore its clock from committed facts. Only `run_started` and
-    /// `permission_decided` record it; other drafts are returned unchanged.
+    /// a recovered agent can restore its clock from committed facts. Only `run_started`,
+    /// `permission_decided` and `compacted` record it; other drafts are returned unchanged.
     pub fn with_now_ms(mut self, now: u64) -> Self {
         match &mut self {
             AuditDraft::PermissionDecided { now_ms, .. }
-            | AuditDraft::RunStarted { now_ms, .. } => {
+            | AuditDraft::RunStarted { now_ms, .. }
+            | AuditDraft::Compacted { now_ms, .. } => {
                 *now_ms = Some(now);
             }
             _ => {}
@@ -165,6 +194,7 @@ impl AuditDraft {
             AuditDraft::RunAwaiting { .. } => kinds::RUN_AWAITING,
             AuditDraft::PermissionDecided { .. } => kinds::PERMISSION_DECIDED,
             AuditDraft::RunStarted { .. } => kinds::RUN_STARTED,
+            AuditDraft::Compacted { .. } => kinds::COMPACTED,
             AuditDraft::Custom { kind, .. } => kind,
         }
     }
@@ -232,6 +262,18 @@ fn typed_from_stored(kind: &str, payload: &Value) -> Option<AuditDraft> {
             transcript_start: usize::try_from(number("transcript_start")?).ok()?,
             now_ms: number("now_ms"),
         },
+        kinds::COMPACTED => {
+            let summary = match serde_json::from_value::<Message>(object.get("summary")?.clone()) {
+                Ok(Message::User(summary)) => summary,
+                _ => return None,
+            };
+            AuditDraft::Compacted {
+                keep_from: usize::try_from(number("keep_from")?).ok()?,
+                transcript_len: usize::try_from(number("transcript_len")?).ok()?,
+                summary,
+                now_ms: number("now_ms"),
+            }
+        }
         _ => return None,
     };
     // Only a payload that reads back to exactly the same JSON is typed, so reading a stored
@@ -314,6 +356,20 @@ impl Serialize for Payload<'_> {
                 }
                 map.serialize_entry("run_id", run_id)?;
                 map.serialize_entry("transcript_start", transcript_start)?;
+            }
+            AuditDraft::Compacted {
+                keep_from,
+                transcript_len,
+                summary,
+                now_ms,
+            } => {
+                map.serialize_entry("keep_from", keep_from)?;
+                if let Some(now) = now_ms {
+                    map.serialize_entry("now_ms", now)?;
+                }
+                let summary = Message::User(Arc::clone(summary));
+                map.serialize_entry("summary", &to_value_or_null(&summary))?;
+                map.serialize_entry("transcript_len", transcript_len)?;
             }
             AuditDraft::Custom { .. } => {}
         }

@@ -15,6 +15,9 @@
 //! - Error lines carry `kind`, `message` and the error's own fields (e.g. `expected`, `got`);
 //!   a resume error adds `resume_error`.
 //! - A line longer than [`MAX_LINE_BYTES`] is rejected without being parsed.
+//! - `compact.summary` is a string, a list of content blocks, or a user message object (to
+//!   give the summary an `id`). After a compaction, delta context restarts from `base` 0 with
+//!   the whole model context (summary first), then sends deltas of the model context again.
 //!
 //! [`DurableDriver`] is the same driver with a store behind it (SPEC §12.2, `runcore drive
 //! --store URL`): it recovers the thread at start and applies every commit to the store before
@@ -194,10 +197,14 @@ pub enum OutputLine<'a> {
         final_step: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
         system_prompt: Option<&'a str>,
-        /// In delta mode: how many messages earlier lines already sent.
+        /// In delta mode: how many messages of the model context earlier lines already sent
+        /// (0 after a compaction: the host replaces its copy, SPEC §8.9).
         #[serde(skip_serializing_if = "Option::is_none")]
         base: Option<usize>,
-        messages: &'a [Message],
+        /// The model context from `base` on (from the start in full mode): the compaction's
+        /// summary first, if any, then the transcript from the context start.
+        #[cfg_attr(feature = "schema", schemars(with = "Vec<Message>"))]
+        messages: ContextMessages<'a>,
         tools: Vec<ToolDefinition<'a>>,
     },
     /// Execute these calls.
@@ -230,13 +237,57 @@ pub enum OutputLine<'a> {
     },
 }
 
+/// Messages of a model context, borrowed: an optional summary then a slice of the transcript
+/// (written as one JSON array, nothing copied).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ContextMessages<'a> {
+    /// The compaction's summary, when the context starts with it.
+    pub summary: Option<&'a Message>,
+    /// The transcript messages that follow.
+    pub messages: &'a [Message],
+}
+
+impl<'a> ContextMessages<'a> {
+    /// The messages in order.
+    pub fn iter(&self) -> impl Iterator<Item = &'a Message> + 'a {
+        self.summary.into_iter().chain(self.messages.iter())
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.messages.len() + usize::from(self.summary.is_some())
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Serialize for ContextMessages<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter())
+    }
+}
+
+/// What earlier `call_model` lines carried, in delta context: how many messages of the model
+/// context, and under which compaction (SPEC §8.9). A new compaction starts the delta over
+/// from `base` 0. The default is "nothing sent".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SentContext {
+    /// The `keep_from` of the compaction the sent messages belong to.
+    compaction: Option<usize>,
+    /// Model-context messages sent.
+    messages: usize,
+}
+
 /// Drives one [`Agent`] from JSON lines.
 #[derive(Debug, Clone)]
 pub struct Driver {
     agent: Agent,
     context: ContextMode,
-    /// Messages already sent by earlier `call_model` lines (delta mode).
-    sent: usize,
+    /// What earlier `call_model` lines already sent (delta mode).
+    sent: SentContext,
     line: u64,
 }
 
@@ -278,7 +329,7 @@ impl Driver {
         Driver {
             agent: Agent::new(AgentConfig::default()).unwrap_or_else(|_| unreachable_default()),
             context: ContextMode::Full,
-            sent: 0,
+            sent: SentContext::default(),
             line: 0,
         }
     }
@@ -394,15 +445,15 @@ impl Driver {
         Driver {
             agent,
             context,
-            sent: 0,
+            sent: SentContext::default(),
             line: 0,
         }
     }
 }
 
-/// The `call_model` line of an outstanding call (the request context borrowed from the agent,
-/// nothing copied). In delta mode `sent` is how many messages earlier `call_model` lines
-/// carried; it is advanced. A binding that converts lines to its own objects builds them here,
+/// The `call_model` line of an outstanding call (the model context borrowed from the agent,
+/// nothing copied). In delta mode `sent` is what earlier `call_model` lines carried; it is
+/// advanced (after a compaction the line carries `base` 0 and the whole model context). A binding that converts lines to its own objects builds them here,
 /// so its lines cannot drift from the driver's.
 pub fn call_model_line<'a>(
     agent: &'a Agent,
@@ -410,18 +461,30 @@ pub fn call_model_line<'a>(
     step: Step,
     final_step: bool,
     context: ContextMode,
-    sent: &mut usize,
+    sent: &mut SentContext,
 ) -> OutputLine<'a> {
     let config = agent.config();
-    let transcript = agent.transcript();
+    let compaction = agent.compaction();
+    let whole = ContextMessages {
+        summary: compaction.map(crate::agent::Compaction::summary),
+        messages: agent.context_tail(),
+    };
+    let current = compaction.map(crate::agent::Compaction::keep_from);
     let (base, messages) = match context {
-        ContextMode::Full => (None, transcript),
+        ContextMode::Full => (None, whole),
         ContextMode::Delta => {
-            let base = (*sent).min(transcript.len());
-            (Some(base), transcript.get(base..).unwrap_or_default())
+            let base = if sent.compaction == current {
+                sent.messages.min(whole.len())
+            } else {
+                0
+            };
+            (Some(base), context_from(whole, base))
         }
     };
-    *sent = transcript.len();
+    *sent = SentContext {
+        compaction: current,
+        messages: whole.len(),
+    };
     let tools = config
         .tools
         .iter()
@@ -442,13 +505,28 @@ pub fn call_model_line<'a>(
     }
 }
 
-/// Renders one output of `agent` as its driver JSON line. In delta mode `sent` is how many
-/// messages earlier `call_model` lines carried; it is advanced.
+/// `whole[base..]`.
+fn context_from(whole: ContextMessages<'_>, base: usize) -> ContextMessages<'_> {
+    match (whole.summary, base) {
+        (_, 0) => whole,
+        (Some(_), base) => ContextMessages {
+            summary: None,
+            messages: whole.messages.get(base - 1..).unwrap_or_default(),
+        },
+        (None, base) => ContextMessages {
+            summary: None,
+            messages: whole.messages.get(base..).unwrap_or_default(),
+        },
+    }
+}
+
+/// Renders one output of `agent` as its driver JSON line. In delta mode `sent` is what
+/// earlier `call_model` lines carried; it is advanced.
 pub fn render_output_line(
     agent: &Agent,
     output: &Output,
     context: ContextMode,
-    sent: &mut usize,
+    sent: &mut SentContext,
 ) -> String {
     match output {
         Output::Action(Action::CallModel {

@@ -179,9 +179,9 @@ mod store;
 
 pub use agent::{
     AGENT_SCHEMA_VERSION, Action, Agent, AgentCommit, AgentConfig, AgentEvent, AgentSnapshot,
-    AgentState, AgentStatus, Input, LoopEvent, MessageOrigin, ModelRequest, Observer, ObserverId,
-    Observers, Output, QueueMode, RecoverError, RecoveryPolicy, RunResult, SnapshotError,
-    ToolPolicy, ToolSpec, reduce,
+    AgentState, AgentStatus, Compaction, Input, LoopEvent, MessageOrigin, ModelRequest, Observer,
+    ObserverId, Observers, Output, QueueMode, RecoverError, RecoveryPolicy, RunResult,
+    SnapshotError, ToolPolicy, ToolSpec, reduce,
 };
 pub use answer::{AnswerError, Answered, answer_permission};
 pub use canonical::canonical_json;

@@ -564,7 +564,7 @@ fn reference_lines(
     n: u64,
     agent: &mut Agent,
     context: &mut ContextMode,
-    sent: &mut usize,
+    sent: &mut runcore::driver::SentContext,
 ) -> Vec<String> {
     let (input, now_ms) = cmd.to_input(agent);
     let mut lines = Vec::new();
@@ -587,7 +587,7 @@ fn check(lines: &[Line]) -> Result<(), TestCaseError> {
     let mut driver = Driver::new();
     let mut agent = Agent::new(AgentConfig::default()).expect("the default config is valid");
     let mut context = ContextMode::Full;
-    let mut sent = 0usize;
+    let mut sent = runcore::driver::SentContext::default();
     for (i, line) in lines.iter().enumerate() {
         let n = i as u64 + 1;
         let (bytes, expected) = match line {

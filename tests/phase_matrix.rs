@@ -81,6 +81,16 @@ fn phases() -> Vec<Setup> {
             now_ms: 100,
         },
         Setup {
+            name: "Running: ModelOutstanding (step 1), a delta of its answer arrived",
+            reach: |a| {
+                a.prompt(UserMessage::text("hi"), SETUP_MS).unwrap();
+                let _ = a.drain();
+                a.model_delta(&run1(), 1, "hel").unwrap();
+                let _ = a.drain();
+            },
+            now_ms: 100,
+        },
+        Setup {
             name: "Running: Tools not dispatched (ExecuteTools not yet polled)",
             reach: |a| {
                 a.prompt(UserMessage::text("hi"), SETUP_MS).unwrap();
@@ -132,7 +142,7 @@ fn reach_permission(a: &mut Agent) {
     let _ = a.drain();
 }
 
-const KINDS: [&str; 19] = [
+const KINDS: [&str; 20] = [
     "prompt",
     "steer",
     "follow_up",
@@ -152,6 +162,7 @@ const KINDS: [&str; 19] = [
     "continue",
     "timeout",
     "config",
+    "compact",
 ];
 
 /// The answer that fits the agent's wait (text input when there is none).
@@ -238,6 +249,11 @@ fn input(kind: &str, agent: &Agent, now_ms: u64) -> Input {
         "continue" => Input::Continue,
         "timeout" => Input::Timeout,
         "config" => Input::Config(config()),
+        // The whole transcript kept: valid wherever compaction is allowed at all.
+        "compact" => Input::Compact {
+            summary: UserMessage::text("summary"),
+            keep_from: agent.transcript().len().min(1),
+        },
         other => panic!("unknown input kind {other}"),
     }
 }

@@ -378,6 +378,31 @@ fn audit_draft_variants() {
     common::snapshot_json!("audit_draft_variants", drafts);
 }
 
+/// The `compacted` draft (SPEC §8.9): its summary is written as a user message and it reads
+/// back typed; a payload whose summary is not a user message stays a custom draft.
+#[test]
+fn compacted_audit_draft() {
+    let summary = std::sync::Arc::new(runcore::UserMessage::text("the story so far"));
+    let draft = AuditDraft::compacted(3, 7, summary).with_now_ms(9);
+    all_round_trip(std::slice::from_ref(&draft));
+    assert_eq!(draft.kind(), "compacted");
+    let payload = draft.payload();
+    assert_eq!(
+        payload,
+        serde_json::json!({
+            "keep_from": 3, "transcript_len": 7, "now_ms": 9,
+            "summary": {"role": "user", "content": [{"type": "text", "text": "the story so far"}]},
+        })
+    );
+    let mut not_user = payload.clone();
+    not_user["summary"]["role"] = "system".into();
+    assert!(matches!(
+        AuditDraft::from_stored("compacted", not_user),
+        AuditDraft::Custom { .. }
+    ));
+    common::snapshot_json!("compacted_audit_draft", draft);
+}
+
 /// Every field-less `Input`; the match breaks the build when a variant is added, so a new
 /// field-less input cannot skip the test below.
 fn every_field_less_input() -> Vec<Input> {
@@ -409,7 +434,8 @@ fn every_field_less_input() -> Vec<Input> {
         | Input::ToolDone { .. }
         | Input::Resume { .. }
         | Input::ResumeTicket { .. }
-        | Input::Stop { .. } => false,
+        | Input::Stop { .. }
+        | Input::Compact { .. } => false,
     };
     assert!(all.iter().all(field_less));
     all

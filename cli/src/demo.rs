@@ -154,7 +154,7 @@ struct Host<S> {
     store: S,
     now_ms: u64,
     input_line: u64,
-    sent: usize,
+    sent: runcore::driver::SentContext,
     /// The outstanding model call.
     model_call: Option<(RunId, u32)>,
     /// The outstanding tool calls.
@@ -177,7 +177,7 @@ impl<S: CommitLog + CheckpointReader + runcore::ThreadClaims> Host<S> {
             store,
             now_ms: 0,
             input_line: 0,
-            sent: 0,
+            sent: Default::default(),
             model_call: None,
             tool_calls: Vec::new(),
             tool_run: None,
@@ -415,7 +415,9 @@ impl<S: CommitLog + CheckpointReader + runcore::ThreadClaims> Host<S> {
         )
     }
 
-    /// Run 2 after recovery: the re-issued tool answers, the model ends the run.
+    /// Run 2 after recovery: the re-issued tool answers; the host compacts the thread before
+    /// the next model call (SPEC §8.9), with a summary the scripted model wrote; the model ends
+    /// the run.
     fn run_two_after_recovery(&mut self) -> DemoResult<()> {
         self.drain()?;
         self.tool(
@@ -423,11 +425,59 @@ impl<S: CommitLog + CheckpointReader + runcore::ThreadClaims> Host<S> {
             "call-archive",
             "archived reports/q3 (idempotency key demo-thread/run-2:call-archive)",
         )?;
+        self.compact_before_the_call()?;
         self.model(
             12_800,
             &[],
             AssistantMessage::text("The Q3 folder is archived."),
         )
+    }
+
+    /// The host measures the outstanding call's context; over its budget it asks the model
+    /// for a summary of everything before run 2 and compacts instead of calling.
+    fn compact_before_the_call(&mut self) -> DemoResult<()> {
+        const BUDGET: usize = 8;
+        let Some(request) = self.agent.model_request() else {
+            return Err("the demo expected a model call before compacting".into());
+        };
+        let before = request.context_len();
+        // Run 2's prompt: everything before it is run 1, whose batches are all closed.
+        let keep_from = self
+            .agent
+            .transcript()
+            .iter()
+            .rposition(|m| matches!(m, Message::User(_)))
+            .ok_or("the demo expected a prompt in the transcript")?;
+        self.at(
+            12_450,
+            &format!(
+                "the host measures the call's context: {before} messages, over its budget of \
+                 {BUDGET}; it asks the model for a summary of run 1 instead of calling it"
+            ),
+        );
+        let summary = "Summary of the conversation so far: the Q3 report shows revenue 4.2M \
+                       (+12%) and costs 3.1M; the old draft was deleted; the email to the team \
+                       waits for legal review.";
+        self.at(
+            12_500,
+            &format!("the scripted model writes the summary: {summary:?}"),
+        );
+        self.input(
+            12_550,
+            &format!("host compacts: the summary, then the transcript from message {keep_from}"),
+            Input::Compact {
+                summary: UserMessage::text(summary),
+                keep_from,
+            },
+        )?;
+        let len = self.agent.transcript().len();
+        let after = self.agent.model_request().map_or(0, |r| r.context_len());
+        self.say(&format!(
+            "            the model now sees {after} messages: the summary, then messages \
+             {keep_from}..{len} of the transcript (run 2 so far); all {len} messages stay \
+             committed and readable"
+        ));
+        Ok(())
     }
 
     /// A fenced post-terminal commit, paged audit events, the transcript check.
@@ -493,6 +543,10 @@ impl<S: CommitLog + CheckpointReader + runcore::ThreadClaims> Host<S> {
              runs waiting for a person: {pending}",
             view.version,
             view.messages.len(),
+        ));
+        self.say(&format!(
+            "the model context starts at message {} (after the compaction's summary)",
+            view.context_start
         ));
         Ok(())
     }

@@ -154,7 +154,19 @@ pub fn show_text(view: &ThreadView) -> String {
     text.push_str("\n== Transcript ==\n");
     let digits = view.messages.len().saturating_sub(1).to_string().len();
     for (i, message) in view.messages.iter().enumerate() {
+        if view.summary.is_some() && i == view.context_start {
+            text.push_str("  -- the model context starts here, after the summary --\n");
+        }
         text.push_str(&format!("  [{i:>digits$}] {}\n", transcript_line(message)));
+    }
+    if let Some(summary) = &view.summary {
+        text.push_str(&format!(
+            "\n== Model context ==\n  the summary, then messages {}..{} (a compaction; every \
+             message stays committed)\n  summary: {}\n",
+            view.context_start,
+            view.messages.len(),
+            transcript_line(summary),
+        ));
     }
     if !view.tickets.is_empty() {
         text.push_str("\n== Waiting for a person ==\n");
@@ -287,7 +299,7 @@ mod tests {
         let view = show(&store(), &ThreadId::new("nope")).unwrap();
         assert_eq!(
             serde_json::to_string(&view).unwrap(),
-            r#"{"thread_id":"nope","version":0,"messages":[],"runs":[],"tickets":[],"claim":null}"#
+            r#"{"thread_id":"nope","version":0,"messages":[],"context_start":0,"runs":[],"tickets":[],"claim":null}"#
         );
     }
 

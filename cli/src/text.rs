@@ -188,6 +188,10 @@ pub fn output_text(output: &Output) -> String {
                 format!("event   resumed {correlation_id} with {}", result.as_str())
             }
             LoopEvent::InputClosed => "event   input closed".to_owned(),
+            LoopEvent::Compacted { keep_from, removed } => format!(
+                "event   compacted: the model context is the summary, then messages {keep_from}.. \
+                 ({removed} message(s) left it)"
+            ),
             other => format!("event   {other:?}"),
         },
         Output::Event(other) => format!("event   {other:?}"),

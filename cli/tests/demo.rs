@@ -45,7 +45,13 @@ fn the_demo_crashes_for_real_recovers_from_disk_and_cleans_up() {
         "== Summary, read back from sqlite:",
         "  demo-thread/run-1: ended: natural_end",
         "  demo-thread/run-2: ended: natural_end",
-        "commits: 15 (the thread's version), audit events stored: 14, messages: 16, runs waiting for a person: 0",
+        "commits: 16 (the thread's version), audit events stored: 15, messages: 16, runs waiting for a person: 0",
+        // A compaction before run 2's last model call, with a summary the scripted model wrote.
+        "the scripted model writes the summary: \"Summary of the conversation so far:",
+        "host compacts: the summary, then the transcript from message 12",
+        "COMMIT  Running demo-thread/run-2, 0 message(s), audit: compacted",
+        "the model now sees 4 messages: the summary, then messages 12..15 of the transcript",
+        "the model context starts at message 12 (after the compaction's summary)",
     ] {
         assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
     }
@@ -85,7 +91,7 @@ fn a_chosen_store_is_kept_and_not_reused() {
     let text = stdout_of(&["demo", "--store", &url]);
     assert!(text.contains(&format!("the store: {url}\n")), "{text}");
     let shown = stdout_of(&["show", "demo-thread", "--store", &url]);
-    assert!(shown.starts_with("thread demo-thread: version 15, 2 runs, 16 messages"));
+    assert!(shown.starts_with("thread demo-thread: version 16, 2 runs, 16 messages"));
     let again = runcore(&["demo", "--store", &url]);
     assert_eq!(again.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&again.stderr);

@@ -120,6 +120,8 @@ fn every_line_type_of_spec_12_is_in_the_schema() {
         // SPEC §12.1
         "continue",
         "timeout",
+        // SPEC §12.4
+        "compact",
     ];
     input.sort();
     assert_eq!(tags(&input_line_schema()), input);

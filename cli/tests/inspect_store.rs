@@ -141,6 +141,7 @@ fn check_shapes(url: &str) {
         keys,
         [
             "claim",
+            "context_start",
             "messages",
             "runs",
             "thread_id",
@@ -148,6 +149,7 @@ fn check_shapes(url: &str) {
             "version"
         ]
     );
+    assert_eq!(shown["context_start"], json!(0), "no compaction: 0");
     assert_eq!(shown["tickets"].as_array().map(Vec::len), Some(1));
     let output = runcore(&["pending", "--store", url, "--json"]);
     let pending: Value = serde_json::from_slice(&output.stdout).expect("one ticket, one JSON line");

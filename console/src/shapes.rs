@@ -6,8 +6,8 @@
 //! any backend the same way.
 
 use runcore::{
-    CheckpointReader, Claim, EventRecord, EventScope, Message, ResumeTicket, RunId, RunRecord,
-    RunState, StoreError, ThreadClaims, ThreadId,
+    AuditDraft, CheckpointReader, Claim, EventRecord, EventScope, Message, ResumeTicket, RunId,
+    RunRecord, RunState, StoreError, ThreadClaims, ThreadId,
 };
 use serde::Serialize;
 
@@ -95,6 +95,12 @@ pub struct ThreadView {
     pub version: u64,
     /// The committed transcript.
     pub messages: Vec<Message>,
+    /// Where the model context's transcript part starts (SPEC §8.9, §12.4): the latest
+    /// compaction's `keep_from`, 0 without one.
+    pub context_start: usize,
+    /// The latest compaction's summary (shown in the readable form only).
+    #[serde(skip)]
+    pub summary: Option<Message>,
     /// Its runs, in start order.
     pub runs: Vec<RunView>,
     /// The tickets of its awaiting runs.
@@ -136,6 +142,7 @@ pub fn show<S: CheckpointReader + ThreadClaims + ?Sized>(
     // A run's first commit always carries an audit event (its `run_state_changed`), so the
     // runs in the order their first event appears are the runs in start order.
     let mut run_ids: Vec<RunId> = Vec::new();
+    let mut compaction = None;
     let scope = EventScope::Thread(thread.clone());
     let mut from = None;
     loop {
@@ -143,6 +150,13 @@ pub fn show<S: CheckpointReader + ThreadClaims + ?Sized>(
         let Some(last) = page.last() else { break };
         from = Some(last.sequence);
         for event in page {
+            if event.kind == "compacted"
+                && let AuditDraft::Compacted {
+                    keep_from, summary, ..
+                } = AuditDraft::from_stored(&event.kind, event.payload.clone())
+            {
+                compaction = Some((keep_from, Message::User(summary)));
+            }
             if !run_ids.contains(&event.run_id) {
                 run_ids.push(event.run_id);
             }
@@ -161,10 +175,16 @@ pub fn show<S: CheckpointReader + ThreadClaims + ?Sized>(
         }
         runs.push(RunView::from(record));
     }
+    let (context_start, summary) = match compaction {
+        Some((keep_from, summary)) => (keep_from, Some(summary)),
+        None => (0, None),
+    };
     Ok(ThreadView {
         thread_id: thread.clone(),
         version,
         messages,
+        context_start,
+        summary,
         runs,
         tickets,
         claim: live_claim(store, thread)?,

@@ -271,6 +271,16 @@ pub enum LoopEvent {
     },
     /// The run's input closed: `steer` and `follow_up` are rejected from here on.
     InputClosed,
+    /// The thread was compacted (SPEC §8.9; committed just before): the model context is now
+    /// the summary followed by the transcript from `keep_from` on. The transcript itself is
+    /// unchanged.
+    Compacted {
+        /// Where the model context's transcript part now begins.
+        keep_from: usize,
+        /// Transcript messages that left the model context with this compaction (`keep_from`
+        /// minus the previous context start).
+        removed: usize,
+    },
 }
 
 #[cfg(test)]

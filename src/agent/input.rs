@@ -157,6 +157,17 @@ pub enum Input {
     /// when nothing is.
     #[serde(deserialize_with = "no_fields")]
     Timeout,
+    /// [`Agent::compact`] (SPEC §8.9): instead of answering the outstanding model call, the
+    /// host replaces `transcript[..keep_from]` in the model context by `summary`.
+    Compact {
+        /// The summary: a string (one text block), a list of content blocks, or a user message
+        /// object (`{"content", "id"?}`).
+        #[serde(with = "summary_content")]
+        #[cfg_attr(feature = "schema", schemars(schema_with = "summary_content::schema"))]
+        summary: UserMessage,
+        /// Where the kept transcript begins.
+        keep_from: usize,
+    },
 }
 
 impl Input {
@@ -182,6 +193,7 @@ impl Input {
             Input::AbandonTools => "abandon_tools",
             Input::Continue => "continue",
             Input::Timeout => "timeout",
+            Input::Compact { .. } => "compact",
         }
     }
 
@@ -266,6 +278,7 @@ impl Agent {
             Input::AbandonTools => self.on_abandon_tools(),
             Input::Continue => self.on_continue(),
             Input::Timeout => self.on_timeout(),
+            Input::Compact { summary, keep_from } => self.on_compact(summary, keep_from),
         }
     }
 
@@ -498,6 +511,25 @@ impl Agent {
     pub fn handle_timeout(&mut self, now_ms: u64) -> Result<(), AgentError> {
         self.handle(Input::Timeout, now_ms)
     }
+
+    /// Compacts the thread (SPEC §8.9) instead of answering the outstanding model call: from
+    /// now on the model context is `[summary] ++ transcript[keep_from..]`; the transcript
+    /// stays whole and committed. Accepted only while the active run's model call is out and
+    /// nothing of it (no delta) has arrived; `InvalidState` otherwise. `keep_from` must be
+    /// greater than the previous compaction's, at most the transcript's length, and at a
+    /// complete boundary (`transcript[keep_from]` is not a tool result, and no tool call
+    /// before it has its result at or after it); `InvalidInput` naming the rule otherwise.
+    ///
+    /// The agent commits the compaction (Running, no messages, a `compacted` audit draft),
+    /// announces `compacted`, and hands out `CallModel` for the same step again.
+    pub fn compact(
+        &mut self,
+        summary: UserMessage,
+        keep_from: usize,
+        now_ms: u64,
+    ) -> Result<(), AgentError> {
+        self.handle(Input::Compact { summary, keep_from }, now_ms)
+    }
 }
 
 /// A user message written as a string when it is one plain text block, else as the message
@@ -544,6 +576,60 @@ mod user_text {
         json_schema!({
             "description": "The text (one text block), or a user message object.",
             "anyOf": [{"type": "string"}, message],
+        })
+    }
+}
+
+/// A compaction summary (SPEC §8.9, §12.4): a string (one text block) or a list of content
+/// blocks, as the SPEC writes it, or a user message object (to give it an `id`). Written as
+/// the shortest of the three that says it all.
+mod summary_content {
+    #[cfg(feature = "schema")]
+    use schemars::{Schema, SchemaGenerator, json_schema};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::message::{ContentBlock, UserMessage};
+
+    #[derive(Deserialize)]
+    #[serde(
+        untagged,
+        expecting = "`summary` must be a string, a list of content blocks, or a user message \
+                     {\"content\":[…],\"id\"?}"
+    )]
+    enum Repr {
+        Text(String),
+        Blocks(Vec<ContentBlock>),
+        Message(UserMessage),
+    }
+
+    pub(super) fn serialize<S: Serializer>(
+        message: &UserMessage,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match (message.content.as_slice(), &message.id) {
+            ([ContentBlock::Text { text }], None) => serializer.serialize_str(text),
+            (blocks, None) => blocks.serialize(serializer),
+            _ => message.serialize(serializer),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<UserMessage, D::Error> {
+        Ok(match Repr::deserialize(deserializer)? {
+            Repr::Text(text) => UserMessage::text(text),
+            Repr::Blocks(content) => UserMessage { content, id: None },
+            Repr::Message(message) => message,
+        })
+    }
+
+    #[cfg(feature = "schema")]
+    pub(super) fn schema(generator: &mut SchemaGenerator) -> Schema {
+        let blocks = generator.subschema_for::<Vec<ContentBlock>>();
+        let message = generator.subschema_for::<UserMessage>();
+        json_schema!({
+            "description": "The summary: a string (one text block), content blocks, or a user message object.",
+            "anyOf": [{"type": "string"}, blocks, message],
         })
     }
 }

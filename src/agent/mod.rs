@@ -11,6 +11,7 @@ use crate::message::{AssistantMessage, ContentBlock, Message, ToolOutput, UserMe
 use crate::resume::ResumeTicket;
 use crate::run::{EndCause, RunState};
 
+mod compaction;
 mod config;
 mod control;
 mod events;
@@ -22,6 +23,7 @@ mod reducer;
 mod run_loop;
 mod snapshot;
 
+pub use compaction::Compaction;
 pub use config::{AgentConfig, ToolPolicy, ToolSpec};
 pub use events::{Action, AgentCommit, AgentEvent, LoopEvent, MessageOrigin, Output, RunResult};
 pub use input::Input;
@@ -47,6 +49,7 @@ use run_loop::{ActiveRun, CommittedAs, Next, Phase, Run, check_tool_call};
 /// # Methods, by kind
 /// - **Getters:** [`config`](Agent::config), [`thread_id`](Agent::thread_id),
 ///   [`transcript`](Agent::transcript), [`model_request`](Agent::model_request),
+///   [`context_start`](Agent::context_start), [`compaction`](Agent::compaction),
 ///   [`active_run_id`](Agent::active_run_id), [`run_state`](Agent::run_state),
 ///   [`current_ticket`](Agent::current_ticket), [`steps`](Agent::steps),
 ///   [`clock_ms`](Agent::clock_ms), [`last_end`](Agent::last_end),
@@ -62,7 +65,7 @@ use run_loop::{ActiveRun, CommittedAs, Next, Phase, Run, check_tool_call};
 ///   [`resume`](Agent::resume), [`resume_ticket`](Agent::resume_ticket),
 ///   [`cancel_wait`](Agent::cancel_wait), [`stop`](Agent::stop),
 ///   [`expire_wait`](Agent::expire_wait), [`abandon_tools`](Agent::abandon_tools),
-///   [`handle_timeout`](Agent::handle_timeout).
+///   [`handle_timeout`](Agent::handle_timeout), [`compact`](Agent::compact).
 /// - **Output:** [`poll`](Agent::poll) / [`drain`](Agent::drain) after every input;
 ///   [`poll_timeout`](Agent::poll_timeout) after draining.
 /// - **Persistence:** [`snapshot`](Agent::snapshot) / [`restore`](Agent::restore) (the whole
@@ -94,6 +97,11 @@ pub struct Agent {
     active: Option<ActiveRun>,
     last_end: Option<(RunId, EndCause)>,
     outbox: VecDeque<Output>,
+    /// The latest compaction of the thread (SPEC §8.9): the model context is its summary
+    /// followed by `messages[keep_from..]`. Absent (and not written in a snapshot) when the
+    /// thread was never compacted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    compaction: Option<Compaction>,
 }
 
 /// What a model call needs, borrowed from the agent (nothing is copied per step).
@@ -107,10 +115,27 @@ pub struct ModelRequest<'a> {
     pub final_step: bool,
     /// The configured system prompt.
     pub system_prompt: Option<&'a str>,
-    /// The whole transcript, oldest first.
+    /// The summary of the latest compaction (SPEC §8.9): the model context's first message.
+    /// `None` when the thread was never compacted.
+    pub summary: Option<&'a Message>,
+    /// The transcript from the context start on, oldest first: the whole transcript without
+    /// a compaction, else `transcript[keep_from..]`. The model context is `summary` (if any)
+    /// followed by these; see [`context`](ModelRequest::context).
     pub messages: &'a [Message],
     /// The tool catalog.
     pub tools: &'a BTreeMap<String, ToolSpec>,
+}
+
+impl<'a> ModelRequest<'a> {
+    /// The model context in order: the summary (if any), then [`messages`](ModelRequest::messages).
+    pub fn context(&self) -> impl Iterator<Item = &'a Message> + 'a {
+        self.summary.into_iter().chain(self.messages.iter())
+    }
+
+    /// How many messages the model context holds.
+    pub fn context_len(&self) -> usize {
+        self.messages.len() + usize::from(self.summary.is_some())
+    }
 }
 
 /// `"{thread}/run-{n}"`, the run id minting gives the `n`th run (written without the
@@ -183,6 +208,7 @@ impl Agent {
             active: None,
             last_end: None,
             outbox: VecDeque::new(),
+            compaction: None,
         })
     }
 
@@ -207,12 +233,13 @@ impl Agent {
     pub fn model_request(&self) -> Option<ModelRequest<'_>> {
         let active = self.active.as_ref()?;
         match active.phase {
-            Phase::ModelOut { step } => Some(ModelRequest {
+            Phase::ModelOut { step, .. } => Some(ModelRequest {
                 run_id: &active.run.run_id,
                 step,
                 final_step: step >= self.config.max_steps,
                 system_prompt: self.config.system_prompt.as_deref(),
-                messages: &self.messages,
+                summary: self.compaction.as_ref().map(Compaction::summary),
+                messages: self.context_tail(),
                 tools: &self.config.tools,
             }),
             _ => None,
@@ -446,7 +473,7 @@ impl Agent {
     fn expect_model(&self, run_id: &RunId, step: Step, got: &str) -> Result<(), AgentError> {
         match &self.active {
             Some(active)
-                if matches!(active.phase, Phase::ModelOut { step: out } if out == step)
+                if matches!(active.phase, Phase::ModelOut { step: out, .. } if out == step)
                     && active.run.run_id == *run_id =>
             {
                 Ok(())
@@ -468,7 +495,7 @@ impl Agent {
         };
         let run_id = &active.run.run_id;
         match &active.phase {
-            Phase::ModelOut { step: out } => {
+            Phase::ModelOut { step: out, .. } => {
                 AgentError::unexpected(format!("a model outcome for run {run_id} step {out}"), got)
             }
             phase => AgentError::unexpected(
@@ -485,6 +512,13 @@ impl Agent {
         text: String,
     ) -> Result<(), AgentError> {
         self.expect_model(&run_id, step, "model_delta")?;
+        if let Some(ActiveRun {
+            phase: Phase::ModelOut { streamed, .. },
+            ..
+        }) = self.active.as_mut()
+        {
+            *streamed = true;
+        }
         self.outbox.push_back(Output::Event(AgentEvent::Loop {
             run_id,
             event: LoopEvent::TextDelta { step, text },

@@ -11,6 +11,9 @@
 //! | `Running`, no open tool calls   | the next `CallModel` of the same run, step count restored |
 //! | `Running`, unanswered tool calls| committed decisions honoured (denied calls keep `denied`; a gated call with no decision is asked again); then `Replay` (`ExecuteTools` for exactly the unanswered executable calls) or `Seal` (`interrupted` results, `Ended(Indeterminate)`) |
 //!
+//! The model context comes back with it: the thread's latest `compacted` draft (SPEC §8.9)
+//! says where it starts and what summary stands before it.
+//!
 //! What committed facts cannot hold is not recovered: input queued but never committed
 //! (steering, follow-ups) and the host's clock. The clock resumes from the latest time the
 //! run's facts recorded (run start, permission decisions); the host's clock comes back with its
@@ -91,6 +94,8 @@ struct History {
     /// Permission decisions of the head run: (step, call id, decision).
     head_decisions: Vec<(u32, crate::ids::CallId, PermissionDecision)>,
     head_clock: u64,
+    /// The thread's latest compaction (of any run): (keep_from, summary).
+    compaction: Option<(usize, std::sync::Arc<crate::message::UserMessage>)>,
 }
 
 impl History {
@@ -115,8 +120,14 @@ fn read_history(
         from = Some(last.sequence);
         for event in page.iter() {
             let draft = AuditDraft::from_stored(&event.kind, event.payload.clone());
-            if let AuditDraft::RunStarted { .. } = &draft {
-                history.run_ids.insert(event.run_id.clone());
+            match &draft {
+                AuditDraft::RunStarted { .. } => {
+                    history.run_ids.insert(event.run_id.clone());
+                }
+                AuditDraft::Compacted {
+                    keep_from, summary, ..
+                } => history.compaction = Some((*keep_from, summary.clone())),
+                _ => {}
             }
             if Some(&event.run_id) != head {
                 continue;
@@ -142,6 +153,7 @@ fn read_history(
                     history.head_decisions.push((step, call_id, decision));
                     history.observe(now_ms);
                 }
+                AuditDraft::Compacted { now_ms, .. } => history.observe(now_ms),
                 AuditDraft::Custom { payload, .. } => {
                     history.observe(payload.get("now_ms").and_then(Value::as_u64));
                 }
@@ -184,6 +196,16 @@ impl Agent {
         // `"{thread}/run-{n}"` not used: the one the agent that stopped would have minted.
         agent.used_run_ids = history.run_ids;
         agent.clock_ms = history.head_clock;
+        // The model context (SPEC §8.9) from the thread's latest committed compaction.
+        if let Some((keep_from, summary)) = history.compaction {
+            if keep_from > agent.messages.len() {
+                return Err(RecoverError::Invalid(AgentError::invalid(format!(
+                    "recover: the thread's latest compaction keeps from message {keep_from},                      past the transcript ({} messages)",
+                    agent.messages.len()
+                ))));
+            }
+            agent.set_compaction(Some(super::Compaction::new(keep_from, summary)));
+        }
         let Some(head) = head else {
             return Ok(agent);
         };

@@ -13,6 +13,7 @@
 //! - `text_delta` appends to `streaming_text`; `assistant_message` clears it and appends the
 //!   message; `message_appended` appends; `tool_start` adds the id to the pending ids;
 //!   `tool_end` and `synthetic_result` remove it; `awaiting` and `resumed` move the status;
+//!   `compacted` moves `context_start` (the messages stay whole);
 //!   `run_end` → Idle with `last_end`, pending ids cleared.
 //!
 //! After `run_end`, `messages` equals the committed transcript.
@@ -48,6 +49,10 @@ pub struct AgentState {
     pub status: AgentStatus,
     /// The transcript as far as events told it.
     pub messages: Vec<Message>,
+    /// Where the model context's transcript part begins (SPEC §8.9): the latest compaction's
+    /// `keep_from`, 0 without one. `messages` stays the whole transcript.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub context_start: usize,
     /// The active run.
     pub active_run_id: Option<RunId>,
     /// How the last run ended.
@@ -60,6 +65,10 @@ pub struct AgentState {
     pub awaiting: Option<AwaitTarget>,
     /// Problems noticed while delivering events (e.g. failing observers).
     pub diagnostics: Vec<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl AgentState {
@@ -113,6 +122,7 @@ pub fn reduce(mut state: AgentState, event: &AgentEvent) -> AgentState {
                 state.status = AgentStatus::Running;
                 state.awaiting = None;
             }
+            LoopEvent::Compacted { keep_from, .. } => state.context_start = *keep_from,
             LoopEvent::ToolProgress { .. } | LoopEvent::InputClosed => {}
         },
         AgentEvent::RunEnd { run_id, result } if state.is_active(run_id) => {

@@ -40,6 +40,7 @@
 //! | `continue`      | `IS` (empty transcript) | `IS` (ends in the answer) | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` |
 //! | `timeout`       | -          | -          | -          | -          | -           | -              | -          | as `expire_wait`   | -          |
 //! | `config`        | replaced   | `IS`       | `IS`       | `IS`       | `IS`        | `IS`           | `IS`       | `IS`               | `IS`       |
+//! | `compact`       | `IS`       | `IS`       | `IS`       | commit Running, `compacted` → `call_model` (the same step); `IS` once a delta arrived; a bad `keep_from` `invalid_input` | `IS` | `IS` | `IS`  | `IS`               | `IS`       |
 //!
 //! `tests/phase_matrix.rs` checks this table: it drives every input into a fresh agent in each
 //! of these phases, asserts a rejected input leaves the snapshot byte-identical, and snapshots
@@ -58,6 +59,7 @@
 //! | `CallModel`      | `poll`                     | action `CallModel` (steps += 1) → `ModelOut`          |
 //! | `CallModel`      | `abort` / `stop`           | finish(Cancelled / Stopped)                           |
 //! | `ModelOut`       | `model_failed`             | error message; finish(Cancelled, Stopped or Error)    |
+//! | `ModelOut` (no delta yet) | `compact`         | commit Running (no messages, `compacted` draft), `compacted` → `CallModel` (steps −= 1: the same step again) |
 //! | `ModelOut`       | `model_done` error/aborted | calls `skipped`; finish                               |
 //! | `ModelOut`       | `model_done` text          | boundary(TextStop)                                    |
 //! | `ModelOut`       | `model_done` length+calls  | `truncated` results; after_batch                      |
@@ -117,6 +119,7 @@ use crate::resume::{
 use crate::run::{EndCause, Failure, RunDisposition};
 
 use super::Agent;
+use super::compaction::Compaction;
 use super::config::ToolPolicy;
 use super::events::{Action, AgentCommit, AgentEvent, LoopEvent, MessageOrigin, Output, RunResult};
 use super::queues::{
@@ -184,8 +187,13 @@ impl EndRequest {
 pub(crate) enum Phase {
     /// A model call is decided; the next `poll` that finds nothing queued hands it out.
     CallModel,
-    /// The model call of `step` is with the host.
-    ModelOut { step: Step },
+    /// The model call of `step` is with the host; `streamed` once a delta of its answer
+    /// arrived (from then on the call can no longer be compacted away, SPEC §8.9).
+    ModelOut {
+        step: Step,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        streamed: bool,
+    },
     /// A tool batch with every approval decided and at least one call to execute; the next
     /// `poll` that finds nothing queued hands out `ExecuteTools`.
     ToolsReady(Batch),
@@ -268,7 +276,14 @@ impl Phase {
     pub(crate) fn describe(&self) -> String {
         match self {
             Phase::CallModel => "a model call is about to be handed out".into(),
-            Phase::ModelOut { step } => format!("the model call of step {step} is out"),
+            Phase::ModelOut {
+                step,
+                streamed: false,
+            } => format!("the model call of step {step} is out"),
+            Phase::ModelOut {
+                step,
+                streamed: true,
+            } => format!("the model call of step {step} is out and its answer is arriving"),
             Phase::ToolsReady(batch) => {
                 format!("the tools of step {} are about to execute", batch.step)
             }
@@ -530,7 +545,11 @@ impl Agent {
                     step,
                     final_step: step >= self.config.max_steps,
                 };
-                (Phase::ModelOut { step }, Some(action))
+                let phase = Phase::ModelOut {
+                    step,
+                    streamed: false,
+                };
+                (phase, Some(action))
             }
             Phase::ToolsReady(mut batch) => {
                 let mut calls = Vec::new();
@@ -1112,6 +1131,41 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// `compact` of the outstanding model call (checked by the caller, SPEC §8.9): commits the
+    /// compaction (Running, no messages), announces it, and decides the same step's call again
+    /// over the new model context.
+    pub(crate) fn compacted(
+        &mut self,
+        active: ActiveRun,
+        keep_from: usize,
+        summary: Arc<UserMessage>,
+        tx: &mut Tx,
+    ) -> Next {
+        let ActiveRun { mut run, phase } = active;
+        if !matches!(
+            phase,
+            Phase::ModelOut {
+                streamed: false,
+                ..
+            }
+        ) {
+            debug_assert!(false, "compacted outside an untouched model call");
+            return Next::Continue(ActiveRun { run, phase });
+        }
+        let removed = keep_from.saturating_sub(self.context_start());
+        let draft = AuditDraft::compacted(keep_from, self.messages.len(), Arc::clone(&summary))
+            .with_now_ms(self.clock_ms);
+        self.set_compaction(Some(Compaction::new(keep_from, summary)));
+        self.commit_running(&mut run, vec![draft], tx);
+        tx.event(&run.run_id, LoopEvent::Compacted { keep_from, removed });
+        // The same step is handed out again: the call that was out is never answered.
+        run.steps = run.steps.saturating_sub(1);
+        Next::Continue(ActiveRun {
+            run,
+            phase: Phase::CallModel,
+        })
     }
 
     /// Ends the run: close input, return the queues, pair every open call, commit `Ended` with

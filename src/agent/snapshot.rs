@@ -64,6 +64,9 @@ struct AgentRepr {
     active: Option<ActiveRun>,
     last_end: Option<(RunId, EndCause)>,
     outbox: VecDeque<super::Output>,
+    /// Absent in snapshots of agents never compacted (and of crates before compaction).
+    #[serde(default)]
+    compaction: Option<super::Compaction>,
 }
 
 impl From<AgentRepr> for Agent {
@@ -79,6 +82,7 @@ impl From<AgentRepr> for Agent {
             active: repr.active,
             last_end: repr.last_end,
             outbox: repr.outbox,
+            compaction: repr.compaction,
         }
     }
 }
@@ -193,6 +197,20 @@ impl Agent {
                 self.committed,
                 self.messages.len()
             )));
+        }
+        if let Some(compaction) = &self.compaction {
+            if compaction.keep_from() > self.messages.len() {
+                return Err(SnapshotError::Inconsistent(format!(
+                    "the model context starts at message {} past the end of the transcript ({})",
+                    compaction.keep_from(),
+                    self.messages.len()
+                )));
+            }
+            if !matches!(compaction.summary(), Message::User(_)) {
+                return Err(SnapshotError::Inconsistent(
+                    "the compaction's summary is not a user message".into(),
+                ));
+            }
         }
         if let Some(active) = &self.active {
             let run = &active.run;

@@ -231,7 +231,7 @@ impl NativeAgent {
             let Some(request) = agent.model_request() else {
                 return Ok(None);
             };
-            let mut sent = 0;
+            let mut sent = runcore::driver::SentContext::default();
             let line = call_model_line(
                 agent,
                 request.run_id,

@@ -25,7 +25,7 @@ pub struct PyAgent {
     pub(crate) agent: Agent,
     pub(crate) context: ContextMode,
     /// Messages already carried by earlier `call_model` outputs (delta context).
-    sent: usize,
+    sent: runcore::driver::SentContext,
     /// Set when a Rust panic interrupted an input: the agent may be half-changed, so every
     /// later call raises `InternalError` instead of acting on it.
     poisoned: Option<String>,
@@ -121,7 +121,7 @@ impl PyAgent {
         PyAgent {
             agent,
             context,
-            sent: 0,
+            sent: Default::default(),
             poisoned: None,
             keys: KeyCache::default(),
             canonical: Vec::new(),
@@ -474,6 +474,26 @@ impl PyAgent {
             .ok_or_else(|| internal("continue was accepted but no run is active"))
     }
 
+    /// Compacts the thread (SPEC §8.9) instead of answering the outstanding model call: from
+    /// now on the model context is `summary` (a string, content blocks, or a user message
+    /// dict) followed by the transcript from `keep_from` on; the transcript stays whole and
+    /// committed. The next `poll()`s give the compaction's commit, its `compacted` event and
+    /// the same step's `call_model` again. `InvalidStateError` unless a model call is out with
+    /// nothing of its answer arrived; `InvalidInputError` naming the `keep_from` rule broken.
+    #[pyo3(signature = (summary, keep_from, *, now_ms = None))]
+    fn compact(
+        &mut self,
+        summary: &Bound<'_, PyAny>,
+        keep_from: u64,
+        now_ms: Option<u64>,
+    ) -> PyResult<()> {
+        let line = Line::new("compact")
+            .json("summary", summary)?
+            .set("keep_from", keep_from)
+            .now(now_ms);
+        self.send(line)
+    }
+
     /// The earliest `now_ms` at which something is due (call `handle_timeout` then), or
     /// `None`. Changes with every input.
     fn poll_timeout(&self) -> Option<u64> {
@@ -499,7 +519,7 @@ impl PyAgent {
             let Some(request) = this.agent.model_request() else {
                 return Ok(None);
             };
-            let mut sent = 0;
+            let mut sent = runcore::driver::SentContext::default();
             let line = call_model_line(
                 &this.agent,
                 request.run_id,
@@ -591,6 +611,13 @@ impl PyAgent {
     #[getter]
     fn clock_ms(&self) -> u64 {
         self.agent.clock_ms()
+    }
+
+    /// Where the model context's transcript part starts (SPEC §8.9): the latest compaction's
+    /// `keep_from`, 0 when the thread was never compacted.
+    #[getter]
+    fn context_start(&self) -> usize {
+        self.agent.context_start()
     }
 
     /// True when no run is active and nothing is left to poll.

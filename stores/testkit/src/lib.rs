@@ -9,6 +9,8 @@
 //!   `SIGKILL` at pseudo-random points; after every kill the parent checks the store
 //!   ([`crash::verify_after_kill`]), and finally continues the session with
 //!   `Agent::recover` and compares it with an uncrashed run ([`crash::finish_with_recover`]).
+//! - [`compaction`]: a compacted thread written to the backend and recovered from it with the
+//!   same model context (SPEC §8.9).
 //! - [`TempDir`] and [`Guarded`]: a temporary directory removed on drop, and a store wrapper
 //!   that keeps such a guard alive for as long as any handle of the store lives (so
 //!   `runcore::conformance_tests!` can run against a real file per case).
@@ -61,6 +63,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod compaction;
 #[cfg(unix)]
 pub mod crash;
 mod guarded;
