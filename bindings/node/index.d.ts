@@ -181,6 +181,12 @@ export class Agent {
   handleTimeout(nowMs: number): void;
   continueRun(options?: At): string;
   abandonTools(options?: At): void;
+  /** Compacts the model context instead of answering the outstanding model call (SPEC §8.9). */
+  compact(
+    summary: string | ContentBlock[] | { role: 'user'; content: ContentBlock[] },
+    keepFrom: number,
+    options?: At,
+  ): void;
   poll(): Output | null;
   pollLine(): string | null;
   pollAll(): Output[];

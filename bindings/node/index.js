@@ -287,6 +287,15 @@ class Agent {
   }
 
   /**
+   * Compacts the model context (SPEC §8.9) instead of answering the outstanding model call:
+   * from then on the model sees `[summary, ...transcript.slice(keepFrom)]`; the transcript
+   * stays committed. `summary` is text, content blocks or a user message.
+   */
+  compact(summary, keepFrom, { nowMs } = {}) {
+    this.#line(withNow({ type: 'compact', summary, keep_from: keepFrom }, nowMs));
+  }
+
+  /**
    * The next output as the object `runcore drive` prints (`commit`, `event`, `call_model`,
    * `execute_tools`), or `null` when there is nothing to do until the next input.
    */

@@ -521,11 +521,11 @@ fn claim_lost_line(line: u64, epoch: u64, current_epoch: Option<u64>) -> String 
         Some(current) => {
             details.insert("current_epoch".into(), Value::from(current));
             format!(
-                "the thread's claim (epoch {epoch}) was lost: the thread is now at claim epoch                  {current}; this driver acts no further"
+                "the thread's claim (epoch {epoch}) was lost: the thread is now at claim epoch {current}; this driver acts no further"
             )
         }
         None => format!(
-            "the thread's claim (epoch {epoch}) could not be renewed within its lease; this              driver acts no further"
+            "the thread's claim (epoch {epoch}) could not be renewed within its lease; this driver acts no further"
         ),
     };
     to_line(&OutputLine::Error {

@@ -289,3 +289,25 @@ test('pollLine gives the same outputs as poll, as the driver lines', () => {
   assert.equal(lines.pollLine(), null);
   assert.equal(run, 'thread-1/run-1');
 });
+
+test('compact: the next call_model carries the summary first, the transcript stays whole', () => {
+  const agent = new Agent({ thread_id: 'compacted' });
+  const runId = agent.prompt('a long story', { nowMs: 1 });
+  let outputs = drained(agent);
+  assert.equal(outputs.at(-1).type, 'call_model');
+  assert.throws(() => agent.compact('summary', 2), InvalidInputError, 'keep_from past the end');
+  agent.compact('the story so far', 1, { nowMs: 2 });
+  outputs = drained(agent);
+  const types = outputs.map((o) => o.type);
+  assert.deepEqual(types.filter((t) => t !== 'event'), ['commit', 'call_model']);
+  const call = outputs.at(-1);
+  assert.equal(call.run_id, runId);
+  assert.equal(call.step, 1);
+  assert.equal(call.messages.length, 1, 'the summary, and nothing from before keep_from');
+  assert.equal(call.messages[0].content[0].text, 'the story so far');
+  const compacted = outputs.find((o) => o.type === 'event' && o.event.event?.type === 'compacted');
+  assert.ok(compacted, 'a compacted loop event');
+  agent.modelDelta(runId, 1, 'x');
+  drained(agent);
+  assert.throws(() => agent.compact('again', 1), InvalidStateError, 'not once the answer began');
+});
