@@ -374,12 +374,15 @@ impl PyDriver {
         slf
     }
 
-    #[pyo3(signature = (*_exc))]
+    /// Releases the claim (`close()`); an exception in the block goes on.
     fn __exit__(
         &mut self,
         py: Python<'_>,
-        _exc: &Bound<'_, pyo3::types::PyTuple>,
+        exc_type: &Bound<'_, PyAny>,
+        exc_value: &Bound<'_, PyAny>,
+        traceback: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
+        let _ = (exc_type, exc_value, traceback);
         self.release_claim(py)?;
         Ok(false)
     }
