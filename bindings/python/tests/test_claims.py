@@ -265,3 +265,45 @@ def test_an_unclaimed_driver_takes_no_claim():
     assert not driver.closed
     with pytest.raises(ValueError):
         runcore.Driver(owner="host-a")
+
+
+# ----- the stub types the claims API ----------------------------------------------------------
+
+CLAIMS_HOST = '''
+from typing import List, Optional
+import runcore
+
+store = runcore.MemoryStore()
+claim = store.claim_thread("t", "me", "me.1", 30000)
+epoch: int = claim["epoch"]
+renewed = store.renew_claim(claim, 30000, now_ms=5)
+store.release_claim(renewed)
+live: Optional[runcore.Claim] = store.thread_claim("t")
+due: List[runcore.DueWork] = store.due_work(limit=10)
+items: List[runcore.SweepItem] = runcore.sweep(store, owner="sweeper", policy="seal")
+answered: runcore.Answered = runcore.approve(store, "r", "ok", owner="operator")
+version: int = runcore.deny(store, "r", None)["version"]
+with runcore.Driver({"thread_id": "t"}, store, owner="me", lease_ms=1000) as driver:
+    lost = driver.tick()
+    at: Optional[int] = driver.renew_at_ms
+try:
+    runcore.Driver(store=store, owner="x")
+except runcore.ClaimHeld as e:
+    until: int = e.expires_at_ms
+    who: str = e.owner
+'''
+
+
+def test_mypy_accepts_the_claims_api_and_rejects_misuse(tmp_path):
+    from test_typing import mypy
+
+    (tmp_path / "claims_host.py").write_text(CLAIMS_HOST)
+    result = mypy(tmp_path, "claims_host.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (tmp_path / "bad.py").write_text(
+        "import runcore\nstore = runcore.MemoryStore()\n"
+        "store.claim_thread('t', 'me', 'r', '30000')\n"
+        "runcore.sweep(store, limit='all')\n")
+    result = mypy(tmp_path, "bad.py")
+    assert result.returncode != 0
+    assert result.stdout.count("error:") >= 2, result.stdout
