@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use runcore::{
-    CheckpointReader, Claim, ClaimRequest, CommitLog, CommitOperation, CommitReceipt, CommitRecord,
-    CommittedThreadView, DueWork, EventRecord, EventScope, MemoryStore, Message, ResumeTicket,
-    RunId, RunRecord, RunState, StateCommand, StoreError, ThreadClaims, ThreadCommit, ThreadId,
-    ThreadSummary, TranscriptSnapshotRef,
+    CheckpointReader, Claim, ClaimRequest, CommitError, CommitLog, CommitOperation, CommitReceipt,
+    CommitRecord, CommittedThreadView, DueWork, EventRecord, EventScope, MemoryStore, Message,
+    ResumeTicket, RunId, RunRecord, RunState, StateCommand, StoreError, ThreadClaims, ThreadCommit,
+    ThreadId, ThreadSummary, TranscriptSnapshotRef,
 };
 use serde_json::Value;
 
@@ -22,7 +22,7 @@ use runcore_postgres::PostgresStore;
 use runcore_sqlite::{OpenError, SqliteOptions, SqliteStore, Synchronous};
 
 use crate::convert::{from_py, serde_to_py};
-use crate::errors::{guard, internal, store_error};
+use crate::errors::{claim_held, guard, internal, store_error};
 
 /// A backend the binding can hold: the write side, the read ports and the thread claims.
 pub trait Backend: CommitLog + CheckpointReader + ThreadClaims + Send {}
@@ -544,8 +544,21 @@ impl PyStore {
             lease_ms,
         };
         let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
-        let claim = self.write(py, move |s| s.claim_thread(&request, now_ms))?;
-        serde_to_py(py, &claim)
+        match self.detached(py, move |s| s.claim_thread(&request, now_ms))? {
+            Ok(claim) => serde_to_py(py, &claim),
+            Err(error) => match &error {
+                StoreError::Rejected(CommitError::ClaimHeld {
+                    owner,
+                    expires_at_ms,
+                }) => Err(claim_held(
+                    &error.to_string(),
+                    Some(thread_id),
+                    owner,
+                    *expires_at_ms,
+                )),
+                _ => Err(store_error(&error)),
+            },
+        }
     }
 
     /// Extends a claim (a dict `claim_thread` returned) to store time + `lease_ms`; returns

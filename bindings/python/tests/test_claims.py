@@ -72,6 +72,7 @@ def test_claims_grant_refuse_epoch_release(make_store):
     assert held.value.code == "claim_held"
     assert held.value.owner == "owner-a"
     assert held.value.expires_at_ms == first["expires_at_ms"]
+    assert held.value.thread_id == "t"
     assert store.thread_claim("t") == first
     assert store.thread_claim("other") is None
     # A renew moves the expiry on.
