@@ -161,16 +161,16 @@ impl PyDriver {
         }
     }
 
-    /// Releases a claimed driver's claim (the session ends); a no-op otherwise.
+    /// Releases a claimed driver's claim (the session ends), also after a refused commit
+    /// closed it (a claim that is no longer the thread's current one is left alone by the
+    /// store); a no-op for an unclaimed driver.
     fn release_claim(&mut self, py: Python<'_>) -> PyResult<()> {
         match &mut self.inner {
-            Inner::Durable(durable) if durable.claim().is_some() => {
-                match detached(py, || durable.release(wall_clock_ms())) {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(error)) => Err(store_error(&error)),
-                    Err(()) => Err(internal("runcore panicked (a bug) releasing a claim")),
-                }
-            }
+            Inner::Durable(durable) => match detached(py, || durable.release(wall_clock_ms())) {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(error)) => Err(store_error(&error)),
+                Err(()) => Err(internal("runcore panicked (a bug) releasing a claim")),
+            },
             _ => Ok(()),
         }
     }
@@ -422,9 +422,7 @@ impl Drop for PyDriver {
     /// A claimed driver dropped unreleased (garbage-collected) releases its claim; a failure
     /// only delays the next owner until the lease runs out.
     fn drop(&mut self) {
-        if let Inner::Durable(durable) = &mut self.inner
-            && durable.claim().is_some()
-        {
+        if let Inner::Durable(durable) = &mut self.inner {
             let _ = catch_unwind(AssertUnwindSafe(|| durable.release(wall_clock_ms())));
         }
     }
