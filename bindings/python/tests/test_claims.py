@@ -128,11 +128,11 @@ def test_due_work_lists_a_passed_deadline(make_store):
 
 def test_sweep_expires_a_passed_deadline(make_store):
     store = make_store()
-    config = {"tools": {"rm": {"policy": "require_approval", "deadline_after_ms": 300}}}
+    config = {"tools": {"rm": {"policy": "require_approval", "deadline_after_ms": 600}}}
     run_id = awaiting(store, "t-sweep", config, wall_ms())
     version = store.thread_version("t-sweep")
     assert runcore.sweep(store, owner="sweeper") == []
-    time.sleep(0.5)
+    time.sleep(0.8)
     items = runcore.sweep(store, owner="sweeper")
     assert items == [{"thread_id": "t-sweep", "run_id": run_id, "reason": "deadline",
                       "action": "expired"}]
@@ -221,9 +221,9 @@ def test_a_claimed_driver_holds_renews_and_releases(make_store):
 
 def test_a_short_lease_is_renewed_before_a_line(make_store):
     store = make_store()
-    driver = runcore.Driver({"thread_id": "t-renew"}, store, owner="host-a", lease_ms=600)
+    driver = runcore.Driver({"thread_id": "t-renew"}, store, owner="host-a", lease_ms=1500)
     first = driver.claim
-    time.sleep(0.4)  # past the renew time, within the lease
+    time.sleep(0.8)  # past the renew time (a third of the lease), within the trusted lease
     out = driver.send(prompt())
     assert out[-1] == {"type": "idle", "line": 1}
     assert driver.claim["epoch"] == first["epoch"]
