@@ -9,17 +9,23 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 use runcore::driver::{
-    ContextMode, Driver, DurableDriver, DurableLines, DurableOptions, DurableStartError, InputLine,
-    SessionEnded,
+    ClaimOptions, ContextMode, Driver, DurableDriver, DurableLines, DurableOptions,
+    DurableStartError, InputLine, SessionEnded,
 };
 use runcore::{Input, RecoveryPolicy};
 
 use crate::agent::{PyAgent, config_line, parse_policy};
+use crate::claims::claim_options;
+use crate::convert::serde_to_py;
 use crate::convert::{from_py, line_to_py};
-use crate::errors::{agent_error, guard, internal, invalid_json, store_error_with_code};
-use crate::store::{PyStore, SharedBackend};
+use crate::errors::{
+    agent_error, claim_held, guard, internal, invalid_json, store_error, store_error_with_code,
+};
+use crate::store::{PyStore, SharedBackend, wall_clock_ms};
 
-/// The driver inside: in memory, or durable over a Python store's backend.
+/// The driver inside: in memory, or durable over a Python store's backend. One per Python
+/// object, never moved around: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 enum Inner {
     Memory(Driver),
     Durable(DurableDriver<SharedBackend>),
@@ -90,6 +96,19 @@ fn start_error(error: &DurableStartError) -> PyErr {
         DurableStartError::Config(error) | DurableStartError::Recover { error, .. } => {
             agent_error(error)
         }
+        DurableStartError::ClaimHeld {
+            thread,
+            owner,
+            expires_at_ms,
+        } => claim_held(
+            &error.to_string(),
+            Some(thread.as_str()),
+            owner,
+            *expires_at_ms,
+        ),
+        DurableStartError::InvalidClaim(_) => {
+            store_error_with_code("invalid_claim", &error.to_string())
+        }
         other => internal(other.to_string()),
     }
 }
@@ -108,6 +127,9 @@ impl PyDriver {
             ));
         }
         let bytes = line_bytes(line)?;
+        if let Some(lost) = self.tick(py)? {
+            return Ok(vec![lost]);
+        }
         let handled = match &mut self.inner {
             Inner::Memory(driver) => guard(|| Ok(driver.handle_line(&bytes))),
             Inner::Durable(durable) => match detached(py, || durable.handle_line(&bytes)) {
@@ -127,11 +149,38 @@ impl PyDriver {
         }
     }
 
+    /// Renews a claimed driver's claim when it is due; the `claim_lost` error line when the
+    /// claim is gone (the session has then ended).
+    fn tick(&mut self, py: Python<'_>) -> PyResult<Option<String>> {
+        match &mut self.inner {
+            Inner::Durable(durable) if durable.claim().is_some() => {
+                detached(py, || durable.tick(wall_clock_ms()))
+                    .map_err(|()| internal("runcore panicked (a bug) renewing a claim"))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Releases a claimed driver's claim (the session ends), also after a refused commit
+    /// closed it (a claim that is no longer the thread's current one is left alone by the
+    /// store); a no-op for an unclaimed driver.
+    fn release_claim(&mut self, py: Python<'_>) -> PyResult<()> {
+        match &mut self.inner {
+            Inner::Durable(durable) => match detached(py, || durable.release(wall_clock_ms())) {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(error)) => Err(store_error(&error)),
+                Err(()) => Err(internal("runcore panicked (a bug) releasing a claim")),
+            },
+            _ => Ok(()),
+        }
+    }
+
     fn durable(
         py: Python<'_>,
         config: Option<&Bound<'_, PyAny>>,
         store: &Bound<'_, PyAny>,
         policy: RecoveryPolicy,
+        claim: Option<ClaimOptions>,
     ) -> PyResult<Self> {
         let store = store.cast::<PyStore>().map_err(|_| {
             PyTypeError::new_err(
@@ -154,8 +203,11 @@ impl PyDriver {
             policy,
         };
         let backend = store.borrow().shared();
-        let started = detached(py, || DurableDriver::start(backend, options))
-            .map_err(|()| internal("runcore panicked (a bug) while a durable Driver started"))?;
+        let started = detached(py, || match claim {
+            Some(claim) => DurableDriver::start_claimed(backend, options, claim, wall_clock_ms()),
+            None => DurableDriver::start(backend, options),
+        })
+        .map_err(|()| internal("runcore panicked (a bug) while a durable Driver started"))?;
         let (durable, started) = started.map_err(|e| start_error(&e))?;
         Ok(PyDriver {
             inner: Inner::Durable(durable),
@@ -178,17 +230,38 @@ impl PyDriver {
     /// gives one `store` error dict as the last line; the driver is then closed and a later
     /// `send` raises `StoreError` (a new Driver recovers from what is committed). The store
     /// object stays usable meanwhile: its reads see every commit the driver made.
+    ///
+    /// With `owner` or `lease_ms` as well it is `runcore drive --store --owner` (SPEC §12.4):
+    /// it claims the thread first (default owner: host name, pid and start time; default
+    /// lease 30000 ms; the wall clock in Unix-epoch ms), renews the claim before a `send`
+    /// when due (or at `tick()`), and releases it at `close()`, at the end of a `with` block,
+    /// or when the driver is garbage-collected. A thread another owner holds raises
+    /// `ClaimHeld`. When the claim is lost, `send` returns the one `claim_lost` store error
+    /// dict and the driver is closed.
     #[new]
-    #[pyo3(signature = (config = None, store = None, *, policy = "replay"))]
+    #[pyo3(signature = (config = None, store = None, *, policy = "replay", owner = None, lease_ms = None))]
     fn new(
         py: Python<'_>,
         config: Option<&Bound<'_, PyAny>>,
         store: Option<&Bound<'_, PyAny>>,
         policy: &str,
+        owner: Option<String>,
+        lease_ms: Option<u64>,
     ) -> PyResult<Self> {
         let policy = parse_policy(policy)?;
+        let claim = if owner.is_some() || lease_ms.is_some() {
+            Some(claim_options(owner, lease_ms, "drive"))
+        } else {
+            None
+        };
         if let Some(store) = store {
-            return PyDriver::durable(py, config, store, policy);
+            return PyDriver::durable(py, config, store, policy, claim);
+        }
+        if claim.is_some() {
+            return Err(PyValueError::new_err(
+                "owner and lease_ms are for a durable driver (it claims a store's thread): \
+                 pass store=...",
+            ));
         }
         if policy == RecoveryPolicy::Seal {
             return Err(PyValueError::new_err(
@@ -254,8 +327,68 @@ impl PyDriver {
         Ok(list)
     }
 
-    /// Whether the store refused a commit of this driver: `send` then raises `StoreError`.
-    /// Always `False` in memory.
+    /// Renews the claim now if it is due (a host idle between lines calls it before the
+    /// time `renew_at_ms` gives): `[]`, or `[the claim_lost error dict]` when the claim is
+    /// gone (the driver is then closed). `[]` for an unclaimed driver.
+    #[pyo3(name = "tick")]
+    fn py_tick<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        if let Some(line) = self.tick(py)? {
+            list.append(line_to_py(py, &line)?)?;
+        }
+        Ok(list)
+    }
+
+    /// When the claim's next renew is due (wall clock, Unix-epoch ms), or `None` for an
+    /// unclaimed or closed driver.
+    #[getter]
+    fn renew_at_ms(&self) -> Option<u64> {
+        match &self.inner {
+            Inner::Durable(durable) => durable.poll_renew(),
+            Inner::Memory(_) => None,
+        }
+    }
+
+    /// The claim the driver holds (`{"thread_id", "owner", "epoch", "expires_at_ms"}`), or
+    /// `None` (unclaimed, released or lost).
+    #[getter]
+    fn claim<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match &self.inner {
+            Inner::Durable(durable) => durable.claim().map(|c| serde_to_py(py, c)).transpose(),
+            Inner::Memory(_) => Ok(None),
+        }
+    }
+
+    /// Releases the claim (a claimed driver), so another owner can take the thread at once;
+    /// the driver is then closed. A no-op for an unclaimed driver or a second call.
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.release_claim(py)
+    }
+
+    /// `close()`.
+    fn release(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.release_claim(py)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Releases the claim (`close()`); an exception in the block goes on.
+    fn __exit__(
+        &mut self,
+        py: Python<'_>,
+        exc_type: &Bound<'_, PyAny>,
+        exc_value: &Bound<'_, PyAny>,
+        traceback: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let _ = (exc_type, exc_value, traceback);
+        self.release_claim(py)?;
+        Ok(false)
+    }
+
+    /// Whether the store refused a commit of this driver, or its claim was lost or released:
+    /// `send` then raises `StoreError`. Always `False` in memory.
     #[getter]
     fn closed(&self) -> bool {
         match &self.inner {
@@ -282,5 +415,15 @@ impl PyDriver {
     /// The driven agent's `snapshot()` text.
     fn snapshot(&self) -> String {
         self.inner.driver().agent().snapshot_json()
+    }
+}
+
+impl Drop for PyDriver {
+    /// A claimed driver dropped unreleased (garbage-collected) releases its claim; a failure
+    /// only delays the next owner until the lease runs out.
+    fn drop(&mut self) {
+        if let Inner::Durable(durable) = &mut self.inner {
+            let _ = catch_unwind(AssertUnwindSafe(|| durable.release(wall_clock_ms())));
+        }
     }
 }

@@ -14,7 +14,8 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use runcore::{
-    AgentError as CoreAgentError, SnapshotError as CoreSnapshotError, StoreError as CoreStoreError,
+    AgentError as CoreAgentError, CommitError, SnapshotError as CoreSnapshotError,
+    StoreError as CoreStoreError,
 };
 use serde_json::Value;
 
@@ -100,6 +101,12 @@ create_exception!(
 );
 create_exception!(
     runcore,
+    ClaimHeld,
+    StoreError,
+    "Another owner holds the thread's claim, live (`claim_held`): `.owner`, `.expires_at_ms`."
+);
+create_exception!(
+    runcore,
     SnapshotError,
     PyException,
     "A snapshot that cannot be restored: `.kind` is `newer_version`, `malformed` or `inconsistent`."
@@ -127,6 +134,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InvalidJsonError", py.get_type::<InvalidJsonError>())?;
     m.add("InternalError", py.get_type::<InternalError>())?;
     m.add("StoreError", py.get_type::<StoreError>())?;
+    m.add("ClaimHeld", py.get_type::<ClaimHeld>())?;
     m.add("SnapshotError", py.get_type::<SnapshotError>())?;
     Ok(())
 }
@@ -176,6 +184,11 @@ pub fn agent_error(error: &CoreAgentError) -> PyErr {
     raise(error.kind(), error.to_string(), details)
 }
 
+/// The `AgentError` subclass of `kind` with `message` and no fields of its own.
+pub fn agent_error_of_kind(kind: &str, message: impl Into<String>) -> PyErr {
+    raise(kind, message.into(), serde_json::Map::new())
+}
+
 /// `InvalidJsonError`: the arguments do not make a valid input line.
 pub fn invalid_json(message: impl Into<String>) -> PyErr {
     raise("invalid_json", message.into(), serde_json::Map::new())
@@ -186,8 +199,34 @@ pub fn internal(message: impl Into<String>) -> PyErr {
     raise("internal", message.into(), serde_json::Map::new())
 }
 
-/// The exception for a store failure.
+/// `ClaimHeld` (code `claim_held`): `owner` holds the thread's claim until `expires_at_ms`.
+pub fn claim_held(
+    message: &str,
+    thread_id: Option<&str>,
+    owner: &str,
+    expires_at_ms: u64,
+) -> PyErr {
+    let err = ClaimHeld::new_err(message.to_owned());
+    Python::attach(|py| {
+        let value = err.value(py);
+        let _ = value.setattr("code", "claim_held");
+        let _ = value.setattr("message", message);
+        let _ = value.setattr("thread_id", thread_id);
+        let _ = value.setattr("owner", owner);
+        let _ = value.setattr("expires_at_ms", expires_at_ms);
+    });
+    err
+}
+
+/// The exception for a store failure (`ClaimHeld` for a claim another owner holds).
 pub fn store_error(error: &CoreStoreError) -> PyErr {
+    if let CoreStoreError::Rejected(CommitError::ClaimHeld {
+        owner,
+        expires_at_ms,
+    }) = error
+    {
+        return claim_held(&error.to_string(), None, owner, *expires_at_ms);
+    }
     let err = StoreError::new_err(error.to_string());
     Python::attach(|py| {
         let value = err.value(py);

@@ -12,6 +12,7 @@
 use pyo3::prelude::*;
 
 mod agent;
+mod claims;
 mod convert;
 mod driver;
 mod errors;
@@ -36,6 +37,9 @@ fn _runcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyMemoryStore>()?;
     m.add_class::<store::PySqliteStore>()?;
     m.add_class::<store::PyPostgresStore>()?;
+    m.add_function(wrap_pyfunction!(claims::sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(claims::approve, m)?)?;
+    m.add_function(wrap_pyfunction!(claims::deny, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -11,9 +11,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use runcore::{
-    CheckpointReader, CommitLog, CommitOperation, CommitReceipt, CommitRecord, CommittedThreadView,
-    EventRecord, EventScope, MemoryStore, Message, ResumeTicket, RunId, RunRecord, RunState,
-    StateCommand, StoreError, ThreadCommit, ThreadId, ThreadSummary, TranscriptSnapshotRef,
+    CheckpointReader, Claim, ClaimRequest, CommitError, CommitLog, CommitOperation, CommitReceipt,
+    CommitRecord, CommittedThreadView, DueWork, EventRecord, EventScope, MemoryStore, Message,
+    ResumeTicket, RunId, RunRecord, RunState, StateCommand, StoreError, ThreadClaims, ThreadCommit,
+    ThreadId, ThreadSummary, TranscriptSnapshotRef,
 };
 use serde_json::Value;
 
@@ -21,12 +22,12 @@ use runcore_postgres::PostgresStore;
 use runcore_sqlite::{OpenError, SqliteOptions, SqliteStore, Synchronous};
 
 use crate::convert::{from_py, serde_to_py};
-use crate::errors::{guard, internal, store_error};
+use crate::errors::{claim_held, guard, internal, store_error};
 
-/// A backend the binding can hold: the write side and the read ports.
-pub trait Backend: CommitLog + CheckpointReader + Send {}
+/// A backend the binding can hold: the write side, the read ports and the thread claims.
+pub trait Backend: CommitLog + CheckpointReader + ThreadClaims + Send {}
 
-impl<T: CommitLog + CheckpointReader + Send> Backend for T {}
+impl<T: CommitLog + CheckpointReader + ThreadClaims + Send> Backend for T {}
 
 /// Any backend, as one concrete type the core's generic functions accept.
 pub struct DynStore(Box<dyn Backend>);
@@ -106,6 +107,29 @@ impl CheckpointReader for DynStore {
         limit: usize,
     ) -> Result<Vec<EventRecord>, StoreError> {
         self.0.list_events(scope, from, limit)
+    }
+}
+
+impl ThreadClaims for DynStore {
+    fn claim_thread(&mut self, request: &ClaimRequest, now_ms: u64) -> Result<Claim, StoreError> {
+        self.0.claim_thread(request, now_ms)
+    }
+    fn renew_claim(
+        &mut self,
+        claim: &Claim,
+        lease_ms: u64,
+        now_ms: u64,
+    ) -> Result<Claim, StoreError> {
+        self.0.renew_claim(claim, lease_ms, now_ms)
+    }
+    fn release_claim(&mut self, claim: &Claim, now_ms: u64) -> Result<(), StoreError> {
+        self.0.release_claim(claim, now_ms)
+    }
+    fn thread_claim(&self, thread: &ThreadId, now_ms: u64) -> Result<Option<Claim>, StoreError> {
+        self.0.thread_claim(thread, now_ms)
+    }
+    fn due_work(&self, now_ms: u64, limit: usize) -> Result<Vec<DueWork>, StoreError> {
+        self.0.due_work(now_ms, limit)
     }
 }
 
@@ -209,6 +233,37 @@ impl CheckpointReader for SharedBackend {
     }
 }
 
+impl ThreadClaims for SharedBackend {
+    fn claim_thread(&mut self, request: &ClaimRequest, now_ms: u64) -> Result<Claim, StoreError> {
+        self.locked(|s| s.claim_thread(request, now_ms))
+    }
+    fn renew_claim(
+        &mut self,
+        claim: &Claim,
+        lease_ms: u64,
+        now_ms: u64,
+    ) -> Result<Claim, StoreError> {
+        self.locked(|s| s.renew_claim(claim, lease_ms, now_ms))
+    }
+    fn release_claim(&mut self, claim: &Claim, now_ms: u64) -> Result<(), StoreError> {
+        self.locked(|s| s.release_claim(claim, now_ms))
+    }
+    fn thread_claim(&self, thread: &ThreadId, now_ms: u64) -> Result<Option<Claim>, StoreError> {
+        self.locked(|s| s.thread_claim(thread, now_ms))
+    }
+    fn due_work(&self, now_ms: u64, limit: usize) -> Result<Vec<DueWork>, StoreError> {
+        self.locked(|s| s.due_work(now_ms, limit))
+    }
+}
+
+/// The machine's wall clock in Unix-epoch milliseconds: the clock of claims and deadlines in
+/// a store that hosts share (SPEC §7.3).
+pub fn wall_clock_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// The commit log and read ports of a runcore store (SPEC §7, §7.1). Open one of its
 /// subclasses: `MemoryStore()`, ….
 #[pyclass(subclass, module = "runcore", name = "Store")]
@@ -239,31 +294,35 @@ impl PyStore {
         guard(|| f(&mut store))?
     }
 
-    /// Runs a write on the backend with the interpreter released (a SQLite commit waits for
-    /// the disk; other Python threads run meanwhile).
+    /// Runs `f` on the backend with the interpreter released (a SQLite commit waits for the
+    /// disk; other Python threads run meanwhile); a Rust panic becomes `InternalError`.
+    pub fn detached<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut DynStore) -> T + Send,
+    ) -> PyResult<T> {
+        enum Failed {
+            Poisoned,
+            Panicked,
+        }
+        let outcome = py.detach(|| {
+            let mut store = self.inner.lock().map_err(|_| Failed::Poisoned)?;
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut store)))
+                .map_err(|_| Failed::Panicked)
+        });
+        outcome.map_err(|failed| match failed {
+            Failed::Poisoned => internal(POISONED),
+            Failed::Panicked => internal("runcore panicked (a bug) in a store call"),
+        })
+    }
+
+    /// Runs a write on the backend with the interpreter released.
     fn write<T: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&mut DynStore) -> Result<T, StoreError> + Send,
     ) -> PyResult<T> {
-        enum Failed {
-            Poisoned,
-            Panicked,
-            Store(StoreError),
-        }
-        let outcome = py.detach(|| {
-            let mut store = self.inner.lock().map_err(|_| Failed::Poisoned)?;
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut store))) {
-                Ok(Ok(value)) => Ok(value),
-                Ok(Err(error)) => Err(Failed::Store(error)),
-                Err(_) => Err(Failed::Panicked),
-            }
-        });
-        outcome.map_err(|failed| match failed {
-            Failed::Store(error) => store_error(&error),
-            Failed::Poisoned => internal(POISONED),
-            Failed::Panicked => internal("runcore panicked (a bug) in a store commit"),
-        })
+        self.detached(py, f)?.map_err(|e| store_error(&e))
     }
 
     fn read<'py, T: serde::Serialize>(
@@ -461,6 +520,113 @@ impl PyStore {
         let snapshot: TranscriptSnapshotRef = decode("transcript snapshot", snapshot)?;
         let ranges: Vec<Range<usize>> = ranges.into_iter().map(|(a, b)| a..b).collect();
         self.read(py, |s| s.transcript_slice(&snapshot, &ranges))
+    }
+
+    /// Claims the thread for `owner` (SPEC §7.2): granted when no claim is live at store time
+    /// `now_ms` (default: the wall clock, Unix-epoch ms), or again to a retry of the live
+    /// claim's own `request_id`. Returns `{"thread_id", "owner", "epoch", "expires_at_ms"}`;
+    /// a live claim of another request raises `ClaimHeld` (code `claim_held`), a bad owner,
+    /// request id or lease `StoreError` with code `invalid_claim`.
+    #[pyo3(signature = (thread_id, owner, request_id, lease_ms, now_ms = None))]
+    fn claim_thread<'py>(
+        &self,
+        py: Python<'py>,
+        thread_id: &str,
+        owner: &str,
+        request_id: &str,
+        lease_ms: u64,
+        now_ms: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = ClaimRequest {
+            thread_id: ThreadId::new(thread_id),
+            owner: owner.to_owned(),
+            request_id: request_id.to_owned(),
+            lease_ms,
+        };
+        let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
+        match self.detached(py, move |s| s.claim_thread(&request, now_ms))? {
+            Ok(claim) => serde_to_py(py, &claim),
+            Err(error) => match &error {
+                StoreError::Rejected(CommitError::ClaimHeld {
+                    owner,
+                    expires_at_ms,
+                }) => Err(claim_held(
+                    &error.to_string(),
+                    Some(thread_id),
+                    owner,
+                    *expires_at_ms,
+                )),
+                _ => Err(store_error(&error)),
+            },
+        }
+    }
+
+    /// Extends a claim (a dict `claim_thread` returned) to store time + `lease_ms`; returns
+    /// the renewed claim. A claim that expired or was replaced raises `StoreError` with code
+    /// `claim_lost`.
+    #[pyo3(signature = (claim, lease_ms, now_ms = None))]
+    fn renew_claim<'py>(
+        &self,
+        py: Python<'py>,
+        claim: &Bound<'py, PyAny>,
+        lease_ms: u64,
+        now_ms: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let claim: Claim = decode("claim", claim)?;
+        let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
+        let renewed = self.write(py, move |s| s.renew_claim(&claim, lease_ms, now_ms))?;
+        serde_to_py(py, &renewed)
+    }
+
+    /// Ends the claim if it is still the thread's current one (a no-op otherwise), so another
+    /// owner can take the thread at once.
+    #[pyo3(signature = (claim, now_ms = None))]
+    fn release_claim(
+        &self,
+        py: Python<'_>,
+        claim: &Bound<'_, PyAny>,
+        now_ms: Option<u64>,
+    ) -> PyResult<()> {
+        let claim: Claim = decode("claim", claim)?;
+        let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
+        self.write(py, move |s| s.release_claim(&claim, now_ms))
+    }
+
+    /// The thread's live claim at store time `now_ms` (default: the wall clock), or `None`.
+    #[pyo3(signature = (thread_id, now_ms = None))]
+    fn thread_claim<'py>(
+        &self,
+        py: Python<'py>,
+        thread_id: &str,
+        now_ms: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
+        self.read(py, |s| s.thread_claim(&ThreadId::new(thread_id), now_ms))
+    }
+
+    /// Due work at store time `now_ms` (default: the wall clock), in the order each item
+    /// became due, at most `limit`: the lines of `runcore due --json` (SPEC §12.4),
+    /// `{"thread_id", "run_id", "reason"}`.
+    #[pyo3(signature = (now_ms = None, limit = 100))]
+    fn due_work<'py>(
+        &self,
+        py: Python<'py>,
+        now_ms: Option<u64>,
+        limit: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
+        let items = self.write(py, move |s| s.due_work(now_ms, limit))?;
+        let lines: Vec<Value> = items
+            .iter()
+            .map(|item| {
+                serde_json::json!({
+                    "thread_id": item.thread_id,
+                    "run_id": item.run_id,
+                    "reason": item.reason,
+                })
+            })
+            .collect();
+        serde_to_py(py, &lines)
     }
 }
 

@@ -53,7 +53,7 @@ def stub_members(node: ast.ClassDef) -> dict:
 def runtime_members(cls: type) -> dict:
     members = {}
     for name, value in vars(cls).items():
-        if name.startswith("_") and name not in ("__iter__", "__next__"):
+        if name.startswith("_") and name not in ("__iter__", "__next__", "__enter__", "__exit__"):
             continue
         members[name] = value
     return members

@@ -14,6 +14,7 @@ from runcore._runcore import (
     Agent,
     AgentError,
     BusyError,
+    ClaimHeld,
     Drain,
     Driver,
     DuplicateOutcomeError,
@@ -33,12 +34,16 @@ from runcore._runcore import (
     UnexpectedOutcomeError,
     UnknownCallError,
     __version__,
+    approve,
+    deny,
+    sweep,
 )
 
 __all__ = [
     "Agent",
     "AgentError",
     "BusyError",
+    "ClaimHeld",
     "Drain",
     "Driver",
     "DuplicateOutcomeError",
@@ -58,4 +63,7 @@ __all__ = [
     "UnexpectedOutcomeError",
     "UnknownCallError",
     "__version__",
+    "approve",
+    "deny",
+    "sweep",
 ]

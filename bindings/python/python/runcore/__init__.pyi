@@ -263,7 +263,13 @@ class Driver:
     construction recovers the thread under `policy` and `startup` holds the lines written
     before any input (ending with `{"type": "idle", "line": 0}`); every commit is stored
     before `send` returns its line; a refused commit is one `store` error dict, after which
-    the driver is `closed` and `send` raises `StoreError`."""
+    the driver is `closed` and `send` raises `StoreError`.
+
+    With `owner=` or `lease_ms=` as well it is `runcore drive --store --owner` (SPEC §12.4):
+    it claims the thread first (a thread another owner holds raises `ClaimHeld`), renews
+    the claim before each `send` (or at `tick()`), and releases it at `close()`, at the end
+    of a `with` block or at garbage collection. A lost claim makes `send` return the one
+    `claim_lost` store error dict; the driver is then closed."""
 
     def __init__(
         self,
@@ -271,7 +277,18 @@ class Driver:
         store: Optional[Store] = None,
         *,
         policy: Literal["replay", "seal"] = "replay",
+        owner: Optional[str] = None,
+        lease_ms: Optional[int] = None,
     ) -> None: ...
+    def __enter__(self) -> Driver: ...
+    def __exit__(self, exc_type: object, exc_value: object, traceback: object) -> bool: ...
+    def tick(self) -> List[DriverOutput]: ...
+    def close(self) -> None: ...
+    def release(self) -> None: ...
+    @property
+    def claim(self) -> Optional[Claim]: ...
+    @property
+    def renew_at_ms(self) -> Optional[int]: ...
     def send(self, line: Union[str, bytes, Mapping[str, Any]]) -> List[DriverOutput]: ...
     def send_raw(self, line: Union[str, bytes, Mapping[str, Any]]) -> List[str]: ...
     @staticmethod
@@ -287,6 +304,37 @@ class Driver:
     def context(self) -> Literal["full", "delta"]: ...
 
 # ----- stores ---------------------------------------------------------------------------------
+
+class Claim(TypedDict):
+    """A granted thread claim (SPEC §7.2); times in store time (Unix-epoch ms)."""
+
+    thread_id: str
+    owner: str
+    epoch: int
+    expires_at_ms: int
+
+class DueWork(TypedDict):
+    """One line of `runcore due --json` (SPEC §12.4): `reason` is `{"type": "deadline",
+    "deadline_ms"}` or `{"type": "orphaned", "claim_expired_at_ms"}`."""
+
+    thread_id: str
+    run_id: str
+    reason: Dict[str, Any]
+
+class SweepItem(TypedDict):
+    """One line of `runcore sweep` (SPEC §12.4)."""
+
+    thread_id: str
+    run_id: str
+    reason: Literal["deadline", "orphaned"]
+    action: Literal["expired", "sealed", "left", "skipped"]
+    detail: NotRequired[str]
+
+class Answered(TypedDict):
+    """What `approve` / `deny` committed: the thread's version after the answer."""
+
+    thread_id: str
+    version: int
 
 class Store:
     """The commit log and read ports of a store (SPEC §7, §7.1)."""
@@ -309,6 +357,13 @@ class Store:
     def transcript_slice(
         self, snapshot: TranscriptSnapshotRef, ranges: Sequence[Tuple[int, int]]
     ) -> List[Message]: ...
+    def claim_thread(
+        self, thread_id: str, owner: str, request_id: str, lease_ms: int, now_ms: Optional[int] = None
+    ) -> Claim: ...
+    def renew_claim(self, claim: Claim, lease_ms: int, now_ms: Optional[int] = None) -> Claim: ...
+    def release_claim(self, claim: Claim, now_ms: Optional[int] = None) -> None: ...
+    def thread_claim(self, thread_id: str, now_ms: Optional[int] = None) -> Optional[Claim]: ...
+    def due_work(self, now_ms: Optional[int] = None, limit: int = 100) -> List[DueWork]: ...
 
 class MemoryStore(Store):
     """The in-memory reference store."""
@@ -401,8 +456,27 @@ class StoreError(Exception):
     code: str
     message: str
 
+class ClaimHeld(StoreError):
+    """Another owner holds the thread's claim, live (code "claim_held")."""
+
+    owner: str
+    expires_at_ms: int
+    thread_id: Optional[str]
+
 class SnapshotError(Exception):
     """A snapshot that cannot be restored; `.kind`: newer_version, malformed, inconsistent."""
 
     kind: str
     message: str
+
+# ----- claims and due work (SPEC §7.2, §12.4, §12.5) -------------------------------------------
+
+def sweep(
+    store: Store,
+    *,
+    owner: Optional[str] = None,
+    limit: int = 1000,
+    policy: Literal["replay", "seal"] = "replay",
+) -> List[SweepItem]: ...
+def approve(store: Store, run_id: str, note: Optional[str] = None, *, owner: Optional[str] = None) -> Answered: ...
+def deny(store: Store, run_id: str, reason: Optional[str] = None, *, owner: Optional[str] = None) -> Answered: ...

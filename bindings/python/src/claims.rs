@@ -1,0 +1,164 @@
+//! Claims and due work from Python (SPEC §7.2, §7.3, §12.4, §12.5): `runcore.sweep`,
+//! `runcore.approve` and `runcore.deny`, each through a claim of its own, as `runcore sweep`,
+//! `runcore approve` and `runcore deny` make them.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use runcore::driver::{ClaimOptions, SweepOptions, sweep as core_sweep};
+use runcore::{AgentConfig, AnswerError, PermissionDecision, RunId};
+
+use crate::agent::parse_policy;
+use crate::convert::serde_to_py;
+use crate::errors::{
+    agent_error, agent_error_of_kind, claim_held, store_error, store_error_with_code,
+};
+use crate::store::{PyStore, wall_clock_ms};
+
+/// The lease a driver takes unless told otherwise, and the one a sweep or an answer takes.
+pub const DEFAULT_LEASE_MS: u64 = 30_000;
+
+/// The host's name for this process start: host name, pid and start time (as `runcore drive`).
+pub fn default_owner() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "host".to_owned());
+    format!("{host}:{}:{}", std::process::id(), wall_clock_ms())
+}
+
+/// Claim options for `owner` (default [`default_owner`]) and `lease_ms` (default 30000), with
+/// a request id of `what`, the pid and the wall clock: unique per start.
+pub fn claim_options(owner: Option<String>, lease_ms: Option<u64>, what: &str) -> ClaimOptions {
+    let mut options = ClaimOptions::new(
+        owner.unwrap_or_else(default_owner),
+        lease_ms.unwrap_or(DEFAULT_LEASE_MS),
+    );
+    options.request_id = format!("{what}.{}.{}", std::process::id(), wall_clock_ms());
+    options
+}
+
+fn store_of<'a, 'py>(store: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyStore>> {
+    store.cast::<PyStore>().map_err(|_| {
+        PyTypeError::new_err(
+            "store must be a runcore.Store (MemoryStore, SqliteStore or PostgresStore)",
+        )
+    })
+}
+
+/// Handles the store's due work once (SPEC §12.4, `runcore sweep`): each passed deadline
+/// expired, each orphaned run left for a worker (`policy="replay"`) or sealed (`"seal"`),
+/// each under a claim of `owner` (default: host, pid, start time) released after it. Returns
+/// one dict per item, as `runcore sweep` prints them: `{"thread_id", "run_id", "reason",
+/// "action"}` and, for a skipped item, `"detail"`.
+#[pyfunction]
+#[pyo3(signature = (store, *, owner = None, limit = 1000, policy = "replay"))]
+pub fn sweep<'py>(
+    py: Python<'py>,
+    store: &Bound<'py, PyAny>,
+    owner: Option<String>,
+    limit: usize,
+    policy: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let policy = parse_policy(policy)?;
+    let store = store_of(store)?;
+    let options = SweepOptions {
+        claim: claim_options(owner, None, "sweep"),
+        limit,
+        policy,
+        config: AgentConfig::default(),
+    };
+    let items = store
+        .borrow()
+        .detached(py, move |s| core_sweep(s, &options, wall_clock_ms()))?
+        .map_err(|e| store_error(&e))?;
+    serde_to_py(py, &items)
+}
+
+fn answer<'py>(
+    py: Python<'py>,
+    store: &Bound<'py, PyAny>,
+    run_id: &str,
+    decision: PermissionDecision,
+    owner: Option<String>,
+    what: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let store = store_of(store)?;
+    let run = RunId::new(run_id);
+    let claim = claim_options(owner, None, what);
+    let answered = store.borrow().detached(py, move |s| {
+        runcore::answer_permission(s, &run, decision, &claim, wall_clock_ms())
+    })?;
+    match answered {
+        Ok(answered) => serde_to_py(py, &answered),
+        Err(error) => Err(answer_error(&error)),
+    }
+}
+
+/// The exception for an answer that was not committed.
+fn answer_error(error: &AnswerError) -> PyErr {
+    match error {
+        AnswerError::Refused(error) => agent_error(error),
+        AnswerError::Held {
+            thread_id,
+            owner,
+            expires_at_ms,
+        } => claim_held(
+            &error.to_string(),
+            Some(thread_id.as_str()),
+            owner,
+            *expires_at_ms,
+        ),
+        AnswerError::Fenced(fence) => store_error_with_code(fence.code(), &error.to_string()),
+        AnswerError::Store(store) => store_error(store),
+        other => agent_error_of_kind(other.kind(), other.to_string()),
+    }
+}
+
+/// Approves the tool call `run_id` waits for (SPEC §12.5, `runcore approve`): one fenced
+/// commit under a claim of `owner`, `note` kept for the audit trail. Returns `{"thread_id",
+/// "version"}`. A run that does not await a permission raises the `AgentError` of its §10
+/// kind (`ResumeError` with `.resume_error` `"not_waiting"`, …); a thread another owner holds
+/// raises `ClaimHeld`.
+#[pyfunction]
+#[pyo3(signature = (store, run_id, note = None, *, owner = None))]
+pub fn approve<'py>(
+    py: Python<'py>,
+    store: &Bound<'py, PyAny>,
+    run_id: &str,
+    note: Option<String>,
+    owner: Option<String>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let note = note.filter(|n| !n.trim().is_empty());
+    answer(
+        py,
+        store,
+        run_id,
+        PermissionDecision::Allow { note },
+        owner,
+        "approve",
+    )
+}
+
+/// Denies the tool call `run_id` waits for (`runcore deny`); `reason` is what the model sees
+/// in the call's denied result. As `approve` otherwise.
+#[pyfunction]
+#[pyo3(signature = (store, run_id, reason = None, *, owner = None))]
+pub fn deny<'py>(
+    py: Python<'py>,
+    store: &Bound<'py, PyAny>,
+    run_id: &str,
+    reason: Option<String>,
+    owner: Option<String>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let reason = reason.filter(|r| !r.trim().is_empty());
+    answer(
+        py,
+        store,
+        run_id,
+        PermissionDecision::Deny { reason },
+        owner,
+        "deny",
+    )
+}
