@@ -31,7 +31,7 @@ target_dir=$(cargo metadata --format-version 1 --no-deps \
     || echo "${CARGO_TARGET_DIR:-$PWD/target}")
 export RUNCORE_BIN="$target_dir/debug/runcore"
 
-cargo test --workspace
+cargo test --workspace --no-fail-fast
 
 if ! command -v python3 >/dev/null 2>&1; then
     if [ "${CI:-}" = "true" ]; then

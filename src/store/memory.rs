@@ -46,7 +46,8 @@ pub struct MemoryStore {
     #[serde(default)]
     claims: BTreeMap<ThreadId, ClaimRecord>,
     /// Awaiting runs with a deadline, indexed by it: `(deadline_ms, run)` → thread (§7.3).
-    #[serde(default)]
+    /// Written as a list of entries: JSON object keys must be strings.
+    #[serde(default, with = "entries")]
     deadlines: BTreeMap<(u64, RunId), ThreadId>,
     /// Store time: the latest `now_ms` any caller gave (it never goes back).
     #[serde(default)]
@@ -451,6 +452,31 @@ impl CommittedThreadView for MemoryStore {
         self.verify_transcript_snapshot(snapshot)?;
         let messages = self.messages(&snapshot.thread_id);
         Ok(slice_ranges(messages, ranges))
+    }
+}
+
+/// A map whose keys are not strings, written as a list of `[key, value]` entries.
+mod entries {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<K: Serialize, V: Serialize, S: Serializer>(
+        map: &BTreeMap<K, V>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(map.iter())
+    }
+
+    pub(super) fn deserialize<'de, K, V, D>(deserializer: D) -> Result<BTreeMap<K, V>, D::Error>
+    where
+        K: Deserialize<'de> + Ord,
+        V: Deserialize<'de>,
+        D: Deserializer<'de>,
+    {
+        Ok(Vec::<(K, V)>::deserialize(deserializer)?
+            .into_iter()
+            .collect())
     }
 }
 
