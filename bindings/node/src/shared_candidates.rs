@@ -32,92 +32,9 @@ pub trait Backend: CommitLog + CheckpointReader + Send {}
 
 impl<T: CommitLog + CheckpointReader + Send> Backend for T {}
 
-/// Any backend, as one concrete type the core's generic functions accept.
-pub struct DynStore(Box<dyn Backend>);
-
-impl DynStore {
-    /// Boxes `backend`.
-    pub fn new(backend: impl Backend + 'static) -> Self {
-        DynStore(Box::new(backend))
-    }
-}
-
-impl CommitLog for DynStore {
-    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
-        self.0.commit(commit)
-    }
-    fn commit_operation(
-        &mut self,
-        operation: CommitOperation,
-    ) -> Result<CommitReceipt, StoreError> {
-        self.0.commit_operation(operation)
-    }
-}
-
-impl CommittedThreadView for DynStore {
-    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
-        self.0.committed_messages(thread)
-    }
-    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
-        self.0.run(run)
-    }
-    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
-        self.0.latest_run(thread)
-    }
-    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
-        self.0.resume_ticket(run)
-    }
-    fn run_state(&self, run: &RunId) -> Result<Option<RunState>, StoreError> {
-        self.0.run_state(run)
-    }
-    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
-        self.0.committed_state(thread)
-    }
-    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-        self.0.thread_version(thread)
-    }
-    fn threads(
-        &self,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadSummary>, StoreError> {
-        self.0.threads(after, limit)
-    }
-    fn pending_tickets(
-        &self,
-        after: Option<&RunId>,
-        limit: usize,
-    ) -> Result<Vec<ResumeTicket>, StoreError> {
-        self.0.pending_tickets(after, limit)
-    }
-    fn transcript_snapshot(&self, thread: &ThreadId) -> Result<TranscriptSnapshotRef, StoreError> {
-        self.0.transcript_snapshot(thread)
-    }
-    fn verify_transcript_snapshot(
-        &self,
-        snapshot: &TranscriptSnapshotRef,
-    ) -> Result<(), StoreError> {
-        self.0.verify_transcript_snapshot(snapshot)
-    }
-    fn transcript_slice(
-        &self,
-        snapshot: &TranscriptSnapshotRef,
-        ranges: &[Range<usize>],
-    ) -> Result<Vec<Message>, StoreError> {
-        self.0.transcript_slice(snapshot, ranges)
-    }
-}
-
-impl CheckpointReader for DynStore {
-    fn list_events(
-        &self,
-        scope: &EventScope,
-        from: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        self.0.list_events(scope, from, limit)
-    }
-}
+/// Any backend, as one concrete type the core's generic functions accept: the core forwards
+/// every port through `Box<T>`, so the box needs no forwarding of its own.
+pub type DynStore = Box<dyn Backend>;
 
 /// A handle onto one [`DynStore`] that several owners share (a clone is another handle onto
 /// the same store); each call locks it. A poisoned lock (a panic while it was held) reads as an
@@ -128,7 +45,7 @@ pub struct SharedStore(Arc<Mutex<DynStore>>);
 impl SharedStore {
     /// Shares `backend`.
     pub fn new(backend: impl Backend + 'static) -> Self {
-        SharedStore(Arc::new(Mutex::new(DynStore::new(backend))))
+        SharedStore(Arc::new(Mutex::new(Box::new(backend))))
     }
 
     /// The store, locked.
