@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 use crate::agent::{Action, Agent, AgentConfig, AgentEvent, Input, Output};
 use crate::commit::ThreadCommit;
 use crate::error::AgentError;
-use crate::ids::{RunId, Step};
+use crate::ids::{RunId, Step, ThreadId};
 use crate::message::{Message, ToolCall};
 
 mod durable;
@@ -60,6 +60,8 @@ pub enum ContextMode {
     Delta,
 }
 
+crate::error::named_enum!(ContextMode, "context", { Full => "full", Delta => "delta" });
+
 /// One input line, parsed: the library's own [`Input`] (the line's `"type"` and fields) and
 /// the line-level fields beside it.
 ///
@@ -75,6 +77,21 @@ pub struct InputLine {
     pub now_ms: Option<u64>,
     /// `config` only: how `call_model` lines carry the transcript (default `full`).
     pub context: Option<ContextMode>,
+    /// `config` only: the thread the line names. `None` when it names none: the config then
+    /// holds the default thread, and a driver bound to a thread (the durable driver,
+    /// `runcore drive --thread`) takes the line as being for its own thread.
+    pub thread: Option<ThreadId>,
+}
+
+/// Why a configuration object ([`InputLine::config`]) was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigObjectError {
+    /// It is not a JSON object (the kind it is instead).
+    #[error("a config must be an object with the fields of a config line, got {0}")]
+    NotAnObject(&'static str),
+    /// A field does not read (the driver's message).
+    #[error("not a valid config: {0}")]
+    Invalid(String),
 }
 
 /// Inputs whose line must say what time it is.
@@ -93,6 +110,37 @@ const NO_FIELDS: [&str; 7] = [
 ];
 
 impl InputLine {
+    /// The line of `input` at the host's clock `now_ms`, with no line-level field beside it
+    /// (what a binding's `agent.prompt(...)` stands for).
+    pub fn new(input: Input, now_ms: Option<u64>) -> InputLine {
+        InputLine {
+            input,
+            now_ms,
+            context: None,
+            thread: None,
+        }
+    }
+
+    /// Reads a configuration object (the fields of a `config` line, its `"type"` optional:
+    /// what `runcore drive --config FILE` holds and what a binding's `config` argument is);
+    /// `None` or `null` is the default configuration.
+    pub fn config(fields: Option<Value>) -> Result<InputLine, ConfigObjectError> {
+        let mut object = match fields {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(object)) => object,
+            Some(other) => return Err(ConfigObjectError::NotAnObject(json_kind(&other))),
+        };
+        object.insert("type".into(), Value::from("config"));
+        let line =
+            InputLine::from_value(Value::Object(object)).map_err(ConfigObjectError::Invalid)?;
+        match line.input {
+            Input::Config(_) => Ok(line),
+            _ => Err(ConfigObjectError::Invalid(
+                "it does not read as a config".into(),
+            )),
+        }
+    }
+
     /// Parses one line's JSON text.
     pub fn parse(text: &str) -> Result<InputLine, String> {
         let value: Value =
@@ -140,6 +188,10 @@ impl InputLine {
                 None
             }
         };
+        let thread = match (kind.as_str(), object.get("thread_id")) {
+            ("config", Some(Value::String(thread))) => Some(ThreadId::from(thread.as_str())),
+            _ => None,
+        };
         if NO_FIELDS.contains(&kind.as_str())
             && let Some(extra) = object.keys().find(|key| *key != "type")
         {
@@ -152,6 +204,7 @@ impl InputLine {
             input,
             now_ms,
             context,
+            thread,
         })
     }
 }

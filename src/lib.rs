@@ -189,7 +189,7 @@ pub use commit::{
     AuditDraft, COMMIT_SCHEMA_VERSION, CommitError, CommitOperation, CommitReceipt, CommitRecord,
     OperationId, ThreadCommit,
 };
-pub use error::AgentError;
+pub use error::{AgentError, UnknownName};
 pub use hash::sha256_hex;
 pub use ids::{CallId, RunId, Step, ThreadId, ToolName};
 pub use message::{
@@ -217,3 +217,4 @@ pub use store::ports::{
     StoreHandles, ThreadClaims, ThreadSummary, TranscriptError, TranscriptSnapshotRef,
     chain_digest, check_ranges, transcript_digest,
 };
+pub use store::shared::SharedStore;

@@ -7,7 +7,8 @@ mod common;
 use std::ops::Range;
 
 use proptest::prelude::*;
-use runcore::store::conformance::{self, SharedStore};
+use runcore::SharedStore;
+use runcore::store::conformance;
 use runcore::{
     AuditDraft, CheckpointReader, Claim, ClaimRequest, CommitError, CommitLog, CommitOperation,
     CommitReceipt, CommitRecord, CommittedThreadView, DueWork, EndCause, EventRecord, EventScope,

@@ -18,8 +18,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use runcore::driver::{
-    ClaimOptions, ContextMode, Driver, DurableDriver, DurableLines, DurableOptions,
-    DurableStartError, InputLine, MAX_LINE_BYTES,
+    ClaimOptions, ConfigObjectError, ContextMode, Driver, DurableDriver, DurableLines,
+    DurableOptions, DurableStartError, InputLine, MAX_LINE_BYTES,
 };
 use runcore::{
     Agent, AgentConfig, CommitError, Input, RecoveryPolicy, Store, StoreError, ThreadId,
@@ -34,8 +34,8 @@ pub const EXIT_STORE: u8 = 3;
 pub struct ConfigFile {
     /// The agent configuration (defaults for what the file omits).
     pub config: AgentConfig,
-    /// Whether the file names a thread (`thread_id`).
-    pub names_thread: bool,
+    /// The thread the file names (`thread_id`), if it names one.
+    pub thread: Option<ThreadId>,
     /// How `call_model` lines carry the transcript.
     pub context: Option<ContextMode>,
     /// The host's clock, if the file gives it.
@@ -48,19 +48,20 @@ impl ConfigFile {
         let text =
             std::fs::read(path).map_err(|e| format!("cannot read --config {path:?}: {e}"))?;
         let rejected = |e: String| format!("--config {path:?} was rejected: {e}");
-        let Ok(Value::Object(mut object)) = serde_json::from_slice::<Value>(&text) else {
+        let Ok(object @ Value::Object(_)) = serde_json::from_slice::<Value>(&text) else {
             return Err(rejected("it must hold one JSON object".to_owned()));
         };
-        let names_thread = object.get("thread_id").is_some_and(|v| !v.is_null());
-        object.insert("type".into(), Value::from("config"));
-        let line = InputLine::from_value(Value::Object(object)).map_err(rejected)?;
+        let line = InputLine::config(Some(object)).map_err(|e| match e {
+            ConfigObjectError::Invalid(why) => rejected(why),
+            other => rejected(other.to_string()),
+        })?;
         let Input::Config(config) = line.input else {
             return Err(rejected("it is not a config".to_owned()));
         };
         Agent::new(config.clone()).map_err(|e| rejected(e.to_string()))?;
         Ok(ConfigFile {
             config,
-            names_thread,
+            thread: line.thread,
             context: line.context,
             now_ms: line.now_ms,
         })
@@ -72,6 +73,7 @@ impl ConfigFile {
             input: Input::Config(self.config),
             now_ms: self.now_ms,
             context: self.context,
+            thread: self.thread,
         }
     }
 }
@@ -268,11 +270,11 @@ fn start_durable<S: Store>(
 ) -> Result<(DurableDriver<S>, DurableLines), DriveError> {
     let file = config.unwrap_or(ConfigFile {
         config: AgentConfig::default(),
-        names_thread: false,
+        thread: None,
         context: None,
         now_ms: None,
     });
-    if file.names_thread && file.config.thread_id != start.thread {
+    if file.thread.is_some() && file.config.thread_id != start.thread {
         return Err(DriveError::Usage(format!(
             "--config names thread {:?} but --thread is {:?}",
             file.config.thread_id.as_str(),
@@ -424,7 +426,7 @@ mod tests {
     use super::*;
     use std::io::Read;
 
-    use runcore::store::conformance::SharedStore;
+    use runcore::SharedStore;
     use runcore::{
         CommitLog, CommitOperation, CommittedThreadView, MemoryStore, Message, RunId, StoreHandles,
         ThreadClaims, ThreadCommit,
@@ -492,7 +494,7 @@ mod tests {
         );
         assert_eq!(lines[0], json!({"type":"idle","line":0}));
         assert_eq!(lines[1]["commit"]["thread_id"], "t");
-        assert_eq!(store.lock().thread_version(&ThreadId::new("t")).unwrap(), 1);
+        assert_eq!(store.thread_version(&ThreadId::new("t")).unwrap(), 1);
     }
 
     #[test]
@@ -568,7 +570,7 @@ mod tests {
             if let Some(operation) = self.operation.take() {
                 // The other writer holds the same claim (a second process started with the
                 // same owner id): only the version fence can stop it.
-                let mut store = self.other.lock();
+                let mut store = self.other.lock().expect("the store");
                 let claim = store
                     .thread_claim(&operation.commit.thread_id, 0)
                     .unwrap()
@@ -621,9 +623,9 @@ mod tests {
         assert_eq!(lines[1]["line"], 1);
         assert_eq!(lines[1]["error"]["kind"], "store");
         assert_eq!(lines[1]["error"]["code"], "payload_mismatch");
-        assert_eq!(store.lock().thread_version(&thread).unwrap(), 1);
+        assert_eq!(store.thread_version(&thread).unwrap(), 1);
         assert_eq!(
-            store.lock().committed_messages(&thread).unwrap(),
+            store.committed_messages(&thread).unwrap(),
             [Message::user("a")]
         );
     }

@@ -16,7 +16,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use runcore::driver::{input_line_schema, json_schema, output_line_schema};
-use runcore::{EventScope, RecoveryPolicy, RunId, ThreadId};
+use runcore::{EventScope, RecoveryPolicy, RunId, ThreadId, UnknownName};
 
 mod approve;
 mod args;
@@ -352,12 +352,11 @@ fn drive(args: &[String]) -> ExitCode {
             }
         }
     }
-    let policy = match args.value("--recover") {
-        None | Some("replay") => RecoveryPolicy::Replay,
-        Some("seal") => RecoveryPolicy::Seal,
-        Some(other) => {
+    let policy = match args.value("--recover").map(str::parse).transpose() {
+        Ok(policy) => policy.unwrap_or(RecoveryPolicy::Replay),
+        Err(UnknownName { got, .. }) => {
             return usage_error(&format!(
-                "drive --recover takes replay or seal, not {other:?}"
+                "drive --recover takes replay or seal, not {got:?}"
             ));
         }
     };
@@ -374,8 +373,7 @@ fn drive(args: &[String]) -> ExitCode {
         Some(id) => ThreadId::new(id),
         None => config
             .as_ref()
-            .filter(|c| c.names_thread)
-            .map(|c| c.config.thread_id.clone())
+            .and_then(|c| c.thread.clone())
             .unwrap_or_else(|| ThreadId::new("thread-1")),
     };
     let owner = match args.value("--owner") {
@@ -473,12 +471,11 @@ fn sweep_or_due(command: &'static str, args: &[String]) -> ExitCode {
         Ok(limit) => limit.unwrap_or(sweep::DEFAULT_LIMIT),
         Err(message) => return usage_error(&format!("{command} {message}")),
     };
-    let policy = match args.value("--recover") {
-        None | Some("replay") => RecoveryPolicy::Replay,
-        Some("seal") => RecoveryPolicy::Seal,
-        Some(other) => {
+    let policy = match args.value("--recover").map(str::parse).transpose() {
+        Ok(policy) => policy.unwrap_or(RecoveryPolicy::Replay),
+        Err(UnknownName { got, .. }) => {
             return usage_error(&format!(
-                "sweep --recover takes replay or seal, not {other:?}"
+                "sweep --recover takes replay or seal, not {got:?}"
             ));
         }
     };

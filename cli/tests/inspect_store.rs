@@ -167,40 +167,11 @@ fn every_inspection_of_a_sqlite_store_is_snapshotted() {
     }
 }
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
-}
-
-/// A PostgreSQL URL whose connections use a new schema of their own, so this store starts
-/// empty on a shared server.
-fn fresh_postgres_store(url: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let schema = format!("cli_inspect_{}_{nanos}", std::process::id());
-    // Creates the schema and runcore's tables in it.
-    runcore_postgres::PostgresStore::connect_in_schema(url, &schema)
-        .expect("create a schema on the PostgreSQL server");
-    let separator = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{separator}options=-c%20search_path%3D{schema}")
-}
-
 #[test]
 fn every_inspection_of_a_postgres_store_prints_the_same_lines() {
-    let Ok(server) = std::env::var(runcore_postgres::URL_ENV) else {
-        assert!(
-            !in_ci(),
-            "{} is not set and CI=true: the PostgreSQL inspection test must run in CI \
-             (run the tests under scripts/with-postgres.sh)",
-            runcore_postgres::URL_ENV
-        );
-        println!(
-            "skipped: {} is not set (run under scripts/with-postgres.sh)",
-            runcore_postgres::URL_ENV
-        );
+    let Some(url) = common::console::postgres_store("inspect") else {
         return;
     };
-    let url = fresh_postgres_store(&server);
     let dir = TempDir::new("inspect-postgres");
     scripted_session(&url, &dir);
     check_shapes(&url);

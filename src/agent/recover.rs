@@ -67,6 +67,8 @@ pub enum RecoveryPolicy {
     Seal,
 }
 
+crate::error::named_enum!(RecoveryPolicy, "policy", { Replay => "replay", Seal => "seal" });
+
 /// Why [`Agent::recover`] could not rebuild an agent.
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[non_exhaustive]

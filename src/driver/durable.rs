@@ -65,6 +65,22 @@ impl DurableOptions {
     }
 }
 
+impl DurableOptions {
+    /// The options a `config` line stands for (its config, context mode and clock), under
+    /// `policy`; `None` when it is not a config line.
+    pub fn from_line(line: InputLine, policy: RecoveryPolicy) -> Option<Self> {
+        match line.input {
+            Input::Config(config) => Some(DurableOptions {
+                config,
+                context: line.context.unwrap_or_default(),
+                now_ms: line.now_ms,
+                policy,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// The default configuration (thread `"thread-1"`) with [`DurableOptions::new`]'s defaults.
 impl Default for DurableOptions {
     fn default() -> Self {
@@ -293,8 +309,9 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
         let applied = match Driver::parse_line(bytes) {
             Err(error) => Err(to_line(&OutputLine::Error { line, error })),
             Ok(mut parsed) => {
+                let names_thread = parsed.thread.is_some();
                 let checked = match &mut parsed.input {
-                    Input::Config(config) => self.check_config(config, bytes),
+                    Input::Config(config) => self.check_config(config, names_thread),
                     _ => Ok(()),
                 };
                 checked
@@ -488,10 +505,12 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
             }
         } else {
             let mut driver = Driver::new();
+            let thread = Some(options.config.thread_id.clone());
             if let Err(e) = driver.apply(InputLine {
                 input: Input::Config(options.config),
                 now_ms: options.now_ms,
                 context: Some(options.context),
+                thread,
             }) {
                 return Err((store, DurableStartError::Config(e)));
             }
@@ -540,10 +559,9 @@ fn claim_lost_line(line: u64, epoch: u64, current_epoch: Option<u64>) -> String 
 
 impl<S> DurableDriver<S> {
     /// The `invalid_state` error of a `config` line this driver cannot take, if it is one; a
-    /// config line that names no thread is for the driver's thread. `raw` is the line as
-    /// sent (the parsed config always has a thread, the default one when the line names
-    /// none).
-    fn check_config(&self, config: &mut AgentConfig, raw: &[u8]) -> Result<(), AgentError> {
+    /// config line that names no thread (`names_thread` false: [`InputLine::thread`]) is for
+    /// the driver's thread.
+    fn check_config(&self, config: &mut AgentConfig, names_thread: bool) -> Result<(), AgentError> {
         if self.has_history {
             return Err(AgentError::InvalidState {
                 expected: "no config line once the thread has history (configure with --config)"
@@ -551,8 +569,6 @@ impl<S> DurableDriver<S> {
                 actual: format!("thread {:?} has commits in the store", self.thread.as_str()),
             });
         }
-        let names_thread = serde_json::from_slice::<Value>(raw)
-            .is_ok_and(|v| v.get("thread_id").is_some_and(|t| !t.is_null()));
         if names_thread && config.thread_id != self.thread {
             return Err(AgentError::InvalidState {
                 expected: format!(
@@ -628,13 +644,13 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::SharedStore;
     use crate::commit::{CommitError, CommitOperation, CommitReceipt, CommitRecord, ThreadCommit};
     use crate::ids::RunId;
     use crate::message::Message;
     use crate::resume::ResumeTicket;
     use crate::run::RunRecord;
     use crate::state::StateCommand;
-    use crate::store::conformance::SharedStore;
     use crate::{
         CommittedThreadView, EventRecord, EventScope, MemoryStore, StoreHandles, ThreadSummary,
     };
@@ -708,7 +724,7 @@ mod tests {
         let refused = driver
             .handle_line_into(prompt("hi").to_string().as_bytes(), &mut |line| {
                 // What the store holds when the line is handed out.
-                let version = store.lock().thread_version(&thread).unwrap();
+                let version = store.thread_version(&thread).unwrap();
                 seen.push((serde_json::from_str::<Value>(&line).unwrap(), version));
             })
             .unwrap();
@@ -786,9 +802,9 @@ mod tests {
         assert_eq!(first.handle_line(b"{\"type\":\"abort\"}"), Err(ended));
         assert_eq!(first.driver().lines_handled(), 1);
         // Nothing of the first driver's was stored.
-        assert_eq!(store.lock().thread_version(&thread).unwrap(), 1);
+        assert_eq!(store.thread_version(&thread).unwrap(), 1);
         assert_eq!(
-            store.lock().committed_messages(&thread).unwrap(),
+            store.committed_messages(&thread).unwrap(),
             [Message::user("from the second")]
         );
     }
@@ -1029,7 +1045,7 @@ mod tests {
         assert_eq!(first.claim().map(|c| c.epoch), Some(1));
         // A second owner is refused at start: nothing read, nothing written.
         let stored = |store: &SharedStore<MemoryStore>| {
-            let mut value = serde_json::to_value(&*store.lock()).unwrap();
+            let mut value = serde_json::to_value(&*store.lock().unwrap()).unwrap();
             // Store time moves with every call; what is stored must not.
             value.as_object_mut().unwrap().remove("clock");
             value
@@ -1071,7 +1087,7 @@ mod tests {
         // w1 stalls past its lease; w2 takes the thread over and recovers it.
         let (_second, started) = claimed(store.open_handle().unwrap(), "w2", 2_000).unwrap();
         assert_eq!(types(&started), ["call_model", "idle"]);
-        let version = store.lock().thread_version(&ThreadId::new("t")).unwrap();
+        let version = store.thread_version(&ThreadId::new("t")).unwrap();
         // w1 wakes up: its renew is refused, one claim_lost line, nothing after it.
         let lost = first.tick(2_100).expect("the claim is lost");
         let lost: Value = serde_json::from_str(&lost).unwrap();
@@ -1084,10 +1100,7 @@ mod tests {
                 .is_err()
         );
         assert_eq!(first.poll_renew(), None);
-        assert_eq!(
-            store.lock().thread_version(&ThreadId::new("t")).unwrap(),
-            version
-        );
+        assert_eq!(store.thread_version(&ThreadId::new("t")).unwrap(), version);
     }
 
     #[test]

@@ -22,7 +22,7 @@
 //! ```
 //! use runcore::store::conformance;
 //!
-//! let results = conformance::run_all(|| conformance::SharedStore::new(runcore::MemoryStore::new()));
+//! let results = conformance::run_all(|| runcore::SharedStore::new(runcore::MemoryStore::new()));
 //! assert_eq!(results.len(), conformance::CASES.len());
 //! for (case, result) in &results {
 //!     assert!(result.is_ok(), "{case}: {result:?}");
@@ -59,7 +59,7 @@ pub use claims::{
     due_work_lists_deadlines_and_orphans, racing_owners_get_one_claim,
 };
 pub use concurrency::{
-    SharedStore, concurrent_commits_on_distinct_threads, concurrent_commits_on_one_thread,
+    concurrent_commits_on_distinct_threads, concurrent_commits_on_one_thread,
     concurrent_fenced_writers_on_one_thread,
 };
 pub use events::{events_ordered_and_paged, sequences_are_dense_and_distinct};
@@ -183,7 +183,7 @@ where
 /// the expansion covers every name in [`CASES`](crate::store::conformance::CASES).
 ///
 /// ```ignore
-/// use runcore::store::conformance::SharedStore;
+/// use runcore::SharedStore;
 /// runcore::conformance_tests!(|| SharedStore::new(runcore::MemoryStore::new()));
 /// ```
 #[macro_export]

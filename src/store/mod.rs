@@ -31,6 +31,7 @@ pub(crate) mod admission;
 pub(crate) mod claims;
 pub(crate) mod memory;
 pub(crate) mod ports;
+pub(crate) mod shared;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;

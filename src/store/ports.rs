@@ -426,27 +426,34 @@ impl<T: CommitLog + CheckpointReader + ThreadClaims + ?Sized> Store for T {}
 
 /// Forwards every port through a pointer-like wrapper (`Box<T>`, `&mut T`), so a boxed or
 /// borrowed store is a store, with no hand-written forwarding at each call site.
+///
+/// `forward_ports!([T] Box<T>, |s| **s)` implements every port of `Box<T>` for each port
+/// `T` has, reaching the inner store through the expression after `|s|` (which may use `?` with
+/// a [`StoreError`]).
 macro_rules! forward_ports {
-    ($($wrapper:ty),*) => {$(
-        impl<T: CommitLog + ?Sized> CommitLog for $wrapper {
+    ([$param:ident] $wrapper:ty, |$s:ident| $access:expr) => {
+        impl<$param: CommitLog + ?Sized> CommitLog for $wrapper {
             fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
-                (**self).commit(commit)
+                let $s = self;
+                ($access).commit(commit)
             }
             fn commit_operation(
                 &mut self,
                 operation: CommitOperation,
             ) -> Result<CommitReceipt, StoreError> {
-                (**self).commit_operation(operation)
+                let $s = self;
+                ($access).commit_operation(operation)
             }
         }
 
-        impl<T: ThreadClaims + ?Sized> ThreadClaims for $wrapper {
+        impl<$param: ThreadClaims + ?Sized> ThreadClaims for $wrapper {
             fn claim_thread(
                 &mut self,
                 request: &ClaimRequest,
                 now_ms: u64,
             ) -> Result<Claim, StoreError> {
-                (**self).claim_thread(request, now_ms)
+                let $s = self;
+                ($access).claim_thread(request, now_ms)
             }
             fn renew_claim(
                 &mut self,
@@ -454,91 +461,111 @@ macro_rules! forward_ports {
                 lease_ms: u64,
                 now_ms: u64,
             ) -> Result<Claim, StoreError> {
-                (**self).renew_claim(claim, lease_ms, now_ms)
+                let $s = self;
+                ($access).renew_claim(claim, lease_ms, now_ms)
             }
             fn release_claim(&mut self, claim: &Claim, now_ms: u64) -> Result<(), StoreError> {
-                (**self).release_claim(claim, now_ms)
+                let $s = self;
+                ($access).release_claim(claim, now_ms)
             }
             fn thread_claim(
                 &self,
                 thread: &ThreadId,
                 now_ms: u64,
             ) -> Result<Option<Claim>, StoreError> {
-                (**self).thread_claim(thread, now_ms)
+                let $s = self;
+                ($access).thread_claim(thread, now_ms)
             }
             fn due_work(&self, now_ms: u64, limit: usize) -> Result<Vec<DueWork>, StoreError> {
-                (**self).due_work(now_ms, limit)
+                let $s = self;
+                ($access).due_work(now_ms, limit)
             }
         }
 
-        impl<T: CommittedThreadView + ?Sized> CommittedThreadView for $wrapper {
+        impl<$param: CommittedThreadView + ?Sized> CommittedThreadView for $wrapper {
             fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
-                (**self).committed_messages(thread)
+                let $s = self;
+                ($access).committed_messages(thread)
             }
             fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
-                (**self).run(run)
+                let $s = self;
+                ($access).run(run)
             }
             fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
-                (**self).latest_run(thread)
+                let $s = self;
+                ($access).latest_run(thread)
             }
             fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
-                (**self).resume_ticket(run)
+                let $s = self;
+                ($access).resume_ticket(run)
             }
             fn run_state(&self, run: &RunId) -> Result<Option<RunState>, StoreError> {
-                (**self).run_state(run)
+                let $s = self;
+                ($access).run_state(run)
             }
             fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
-                (**self).committed_state(thread)
+                let $s = self;
+                ($access).committed_state(thread)
             }
             fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-                (**self).thread_version(thread)
+                let $s = self;
+                ($access).thread_version(thread)
             }
             fn threads(
                 &self,
                 after: Option<&ThreadId>,
                 limit: usize,
             ) -> Result<Vec<ThreadSummary>, StoreError> {
-                (**self).threads(after, limit)
+                let $s = self;
+                ($access).threads(after, limit)
             }
             fn pending_tickets(
                 &self,
                 after: Option<&RunId>,
                 limit: usize,
             ) -> Result<Vec<ResumeTicket>, StoreError> {
-                (**self).pending_tickets(after, limit)
+                let $s = self;
+                ($access).pending_tickets(after, limit)
             }
             fn transcript_snapshot(
                 &self,
                 thread: &ThreadId,
             ) -> Result<TranscriptSnapshotRef, StoreError> {
-                (**self).transcript_snapshot(thread)
+                let $s = self;
+                ($access).transcript_snapshot(thread)
             }
             fn verify_transcript_snapshot(
                 &self,
                 snapshot: &TranscriptSnapshotRef,
             ) -> Result<(), StoreError> {
-                (**self).verify_transcript_snapshot(snapshot)
+                let $s = self;
+                ($access).verify_transcript_snapshot(snapshot)
             }
             fn transcript_slice(
                 &self,
                 snapshot: &TranscriptSnapshotRef,
                 ranges: &[Range<usize>],
             ) -> Result<Vec<Message>, StoreError> {
-                (**self).transcript_slice(snapshot, ranges)
+                let $s = self;
+                ($access).transcript_slice(snapshot, ranges)
             }
         }
 
-        impl<T: CheckpointReader + ?Sized> CheckpointReader for $wrapper {
+        impl<$param: CheckpointReader + ?Sized> CheckpointReader for $wrapper {
             fn list_events(
                 &self,
                 scope: &EventScope,
                 from: Option<u64>,
                 limit: usize,
             ) -> Result<Vec<EventRecord>, StoreError> {
-                (**self).list_events(scope, from, limit)
+                let $s = self;
+                ($access).list_events(scope, from, limit)
             }
         }
-    )*};
+    };
 }
 
-forward_ports!(Box<T>, &mut T);
+forward_ports!([T] Box<T>, |s| **s);
+forward_ports!([T] &mut T, |s| **s);
+
+pub(crate) use forward_ports;

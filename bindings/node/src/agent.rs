@@ -84,11 +84,7 @@ impl NativeAgent {
         let now_ms = now_of(now_ms)?;
         self.guarded(|driver, _| {
             driver
-                .apply(InputLine {
-                    input,
-                    now_ms,
-                    context: None,
-                })
+                .apply(InputLine::new(input, now_ms))
                 .map_err(|e| agent_error(&e))
         })
     }

@@ -83,24 +83,16 @@ fn to_python<'py>(
 
 /// A recovery policy named as the driver names it: `"replay"` or `"seal"`.
 pub(crate) fn parse_policy(policy: &str) -> PyResult<RecoveryPolicy> {
-    match policy {
-        "replay" => Ok(RecoveryPolicy::Replay),
-        "seal" => Ok(RecoveryPolicy::Seal),
-        other => Err(PyValueError::new_err(format!(
-            "policy must be \"replay\" or \"seal\", got {other:?}"
-        ))),
-    }
+    policy
+        .parse()
+        .map_err(|e: runcore::UnknownName| PyValueError::new_err(e.to_string()))
 }
 
 fn parse_context(context: Option<&str>) -> PyResult<Option<ContextMode>> {
-    match context {
-        None => Ok(None),
-        Some("full") => Ok(Some(ContextMode::Full)),
-        Some("delta") => Ok(Some(ContextMode::Delta)),
-        Some(other) => Err(PyValueError::new_err(format!(
-            "context must be \"full\" or \"delta\", got {other:?}"
-        ))),
-    }
+    context
+        .map(str::parse)
+        .transpose()
+        .map_err(|e: runcore::UnknownName| PyValueError::new_err(e.to_string()))
 }
 
 /// A `config` object (a dict with the fields of a `config` line, `type` optional) as a line.
@@ -114,6 +106,17 @@ pub(crate) fn config_line(config: &Bound<'_, PyAny>) -> PyResult<Value> {
             "config must be a dict with the fields of a config line",
         )),
     }
+}
+
+/// A `config` object (`None`: the defaults) read as the driver reads a config line.
+pub(crate) fn config_input(config: Option<&Bound<'_, PyAny>>) -> PyResult<InputLine> {
+    let fields = config.map(from_py).transpose()?;
+    InputLine::config(fields).map_err(|e| match e {
+        runcore::driver::ConfigObjectError::NotAnObject(_) => {
+            PyTypeError::new_err("config must be a dict with the fields of a config line")
+        }
+        invalid => invalid_json(invalid.to_string()),
+    })
 }
 
 impl PyAgent {

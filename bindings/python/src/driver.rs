@@ -8,19 +8,17 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
+use runcore::RecoveryPolicy;
 use runcore::driver::{
     ClaimOptions, ContextMode, Driver, DurableDriver, DurableLines, DurableOptions,
-    DurableStartError, InputLine, SessionEnded,
+    DurableStartError, SessionEnded,
 };
-use runcore::{Input, RecoveryPolicy};
 
-use crate::agent::{PyAgent, config_line, parse_policy};
+use crate::agent::{PyAgent, config_input, parse_policy};
 use crate::claims::claim_options;
 use crate::convert::serde_to_py;
 use crate::convert::{from_py, line_to_py};
-use crate::errors::{
-    agent_error, claim_held, guard, internal, invalid_json, store_error, store_error_with_code,
-};
+use crate::errors::{agent_error, claim_held, guard, internal, store_error, store_error_with_code};
 use crate::store::{PyStore, SharedBackend, wall_clock_ms};
 
 /// The driver inside: in memory, or durable over a Python store's backend. One per Python
@@ -187,21 +185,8 @@ impl PyDriver {
                 "store must be a runcore.Store (MemoryStore, SqliteStore or PostgresStore)",
             )
         })?;
-        let line = match config {
-            Some(config) => config_line(config)?,
-            None => serde_json::json!({"type": "config"}),
-        };
-        let line = InputLine::from_value(line)
-            .map_err(|e| invalid_json(format!("not a valid config: {e}")))?;
-        let Input::Config(config) = line.input else {
-            return Err(internal("a config line did not read as a config input"));
-        };
-        let options = DurableOptions {
-            config,
-            context: line.context.unwrap_or_default(),
-            now_ms: line.now_ms,
-            policy,
-        };
+        let options = DurableOptions::from_line(config_input(config)?, policy)
+            .ok_or_else(|| internal("a config line did not read as a config input"))?;
         let backend = store.borrow().shared();
         let started = detached(py, || match claim {
             Some(claim) => DurableDriver::start_claimed(backend, options, claim, wall_clock_ms()),
@@ -270,9 +255,9 @@ impl PyDriver {
         }
         let mut driver = Driver::new();
         if let Some(config) = config {
-            let line = InputLine::from_value(config_line(config)?)
-                .map_err(|e| invalid_json(format!("not a valid config: {e}")))?;
-            driver.apply(line).map_err(|e| agent_error(&e))?;
+            driver
+                .apply(config_input(Some(config))?)
+                .map_err(|e| agent_error(&e))?;
         }
         Ok(PyDriver {
             inner: Inner::Memory(driver),

@@ -6,15 +6,14 @@
 //! durable `Driver` shares it with the Python object through a [`SharedBackend`].
 
 use std::ops::Range;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::MutexGuard;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use runcore::{
-    CheckpointReader, Claim, ClaimRequest, CommitError, CommitLog, CommitOperation, CommitReceipt,
-    CommitRecord, CommittedThreadView, DueWork, EventRecord, EventScope, MemoryStore, Message,
-    ResumeTicket, RunId, RunRecord, RunState, StateCommand, StoreError, ThreadClaims, ThreadCommit,
-    ThreadId, ThreadSummary, TranscriptSnapshotRef,
+    CheckpointReader, Claim, ClaimRequest, CommitError, CommitLog, CommitOperation,
+    CommittedThreadView, EventScope, MemoryStore, RunId, StoreError, ThreadClaims, ThreadCommit,
+    ThreadId, TranscriptSnapshotRef,
 };
 use serde_json::Value;
 
@@ -24,114 +23,14 @@ use runcore_sqlite::{OpenError, SqliteOptions, SqliteStore, Synchronous};
 use crate::convert::{from_py, serde_to_py};
 use crate::errors::{claim_held, guard, internal, store_error};
 
-/// A backend the binding can hold: the write side, the read ports and the thread claims.
-pub trait Backend: CommitLog + CheckpointReader + ThreadClaims + Send {}
+/// A backend the binding can hold: every port of a store, movable to another thread.
+pub trait Backend: runcore::Store + Send {}
 
-impl<T: CommitLog + CheckpointReader + ThreadClaims + Send> Backend for T {}
+impl<T: runcore::Store + Send> Backend for T {}
 
-/// Any backend, as one concrete type the core's generic functions accept.
-pub struct DynStore(Box<dyn Backend>);
-
-impl CommitLog for DynStore {
-    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
-        self.0.commit(commit)
-    }
-
-    fn commit_operation(
-        &mut self,
-        operation: CommitOperation,
-    ) -> Result<CommitReceipt, StoreError> {
-        self.0.commit_operation(operation)
-    }
-}
-
-impl CommittedThreadView for DynStore {
-    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
-        self.0.committed_messages(thread)
-    }
-    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
-        self.0.run(run)
-    }
-    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
-        self.0.latest_run(thread)
-    }
-    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
-        self.0.resume_ticket(run)
-    }
-    fn run_state(&self, run: &RunId) -> Result<Option<RunState>, StoreError> {
-        self.0.run_state(run)
-    }
-    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
-        self.0.committed_state(thread)
-    }
-    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-        self.0.thread_version(thread)
-    }
-    fn threads(
-        &self,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadSummary>, StoreError> {
-        self.0.threads(after, limit)
-    }
-    fn pending_tickets(
-        &self,
-        after: Option<&RunId>,
-        limit: usize,
-    ) -> Result<Vec<ResumeTicket>, StoreError> {
-        self.0.pending_tickets(after, limit)
-    }
-    fn transcript_snapshot(&self, thread: &ThreadId) -> Result<TranscriptSnapshotRef, StoreError> {
-        self.0.transcript_snapshot(thread)
-    }
-    fn verify_transcript_snapshot(
-        &self,
-        snapshot: &TranscriptSnapshotRef,
-    ) -> Result<(), StoreError> {
-        self.0.verify_transcript_snapshot(snapshot)
-    }
-    fn transcript_slice(
-        &self,
-        snapshot: &TranscriptSnapshotRef,
-        ranges: &[Range<usize>],
-    ) -> Result<Vec<Message>, StoreError> {
-        self.0.transcript_slice(snapshot, ranges)
-    }
-}
-
-impl CheckpointReader for DynStore {
-    fn list_events(
-        &self,
-        scope: &EventScope,
-        from: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        self.0.list_events(scope, from, limit)
-    }
-}
-
-impl ThreadClaims for DynStore {
-    fn claim_thread(&mut self, request: &ClaimRequest, now_ms: u64) -> Result<Claim, StoreError> {
-        self.0.claim_thread(request, now_ms)
-    }
-    fn renew_claim(
-        &mut self,
-        claim: &Claim,
-        lease_ms: u64,
-        now_ms: u64,
-    ) -> Result<Claim, StoreError> {
-        self.0.renew_claim(claim, lease_ms, now_ms)
-    }
-    fn release_claim(&mut self, claim: &Claim, now_ms: u64) -> Result<(), StoreError> {
-        self.0.release_claim(claim, now_ms)
-    }
-    fn thread_claim(&self, thread: &ThreadId, now_ms: u64) -> Result<Option<Claim>, StoreError> {
-        self.0.thread_claim(thread, now_ms)
-    }
-    fn due_work(&self, now_ms: u64, limit: usize) -> Result<Vec<DueWork>, StoreError> {
-        self.0.due_work(now_ms, limit)
-    }
-}
+/// Any backend, as one concrete type the core's generic functions accept (the core forwards
+/// every port through `Box`).
+pub type DynStore = Box<dyn Backend>;
 
 /// The message of a store whose lock a Rust panic poisoned.
 const POISONED: &str = "this store is unusable after an internal error (a Rust panic) in a call";
@@ -139,122 +38,7 @@ const POISONED: &str = "this store is unusable after an internal error (a Rust p
 /// A handle on a Python store's backend, for a durable `Driver`: each call takes the store's
 /// lock, so the Python object stays usable (its reads see every commit the driver made) while
 /// the driver runs.
-#[derive(Clone)]
-pub struct SharedBackend(Arc<Mutex<DynStore>>);
-
-impl SharedBackend {
-    fn locked<T>(
-        &self,
-        f: impl FnOnce(&mut DynStore) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let mut store = self
-            .0
-            .lock()
-            .map_err(|_| StoreError::unavailable(POISONED))?;
-        f(&mut store)
-    }
-}
-
-impl CommitLog for SharedBackend {
-    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
-        self.locked(|s| s.commit(commit))
-    }
-
-    fn commit_operation(
-        &mut self,
-        operation: CommitOperation,
-    ) -> Result<CommitReceipt, StoreError> {
-        self.locked(|s| s.commit_operation(operation))
-    }
-}
-
-impl CommittedThreadView for SharedBackend {
-    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
-        self.locked(|s| s.committed_messages(thread))
-    }
-    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
-        self.locked(|s| s.run(run))
-    }
-    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
-        self.locked(|s| s.latest_run(thread))
-    }
-    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
-        self.locked(|s| s.resume_ticket(run))
-    }
-    fn run_state(&self, run: &RunId) -> Result<Option<RunState>, StoreError> {
-        self.locked(|s| s.run_state(run))
-    }
-    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
-        self.locked(|s| s.committed_state(thread))
-    }
-    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-        self.locked(|s| s.thread_version(thread))
-    }
-    fn threads(
-        &self,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadSummary>, StoreError> {
-        self.locked(|s| s.threads(after, limit))
-    }
-    fn pending_tickets(
-        &self,
-        after: Option<&RunId>,
-        limit: usize,
-    ) -> Result<Vec<ResumeTicket>, StoreError> {
-        self.locked(|s| s.pending_tickets(after, limit))
-    }
-    fn transcript_snapshot(&self, thread: &ThreadId) -> Result<TranscriptSnapshotRef, StoreError> {
-        self.locked(|s| s.transcript_snapshot(thread))
-    }
-    fn verify_transcript_snapshot(
-        &self,
-        snapshot: &TranscriptSnapshotRef,
-    ) -> Result<(), StoreError> {
-        self.locked(|s| s.verify_transcript_snapshot(snapshot))
-    }
-    fn transcript_slice(
-        &self,
-        snapshot: &TranscriptSnapshotRef,
-        ranges: &[Range<usize>],
-    ) -> Result<Vec<Message>, StoreError> {
-        self.locked(|s| s.transcript_slice(snapshot, ranges))
-    }
-}
-
-impl CheckpointReader for SharedBackend {
-    fn list_events(
-        &self,
-        scope: &EventScope,
-        from: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        self.locked(|s| s.list_events(scope, from, limit))
-    }
-}
-
-impl ThreadClaims for SharedBackend {
-    fn claim_thread(&mut self, request: &ClaimRequest, now_ms: u64) -> Result<Claim, StoreError> {
-        self.locked(|s| s.claim_thread(request, now_ms))
-    }
-    fn renew_claim(
-        &mut self,
-        claim: &Claim,
-        lease_ms: u64,
-        now_ms: u64,
-    ) -> Result<Claim, StoreError> {
-        self.locked(|s| s.renew_claim(claim, lease_ms, now_ms))
-    }
-    fn release_claim(&mut self, claim: &Claim, now_ms: u64) -> Result<(), StoreError> {
-        self.locked(|s| s.release_claim(claim, now_ms))
-    }
-    fn thread_claim(&self, thread: &ThreadId, now_ms: u64) -> Result<Option<Claim>, StoreError> {
-        self.locked(|s| s.thread_claim(thread, now_ms))
-    }
-    fn due_work(&self, now_ms: u64, limit: usize) -> Result<Vec<DueWork>, StoreError> {
-        self.locked(|s| s.due_work(now_ms, limit))
-    }
-}
+pub type SharedBackend = runcore::SharedStore<DynStore>;
 
 /// The machine's wall clock in Unix-epoch milliseconds: the clock of claims and deadlines in
 /// a store that hosts share (SPEC §7.3).
@@ -268,20 +52,20 @@ pub fn wall_clock_ms() -> u64 {
 /// subclasses: `MemoryStore()`, ….
 #[pyclass(subclass, module = "runcore", name = "Store")]
 pub struct PyStore {
-    inner: Arc<Mutex<DynStore>>,
+    inner: SharedBackend,
 }
 
 impl PyStore {
     /// A store over `backend`.
     pub fn new(backend: impl Backend + 'static) -> Self {
         PyStore {
-            inner: Arc::new(Mutex::new(DynStore(Box::new(backend)))),
+            inner: SharedBackend::new(Box::new(backend)),
         }
     }
 
     /// A handle on this store's backend that a durable driver can own.
     pub fn shared(&self) -> SharedBackend {
-        SharedBackend(Arc::clone(&self.inner))
+        self.inner.clone()
     }
 
     fn lock(&self) -> PyResult<MutexGuard<'_, DynStore>> {

@@ -2,24 +2,15 @@
 //! ([`StoreHandles::open_handle`]): on distinct threads, on one thread, and fenced writers
 //! racing on one thread (SPEC §7.1).
 //!
-//! A store that is not safe to share can still run them through [`SharedStore`], which puts
+//! A store that is not safe to share can still run them through [`SharedStore`](crate::SharedStore), which puts
 //! one lock around it (that is how [`MemoryStore`](crate::MemoryStore) runs them).
-
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::CaseResult;
 use super::support::{accepted, all_events, commit, expect_eq, read, running, thread, user};
-use crate::commit::{CommitError, CommitOperation, CommitReceipt, CommitRecord, ThreadCommit};
-use crate::ids::{RunId, ThreadId};
+use crate::commit::{CommitError, CommitOperation};
+use crate::ids::RunId;
 use crate::message::Message;
-use crate::resume::ResumeTicket;
-use crate::run::RunRecord;
-use crate::state::StateCommand;
-use crate::store::claims::{Claim, ClaimRequest, DueWork};
-use crate::store::{
-    CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
-    StoreHandles, ThreadClaims, ThreadSummary,
-};
+use crate::store::{CheckpointReader, CommittedThreadView, EventScope, StoreError, StoreHandles};
 
 /// Writers per case.
 const WRITERS: usize = 4;
@@ -271,130 +262,4 @@ pub fn concurrent_fenced_writers_on_one_thread<S: StoreHandles>(store: &mut S) -
         )),
     )?;
     dense_after_race(store, total + 1)
-}
-
-/// Puts one lock around a store that cannot be shared, so it can run the concurrency cases:
-/// every handle is a clone of one `Arc<Mutex<S>>`.
-#[derive(Debug, Default)]
-pub struct SharedStore<S>(Arc<Mutex<S>>);
-
-impl<S> SharedStore<S> {
-    /// Wraps `store`.
-    pub fn new(store: S) -> Self {
-        SharedStore(Arc::new(Mutex::new(store)))
-    }
-
-    /// The wrapped store (a poisoned lock is recovered: the suite reports the panic itself).
-    pub fn lock(&self) -> MutexGuard<'_, S> {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-impl<S: CommitLog> CommitLog for SharedStore<S> {
-    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
-        self.lock().commit(commit)
-    }
-
-    fn commit_operation(
-        &mut self,
-        operation: CommitOperation,
-    ) -> Result<CommitReceipt, StoreError> {
-        self.lock().commit_operation(operation)
-    }
-}
-
-impl<S: CommittedThreadView> CommittedThreadView for SharedStore<S> {
-    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
-        self.lock().committed_messages(thread)
-    }
-    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
-        self.lock().run(run)
-    }
-    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
-        self.lock().latest_run(thread)
-    }
-    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
-        self.lock().resume_ticket(run)
-    }
-    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
-        self.lock().committed_state(thread)
-    }
-    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-        self.lock().thread_version(thread)
-    }
-    fn threads(
-        &self,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadSummary>, StoreError> {
-        self.lock().threads(after, limit)
-    }
-    fn pending_tickets(
-        &self,
-        after: Option<&RunId>,
-        limit: usize,
-    ) -> Result<Vec<ResumeTicket>, StoreError> {
-        self.lock().pending_tickets(after, limit)
-    }
-    fn transcript_snapshot(
-        &self,
-        thread: &ThreadId,
-    ) -> Result<crate::store::TranscriptSnapshotRef, StoreError> {
-        self.lock().transcript_snapshot(thread)
-    }
-    fn verify_transcript_snapshot(
-        &self,
-        snapshot: &crate::store::TranscriptSnapshotRef,
-    ) -> Result<(), StoreError> {
-        self.lock().verify_transcript_snapshot(snapshot)
-    }
-    fn transcript_slice(
-        &self,
-        snapshot: &crate::store::TranscriptSnapshotRef,
-        ranges: &[std::ops::Range<usize>],
-    ) -> Result<Vec<Message>, StoreError> {
-        self.lock().transcript_slice(snapshot, ranges)
-    }
-}
-
-impl<S: CheckpointReader> CheckpointReader for SharedStore<S> {
-    fn list_events(
-        &self,
-        scope: &EventScope,
-        from: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        self.lock().list_events(scope, from, limit)
-    }
-}
-
-impl<S: ThreadClaims> ThreadClaims for SharedStore<S> {
-    fn claim_thread(&mut self, request: &ClaimRequest, now_ms: u64) -> Result<Claim, StoreError> {
-        self.lock().claim_thread(request, now_ms)
-    }
-    fn renew_claim(
-        &mut self,
-        claim: &Claim,
-        lease_ms: u64,
-        now_ms: u64,
-    ) -> Result<Claim, StoreError> {
-        self.lock().renew_claim(claim, lease_ms, now_ms)
-    }
-    fn release_claim(&mut self, claim: &Claim, now_ms: u64) -> Result<(), StoreError> {
-        self.lock().release_claim(claim, now_ms)
-    }
-    fn thread_claim(&self, thread: &ThreadId, now_ms: u64) -> Result<Option<Claim>, StoreError> {
-        self.lock().thread_claim(thread, now_ms)
-    }
-    fn due_work(&self, now_ms: u64, limit: usize) -> Result<Vec<DueWork>, StoreError> {
-        self.lock().due_work(now_ms, limit)
-    }
-}
-
-impl<S: CommitLog + CheckpointReader + ThreadClaims + Send> StoreHandles for SharedStore<S> {
-    fn open_handle(&self) -> Result<Self, StoreError> {
-        Ok(SharedStore(Arc::clone(&self.0)))
-    }
 }

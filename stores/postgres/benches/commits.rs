@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use postgres::{Client, NoTls};
-use runcore::store::conformance::SharedStore;
+use runcore::SharedStore;
 use runcore::{
     Agent, AgentConfig, AssistantMessage, AuditDraft, CommitLog, CommitOperation, EndCause,
     MemoryStore, Message, RecoveryPolicy, RunDisposition, RunId, StoreHandles, ThreadCommit,

@@ -496,6 +496,34 @@ impl fmt::Display for CrashReport {
     }
 }
 
+/// The number in the environment variable `name`: `None` when it is unset or empty, the
+/// value when it reads as a decimal or a `0x` hexadecimal `u64`, and an error naming the
+/// variable and its value otherwise.
+pub fn env_number(name: &str) -> Result<Option<u64>, String> {
+    let raw = match std::env::var(name) {
+        Ok(raw) => raw,
+        Err(std::env::VarError::NotPresent) => return Ok(None),
+        Err(std::env::VarError::NotUnicode(raw)) => {
+            return Err(format!("{name}={raw:?} is not a number"));
+        }
+    };
+    parse_number(raw.trim()).map_err(|why| {
+        format!("{name}={raw:?} is not a number ({why}); write it in decimal or as 0x...")
+    })
+}
+
+/// A decimal or `0x`/`0X` hexadecimal `u64`; `Ok(None)` for the empty string.
+fn parse_number(text: &str) -> Result<Option<u64>, std::num::ParseIntError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let hex = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X"));
+    match hex {
+        Some(digits) => u64::from_str_radix(&digits.replace('_', ""), 16).map(Some),
+        None => text.replace('_', "").parse::<u64>().map(Some),
+    }
+}
+
 /// The parent's half: see the module docs.
 #[derive(Debug, Clone)]
 pub struct CrashTest {
@@ -516,17 +544,22 @@ impl CrashTest {
     /// A crash test whose child is the test named `child_test` in the current test binary
     /// (an `#[ignore]`d test calling [`child_main`]). Kills and seed come from [`KILLS_ENV`]
     /// and [`SEED_ENV`] when set.
+    ///
+    /// # Panics
+    ///
+    /// When either variable is set to something that is not a number (decimal, or hex with
+    /// `0x` as the seed is printed): a failure printed as `seed 0x3ade68b1` must replay as
+    /// printed, never silently run the default instead.
     pub fn new(child_test: &str) -> Self {
-        let env = |name: &str| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
+        let env = |name: &str| match env_number(name) {
+            Ok(value) => value,
+            Err(message) => panic!("{message}"),
         };
         CrashTest {
             child_test: child_test.to_owned(),
-            kills: env(KILLS_ENV)
-                .and_then(|k| usize::try_from(k).ok())
-                .unwrap_or(DEFAULT_KILLS),
+            kills: env(KILLS_ENV).map_or(DEFAULT_KILLS, |k| {
+                usize::try_from(k).unwrap_or_else(|_| panic!("{KILLS_ENV}={k} is too large"))
+            }),
             seed: env(SEED_ENV).unwrap_or(DEFAULT_SEED),
             child_timeout: Duration::from_secs(120),
         }
@@ -775,6 +808,21 @@ fn check_child_acks(acks: &[Ack]) -> Result<(), KitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_read_as_the_seed_is_printed() {
+        assert_eq!(parse_number("0x3ade68b1"), Ok(Some(0x3ade_68b1)));
+        assert_eq!(parse_number("0X00C0_FFEE_2026"), Ok(Some(0x00C0_FFEE_2026)));
+        assert_eq!(parse_number("987654321"), Ok(Some(987_654_321)));
+        assert_eq!(parse_number(""), Ok(None));
+        assert_eq!(
+            parse_number(&format!("{:#x}", DEFAULT_SEED)),
+            Ok(Some(DEFAULT_SEED))
+        );
+        for bad in ["0x", "seed", "0xZZ", "-1", "1.5", "0x1_0000_0000_0000_0000"] {
+            assert!(parse_number(bad).is_err(), "{bad} must not parse");
+        }
+    }
 
     #[test]
     fn lcg_is_deterministic_and_bounded() {

@@ -161,7 +161,7 @@ impl<S: StoreHandles, G: Send + Sync> StoreHandles for Guarded<S, G> {
 mod tests {
     use super::*;
     use runcore::MemoryStore;
-    use runcore::store::conformance::SharedStore;
+    use runcore::SharedStore;
 
     struct Flag(Arc<std::sync::atomic::AtomicBool>);
     impl Drop for Flag {
