@@ -51,7 +51,11 @@ pub struct Answered {
     pub version: u64,
 }
 
-/// Why an answer was not committed. Nothing of it was written in any case.
+/// Why an answer was not committed. Nothing of it was written, with one exception: an answer
+/// that comes after its ticket's deadline ([`Refused`](AnswerError::Refused) with `resume` /
+/// `expired`) applies that passed deadline under its claim, as a sweep would (the run ends
+/// `Stopped("wait_expired")`, SPEC §7.3, §8.5), so that of an approval and an expiry at the
+/// same instant exactly one commits.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AnswerError {
@@ -234,9 +238,17 @@ fn answer_on_thread<S: Store + ?Sized>(
     };
     // Recovery of an Awaiting run emits nothing; drain to be sure what follows is the answer's.
     while agent.poll().is_some() {}
-    agent
-        .resume_ticket(ResumeResult::Permission(decision), Some(now_ms))
-        .map_err(AnswerError::Refused)?;
+    match agent.resume_ticket(ResumeResult::Permission(decision), Some(now_ms)) {
+        Ok(()) => {}
+        Err(expired @ AgentError::Resume(ResumeError::Expired { .. })) => {
+            // The deadline passed before the answer: holding the claim, apply it here (as a
+            // sweep would, SPEC §7.3), so of an approval and an expiry at the same instant
+            // exactly one commits — the expiry — and the answer gets `expired`.
+            apply_passed_deadline(store, &mut agent, granted, now_ms)?;
+            return Err(AnswerError::Refused(expired));
+        }
+        Err(other) => return Err(AnswerError::Refused(other)),
+    }
     let commit = std::iter::from_fn(|| agent.poll())
         .find_map(|output| match output {
             Output::Commit(commit) => Some(commit),
@@ -268,6 +280,25 @@ fn answer_on_thread<S: Store + ?Sized>(
         thread_id: thread_id.clone(),
         version,
     })
+}
+
+/// Applies the passed deadline of `agent`'s wait as a `timeout` at `now_ms` and commits what
+/// it emits (the run's Ended commit), fenced, under the claim.
+fn apply_passed_deadline<S: Store + ?Sized>(
+    store: &mut S,
+    agent: &mut Agent,
+    granted: &Claim,
+    now_ms: u64,
+) -> Result<(), AnswerError> {
+    agent
+        .handle_timeout(now_ms)
+        .map_err(AnswerError::Unrecoverable)?;
+    while let Some(output) = agent.poll() {
+        if let Output::Commit(commit) = output {
+            store.commit_operation(commit.into_operation().claimed(granted.token(), now_ms))?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -416,18 +447,38 @@ mod tests {
     }
 
     #[test]
-    fn a_passed_deadline_is_expired_and_writes_nothing() {
-        let mut store = awaiting(Some(500));
-        let version = store.thread_version(&ThreadId::new("t")).unwrap();
+    fn a_late_answer_is_expired_and_applies_the_passed_deadline() {
+        let thread = ThreadId::new("t");
+        let run = RunId::new(RUN);
+        let mut in_time = awaiting(Some(500));
         // The ticket was made at 1_000 with 500 to go: 1_500 is still in time, 1_501 is not.
-        let error = answer_permission(&mut store, &RunId::new(RUN), allow(), &claimer(), 1_501)
-            .unwrap_err();
+        answer_permission(&mut in_time, &run, allow(), &claimer(), 1_500).unwrap();
+
+        let mut store = awaiting(Some(500));
+        let version = store.thread_version(&thread).unwrap();
+        let error = answer_permission(&mut store, &run, allow(), &claimer(), 1_501).unwrap_err();
         assert_eq!(
             error.body().details.get("resume_error"),
             Some(&json!("expired"))
         );
-        assert_eq!(store.thread_version(&ThreadId::new("t")).unwrap(), version);
-        answer_permission(&mut store, &RunId::new(RUN), allow(), &claimer(), 1_500).unwrap();
+        // The expiry is what committed: one commit, the run ended as a sweep would end it,
+        // no ticket, nothing due, the claim released.
+        assert_eq!(store.thread_version(&thread).unwrap(), version + 1);
+        assert_eq!(
+            store.run_state(&run).unwrap(),
+            Some(RunState::Ended(crate::EndCause::Stopped(
+                "wait_expired".into()
+            )))
+        );
+        assert_eq!(store.resume_ticket(&run).unwrap(), None);
+        assert_eq!(store.due_work(1_501, 10).unwrap(), vec![]);
+        assert_eq!(store.thread_claim(&thread, 1_501).unwrap(), None);
+        // A second late answer finds nothing to answer.
+        let again = answer_permission(&mut store, &run, allow(), &claimer(), 1_600).unwrap_err();
+        assert_eq!(
+            again.body().details.get("resume_error"),
+            Some(&json!("not_waiting"))
+        );
     }
 
     #[test]

@@ -7,6 +7,8 @@
 
 mod common;
 
+use std::collections::BTreeMap;
+
 use runcore::*;
 use serde_json::json;
 
@@ -121,6 +123,55 @@ fn phases() -> Vec<Setup> {
             now_ms: 5_000,
         },
         Setup {
+            name: "Awaiting: remote input (recovered)",
+            reach: reach_remote_input,
+            now_ms: 100,
+        },
+        Setup {
+            name: "Running: ModelOutstanding (step 1), abort requested",
+            reach: |a| {
+                a.prompt(UserMessage::text("hi"), SETUP_MS).unwrap();
+                let _ = a.drain();
+                a.abort().unwrap();
+                drain_queued(a);
+            },
+            now_ms: 100,
+        },
+        Setup {
+            name: "Running: ModelOutstanding (step 1), pause requested",
+            reach: |a| {
+                a.prompt(UserMessage::text("hi"), SETUP_MS).unwrap();
+                let _ = a.drain();
+                a.pause().unwrap();
+                drain_queued(a);
+            },
+            now_ms: 100,
+        },
+        Setup {
+            name: "Running: Tools dispatched (c1 executing), abort requested",
+            reach: |a| {
+                a.prompt(UserMessage::text("hi"), SETUP_MS).unwrap();
+                let _ = a.drain();
+                a.model_done(&run1(), 1, calls("echo")).unwrap();
+                let _ = a.drain();
+                a.abort().unwrap();
+                drain_queued(a);
+            },
+            now_ms: 100,
+        },
+        Setup {
+            name: "Running: Tools dispatched (c1 executing), pause requested",
+            reach: |a| {
+                a.prompt(UserMessage::text("hi"), SETUP_MS).unwrap();
+                let _ = a.drain();
+                a.model_done(&run1(), 1, calls("echo")).unwrap();
+                let _ = a.drain();
+                a.pause().unwrap();
+                drain_queued(a);
+            },
+            now_ms: 100,
+        },
+        Setup {
             name: "Awaiting: manual pause",
             reach: |a| {
                 a.prompt(UserMessage::text("hi"), SETUP_MS).unwrap();
@@ -133,6 +184,50 @@ fn phases() -> Vec<Setup> {
             now_ms: 100,
         },
     ]
+}
+
+/// A run waiting on remote input ([`AwaitTarget::RemoteInput`]): no agent opens such a wait
+/// itself, so the agent recovers it from what another writer committed (a Running commit and
+/// an Awaiting commit on the ticket), as a host resuming that thread does.
+fn reach_remote_input(a: &mut Agent) {
+    let thread = ThreadId::new("thread-1");
+    let cfg = config();
+    let mut store = MemoryStore::new();
+    let running = ThreadCommit::assemble(
+        thread.clone(),
+        RunDisposition::Running { run_id: run1() },
+        true,
+        vec![
+            Message::user("summarise my file"),
+            Message::from(AssistantMessage::text("which file?")),
+        ],
+        Vec::new(),
+        vec![AuditDraft::run_started(&run1(), 0)],
+    );
+    store.commit(running).unwrap();
+    let identity = WaitIdentity {
+        correlation_id: "thread-1/run-1:wait-1".into(),
+        run_id: run1(),
+        thread_id: thread.clone(),
+        snapshot_id: cfg.snapshot_id.clone(),
+        catalog_fingerprint: cfg.catalog_fingerprint.clone(),
+    };
+    let target = AwaitTarget::RemoteInput {
+        reason: RemoteInputReason::UserInput,
+        call_id: CallId::new("q1"),
+    };
+    let ticket = ResumeTicket::new(identity, target, None);
+    let awaiting = ThreadCommit::assemble(
+        thread.clone(),
+        RunDisposition::Awaiting(Box::new(ticket)),
+        true,
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
+    store.commit(awaiting).unwrap();
+    *a = Agent::recover(cfg, &store, &thread, RecoveryPolicy::Replay).unwrap();
+    let _ = a.drain();
 }
 
 fn reach_permission(a: &mut Agent) {
@@ -164,6 +259,44 @@ const KINDS: [&str; 20] = [
     "config",
     "compact",
 ];
+
+/// The row of `input` in [`KINDS`], by an exhaustive `match` (no `_` arm): a new variant of
+/// [`Input`] does not compile here until it has a row. Give it the next index, its name in
+/// [`KINDS`] and an arm in [`input`]; `every_input_has_a_row` checks the three agree.
+fn row(input: &Input) -> usize {
+    match input {
+        Input::Prompt { .. } => 0,
+        Input::Steer { .. } => 1,
+        Input::FollowUp { .. } => 2,
+        Input::Abort => 3,
+        Input::Pause => 4,
+        Input::ModelDelta { .. } => 5,
+        Input::ModelDone { .. } => 6,
+        Input::ModelFailed { .. } => 7,
+        Input::ToolProgress { .. } => 8,
+        Input::ToolDone { .. } => 9,
+        Input::Resume { .. } => 10,
+        Input::ResumeTicket { .. } => 11,
+        Input::CancelWait => 12,
+        Input::Stop { .. } => 13,
+        Input::ExpireWait => 14,
+        Input::AbandonTools => 15,
+        Input::Continue => 16,
+        Input::Timeout => 17,
+        Input::Config(_) => 18,
+        Input::Compact { .. } => 19,
+    }
+}
+
+#[test]
+fn every_input_has_a_row() {
+    let agent = Agent::new(config()).unwrap();
+    for (index, kind) in KINDS.iter().enumerate() {
+        let input = input(kind, &agent, 100);
+        assert_eq!(input.kind(), *kind, "KINDS[{index}] builds its own kind");
+        assert_eq!(row(&input), index, "{kind} is row {index}");
+    }
+}
 
 /// The answer that fits the agent's wait (text input when there is none).
 fn fitting_result(agent: &Agent) -> ResumeResult {
@@ -309,6 +442,7 @@ fn phase(agent: &Agent) -> String {
         Some(RunState::Awaiting) => match agent.current_ticket().map(|t| t.target()) {
             Some(AwaitTarget::ToolCall { .. }) => "awaiting(permission)".to_owned(),
             Some(AwaitTarget::Pause(_)) => "awaiting(pause)".to_owned(),
+            Some(AwaitTarget::RemoteInput { .. }) => "awaiting(remote)".to_owned(),
             other => format!("awaiting({other:?})"),
         },
         Some(_) => match agent.model_request() {
@@ -337,10 +471,10 @@ fn phase(agent: &Agent) -> String {
     text
 }
 
-#[test]
-fn every_input_in_every_phase() {
+/// Every cell of the matrix: `(phase name, input kind) → outcome`, and the rendered text.
+fn matrix() -> (BTreeMap<(&'static str, &'static str), String>, String) {
+    let mut cells = BTreeMap::new();
     let mut text = String::new();
-    let mut cells = 0;
     for setup in phases() {
         let mut probe = Agent::new(config()).unwrap();
         (setup.reach)(&mut probe);
@@ -383,11 +517,206 @@ fn every_input_in_every_phase() {
                 }
             };
             text.push_str(&format!("  {kind:<14} {outcome}\n"));
-            cells += 1;
+            cells.insert((setup.name, kind), outcome);
         }
         text.push('\n');
     }
-    text.push_str(&format!("{cells} cells\n"));
-    assert_eq!(cells, KINDS.len() * phases().len());
+    text.push_str(&format!("{} cells\n", cells.len()));
+    (cells, text)
+}
+
+#[test]
+fn every_input_in_every_phase() {
+    let (cells, text) = matrix();
+    assert_eq!(cells.len(), KINDS.len() * phases().len());
     common::snapshot!("phase_matrix", text);
+}
+
+/// The phase a column of the doc tables in `src/agent/run_loop.rs` stands for.
+fn column_phase(column: &str) -> &'static str {
+    match column {
+        "idle0" => "idle, empty transcript",
+        "idle" => "idle after a run (natural end)",
+        "call_model" | "CallModel" => "Running: CallModel (action not yet polled)",
+        "model_out" | "ModelOut" => "Running: ModelOutstanding (step 1)",
+        "tools_ready" | "ToolsReady" => {
+            "Running: Tools not dispatched (ExecuteTools not yet polled)"
+        }
+        "tools_out" | "ToolsOut" => "Running: Tools dispatched (c1 executing)",
+        "perm" | "Wait::Call" => "Awaiting: permission ticket (before deadline)",
+        "perm_late" => "Awaiting: permission ticket (past deadline)",
+        "pause" | "Wait::Pause" => "Awaiting: manual pause",
+        "remote" | "Wait::Remote" => "Awaiting: remote input (recovered)",
+        other => panic!("the doc table names a phase the matrix does not have: {other}"),
+    }
+}
+
+/// The names in backticks in `text`.
+fn quoted(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+/// Checks one cell of the doc's phase × input table against the matrix's outcome.
+fn check_doc_cell(doc: &str, outcome: &str) -> Result<(), String> {
+    let doc = doc.trim();
+    let error = |code: &str| {
+        let expected = format!("ERR {code}");
+        (outcome == expected)
+            .then_some(())
+            .ok_or_else(|| format!("the doc says {doc:?}, the matrix {outcome:?}"))
+    };
+    let first = quoted(doc).first().copied().unwrap_or("");
+    if doc.starts_with('`') {
+        match first {
+            "UO" => return error("unexpected_outcome"),
+            "IS" => return error("invalid_state"),
+            "NA" => return error("not_accepting"),
+            "busy" | "not_expired" => return error(first),
+            code if code.starts_with("resume(") => return error(code),
+            _ => {}
+        }
+    }
+    let accepted = outcome.starts_with("ok → ");
+    let (after, outputs) = outcome.split_once(" | ").unwrap_or((outcome, ""));
+    let holds = if doc == "-" {
+        outputs
+            .split(", ")
+            .all(|o| o == "(no output)" || o.starts_with("action["))
+    } else if doc == "queued" {
+        after.contains("queued=")
+    } else if doc == "req" {
+        after.contains("end_request=") || after.contains("pause_requested")
+    } else if let Some(cause) = doc.strip_prefix("finish(") {
+        // `finish(Stopped("wait_expired"))` → `stopped(wait_expired`.
+        let cause = cause.trim_end_matches(')').replace('"', "").to_lowercase();
+        outputs.contains("run_end") && after.contains(&format!("idle(last={cause}"))
+    } else {
+        // Anything else the doc says is an accepted input.
+        true
+    };
+    (accepted && holds)
+        .then_some(())
+        .ok_or_else(|| format!("the doc says {doc:?}, the matrix {outcome:?}"))
+}
+
+#[test]
+fn the_doc_tables_say_what_the_matrix_does() {
+    let (cells, _) = matrix();
+    let source = include_str!("../src/agent/run_loop.rs");
+    let rows: Vec<Vec<&str>> = source
+        .lines()
+        .filter_map(|line| line.strip_prefix("//! |"))
+        .map(|row| {
+            row.trim_end()
+                .trim_end_matches('|')
+                .split('|')
+                .map(str::trim)
+                .collect()
+        })
+        .collect();
+    let mut failures = Vec::new();
+
+    // The first table: an input per row, a phase per column.
+    let header = rows
+        .iter()
+        .find(|row| row.first() == Some(&"input"))
+        .expect("the phase × input table");
+    let columns: Vec<&'static str> = header[1..].iter().map(|c| column_phase(c)).collect();
+    let mut checked = 0;
+    for row in rows.iter().filter(|row| row.len() == header.len()) {
+        let Some(kind) = quoted(row[0])
+            .first()
+            .copied()
+            .filter(|k| KINDS.contains(k))
+        else {
+            continue;
+        };
+        let kind = KINDS.iter().copied().find(|k| *k == kind).unwrap();
+        for (cell, phase) in row[1..].iter().zip(&columns) {
+            let mut doc = *cell;
+            // `as `k``: the cell of input `k` in the same column.
+            let mut outcome_kind = kind;
+            if let Some(other) = doc.strip_prefix("as ") {
+                let other = quoted(other)[0];
+                outcome_kind = KINDS.iter().copied().find(|k| *k == other).unwrap();
+                let other_row = rows
+                    .iter()
+                    .find(|r| r.len() == header.len() && quoted(r[0]).first() == Some(&other))
+                    .expect("the row it refers to");
+                doc = other_row[1 + columns.iter().position(|p| p == phase).unwrap()];
+            }
+            let outcome = &cells[&(*phase, outcome_kind)];
+            if let Err(why) = check_doc_cell(doc, outcome) {
+                failures.push(format!("{kind} × {phase}: {why}"));
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(
+        checked,
+        KINDS.len() * columns.len(),
+        "every input has a row"
+    );
+
+    // The second table: `| phase | input | outputs → next phase |`. Every input it names in a
+    // phase is accepted there, and an output it names is emitted.
+    let mut steps = 0;
+    for row in rows.iter().filter(|row| row.len() == 3) {
+        let (phases_cell, inputs_cell, outputs_cell) = (row[0], row[1], row[2]);
+        let phase_names: Vec<&str> = match phases_cell {
+            "(idle)" => vec!["idle0", "idle"],
+            "`Waiting`" => vec!["perm", "pause", "remote"],
+            other => quoted(other)
+                .into_iter()
+                .filter(|p| !p.is_empty())
+                .collect(),
+        };
+        let kinds: Vec<&'static str> = quoted(inputs_cell)
+            .into_iter()
+            .filter_map(|k| KINDS.iter().copied().find(|known| *known == k))
+            .collect();
+        if phase_names.is_empty() || kinds.is_empty() || phases_cell == "phase" {
+            continue;
+        }
+        let late = inputs_cell.contains("past deadline");
+        for name in &phase_names {
+            let phase = match (*name, late) {
+                ("perm", true) => column_phase("perm_late"),
+                (name, _) => column_phase(name),
+            };
+            if late && phase != column_phase("perm_late") {
+                continue;
+            }
+            for kind in &kinds {
+                // `continue` on idle needs a transcript that does not end in the answer.
+                if *kind == "continue" {
+                    continue;
+                }
+                let outcome = &cells[&(phase, *kind)];
+                let mut problems = Vec::new();
+                if !outcome.starts_with("ok → ") {
+                    problems.push("refused");
+                }
+                if outputs_cell.contains("finish") && inputs_cell.contains('/') {
+                    // `abort` / `stop` rows: each ends the run.
+                    if !outcome.contains("run_end") {
+                        problems.push("no run_end");
+                    }
+                }
+                if !problems.is_empty() {
+                    failures.push(format!(
+                        "steps table: {name} × {kind} ({}): {outcome:?}",
+                        problems.join(", ")
+                    ));
+                }
+                steps += 1;
+            }
+        }
+    }
+    assert!(steps >= 20, "the steps table was read ({steps} cells)");
+    assert!(
+        failures.is_empty(),
+        "the doc tables disagree with the matrix:\n{}",
+        failures.join("\n")
+    );
 }

@@ -8,7 +8,9 @@
 //! Running, a batch not yet polled ([`Phase::ToolsReady`]); `tools_out` Running, a batch
 //! executing ([`Phase::ToolsOut`]); `perm` Awaiting a permission ticket before its deadline
 //! ([`Wait::Call`]); `perm_late` the same at a time past the deadline; `pause` Awaiting a
-//! `Pause(Manual)` ticket ([`Wait::Pause`], which stores the boundary it interrupted).
+//! `Pause(Manual)` ticket ([`Wait::Pause`], which stores the boundary it interrupted); `remote`
+//! Awaiting a remote-input ticket ([`Wait::Remote`]; no agent opens one itself, so the matrix
+//! reaches it through recovery of another writer's commits).
 //!
 //! A cell is the error kind of a rejected input (nothing changes, the clock included; `resume`
 //! errors give their `resume_error` code) or what an accepted one does. `-` is an accepted
@@ -19,33 +21,37 @@
 //! `expired` for the waiting call on expiry). `UO` is `unexpected_outcome`, `IS`
 //! `invalid_state`, `NA` `not_accepting`.
 //!
-//! | input           | idle0      | idle       | call_model | model_out  | tools_ready | tools_out      | perm       | perm_late          | pause      |
-//! |-----------------|------------|------------|------------|------------|-------------|----------------|------------|--------------------|------------|
-//! | `prompt`        | new run → `model_out` | new run → `model_out` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` |
-//! | `steer`         | `NA`       | `NA`       | queued     | queued     | queued      | queued         | queued     | queued             | queued     |
-//! | `follow_up`     | `NA`       | `NA`       | queued     | queued     | queued      | queued         | queued     | queued             | queued     |
-//! | `abort`         | -          | -          | finish(Cancelled) | req | finish(Cancelled) | req     | finish(Cancelled) | finish(Cancelled) | finish(Cancelled) |
-//! | `pause`         | `IS`       | `IS`       | req        | req        | req         | req            | `IS`       | `IS`               | `IS`       |
-//! | `model_delta`   | `UO`       | `UO`       | `UO`       | `text_delta` | `UO`      | `UO`           | `UO`       | `UO`               | `UO`       |
-//! | `model_done`    | `UO`       | `UO`       | `UO`       | by answer (below) | `UO` | `UO`           | `UO`       | `UO`               | `UO`       |
-//! | `model_failed`  | `UO`       | `UO`       | `UO`       | finish(Error) | `UO`     | `UO`           | `UO`       | `UO`               | `UO`       |
-//! | `tool_progress` | `UO`       | `UO`       | `UO`       | `UO`       | `UO`        | `tool_progress` | `UO`      | `UO`               | `UO`       |
-//! | `tool_done`     | `UO`       | `UO`       | `UO`       | `UO`       | `UO`        | `tool_end`; last → after_batch | `UO` | `UO`       | `UO`       |
-//! | `resume`        | `resume(not_waiting)` | `resume(not_waiting)` | `resume(not_waiting)` | `resume(not_waiting)` | `resume(not_waiting)` | `resume(not_waiting)` | commit Running, `resumed`; next ticket or dispatch | `resume(expired)` | commit Running, `resumed`, input appended → `model_out` |
-//! | `resume_ticket` | as `resume` | as `resume` | as `resume` | as `resume` | as `resume` | as `resume` | as `resume` | as `resume` | as `resume` |
-//! | `cancel_wait`   | `IS`       | `IS`       | `IS`       | `IS`       | `IS`        | `IS`           | finish(Cancelled) | finish(Cancelled) | finish(Cancelled) |
-//! | `stop`          | `IS`       | `IS`       | finish(Stopped) | req   | finish(Stopped) | req        | finish(Stopped) | finish(Stopped) | finish(Stopped) |
-//! | `expire_wait`   | `IS`       | `IS`       | `IS`       | `IS`       | `IS`        | `IS`           | `not_expired` | finish(Stopped("wait_expired")) | `not_expired` |
-//! | `abandon_tools` | `IS`       | `IS`       | `IS`       | `IS`       | `IS`        | open calls `interrupted`; finish(Indeterminate) | `IS` | `IS` | `IS` |
-//! | `continue`      | `IS` (empty transcript) | `IS` (ends in the answer) | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` |
-//! | `timeout`       | -          | -          | -          | -          | -           | -              | -          | as `expire_wait`   | -          |
-//! | `config`        | replaced   | `IS`       | `IS`       | `IS`       | `IS`        | `IS`           | `IS`       | `IS`               | `IS`       |
-//! | `compact`       | `IS`       | `IS`       | `IS`       | commit Running, `compacted` → `call_model` (the same step); `IS` once a delta arrived; a bad `keep_from` `invalid_input` | `IS` | `IS` | `IS`  | `IS`               | `IS`       |
+//! | input           | idle0      | idle       | call_model | model_out  | tools_ready | tools_out      | perm       | perm_late          | pause      | remote     |
+//! |-----------------|------------|------------|------------|------------|-------------|----------------|------------|--------------------|------------|------------|
+//! | `prompt`        | new run → `model_out` | new run → `model_out` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` |
+//! | `steer`         | `NA`       | `NA`       | queued     | queued     | queued      | queued         | queued     | queued             | queued     | queued     |
+//! | `follow_up`     | `NA`       | `NA`       | queued     | queued     | queued      | queued         | queued     | queued             | queued     | queued     |
+//! | `abort`         | -          | -          | finish(Cancelled) | req | finish(Cancelled) | req     | finish(Cancelled) | finish(Cancelled) | finish(Cancelled) | finish(Cancelled) |
+//! | `pause`         | `IS`       | `IS`       | req        | req        | req         | req            | `IS`       | `IS`               | `IS`       | `IS`       |
+//! | `model_delta`   | `UO`       | `UO`       | `UO`       | `text_delta` | `UO`      | `UO`           | `UO`       | `UO`               | `UO`       | `UO`       |
+//! | `model_done`    | `UO`       | `UO`       | `UO`       | by answer (below) | `UO` | `UO`           | `UO`       | `UO`               | `UO`       | `UO`       |
+//! | `model_failed`  | `UO`       | `UO`       | `UO`       | finish(Error) | `UO`     | `UO`           | `UO`       | `UO`               | `UO`       | `UO`       |
+//! | `tool_progress` | `UO`       | `UO`       | `UO`       | `UO`       | `UO`        | `tool_progress` | `UO`      | `UO`               | `UO`       | `UO`       |
+//! | `tool_done`     | `UO`       | `UO`       | `UO`       | `UO`       | `UO`        | `tool_end`; last → after_batch | `UO` | `UO`       | `UO`       | `UO`       |
+//! | `resume`        | `resume(not_waiting)` | `resume(not_waiting)` | `resume(not_waiting)` | `resume(not_waiting)` | `resume(not_waiting)` | `resume(not_waiting)` | commit Running, `resumed`; next ticket or dispatch | `resume(expired)` | commit Running, `resumed`, input appended → `model_out` | commit Running, `resumed`, input appended → `model_out` |
+//! | `resume_ticket` | as `resume` | as `resume` | as `resume` | as `resume` | as `resume` | as `resume` | as `resume` | as `resume` | as `resume` | as `resume` |
+//! | `cancel_wait`   | `IS`       | `IS`       | `IS`       | `IS`       | `IS`        | `IS`           | finish(Cancelled) | finish(Cancelled) | finish(Cancelled) | finish(Cancelled) |
+//! | `stop`          | `IS`       | `IS`       | finish(Stopped) | req   | finish(Stopped) | req        | finish(Stopped) | finish(Stopped) | finish(Stopped) | finish(Stopped) |
+//! | `expire_wait`   | `IS`       | `IS`       | `IS`       | `IS`       | `IS`        | `IS`           | `not_expired` | finish(Stopped("wait_expired")) | `not_expired` | `not_expired` |
+//! | `abandon_tools` | `IS`       | `IS`       | `IS`       | `IS`       | `IS`        | open calls `interrupted`; finish(Indeterminate) | `IS` | `IS` | `IS` | `IS` |
+//! | `continue`      | `IS` (empty transcript) | `IS` (ends in the answer) | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` |
+//! | `timeout`       | -          | -          | -          | -          | -           | -              | -          | as `expire_wait`   | -          | -          |
+//! | `config`        | replaced   | `IS`       | `IS`       | `IS`       | `IS`        | `IS`           | `IS`       | `IS`               | `IS`       | `IS`       |
+//! | `compact`       | `IS`       | `IS`       | `IS`       | commit Running, `compacted` → `call_model` (the same step); `IS` once a delta arrived; a bad `keep_from` `invalid_input` | `IS` | `IS` | `IS`  | `IS`               | `IS`       | `IS`       |
 //!
 //! `tests/phase_matrix.rs` checks this table: it drives every input into a fresh agent in each
 //! of these phases, asserts a rejected input leaves the snapshot byte-identical, and snapshots
 //! the outcomes (error kind, or drained output kinds and the next phase) in
-//! `snapshots/phase_matrix__phase_matrix.snap`.
+//! `snapshots/phase_matrix__phase_matrix.snap`. It also reads this table and the next one from
+//! this file and checks every cell against that matrix (an error code is that error; `-`
+//! emits nothing but the action a poll hands out; `queued` queues; `req` records the request;
+//! `finish(C)` ends the run with `C`). The matrix has four more phases than this table: the
+//! model call out and the batch out, each with an abort or a pause request pending.
 //!
 //! # The steps behind the cells (SPEC §8.2)
 //!
