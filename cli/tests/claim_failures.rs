@@ -19,7 +19,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::console::postgres_store;
-use common::process::{Drive, RUNCORE, TempDir, first, kinds, model_text, model_tool, runcore, show_json};
+use common::process::{
+    Drive, RUNCORE, TempDir, first, kinds, model_text, model_tool, runcore, show_json,
+};
 use runcore::driver::{
     ClaimOptions, DurableDriver, DurableOptions, InputLine, SweepAction, SweepOptions, sweep,
 };
@@ -260,15 +262,27 @@ fn a_stale_sweeper_snapshot_between_its_listing_and_its_claim_writes_nothing() {
         "policy":"require_approval","deadline_after_ms":1_000}}}));
     // w0 brings the run to a wait with a deadline at 2_000 and leaves.
     let (mut w0, _) = claimed_driver(sqlite(&dir), config.clone(), "w0", 10_000, 1_000);
-    let out = send(&mut w0, json!({"type":"prompt","text":"ship it","now_ms":1_000}));
-    let out = send(&mut w0, model_tool(first(&out, "call_model"), "c1", "deploy"));
+    let out = send(
+        &mut w0,
+        json!({"type":"prompt","text":"ship it","now_ms":1_000}),
+    );
+    let out = send(
+        &mut w0,
+        model_tool(first(&out, "call_model"), "c1", "deploy"),
+    );
     assert!(kinds(&out).contains(&"commit".to_owned()), "{out:?}");
     w0.release(1_500).unwrap();
 
     let mut store = Hooked::new(sqlite(&dir));
     let due = store.due_work(5_000, 10).unwrap();
     assert!(
-        matches!(due.as_slice(), [DueWork { reason: DueReason::Deadline { deadline_ms: 2_000 }, .. }]),
+        matches!(
+            due.as_slice(),
+            [DueWork {
+                reason: DueReason::Deadline { deadline_ms: 2_000 },
+                ..
+            }]
+        ),
         "{due:?}"
     );
     // After the sweeper listed the item, the owner claims the thread, handles the timeout
@@ -278,7 +292,8 @@ fn a_stale_sweeper_snapshot_between_its_listing_and_its_claim_writes_nothing() {
     let owner_version = std::rc::Rc::new(std::cell::Cell::new(0));
     let seen = std::rc::Rc::clone(&owner_version);
     store.before_claim = Some(Box::new(move || {
-        let (mut owner, started) = claimed_driver(owner_store, owner_config, "owner", 10_000, 5_000);
+        let (mut owner, started) =
+            claimed_driver(owner_store, owner_config, "owner", 10_000, 5_000);
         let idle = started.last().expect("idle 0");
         assert_eq!((&idle["type"], &idle["line"]), (&json!("idle"), &json!(0)));
         let out = send(&mut owner, json!({"type":"timeout","now_ms":5_000}));
@@ -353,7 +368,11 @@ fn a_stale_sweeper_snapshot_between_its_reads_and_its_write_is_fenced() {
     let owner_claim = owner.claim().cloned().expect("the owner holds the thread");
     let reader = sqlite(&dir);
     let messages = reader.committed_messages(&thread).unwrap();
-    assert_eq!(messages.len(), 2, "the prompt and the owner's answer: {messages:?}");
+    assert_eq!(
+        messages.len(),
+        2,
+        "the prompt and the owner's answer: {messages:?}"
+    );
     assert_eq!(
         reader.latest_run(&thread).unwrap().unwrap().state,
         RunState::Ended(runcore::EndCause::NaturalEnd),
@@ -378,7 +397,14 @@ fn a_lease_that_runs_out_while_the_owner_works_ends_it_with_claim_lost() {
     for takeover in [true, false] {
         let thread = if takeover { "taken" } else { "lapsed" };
         let mut w1 = Drive::spawn(&[
-            "--store", &url, "--thread", thread, "--owner", "w1", "--lease-ms", "1000",
+            "--store",
+            &url,
+            "--thread",
+            thread,
+            "--owner",
+            "w1",
+            "--lease-ms",
+            "1000",
         ]);
         let out = w1.send(json!({"type":"prompt","text":"hi","now_ms":now_ms()}));
         let call = first(&out, "call_model").clone();
@@ -386,7 +412,14 @@ fn a_lease_that_runs_out_while_the_owner_works_ends_it_with_claim_lost() {
         std::thread::sleep(Duration::from_millis(1_300));
         if takeover {
             let mut w2 = Drive::spawn(&[
-                "--store", &url, "--thread", thread, "--owner", "w2", "--lease-ms", "60000",
+                "--store",
+                &url,
+                "--thread",
+                thread,
+                "--owner",
+                "w2",
+                "--lease-ms",
+                "60000",
             ]);
             assert_eq!(show_json(&url, thread)["claim"]["epoch"], 2);
             let replayed = first(&w2.start, "call_model").clone();
@@ -460,7 +493,14 @@ fn a_lost_claim_response_retried_with_the_same_request_gets_the_same_claim() {
 
 fn recovery_is_refused_while_a_dead_owners_claim_is_live(url: &str) {
     let mut w1 = Drive::spawn(&[
-        "--store", url, "--thread", "held", "--owner", "dead-owner", "--lease-ms", "60000",
+        "--store",
+        url,
+        "--thread",
+        "held",
+        "--owner",
+        "dead-owner",
+        "--lease-ms",
+        "60000",
     ]);
     let out = w1.send(json!({"type":"prompt","text":"work","now_ms":now_ms()}));
     let out = w1.send(model_tool(first(&out, "call_model"), "call-1", "search"));
@@ -469,7 +509,15 @@ fn recovery_is_refused_while_a_dead_owners_claim_is_live(url: &str) {
     let before = stored(url, "held");
     let output = Command::new(RUNCORE)
         .args([
-            "drive", "--store", url, "--thread", "held", "--owner", "second", "--recover", "seal",
+            "drive",
+            "--store",
+            url,
+            "--thread",
+            "held",
+            "--owner",
+            "second",
+            "--recover",
+            "seal",
         ])
         .stdin(Stdio::null())
         .output()
@@ -510,14 +558,23 @@ fn a_restart_that_reuses_its_owner_id_does_not_inherit_the_live_claim() {
     let dir = TempDir::new("reused-owner");
     let url = dir.sqlite("runs.db");
     let mut first_start = Drive::spawn(&[
-        "--store", &url, "--thread", "t", "--owner", "host-a", "--lease-ms", "3000",
+        "--store",
+        &url,
+        "--thread",
+        "t",
+        "--owner",
+        "host-a",
+        "--lease-ms",
+        "3000",
     ]);
     let out = first_start.send(json!({"type":"prompt","text":"hi","now_ms":now_ms()}));
     assert!(kinds(&out).contains(&"call_model".to_owned()));
     first_start.kill();
     let before = stored(&url, "t");
     let output = Command::new(RUNCORE)
-        .args(["drive", "--store", &url, "--thread", "t", "--owner", "host-a"])
+        .args([
+            "drive", "--store", &url, "--thread", "t", "--owner", "host-a",
+        ])
         .stdin(Stdio::null())
         .output()
         .expect("run runcore drive");
@@ -529,7 +586,14 @@ fn a_restart_that_reuses_its_owner_id_does_not_inherit_the_live_claim() {
     assert_eq!(show_json(&url, "t")["claim"]["epoch"], 1);
 
     let mut second_start = Drive::spawn(&[
-        "--store", &url, "--thread", "t", "--owner", "host-a", "--wait-claim", "20000",
+        "--store",
+        &url,
+        "--thread",
+        "t",
+        "--owner",
+        "host-a",
+        "--wait-claim",
+        "20000",
     ]);
     assert_eq!(show_json(&url, "t")["claim"]["epoch"], 2, "a new claim");
     let call = first(&second_start.start, "call_model").clone();
@@ -557,7 +621,9 @@ fn an_approval_and_the_deadline_at_the_same_instant_commit_once() {
         assert!(kinds(&out).contains(&"commit".to_owned()));
         assert!(drive.finish().0.success());
         let shown = show_json(&url, &thread);
-        let deadline = shown["tickets"][0]["deadline_ms"].as_u64().expect("a deadline");
+        let deadline = shown["tickets"][0]["deadline_ms"]
+            .as_u64()
+            .expect("a deadline");
         let version = shown["version"].as_u64().expect("version");
         let run = format!("{thread}/run-1");
 
@@ -604,10 +670,7 @@ fn an_approval_and_the_deadline_at_the_same_instant_commit_once() {
                 serde_json::from_str(approve_stderr.trim()).expect("a JSON error line");
             assert_eq!(error["resume_error"], "expired", "{context}");
             assert_eq!(after["version"].as_u64(), Some(version), "{context}");
-            assert!(
-                swept.iter().all(|l| l["action"] == "skipped"),
-                "{context}"
-            );
+            assert!(swept.iter().all(|l| l["action"] == "skipped"), "{context}");
             neither += 1;
             let again = lines_of(&runcore(&["sweep", "--store", &url, "--owner", "next"]));
             expired = again
@@ -616,7 +679,11 @@ fn an_approval_and_the_deadline_at_the_same_instant_commit_once() {
                 .count();
             after = show_json(&url, &thread);
         }
-        assert_eq!(after["version"].as_u64(), Some(version + 1), "one commit: {context}");
+        assert_eq!(
+            after["version"].as_u64(),
+            Some(version + 1),
+            "one commit: {context}"
+        );
         assert_eq!(after["tickets"], json!([]), "{context}");
         if approved.status.success() {
             wins.0 += 1;
@@ -708,7 +775,9 @@ fn worker_clocks_ten_minutes_off_postgres_change_nothing() {
     let real = now_ms();
     let (behind, ahead) = (real - SKEW_MS, real + SKEW_MS);
     // A worker 10 min behind claims for 60 s: the expiry is server time + 60 s.
-    let granted = store.claim_thread(&claim("behind", 60_000), behind).unwrap();
+    let granted = store
+        .claim_thread(&claim("behind", 60_000), behind)
+        .unwrap();
     let slack = 30_000;
     assert!(
         granted.expires_at_ms.abs_diff(real + 60_000) < slack,
@@ -731,45 +800,67 @@ fn worker_clocks_ten_minutes_off_postgres_change_nothing() {
     // The holder renews with a clock 10 min ahead: same epoch, expiry from server time.
     let renewed = store.renew_claim(&granted, 60_000, ahead).unwrap();
     assert_eq!(renewed.epoch, granted.epoch);
-    assert!(renewed.expires_at_ms.abs_diff(now_ms() + 60_000) < slack, "{renewed:?}");
+    assert!(
+        renewed.expires_at_ms.abs_diff(now_ms() + 60_000) < slack,
+        "{renewed:?}"
+    );
     // Its fenced commit, stamped with a clock 10 min ahead, lands.
     let commits = awaiting_commits("skewed", behind, 300_000);
     let mut version = 0;
     for (ordinal, commit) in commits.into_iter().enumerate() {
-        let operation = CommitOperation::new(commit, ordinal as u64, version)
-            .claimed(renewed.token(), ahead);
-        version = store.commit_operation(operation).unwrap().record.thread_version;
+        let operation =
+            CommitOperation::new(commit, ordinal as u64, version).claimed(renewed.token(), ahead);
+        version = store
+            .commit_operation(operation)
+            .unwrap()
+            .record
+            .thread_version;
     }
     // What is due does not depend on the caller's clock either: an orphan only once the claim
     // is gone by server time, a deadline only once it passed by server time.
-    let due = |store: &runcore_postgres::PostgresStore, clock: u64| -> Vec<(String, &'static str)> {
-        store
-            .due_work(clock, 100)
-            .unwrap()
-            .into_iter()
-            .map(|d| (d.thread_id.as_str().to_owned(), d.reason.kind()))
-            .collect()
-    };
+    let due =
+        |store: &runcore_postgres::PostgresStore, clock: u64| -> Vec<(String, &'static str)> {
+            store
+                .due_work(clock, 100)
+                .unwrap()
+                .into_iter()
+                .map(|d| (d.thread_id.as_str().to_owned(), d.reason.kind()))
+                .collect()
+        };
     // "skewed" awaits with a deadline the host made 10 min behind + 5 min: by server time
     // that passed 5 min ago, whatever clock the caller of due_work has.
     for clock in [behind, real, ahead] {
-        assert_eq!(due(&store, clock), [("skewed".to_owned(), "deadline")], "{clock}");
+        assert_eq!(
+            due(&store, clock),
+            [("skewed".to_owned(), "deadline")],
+            "{clock}"
+        );
     }
     // A ticket made by a host on time with a 5 min deadline is due for nobody yet, not even
     // for a caller 10 min ahead.
-    for (ordinal, commit) in awaiting_commits("on-time", real, 300_000).into_iter().enumerate() {
+    for (ordinal, commit) in awaiting_commits("on-time", real, 300_000)
+        .into_iter()
+        .enumerate()
+    {
         let operation = CommitOperation::new(commit, ordinal as u64, ordinal as u64);
         store.commit_operation(operation).unwrap();
     }
     for clock in [behind, real, ahead] {
-        assert_eq!(due(&store, clock), [("skewed".to_owned(), "deadline")], "{clock}");
+        assert_eq!(
+            due(&store, clock),
+            [("skewed".to_owned(), "deadline")],
+            "{clock}"
+        );
     }
     store.release_claim(&renewed, behind).unwrap();
     assert_eq!(store.thread_claim(&thread, behind).unwrap(), None);
     // After the release, the other worker (10 min ahead) is granted the next epoch.
     let next = store.claim_thread(&claim("ahead", 60_000), ahead).unwrap();
     assert_eq!(next.epoch, granted.epoch + 1);
-    assert!(next.expires_at_ms.abs_diff(now_ms() + 60_000) < slack, "{next:?}");
+    assert!(
+        next.expires_at_ms.abs_diff(now_ms() + 60_000) < slack,
+        "{next:?}"
+    );
 }
 
 // (h) The durable driver's trust window passes while every renew fails because the store is
@@ -784,13 +875,15 @@ fn renews_that_fail_until_the_trust_window_passes_stop_the_driver() {
     let mut store = Hooked::new(MemoryStore::new());
     store.renew_fails = true;
     // Lease 1_000 from 0: renews due from 333, trusted until 800 (a fifth of margin).
-    let (mut driver, started) =
-        claimed_driver(store, AgentConfig::for_thread("t"), "w1", 1_000, 0);
+    let (mut driver, started) = claimed_driver(store, AgentConfig::for_thread("t"), "w1", 1_000, 0);
     assert_eq!(started, [json!({"type":"idle","line":0})]);
     assert_eq!(driver.poll_renew(), Some(333));
     assert_eq!(driver.tick(400), None, "a failed renew inside the window");
     assert_eq!(driver.store().renews, 1);
-    let out = send(&mut driver, json!({"type":"prompt","text":"hi","now_ms":400}));
+    let out = send(
+        &mut driver,
+        json!({"type":"prompt","text":"hi","now_ms":400}),
+    );
     assert_eq!(kinds(&out), ["commit", "event", "call_model", "idle"]);
     assert_eq!(driver.tick(799), None, "still inside the window");
     assert!(driver.store().renews >= 2, "it kept trying");

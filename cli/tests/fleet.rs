@@ -308,7 +308,10 @@ fn host(fleet: &Fleet, index: usize) -> ThreadLog {
             Ok(worker) => worker,
             // Still held after the wait (a sweep or an answer took the thread meanwhile).
             Err((Some(4), out, _)) => {
-                assert!(out.is_empty(), "seed {seed}: exit 4 writes nothing: {out:?}");
+                assert!(
+                    out.is_empty(),
+                    "seed {seed}: exit 4 writes nothing: {out:?}"
+                );
                 continue;
             }
             Err(other) => panic!("seed {seed}: {owner} on {thread} did not start: {other:?}"),
@@ -518,7 +521,11 @@ fn check_thread(
         assert_eq!(found.len(), 1, "{id} has one result: {context}");
         assert!(found[0].0 > *at, "{id}'s result follows it: {context}");
     }
-    assert_eq!(results.len(), calls.len(), "no result without a call: {context}");
+    assert_eq!(
+        results.len(),
+        calls.len(),
+        "no result without a call: {context}"
+    );
 
     // The epochs written into the stored transcript never decrease, and each names a worker
     // of this thread with its epoch.
@@ -536,7 +543,10 @@ fn check_thread(
             assert_ne!(message["outcome"], "executed", "{context}");
             continue;
         };
-        assert!(workers.contains(&(owner.clone(), epoch)), "{owner} e{epoch}: {context}");
+        assert!(
+            workers.contains(&(owner.clone(), epoch)),
+            "{owner} e{epoch}: {context}"
+        );
         assert!(epoch >= stored_epoch, "epochs never decrease: {context}");
         stored_epoch = epoch;
         if message["role"] == "tool_result" {
@@ -567,13 +577,20 @@ fn check_thread(
             line["payload_hash"],
             "{context}"
         );
-        let receipt = store
-            .commit_operation(operation)
-            .unwrap_or_else(|e| panic!("acknowledged commit at {expected} not stored: {e}: {context}"));
-        assert!(receipt.duplicate, "acknowledged commit at {expected}: {context}");
+        let receipt = store.commit_operation(operation).unwrap_or_else(|e| {
+            panic!("acknowledged commit at {expected} not stored: {e}: {context}")
+        });
+        assert!(
+            receipt.duplicate,
+            "acknowledged commit at {expected}: {context}"
+        );
         assert_eq!(receipt.record.thread_version, expected + 1, "{context}");
         let before = by_version.insert(expected + 1, acked.epoch);
-        assert!(before.is_none(), "version {} acknowledged twice: {context}", expected + 1);
+        assert!(
+            before.is_none(),
+            "version {} acknowledged twice: {context}",
+            expected + 1
+        );
     }
     let epochs: Vec<u64> = by_version.values().copied().collect();
     assert!(
@@ -694,7 +711,10 @@ fn fleet_on(url: String, dir: &TempDir) {
     }
     let due = runcore(&["due", "--store", &url, "--json"]);
     assert!(due.status.success());
-    assert!(due.stdout.is_empty(), "seed {seed}: nothing is due at the end");
+    assert!(
+        due.stdout.is_empty(),
+        "seed {seed}: nothing is due at the end"
+    );
 
     let total = |f: fn(&ThreadLog) -> usize| logs.iter().map(f).sum::<usize>();
     println!(

@@ -195,7 +195,9 @@ impl Drive {
         let Some(stdin) = self.stdin.as_mut() else {
             return false;
         };
-        writeln!(stdin, "{line}").and_then(|()| stdin.flush()).is_ok()
+        writeln!(stdin, "{line}")
+            .and_then(|()| stdin.flush())
+            .is_ok()
     }
 
     /// Writes one line and returns its lines up to and including its `idle`.
