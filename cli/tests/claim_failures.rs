@@ -606,14 +606,12 @@ fn a_restart_that_reuses_its_owner_id_does_not_inherit_the_live_claim() {
 // exactly one of the two commits; the other gets an error (`expired`, `not_waiting`, held) or
 // finds nothing due. Tried at several offsets around the deadline, so either side can win.
 
-#[test]
-fn an_approval_and_the_deadline_at_the_same_instant_commit_once() {
-    let dir = TempDir::new("approve-vs-deadline");
-    let url = dir.sqlite("runs.db");
-    let config = gated_config(&dir, 1_000);
+fn an_approval_and_the_deadline_at_the_same_instant_commit_once(url: &str, dir: &TempDir) {
+    let url = url.to_owned();
+    let config = gated_config(dir, 1_000);
     let mut wins = (0, 0);
     let mut neither = 0;
-    for (i, approve_offset) in [-60i64, -25, -10, 0, 5, 20].into_iter().enumerate() {
+    for (i, approve_offset) in [-200i64, -100, -50, -25, -10, 0, 10, 25].into_iter().enumerate() {
         let thread = format!("race-{i}");
         let mut drive = Drive::spawn(&["--store", &url, "--thread", &thread, "--config", &config]);
         let out = drive.send(json!({"type":"prompt","text":"ship it","now_ms":now_ms()}));
@@ -714,6 +712,21 @@ fn an_approval_and_the_deadline_at_the_same_instant_commit_once() {
         "approve won {} times, the deadline {} times ({neither} of them at the next sweep)",
         wins.0, wins.1
     );
+}
+
+#[test]
+fn an_approval_and_the_deadline_at_the_same_instant_commit_once_on_sqlite() {
+    let dir = TempDir::new("approve-vs-deadline");
+    an_approval_and_the_deadline_at_the_same_instant_commit_once(&dir.sqlite("runs.db"), &dir);
+}
+
+#[test]
+fn an_approval_and_the_deadline_at_the_same_instant_commit_once_on_postgres() {
+    let Some(url) = postgres_store("approve_vs_deadline") else {
+        return;
+    };
+    let dir = TempDir::new("approve-vs-deadline-pg");
+    an_approval_and_the_deadline_at_the_same_instant_commit_once(&url, &dir);
 }
 
 // (g) Worker clocks ±10 minutes off the PostgreSQL server: the server's clock decides who owns a
@@ -908,4 +921,81 @@ fn renews_that_fail_until_the_trust_window_passes_stop_the_driver() {
     assert_eq!(store.inner.thread_version(&thread).unwrap(), 1);
     let live = store.inner.thread_claim(&thread, 900).unwrap();
     assert_eq!(live.map(|c| c.owner), Some("w1".to_owned()), "not released");
+}
+
+/// Through the binary: drivers whose input lines' `now_ms` are 10 minutes ahead of or behind
+/// the server. Their claims expire by server time (`show`), a second driver is refused while
+/// one lives, its run is not due while it lives, and once it is killed the run becomes an
+/// orphan when its lease runs out by server time, with `claim_expired_at_ms` in server time.
+#[test]
+fn drivers_whose_lines_are_ten_minutes_off_postgres_change_nothing() {
+    let Some(url) = postgres_store("skewed_lines") else {
+        return;
+    };
+    for (thread, lines_now) in [
+        ("ahead", now_ms() + SKEW_MS),
+        ("behind", now_ms() - SKEW_MS),
+    ] {
+        let owner = format!("w-{thread}");
+        let mut worker = Drive::spawn(&[
+            "--store",
+            &url,
+            "--thread",
+            thread,
+            "--owner",
+            &owner,
+            "--lease-ms",
+            "1500",
+        ]);
+        let out = worker.send(json!({"type":"prompt","text":"hi","now_ms":lines_now}));
+        assert!(kinds(&out).contains(&"call_model".to_owned()));
+        let claim = show_json(&url, thread)["claim"].clone();
+        assert_eq!(claim["owner"], owner.as_str());
+        let expires = claim["expires_at_ms"].as_u64().expect("an expiry");
+        assert!(
+            expires.abs_diff(now_ms() + 1_500) < 1_500,
+            "server time, not the lines' time: {claim}"
+        );
+        let output = Command::new(RUNCORE)
+            .args([
+                "drive", "--store", &url, "--thread", thread, "--owner", "other",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run runcore drive");
+        assert_eq!(output.status.code(), Some(4));
+        worker.kill();
+        let due = lines_of(&runcore(&["due", "--store", &url, "--json"]));
+        assert!(due.is_empty(), "still live by server time: {due:?}");
+        let started = std::time::Instant::now();
+        let orphan = loop {
+            let due = lines_of(&runcore(&["due", "--store", &url, "--json"]));
+            if let Some(item) = due.into_iter().find(|d| d["thread_id"] == thread) {
+                break item;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "never orphaned"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(orphan["reason"]["type"], "orphaned");
+        let expired_at = orphan["reason"]["claim_expired_at_ms"]
+            .as_u64()
+            .expect("claim_expired_at_ms");
+        assert!(
+            expired_at.abs_diff(now_ms()) < 5_000,
+            "in server time: {orphan}"
+        );
+        assert!(expired_at >= expires, "{orphan} {claim}");
+        // The next worker takes it over with the next epoch and finishes it.
+        let mut next = Drive::spawn(&["--store", &url, "--thread", thread, "--owner", "next"]);
+        assert_eq!(show_json(&url, thread)["claim"]["epoch"], 2);
+        let call = first(&next.start, "call_model").clone();
+        let mut answer = model_text(&call, "Hello.");
+        answer["now_ms"] = json!(lines_now);
+        let out = next.send(answer);
+        assert!(kinds(&out).contains(&"commit".to_owned()));
+        assert!(next.finish().0.success());
+    }
 }
