@@ -611,7 +611,10 @@ fn an_approval_and_the_deadline_at_the_same_instant_commit_once(url: &str, dir: 
     let config = gated_config(dir, 1_000);
     let mut wins = (0, 0);
     let mut neither = 0;
-    for (i, approve_offset) in [-200i64, -100, -50, -25, -10, 0, 10, 25].into_iter().enumerate() {
+    for (i, approve_offset) in [-200i64, -100, -50, -25, -10, 0, 10, 25]
+        .into_iter()
+        .enumerate()
+    {
         let thread = format!("race-{i}");
         let mut drive = Drive::spawn(&["--store", &url, "--thread", &thread, "--config", &config]);
         let out = drive.send(json!({"type":"prompt","text":"ship it","now_ms":now_ms()}));
