@@ -449,6 +449,44 @@ fn a_lease_that_runs_out_while_the_owner_works_ends_it_with_claim_lost() {
     }
 }
 
+/// The library side of (b): a host that did not tick while it stalled past its lease (so
+/// the driver still trusts its claim) sends a line whose commit the store refuses with
+/// `ClaimLost` (another owner took the thread over): one `claim_lost` store line, as for a
+/// refused renew (SPEC §12.4), nothing written, and the session is over.
+#[test]
+fn a_late_commit_refused_with_claim_lost_is_one_claim_lost_line() {
+    let dir = TempDir::new("late-commit");
+    let thread = ThreadId::new("t");
+    let (mut w1, _) = claimed_driver(sqlite(&dir), AgentConfig::for_thread("t"), "w1", 1_000, 0);
+    let mut other = sqlite(&dir);
+    let w2 = other
+        .claim_thread(&ClaimOptions::new("w2", 60_000).request(&thread), 2_000)
+        .unwrap();
+    assert_eq!(w2.epoch, 2);
+    let line = json!({"type":"prompt","text":"late","now_ms":2_100});
+    let handled = w1.handle_line(line.to_string().as_bytes()).unwrap();
+    assert_eq!(
+        handled.refused,
+        Some(StoreError::Rejected(CommitError::ClaimLost {
+            current_epoch: 2
+        }))
+    );
+    let lines = parse(&handled.lines);
+    assert_eq!(lines.len(), 1, "one line, nothing after it: {lines:?}");
+    let error = &lines[0]["error"];
+    assert_eq!(lines[0]["type"], "error");
+    assert_eq!(lines[0]["line"], 1);
+    assert_eq!(error["kind"], "store", "{error}");
+    assert_eq!(error["code"], "claim_lost", "{error}");
+    assert_eq!(error["reason"], "claim_lost", "{error}");
+    assert_eq!(error["epoch"], 1, "{error}");
+    assert_eq!(error["current_epoch"], 2, "{error}");
+    assert_eq!(w1.ended().map(|e| e.code), Some("claim_lost"));
+    assert!(w1.handle_line(b"{\"type\":\"abort\"}").is_err());
+    assert_eq!(other.thread_version(&thread).unwrap(), 0, "nothing written");
+    assert_eq!(other.thread_claim(&thread, 2_200).unwrap(), Some(w2));
+}
+
 // (c) A lost claim response, retried with the same request id from another connection (the
 // conformance suite's `claims_are_granted_and_refused` checks the same on one handle of every
 // backend): the same claim comes back, not `ClaimHeld`; once that claim has expired, the same
