@@ -717,16 +717,22 @@ fn fleet_on(url: String, dir: &TempDir) {
     );
 
     let total = |f: fn(&ThreadLog) -> usize| logs.iter().map(f).sum::<usize>();
+    let actions = |action: &str| sweeps.iter().filter(|s| s["action"] == action).count();
     println!(
         "fleet seed {seed}: {} workers, {} kills, {} lost claims, {} stale before a tool, \
-         {} acknowledged commits, {} tool executions, {} sweep lines, {:.1} s",
+         {} acknowledged commits, {} tool executions, {} answers, sweeps: {} expired, {} sealed, \
+         {} left, {} skipped; {:.1} s",
         total(|l| l.workers.len()),
         total(|l| l.kills as usize),
         total(|l| l.lost as usize),
         total(|l| l.stale as usize),
         total(|l| l.acked.len()),
         total(|l| l.executions.len()),
-        sweeps.len(),
+        total(|l| l.answers.len()),
+        actions("expired"),
+        actions("sealed"),
+        actions("left"),
+        actions("skipped"),
         started.elapsed().as_secs_f64()
     );
     // The fleet was exercised: workers died and others took over.
