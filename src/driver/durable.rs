@@ -337,7 +337,16 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
                 }
                 // A duplicate receipt is the same fact already stored (SPEC §7.1): harmless.
                 if let Err(error) = self.store.commit_operation(operation) {
-                    sink(store_error_line(line, &error));
+                    // A commit refused because the claim is gone is the `claim_lost` line of
+                    // a refused renew (SPEC §12.4).
+                    let text = match (&error, &self.lease) {
+                        (
+                            StoreError::Rejected(CommitError::ClaimLost { current_epoch }),
+                            Some(lease),
+                        ) => claim_lost_line(line, lease.claim.epoch, Some(*current_epoch)),
+                        _ => store_error_line(line, &error),
+                    };
+                    sink(text);
                     self.ended = Some(SessionEnded {
                         line,
                         code: error.code(),

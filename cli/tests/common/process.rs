@@ -77,10 +77,51 @@ impl Drive {
         if args.contains(&"--store") && !args.contains(&"--wait-claim") {
             claim.extend(["--wait-claim", "10000"]);
         }
+        let mut full: Vec<&str> = args.to_vec();
+        full.extend(claim);
+        let mut drive = Drive::launch(&full);
+        if args.contains(&"--store") {
+            drive.start = drive.until_idle();
+            assert_eq!(drive.start.last(), Some(&json!({"type":"idle","line":0})));
+        }
+        drive
+    }
+
+    /// Spawns `runcore drive ARGS` exactly as given (no default claim options) and reads
+    /// what it writes up to `idle` 0. `Err` when it ended before: its exit code (`None`:
+    /// killed by a signal), what it wrote to stdout, and its stderr (e.g. exit 4, another
+    /// owner holds the thread).
+    pub fn try_spawn_exact(args: &[&str]) -> Result<Drive, (Option<i32>, Vec<Value>, String)> {
+        let mut drive = Drive::launch(args);
+        let mut out = Vec::new();
+        loop {
+            match drive.next() {
+                Some(line) => {
+                    let idle = line["type"] == "idle";
+                    out.push(line);
+                    if idle {
+                        drive.start = out;
+                        return Ok(drive);
+                    }
+                }
+                None => {
+                    let (status, stderr) = drive.finish();
+                    return Err((status.code(), out, stderr));
+                }
+            }
+        }
+    }
+
+    /// The process id of the driver (to stop it with `SIGSTOP`, for instance).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Spawns `runcore drive ARGS` and starts reading its stdout and stderr.
+    fn launch(args: &[&str]) -> Drive {
         let mut child = Command::new(RUNCORE)
             .arg("drive")
             .args(args)
-            .args(&claim)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -108,18 +149,13 @@ impl Drive {
             let _ = stderr.read_to_string(&mut text);
             text
         });
-        let mut drive = Drive {
+        Drive {
             stdin: child.stdin.take(),
             child,
             lines,
             stderr: Some(stderr),
             start: Vec::new(),
-        };
-        if args.contains(&"--store") {
-            drive.start = drive.until_idle();
-            assert_eq!(drive.start.last(), Some(&json!({"type":"idle","line":0})));
         }
-        drive
     }
 
     /// The next line, parsed; `None` at EOF.
@@ -151,6 +187,17 @@ impl Drive {
         let stdin = self.stdin.as_mut().expect("stdin open");
         writeln!(stdin, "{line}").expect("write a line");
         stdin.flush().expect("flush");
+    }
+
+    /// Writes one line without reading; `false` when the driver's stdin is closed (it
+    /// exited).
+    pub fn try_write(&mut self, line: &Value) -> bool {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return false;
+        };
+        writeln!(stdin, "{line}")
+            .and_then(|()| stdin.flush())
+            .is_ok()
     }
 
     /// Writes one line and returns its lines up to and including its `idle`.
