@@ -642,13 +642,14 @@ fn a_restart_that_reuses_its_owner_id_does_not_inherit_the_live_claim() {
 
 // (f) An approval (`runcore approve`) and the deadline (`runcore sweep`) at the same instant:
 // exactly one of the two commits; the other gets an error (`expired`, `not_waiting`, held) or
-// finds nothing due. Tried at several offsets around the deadline, so either side can win.
+// finds nothing due. An approval past the deadline that holds the claim commits the expiry
+// itself (and answers `expired`), so there is no round where neither commits. Tried at several offsets around the deadline, so either side can win.
 
 fn an_approval_and_the_deadline_at_the_same_instant_commit_once(url: &str, dir: &TempDir) {
     let url = url.to_owned();
     let config = gated_config(dir, 1_000);
     let mut wins = (0, 0);
-    let mut neither = 0;
+    let mut late = 0;
     for (i, approve_offset) in [-200i64, -100, -50, -25, -10, 0, 10, 25]
         .into_iter()
         .enumerate()
@@ -699,24 +700,16 @@ fn an_approval_and_the_deadline_at_the_same_instant_commit_once(url: &str, dir: 
             "offset {approve_offset}: approve {:?} {approve_stderr} sweep {swept:?}",
             approved.status.code()
         );
-        let mut after = show_json(&url, &thread);
-        let mut expired = expired;
-        if !approved.status.success() && expired == 0 {
-            // Neither committed: the approval came after the deadline and was refused
-            // (`expired`) while it held the claim, so this sweep skipped the thread. The
-            // deadline is not lost: the next sweep applies it (once).
-            let error: Value =
-                serde_json::from_str(approve_stderr.trim()).expect("a JSON error line");
-            assert_eq!(error["resume_error"], "expired", "{context}");
-            assert_eq!(after["version"].as_u64(), Some(version), "{context}");
-            assert!(swept.iter().all(|l| l["action"] == "skipped"), "{context}");
-            neither += 1;
-            let again = lines_of(&runcore(&["sweep", "--store", &url, "--owner", "next"]));
-            expired = again
-                .iter()
-                .filter(|l| l["thread_id"] == thread.as_str() && l["action"] == "expired")
-                .count();
-            after = show_json(&url, &thread);
+        let after = show_json(&url, &thread);
+        // A late approval that holds the claim applies the passed deadline itself (and gets
+        // `expired`), so the sweep, finding the thread held, may skip it: the expiry is then
+        // the approval process's commit. Either way exactly one commit, at once.
+        let late_approval = !approved.status.success()
+            && expired == 0
+            && serde_json::from_str::<Value>(approve_stderr.trim())
+                .is_ok_and(|e| e["resume_error"] == "expired");
+        if late_approval {
+            late += 1;
         }
         assert_eq!(
             after["version"].as_u64(),
@@ -730,7 +723,7 @@ fn an_approval_and_the_deadline_at_the_same_instant_commit_once(url: &str, dir: 
             assert_eq!(after["runs"][0]["state"]["type"], "running", "{context}");
         } else {
             wins.1 += 1;
-            assert_eq!(expired, 1, "{context}");
+            assert_eq!(expired + usize::from(late_approval), 1, "{context}");
             assert_eq!(after["runs"][0]["state"]["type"], "ended", "{context}");
             assert_eq!(
                 after["runs"][0]["state"]["cause"]["reason"], "wait_expired",
@@ -750,7 +743,7 @@ fn an_approval_and_the_deadline_at_the_same_instant_commit_once(url: &str, dir: 
         }
     }
     println!(
-        "approve won {} times, the deadline {} times ({neither} of them at the next sweep)",
+        "approve won {} times, the deadline {} times ({late} of them applied by the late approval)",
         wins.0, wins.1
     );
 }
@@ -782,11 +775,7 @@ fn awaiting_commits(thread: &str, made_at: u64, deadline_after_ms: u64) -> Vec<T
         "policy":"require_approval","deadline_after_ms":deadline_after_ms}}}));
     let mut driver = runcore::driver::Driver::new();
     driver
-        .apply(InputLine {
-            input: Input::Config(config),
-            now_ms: Some(made_at),
-            context: None,
-        })
+        .apply(InputLine::new(Input::Config(config), Some(made_at)))
         .expect("config");
     let mut commits = Vec::new();
     let mut handle = |line: Value, commits: &mut Vec<ThreadCommit>| -> Vec<Value> {
