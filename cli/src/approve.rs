@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use runcore::{AnswerError, PermissionDecision, RunId};
 
 use crate::args::{Args, Spec};
-use crate::store::{self, Access, StoreUrl};
+use crate::store::{self, Access, StoreUrl, wall_clock_ms};
 
 /// `runcore approve --help`.
 pub const APPROVE_HELP: &str = "\
@@ -101,7 +101,7 @@ pub fn main(command: &'static str, args: &[String]) -> ExitCode {
         Err(message) => return crate::start_error(command, &message),
     };
     let now_ms = wall_clock_ms();
-    let mut claim = runcore::driver::ClaimOptions::new(crate::default_owner(), 30_000);
+    let mut claim = runcore::driver::ClaimOptions::new(runcore_store_url::default_owner(), 30_000);
     claim.request_id = format!("{command}.{}.{now_ms}", std::process::id());
     match runcore::answer_permission(backend.as_mut(), &run, decision, &claim, now_ms) {
         Ok(answered) => {
@@ -121,11 +121,4 @@ pub fn main(command: &'static str, args: &[String]) -> ExitCode {
             }
         }
     }
-}
-
-/// Unix-epoch milliseconds: the clock of tickets' deadlines on a store hosts share (SPEC §7.3).
-pub fn wall_clock_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

@@ -24,6 +24,7 @@ use runcore::driver::{
 use runcore::{
     Agent, AgentConfig, CommitError, Input, RecoveryPolicy, Store, StoreError, ThreadId,
 };
+use runcore_store_url::wall_clock_ms;
 use serde_json::Value;
 
 /// Exit status when the store rejected or failed a commit (SPEC §12.2).
@@ -121,13 +122,6 @@ pub enum DriveError {
 enum Session<S> {
     Memory(Driver),
     Durable(DurableDriver<S>),
-}
-
-/// The machine's wall clock in Unix-epoch milliseconds: the clock of claims (SPEC §7.3).
-pub fn wall_clock_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// What the reader thread hands over: one line, the end of input, or a read error.

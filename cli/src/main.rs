@@ -318,18 +318,6 @@ const DRIVE_SPEC: Spec = Spec {
 /// The default lease of `runcore drive --store` (SPEC §12.4).
 const DEFAULT_LEASE_MS: u64 = 30_000;
 
-/// This process start's default owner id: host name, pid and start time (SPEC §7.2: unique
-/// per process start).
-fn default_owner() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "host".to_owned());
-    format!("{host}:{}:{}", std::process::id(), drive::wall_clock_ms())
-}
-
 fn drive(args: &[String]) -> ExitCode {
     let args = match Args::parse(args, &DRIVE_SPEC) {
         Ok(args) => args,
@@ -378,7 +366,7 @@ fn drive(args: &[String]) -> ExitCode {
     };
     let owner = match args.value("--owner") {
         Some(owner) => owner.to_owned(),
-        None => default_owner(),
+        None => store::default_owner(),
     };
     let numbers = (args.number("--lease-ms"), args.number("--wait-claim"));
     let (lease_ms, wait_ms) = match numbers {
@@ -388,7 +376,7 @@ fn drive(args: &[String]) -> ExitCode {
     let mut claim_options = runcore::driver::ClaimOptions::new(owner, lease_ms);
     // Unique to this process start, so a restart that reuses --owner does not inherit the
     // claim its previous start left live.
-    claim_options.request_id = format!("{}.{}", std::process::id(), drive::wall_clock_ms());
+    claim_options.request_id = store::request_id("drive");
     if let Err(error) = runcore::check_claim_request(&claim_options.request(&thread)) {
         return usage_error(&format!("drive --owner/--lease-ms: {error}"));
     }
@@ -490,7 +478,7 @@ fn sweep_or_due(command: &'static str, args: &[String]) -> ExitCode {
     if command == "sweep" {
         let owner = args
             .value("--owner")
-            .map_or_else(default_owner, str::to_owned);
+            .map_or_else(store::default_owner, str::to_owned);
         sweep::sweep_command(&mut store, owner, limit, policy)
     } else {
         sweep::due_command(&store, limit, args.has("--json"))

@@ -8,8 +8,8 @@ use runcore::driver::{ClaimOptions, SweepOptions, sweep};
 use runcore::{AgentConfig, DueReason, RecoveryPolicy};
 use serde_json::json;
 
-use crate::drive::wall_clock_ms;
 use crate::write_stdout;
+use runcore_store_url::wall_clock_ms;
 
 /// The lease a sweeper takes on each item it handles: long enough for one recovery and commit.
 pub const SWEEP_LEASE_MS: u64 = 30_000;
@@ -25,7 +25,7 @@ pub fn sweep_command(
     policy: RecoveryPolicy,
 ) -> ExitCode {
     let mut claim = ClaimOptions::new(owner, SWEEP_LEASE_MS);
-    claim.request_id = format!("sweep.{}.{}", std::process::id(), wall_clock_ms());
+    claim.request_id = runcore_store_url::request_id("sweep");
     let options = SweepOptions {
         claim,
         limit: usize::try_from(limit).unwrap_or(usize::MAX),

@@ -9,6 +9,7 @@ use runcore::{
     AuditDraft, CheckpointReader, Claim, EventRecord, EventScope, Message, ResumeTicket, RunId,
     RunRecord, RunState, StoreError, ThreadClaims, ThreadId,
 };
+pub use runcore_store_url::wall_clock_ms;
 use serde::Serialize;
 
 /// How many items one read asks the store for.
@@ -54,14 +55,6 @@ impl From<Claim> for ClaimView {
             expires_at_ms: claim.expires_at_ms,
         }
     }
-}
-
-/// The machine's wall clock in Unix-epoch milliseconds: the clock claims are read at (a store
-/// whose time is its server's ignores it).
-pub fn wall_clock_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn live_claim<S: ThreadClaims + ?Sized>(

@@ -12,21 +12,12 @@ use crate::convert::serde_to_py;
 use crate::errors::{
     agent_error, agent_error_of_kind, claim_held, store_error, store_error_with_code,
 };
-use crate::store::{PyStore, wall_clock_ms};
+use runcore_store_url::{default_owner, request_id, wall_clock_ms};
+
+use crate::store::PyStore;
 
 /// The lease a driver takes unless told otherwise, and the one a sweep or an answer takes.
 pub const DEFAULT_LEASE_MS: u64 = 30_000;
-
-/// The host's name for this process start: host name, pid and start time (as `runcore drive`).
-pub fn default_owner() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "host".to_owned());
-    format!("{host}:{}:{}", std::process::id(), wall_clock_ms())
-}
 
 /// Claim options for `owner` (default [`default_owner`]) and `lease_ms` (default 30000), with
 /// a request id of `what`, the pid and the wall clock: unique per start.
@@ -35,7 +26,7 @@ pub fn claim_options(owner: Option<String>, lease_ms: Option<u64>, what: &str) -
         owner.unwrap_or_else(default_owner),
         lease_ms.unwrap_or(DEFAULT_LEASE_MS),
     );
-    options.request_id = format!("{what}.{}.{}", std::process::id(), wall_clock_ms());
+    options.request_id = request_id(what);
     options
 }
 

@@ -19,7 +19,9 @@ use crate::claims::claim_options;
 use crate::convert::serde_to_py;
 use crate::convert::{from_py, line_to_py};
 use crate::errors::{agent_error, claim_held, guard, internal, store_error, store_error_with_code};
-use crate::store::{PyStore, SharedBackend, wall_clock_ms};
+use runcore_store_url::wall_clock_ms;
+
+use crate::store::{PyStore, SharedBackend};
 
 /// The driver inside: in memory, or durable over a Python store's backend. One per Python
 /// object, never moved around: the variants' sizes do not matter.

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use runcore_postgres::PostgresStore;
 use runcore_sqlite::{OpenError, SqliteOptions, SqliteStore, Synchronous};
+use runcore_store_url::wall_clock_ms;
 
 use crate::convert::{from_py, serde_to_py};
 use crate::errors::{claim_held, guard, internal, store_error};
@@ -39,14 +40,6 @@ const POISONED: &str = "this store is unusable after an internal error (a Rust p
 /// lock, so the Python object stays usable (its reads see every commit the driver made) while
 /// the driver runs.
 pub type SharedBackend = runcore::SharedStore<DynStore>;
-
-/// The machine's wall clock in Unix-epoch milliseconds: the clock of claims and deadlines in
-/// a store that hosts share (SPEC §7.3).
-pub fn wall_clock_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
 
 /// The commit log and read ports of a runcore store (SPEC §7, §7.1). Open one of its
 /// subclasses: `MemoryStore()`, ….

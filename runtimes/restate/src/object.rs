@@ -2,13 +2,14 @@
 //! that turns each agent output into a journaled step.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use restate_sdk::prelude::*;
 use runcore::{
     Action, Agent, AgentConfig, AgentError, AgentSnapshot, CommitOperation, CommitReceipt, Input,
     Output, RecoverError, RecoveryPolicy, ResumeCommand, StoreError, ThreadId, ToolOutput,
 };
+use runcore_store_url::wall_clock_ms;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -534,11 +535,4 @@ fn internal(error: AgentError) -> HandlerError {
 
 fn restore(snapshot: AgentSnapshot) -> Result<Agent, HandlerError> {
     Agent::restore(snapshot).map_err(|e| wire::unrecoverable(e.to_string()).into())
-}
-
-fn wall_clock_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
