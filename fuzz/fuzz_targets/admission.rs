@@ -110,7 +110,6 @@ fuzz_target!(|data: &[u8]| {
             RunDisposition::Ended {
                 run_id: RunId::new(run.as_str()),
                 cause: EndCause::NaturalEnd,
-                unconsumed: Vec::new(),
             }
         } else {
             RunDisposition::Running {
