@@ -3,11 +3,11 @@
 //! A commit is two statements, each its own transaction — no `BEGIN`, no `COMMIT`:
 //! 1. **read** (one snapshot): the thread's head row, the run's row and the operation's
 //!    receipt;
-//! 2. **decide**, here, in the order `MemoryStore` checks: (`commit_operation`) `validate`; the
-//!    operation's run is the commit's; a stored operation with the same hash → its receipt,
-//!    `duplicate = true`, with another hash → reject; the expected thread version; the
-//!    ordinal; (`commit`) `validate`; then, for both, the terminal fence; the run on another
-//!    thread; counters that would overflow;
+//! 2. **decide**: what was read becomes the core's [`CommitHead`] and the core's one admission
+//!    function ([`admit`] / [`admit_commit`], the order of SPEC §7/§7.1 and the §7.2 claim
+//!    check, as `MemoryStore` and SQLite use it) decides: a duplicate's receipt, a rejection,
+//!    or the [`AppendPlan`] that the write carries out. The store-wide sequences are left to
+//!    the database's own sequences (the head carries none);
 //! 3. **write** (one statement, see `Statements::write`: the function `runcore_commit` of
 //!    schema version 2), *conditional on the thread's version read in 1*: under the thread's
 //!    lock the version is checked again, then the sequences are taken under the commit mutex
@@ -23,9 +23,8 @@
 //! (or its first operation's) primary key: the second write fails whole, starts over, and is
 //! rejected (`RunOnOtherThread`).
 //!
-//! The shape — snapshot, then a pure decision, then a plan the write carries out — is the
-//! seam where the store-independent admission rules sit; only the write knows about locks and
-//! sequences.
+//! Only the read and the write are this crate's: the rules are the core's; only the write
+//! knows about locks and sequences.
 //!
 //! A rejection writes nothing: it is decided before the write is sent. A write that fails after
 //! taking its sequences (the new-run race above, a lost connection) leaves a gap in them,
@@ -33,9 +32,9 @@
 
 use postgres::error::SqlState;
 use runcore::{
-    ClaimRecord, ClaimToken, CommitError, CommitLog, CommitOperation, CommitReceipt, CommitRecord,
-    OperationId, RunDisposition, RunState, StoreError, ThreadCommit, ThreadId, chain_digest,
-    check_commit_claim,
+    Admission, AppendPlan, ClaimRecord, CommitError, CommitHead, CommitLog, CommitOperation,
+    CommitReceipt, CommitRecord, RunDisposition, RunHead, RunState, StoreError, ThreadCommit,
+    ThreadId, admit, admit_commit,
 };
 
 use crate::codec::{bound, column, count, db_error, from_json, text_of, to_json};
@@ -50,12 +49,26 @@ const RACES: usize = 10_000;
 /// another thread": start over, and be rejected on what that commit wrote.
 const NEW_RUN_KEYS: [&str; 2] = ["runcore_runs_pkey", "runcore_operations_pkey"];
 
-/// The fencing half of a [`CommitOperation`].
-struct Fence {
-    operation_id: OperationId,
-    expected_thread_version: u64,
-    payload_hash: String,
-    claim: Option<ClaimToken>,
+/// What is written: a plain commit or a fenced operation.
+enum Write {
+    Plain(ThreadCommit),
+    Fenced(CommitOperation),
+}
+
+impl Write {
+    fn commit(&self) -> &ThreadCommit {
+        match self {
+            Write::Plain(commit) => commit,
+            Write::Fenced(operation) => &operation.commit,
+        }
+    }
+
+    fn operation(&self) -> Option<&CommitOperation> {
+        match self {
+            Write::Plain(_) => None,
+            Write::Fenced(operation) => Some(operation),
+        }
+    }
 }
 
 /// What an accepted commit or operation produced.
@@ -142,59 +155,20 @@ struct Snapshot {
     claim: (Option<ClaimRecord>, u64),
 }
 
-/// What step 2 decided.
-enum Decision {
-    Rejected(CommitError),
-    Duplicate(CommitReceipt),
-    /// A counter of the thread or run would pass `bigint`'s end; which counter to report
-    /// depends on the store's counters too (they come first in `MemoryStore`'s order).
-    Overflow(&'static str),
-    Write(Plan),
-}
-
-/// The column values of an accepted commit's write.
-struct Plan {
-    new_thread: bool,
-    read_version: i64,
-    new_version: i64,
-    new_run: bool,
-    run_commits: i64,
-    message_positions: Vec<i64>,
-    digests: Vec<String>,
-    message_count: i64,
-    state_positions: Vec<i64>,
-    state_count: i64,
-    transcript_digest: String,
-}
-
 impl CommitLog for PostgresStore {
     fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
-        match self.write(commit, None)? {
+        match self.write(Write::Plain(commit))? {
             Written::Record(record) => Ok(record),
             Written::Receipt(receipt) => Ok(receipt.record),
         }
     }
 
+    /// Store time is the server's clock: the operation's `now_ms` is not read.
     fn commit_operation(
         &mut self,
         operation: CommitOperation,
     ) -> Result<CommitReceipt, StoreError> {
-        let CommitOperation {
-            operation_id,
-            expected_thread_version,
-            payload_hash,
-            commit,
-            claim,
-            // Store time is the server's clock, not the writer's.
-            now_ms: _,
-        } = operation;
-        let fence = Fence {
-            operation_id,
-            expected_thread_version,
-            payload_hash,
-            claim,
-        };
-        match self.write(commit, Some(fence))? {
+        match self.write(Write::Fenced(operation))? {
             Written::Receipt(receipt) => Ok(receipt),
             Written::Record(record) => Err(StoreError::unavailable(format!(
                 "internal: an operation produced a bare record ({record:?})"
@@ -206,22 +180,15 @@ impl CommitLog for PostgresStore {
 impl PostgresStore {
     /// Read, decide, write; start over when another commit on the thread got in between, or
     /// when the read found its connection closed (reading twice changes nothing).
-    fn write(&mut self, commit: ThreadCommit, fence: Option<Fence>) -> Result<Written, StoreError> {
-        commit.validate()?;
-        if let Some(fence) = &fence
-            && fence.operation_id.run_id != *commit.run_id()
-        {
-            return Err(CommitError::OperationRunMismatch {
-                operation_run: fence.operation_id.run_id.clone(),
-                commit_run: commit.run_id().clone(),
-            }
-            .into());
-        }
-        let encoded = Encoded::new(&commit)?;
-        let fence = fence.as_ref();
+    fn write(&mut self, write: Write) -> Result<Written, StoreError> {
+        // A malformed commit is rejected before anything is encoded or read (the core's
+        // admission checks it again, first, in the same words).
+        write.commit().validate()?;
+        let encoded = Encoded::new(write.commit())?;
+        let operation = write.operation();
         // An ordinal no stored operation has (stored ordinals fit in bigint).
-        let ordinal = fence
-            .and_then(|f| bound(f.operation_id.ordinal))
+        let ordinal = operation
+            .and_then(|o| bound(o.operation_id.ordinal))
             .unwrap_or(-1);
         let mut reconnected = false;
         for _ in 0..RACES {
@@ -242,19 +209,25 @@ impl PostgresStore {
                     return Err(error);
                 }
             };
-            let plan = match decide(&commit, &encoded, fence, snapshot)? {
-                Decision::Rejected(rejection) => return Err(rejection.into()),
-                Decision::Duplicate(receipt) => return Ok(Written::Receipt(receipt)),
-                Decision::Overflow(local) => {
-                    let counter = overflowing_counter(session, &encoded)?.unwrap_or(local);
-                    return Err(CommitError::CounterOverflow {
-                        counter: counter.to_owned(),
-                    }
-                    .into());
-                }
-                Decision::Write(plan) => plan,
+            let read_version = snapshot.head.as_ref().map_or(0, |h| h.version);
+            let head = commit_head(snapshot, operation)?;
+            let admission = match operation {
+                Some(operation) => admit(operation, &head),
+                None => admit_commit(write.commit(), &head),
             };
-            let written = write_plan(session, &encoded, fence, ordinal, &plan);
+            let plan = match admission {
+                Admission::Duplicate(receipt) => return Ok(Written::Receipt(receipt)),
+                Admission::Reject(CommitError::CounterOverflow { counter }) => {
+                    // The store-wide sequences come first in the core's order; the head
+                    // carries none, so ask the database whether one of them is at its end.
+                    let counter =
+                        overflowing_counter(session, &encoded)?.map_or(counter, str::to_owned);
+                    return Err(CommitError::CounterOverflow { counter }.into());
+                }
+                Admission::Reject(rejection) => return Err(rejection.into()),
+                Admission::Append(plan) => Columns::of(&plan, &head, read_version, &encoded)?,
+            };
+            let written = write_plan(session, &encoded, operation, ordinal, &plan);
             if written.is_err() && !session.client.is_closed() {
                 // A write that failed while holding the session-level commit mutex (past the
                 // sequences' end, a cancelled statement) would keep it past its transaction.
@@ -269,10 +242,10 @@ impl PostgresStore {
                         sequence: count("commit sequence", sequence)?,
                         thread_version: count("thread version", plan.new_version)?,
                     };
-                    return Ok(match fence {
-                        Some(fence) => Written::Receipt(CommitReceipt {
-                            operation_id: fence.operation_id.clone(),
-                            payload_hash: fence.payload_hash.clone(),
+                    return Ok(match operation {
+                        Some(operation) => Written::Receipt(CommitReceipt {
+                            operation_id: operation.operation_id.clone(),
+                            payload_hash: operation.payload_hash.clone(),
                             record,
                             duplicate: false,
                         }),
@@ -316,7 +289,7 @@ impl PostgresStore {
         Err(StoreError::unavailable(format!(
             "commit on thread {:?}: {RACES} other commits on the thread landed first, one \
              after another; gave up",
-            commit.thread_id.as_str()
+            write.commit().thread_id.as_str()
         )))
     }
 }
@@ -377,130 +350,98 @@ fn read(session: &mut Session, encoded: &Encoded, ordinal: i64) -> Result<Snapsh
     })
 }
 
-/// Step 2: the checks, in `MemoryStore`'s order, and the column values of the write.
-fn decide(
-    commit: &ThreadCommit,
-    encoded: &Encoded,
-    fence: Option<&Fence>,
+/// Step 2's input: what was read, as the core's [`CommitHead`] (the server's clock is store
+/// time; the sequences are the database's, so the head carries none).
+fn commit_head(
     snapshot: Snapshot,
-) -> Result<Decision, StoreError> {
+    operation: Option<&CommitOperation>,
+) -> Result<CommitHead, StoreError> {
     let Snapshot {
         head,
         run,
-        operation,
+        operation: stored,
         claim: (claim, now_ms),
     } = snapshot;
-    let (read_version, message_count, state_count, digest) = match &head {
-        Some(head) => (
-            head.version,
-            head.message_count,
-            head.state_count,
-            head.digest.clone(),
-        ),
-        None => (0, 0, 0, String::new()),
-    };
-    let thread_version = count("thread version", read_version)?;
-    let run_commits = match &run {
-        Some(run) => count("run commit count", run.commits)?,
-        None => 0,
-    };
-
-    if let Some(fence) = fence {
-        if let Some(stored) = operation {
-            let stored_hash = text_of("payload hash", stored.payload_hash)?;
-            if stored_hash == fence.payload_hash {
-                return Ok(Decision::Duplicate(CommitReceipt {
-                    operation_id: fence.operation_id.clone(),
-                    payload_hash: stored_hash,
-                    record: CommitRecord {
-                        sequence: count("commit sequence", stored.sequence)?,
-                        thread_version: count("thread version", stored.thread_version)?,
-                    },
-                    duplicate: true,
-                }));
-            }
-            return Ok(Decision::Rejected(CommitError::PayloadMismatch {
-                run_id: fence.operation_id.run_id.clone(),
-                ordinal: fence.operation_id.ordinal,
-                stored: stored_hash,
-                got: fence.payload_hash.clone(),
-            }));
-        }
-        if let Err(rejection) = check_commit_claim(fence.claim.as_ref(), claim.as_ref(), now_ms) {
-            return Ok(Decision::Rejected(rejection));
-        }
-        if fence.expected_thread_version != thread_version {
-            return Ok(Decision::Rejected(CommitError::VersionConflict {
-                expected: fence.expected_thread_version,
-                actual: thread_version,
-            }));
-        }
-        if fence.operation_id.ordinal != run_commits {
-            return Ok(Decision::Rejected(CommitError::OrdinalConflict {
-                expected: run_commits,
-                got: fence.operation_id.ordinal,
-            }));
-        }
+    let mut commit_head = CommitHead::empty(i64::MAX.unsigned_abs());
+    if let Some(head) = head {
+        commit_head.thread_version = count("thread version", head.version)?;
+        commit_head.message_count = count("message count", head.message_count)?;
+        commit_head.state_count = count("state count", head.state_count)?;
+        commit_head.transcript_digest = head.digest;
     }
-    if fence.is_none()
-        && let Err(rejection) = check_commit_claim(None, claim.as_ref(), now_ms)
-    {
-        return Ok(Decision::Rejected(rejection));
-    }
-    if let Some(run) = &run {
-        if let RunState::Ended(cause) = &run.state {
-            return Ok(Decision::Rejected(CommitError::AlreadyTerminal {
-                run_id: commit.run_id().clone(),
-                cause: cause.clone(),
-            }));
-        }
-        if run.thread_id != encoded.thread {
-            return Ok(Decision::Rejected(CommitError::RunOnOtherThread {
-                run_id: commit.run_id().clone(),
-                existing_thread: ThreadId::new(text_of("thread id", run.thread_id.clone())?),
-                commit_thread: commit.thread_id.clone(),
-            }));
-        }
-    }
-
-    // The thread's and run's counters; the store's are checked by the write, as it takes them.
-    let add = |base: i64, n: usize| i64::try_from(n).ok().and_then(|n| base.checked_add(n));
-    let Some(new_version) = read_version.checked_add(1) else {
-        return Ok(Decision::Overflow("thread version"));
-    };
-    let Some(new_run_commits) = run.as_ref().map_or(0, |r| r.commits).checked_add(1) else {
-        return Ok(Decision::Overflow("run commit count"));
-    };
-    let Some(message_end) = add(message_count, encoded.messages.len()) else {
-        return Ok(Decision::Overflow("message position"));
-    };
-    let Some(state_end) = add(state_count, encoded.state.len()) else {
-        return Ok(Decision::Overflow("state position"));
-    };
-
-    let mut transcript_digest = digest;
-    let digests = commit
-        .messages
-        .iter()
-        .map(|message| {
-            transcript_digest = chain_digest(&transcript_digest, message);
-            transcript_digest.clone()
+    commit_head.run = run
+        .map(|run| -> Result<RunHead, StoreError> {
+            Ok(RunHead {
+                thread_id: ThreadId::new(text_of("thread id", run.thread_id)?),
+                state: run.state,
+                commits: count("run commit count", run.commits)?,
+            })
         })
-        .collect();
-    Ok(Decision::Write(Plan {
-        new_thread: head.is_none(),
-        read_version,
-        new_version,
-        new_run: run.is_none(),
-        run_commits: new_run_commits,
-        // Plain ranges: they stop at their end without stepping past it.
-        message_positions: (message_count..message_end).collect(),
-        digests,
-        message_count: message_end,
-        state_positions: (state_count..state_end).collect(),
-        state_count: state_end,
-        transcript_digest,
-    }))
+        .transpose()?;
+    commit_head.stored_operation = match (operation, stored) {
+        (Some(operation), Some(stored)) => Some(CommitReceipt {
+            operation_id: operation.operation_id.clone(),
+            payload_hash: text_of("payload hash", stored.payload_hash)?,
+            record: CommitRecord {
+                sequence: count("commit sequence", stored.sequence)?,
+                thread_version: count("thread version", stored.thread_version)?,
+            },
+            duplicate: false,
+        }),
+        _ => None,
+    };
+    commit_head.claim = claim;
+    commit_head.now_ms = now_ms;
+    Ok(commit_head)
+}
+
+/// The column values of an accepted commit's write, from the core's plan.
+struct Columns {
+    new_thread: bool,
+    read_version: i64,
+    new_version: i64,
+    new_run: bool,
+    run_commits: i64,
+    message_positions: Vec<i64>,
+    digests: Vec<String>,
+    message_count: i64,
+    state_positions: Vec<i64>,
+    state_count: i64,
+    transcript_digest: String,
+}
+
+impl Columns {
+    fn of(
+        plan: &AppendPlan,
+        head: &CommitHead,
+        read_version: i64,
+        encoded: &Encoded,
+    ) -> Result<Columns, StoreError> {
+        // The plan's counters were checked against `bigint`'s end (the head's limit).
+        let big = |what: &str, value: u64| {
+            bound(value).ok_or_else(|| {
+                StoreError::unavailable(format!("internal: the planned {what} passes bigint"))
+            })
+        };
+        let message_start = big("message position", plan.message_start)?;
+        let state_start = big("state position", plan.state_start)?;
+        let message_count = message_start + big("message count", encoded.messages.len() as u64)?;
+        let state_count = state_start + big("state count", encoded.state.len() as u64)?;
+        Ok(Columns {
+            new_thread: plan.new_thread,
+            read_version,
+            new_version: big("thread version", plan.thread_version)?,
+            new_run: plan.new_run,
+            run_commits: big("run commit count", plan.run_commits)?,
+            // Plain ranges: they stop at their end without stepping past it.
+            message_positions: (message_start..message_count).collect(),
+            digests: plan.digests.clone(),
+            message_count,
+            state_positions: (state_start..state_count).collect(),
+            state_count,
+            transcript_digest: plan.transcript_digest(&head.transcript_digest).to_owned(),
+        })
+    }
 }
 
 /// Step 3: the write. `Ok(Some(sequence))` when it landed, `Ok(None)` when the thread had
@@ -508,17 +449,17 @@ fn decide(
 fn write_plan(
     session: &mut Session,
     encoded: &Encoded,
-    fence: Option<&Fence>,
+    operation: Option<&CommitOperation>,
     ordinal: i64,
-    plan: &Plan,
+    plan: &Columns,
 ) -> Result<Option<i64>, postgres::Error> {
     let events = i64::try_from(encoded.payloads.len()).unwrap_or(i64::MAX);
-    let (is_operation, hash) = match fence {
-        Some(f) => (true, f.payload_hash.as_bytes()),
+    let (is_operation, hash) = match operation {
+        Some(o) => (true, o.payload_hash.as_bytes()),
         None => (false, &[][..]),
     };
     let thread_lock = session.thread_lock(&encoded.thread);
-    let token = fence.and_then(|f| f.claim.as_ref());
+    let token = operation.and_then(|o| o.claim.as_ref());
     let (claim_owner, claim_epoch) = match token {
         Some(token) => (Some(token.owner.as_str()), Some(bound(token.epoch))),
         None => (None, None),
