@@ -372,8 +372,13 @@ fn invalid_json(message: impl Into<String>) -> ErrorBody {
 }
 
 fn to_line(line: &OutputLine<'_>) -> String {
-    // Our own plain data with string keys: serialization cannot fail.
-    serde_json::to_string(line).unwrap_or_default()
+    // Our own plain data with string keys: serialization cannot fail. Were it to, a debug
+    // build stops here, and a release build writes an `internal` error line rather than an
+    // empty one a host would misread.
+    serde_json::to_string(line).unwrap_or_else(|error| {
+        debug_assert!(false, "an output line failed to serialize: {error}");
+        r#"{"type":"error","line":0,"error":{"kind":"internal","message":"an output line failed to serialize"}}"#.to_owned()
+    })
 }
 
 impl Driver {

@@ -156,8 +156,13 @@ impl Agent {
             schema_version: AGENT_SCHEMA_VERSION,
             agent: self,
         };
-        // Plain data with string keys: serialization cannot fail.
-        serde_json::to_string(&envelope).unwrap_or_default()
+        // Plain data with string keys: serialization cannot fail. Were it to, a debug build
+        // stops here, and a release build returns `null`, which `restore_json` refuses
+        // (`malformed`) instead of restoring something else.
+        serde_json::to_string(&envelope).unwrap_or_else(|error| {
+            debug_assert!(false, "an agent snapshot failed to serialize: {error}");
+            "null".to_owned()
+        })
     }
 
     /// Restores an agent from its envelope.
