@@ -171,78 +171,127 @@ fn drop_schema(admin: &mut Client, schema: &str) {
 
 // ---- commit: the claim check's cost ----
 
-/// One round: per-commit times of `n` unclaimed and `n` claimed commits, interleaved.
+/// The three kinds of commit the side-by-side interleaves.
+const KINDS: [&str; 3] = ["unclaimed", "claimed", "released"];
+
+/// The thread names of round `round`: `[unclaimed, claimed, released]`, rotated from round to
+/// round so that each kind's keys land at each position of the store's B-trees (ids sorting
+/// last are appended at an index's right edge, which is cheaper than inserting in the middle).
+fn round_names(round: usize) -> [&'static str; 3] {
+    const NAMES: [&str; 3] = ["a", "m", "z"];
+    [
+        NAMES[round % 3],
+        NAMES[(round + 1) % 3],
+        NAMES[(round + 2) % 3],
+    ]
+}
+
+/// One round of the side-by-side: per-commit times of `n` commits of each kind: on a thread
+/// never claimed (unclaimed operations), on a thread with a live claim (`.claimed(token,
+/// now)`), and on a thread claimed once and released (unclaimed operations: the claim row is
+/// there to read, but not live). The kinds take turns, the first of each turn rotating.
 fn claim_cost_round<S: CommitLog + ThreadClaims>(
     store: &mut S,
     n: usize,
-) -> (Vec<Duration>, Vec<Duration>) {
+    [u, c, r]: [&str; 3],
+) -> [Vec<Duration>; 3] {
     let claim = store
-        .claim_thread(&request("c", "bench-owner", "c-1"), now_ms())
-        .expect("claim c");
+        .claim_thread(&request(c, "bench-owner", "c-1"), now_ms())
+        .expect("claim");
+    let released = store
+        .claim_thread(&request(r, "bench-owner", "r-1"), now_ms())
+        .expect("claim");
+    store.release_claim(&released, now_ms()).expect("release");
     let now = now_ms();
-    let unclaimed = operations("u", n);
-    let claimed: Vec<CommitOperation> = operations("c", n)
-        .into_iter()
-        .map(|op| op.claimed(claim.token(), now))
-        .collect();
-    let mut u_times = Vec::with_capacity(n);
-    let mut c_times = Vec::with_capacity(n);
-    let mut timed = |op: CommitOperation, times: &mut Vec<Duration>| {
-        let started = Instant::now();
-        store.commit_operation(op).expect("a benchmark commit");
-        times.push(started.elapsed());
-    };
-    for (i, (u, c)) in unclaimed.into_iter().zip(claimed).enumerate() {
-        if i % 2 == 0 {
-            timed(u, &mut u_times);
-            timed(c, &mut c_times);
-        } else {
-            timed(c, &mut c_times);
-            timed(u, &mut u_times);
+    let mut queues: [std::vec::IntoIter<CommitOperation>; 3] = [
+        operations(u, n).into_iter(),
+        operations(c, n)
+            .into_iter()
+            .map(|op| op.claimed(claim.token(), now))
+            .collect::<Vec<_>>()
+            .into_iter(),
+        operations(r, n).into_iter(),
+    ];
+    let mut times: [Vec<Duration>; 3] = std::array::from_fn(|_| Vec::with_capacity(n));
+    for i in 0..n {
+        for k in 0..3 {
+            let kind = (i + k) % 3;
+            let op = queues[kind].next().expect("an operation");
+            let started = Instant::now();
+            store.commit_operation(op).expect("a benchmark commit");
+            times[kind].push(started.elapsed());
         }
     }
-    (u_times, c_times)
+    times
+}
+
+/// Rounds of the side-by-side on fresh stores from `open`; prints each and the overall figures.
+fn claim_cost<S: CommitLog + ThreadClaims>(
+    label: &str,
+    rounds: usize,
+    n: usize,
+    open: &mut dyn FnMut(usize) -> S,
+) {
+    println!("  {label}");
+    let mut all: [Vec<Duration>; 3] = Default::default();
+    for round in 0..rounds {
+        let names = round_names(round);
+        let mut store = open(round);
+        let times = claim_cost_round(&mut store, n, names);
+        let medians: Vec<f64> = times.iter().map(|t| micros(median(t.clone()))).collect();
+        println!(
+            "    round {round} (threads u={} c={} r={}): median µs unclaimed {:.1}, claimed {:.1} \
+             ({:.3}x), released {:.1} ({:.3}x)",
+            names[0],
+            names[1],
+            names[2],
+            medians[0],
+            medians[1],
+            medians[1] / medians[0],
+            medians[2],
+            medians[2] / medians[0]
+        );
+        for (a, t) in all.iter_mut().zip(times) {
+            a.extend(t);
+        }
+    }
+    let medians: Vec<f64> = all.iter().map(|t| micros(median(t.clone()))).collect();
+    let means: Vec<f64> = all.iter().map(|t| micros(mean(t))).collect();
+    println!(
+        "    all rounds, median µs: {} {:.1}, {} {:.1} ({:.3}x), {} {:.1} ({:.3}x); mean µs: \
+         {:.1}, {:.1} ({:.3}x), {:.1} ({:.3}x)",
+        KINDS[0],
+        medians[0],
+        KINDS[1],
+        medians[1],
+        medians[1] / medians[0],
+        KINDS[2],
+        medians[2],
+        medians[2] / medians[0],
+        means[0],
+        means[1],
+        means[1] / means[0],
+        means[2],
+        means[2] / means[0]
+    );
 }
 
 fn commit_part(url: &str, admin: &mut Client, pid: u32, n: usize) {
-    const ROUNDS: usize = 5;
+    const ROUNDS: usize = 6;
     println!(
-        "\nclaim check per commit: unclaimed vs claimed commits, interleaved on one \
-         connection, 1 KB message + 3 audit drafts ({ROUNDS} rounds x {n} each)"
+        "\nclaim check per commit: unclaimed, claimed and released-claim commits, interleaved on \
+         one connection, 1 KB message + 3 audit drafts"
     );
-    let mut all_u = Vec::new();
-    let mut all_c = Vec::new();
-    let mut ratios = Vec::new();
+    let schema = |round: usize| format!("runcore_bench_claim_cost_{pid}_{round}");
+    claim_cost(
+        &format!("PostgreSQL ({ROUNDS} rounds x 3 x {n})"),
+        ROUNDS,
+        n,
+        &mut |round| PostgresStore::connect_in_schema(url, &schema(round)).expect("open"),
+    );
     for round in 0..ROUNDS {
-        let schema = format!("runcore_bench_claim_cost_{pid}_{round}");
-        let mut store = PostgresStore::connect_in_schema(url, &schema).expect("open");
-        let (u, c) = claim_cost_round(&mut store, n);
-        let ratio = micros(median(c.clone())) / micros(median(u.clone()));
-        println!(
-            "  round {round}: unclaimed {:>7.1} µs  claimed {:>7.1} µs  ratio {ratio:.3} (medians)",
-            micros(median(u.clone())),
-            micros(median(c.clone()))
-        );
-        ratios.push(ratio);
-        all_u.extend(u);
-        all_c.extend(c);
-        drop(store);
-        drop_schema(admin, &schema);
+        drop_schema(admin, &schema(round));
     }
-    let (mu, mc) = (median(all_u.clone()), median(all_c.clone()));
-    let (au, ac) = (mean(&all_u), mean(&all_c));
-    ratios.sort_by(f64::total_cmp);
-    println!(
-        "  all rounds: median unclaimed {:.1} µs, claimed {:.1} µs, ratio {:.3}; mean {:.1} / \
-         {:.1} µs, ratio {:.3}; median of the round ratios {:.3}",
-        micros(mu),
-        micros(mc),
-        micros(mc) / micros(mu),
-        micros(au),
-        micros(ac),
-        micros(ac) / micros(au),
-        ratios[ratios.len() / 2]
-    );
 }
 
 // ---- wire: round trips, counted by a proxy ----
@@ -618,6 +667,100 @@ fn explain(admin: &mut Client, label: &str, sql: &str) {
     }
 }
 
+/// The median time of `sql` run 15 times on `admin` (prepared once), from the client,
+/// checking the row count.
+fn timed_query(admin: &mut Client, sql: &str, expected: usize) -> Duration {
+    let statement = admin.prepare(sql).expect("prepare");
+    let samples: Vec<Duration> = (0..16)
+        .map(|_| {
+            let started = Instant::now();
+            let rows = admin.query(&statement, &[]).expect("query");
+            let elapsed = started.elapsed();
+            assert_eq!(rows.len(), expected, "rows of {sql}");
+            elapsed
+        })
+        .skip(1)
+        .collect();
+    median(samples)
+}
+
+/// The server's time as an InitPlan: evaluated once, before the scan, so the planner may
+/// compare an index column with it (a volatile expression in the `WHERE` clause cannot be an
+/// index condition).
+fn with_init_plan(sql: &str) -> String {
+    sql.replace(
+        "<= (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+        "<= (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint)",
+    )
+}
+
+/// What-if measurements of fixes outside the bench (schema changes), on this throwaway
+/// schema only, after the store's own figures: the deadline query with the time as an
+/// InitPlan; the deadline as a plain column with a covering index (what schema version 4
+/// could write at commit time); the orphan query driven from running runs (a partial index).
+fn what_if(admin: &mut Client, claims: bool) {
+    let store_query = timed_query(admin, &deadline_sql(1_000), DUE);
+    let init_plan = timed_query(admin, &with_init_plan(&deadline_sql(1_000)), DUE);
+    println!(
+        "  the deadline query alone, LIMIT 1000, from the client: as the store sends it \
+         {store_query:.2?}; with the time as an InitPlan {init_plan:.2?}"
+    );
+    if !claims {
+        admin
+            .batch_execute(
+                "ALTER TABLE runcore_runs ADD COLUMN bench_deadline bigint;
+                 UPDATE runcore_runs SET bench_deadline = runcore_deadline(ticket)
+                     WHERE ticket IS NOT NULL;
+                 CREATE INDEX bench_runs_by_deadline
+                     ON runcore_runs (bench_deadline, thread_id, run_id)
+                     WHERE bench_deadline IS NOT NULL;
+                 VACUUM ANALYZE runcore_runs",
+            )
+            .expect("the what-if column");
+        let column_sql = "SELECT thread_id, run_id, bench_deadline FROM runcore_runs \
+             WHERE bench_deadline IS NOT NULL \
+             AND bench_deadline <= (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint) \
+             ORDER BY bench_deadline, thread_id, run_id LIMIT 1000";
+        let column = timed_query(admin, column_sql, DUE);
+        println!(
+            "  what-if: the deadline as a column, index (deadline, thread_id, run_id), the time \
+             as an InitPlan: {column:.2?}"
+        );
+        explain(admin, "what-if: the deadline as a column", column_sql);
+        admin
+            .batch_execute(
+                "DROP INDEX bench_runs_by_deadline;
+                 ALTER TABLE runcore_runs DROP COLUMN bench_deadline;
+                 VACUUM ANALYZE runcore_runs",
+            )
+            .expect("drop the what-if column");
+    } else {
+        let store_orphans = timed_query(admin, &orphan_sql(1_000), 0);
+        let init_plan = timed_query(admin, &with_init_plan(&orphan_sql(1_000)), 0);
+        admin
+            .batch_execute(
+                "CREATE INDEX bench_runs_running ON runcore_runs (run_id)
+                     WHERE state = '{\"type\":\"running\"}';
+                 ANALYZE runcore_runs",
+            )
+            .expect("the what-if index");
+        let indexed = timed_query(admin, &with_init_plan(&orphan_sql(1_000)), 0);
+        println!(
+            "  the orphan query alone, from the client: as the store sends it \
+             {store_orphans:.2?}; with the time as an InitPlan {init_plan:.2?}; what-if: that \
+             and a partial index of running runs {indexed:.2?}"
+        );
+        explain(
+            admin,
+            "what-if: the orphan query, InitPlan time, partial index of running runs",
+            &with_init_plan(&orphan_sql(1_000)),
+        );
+        admin
+            .batch_execute("DROP INDEX bench_runs_running")
+            .expect("drop the what-if index");
+    }
+}
+
 fn due_timings(store: &PostgresStore, label: &str) {
     for limit in [100usize, 1_000, 2_000] {
         let call = || {
@@ -674,12 +817,10 @@ fn due_part(url: &str, admin: &mut Client, pid: u32) {
     explain(
         admin,
         "the deadline query with the server's time as an InitPlan (SELECT …), LIMIT 1000",
-        &deadline_sql(1_000).replace(
-            "<= (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
-            "<= (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint)",
-        ),
+        &with_init_plan(&deadline_sql(1_000)),
     );
     explain(admin, "the orphan query, no claims", &orphan_sql(1_000));
+    what_if(admin, false);
 
     // Every thread claimed once and released, as a durable host leaves each thread it handled.
     let claimed = spread(&store, WRITERS, TICKETS, &|i, handle| {
@@ -696,6 +837,7 @@ fn due_part(url: &str, admin: &mut Client, pid: u32) {
         "the orphan query, every thread claimed once",
         &orphan_sql(1_000),
     );
+    what_if(admin, true);
     drop(store);
     drop_schema(admin, &schema);
 }

@@ -102,37 +102,58 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-/// One round of the side-by-side: per-commit times of `n` unclaimed and `n` claimed commits.
+/// The three kinds of commit the side-by-side interleaves.
+const KINDS: [&str; 3] = ["unclaimed", "claimed", "released"];
+
+/// The thread names of round `round`: `[unclaimed, claimed, released]`, rotated from round to
+/// round so that each kind's keys land at each position of the store's B-trees (ids sorting
+/// last are appended at an index's right edge, which is cheaper than inserting in the middle).
+fn round_names(round: usize) -> [&'static str; 3] {
+    const NAMES: [&str; 3] = ["a", "m", "z"];
+    [
+        NAMES[round % 3],
+        NAMES[(round + 1) % 3],
+        NAMES[(round + 2) % 3],
+    ]
+}
+
+/// One round of the side-by-side: per-commit times of `n` commits of each kind: on a thread
+/// never claimed (unclaimed operations), on a thread with a live claim (`.claimed(token,
+/// now)`), and on a thread claimed once and released (unclaimed operations: the claim row is
+/// there to read, but not live). The kinds take turns, the first of each turn rotating.
 fn claim_cost_round<S: CommitLog + ThreadClaims>(
     store: &mut S,
     n: usize,
-) -> (Vec<Duration>, Vec<Duration>) {
+    [u, c, r]: [&str; 3],
+) -> [Vec<Duration>; 3] {
     let claim = store
-        .claim_thread(&request("c", "bench-owner", "c-1"), now_ms())
-        .expect("claim c");
+        .claim_thread(&request(c, "bench-owner", "c-1"), now_ms())
+        .expect("claim");
+    let released = store
+        .claim_thread(&request(r, "bench-owner", "r-1"), now_ms())
+        .expect("claim");
+    store.release_claim(&released, now_ms()).expect("release");
     let now = now_ms();
-    let unclaimed = operations("u", n);
-    let claimed: Vec<CommitOperation> = operations("c", n)
-        .into_iter()
-        .map(|op| op.claimed(claim.token(), now))
-        .collect();
-    let mut u_times = Vec::with_capacity(n);
-    let mut c_times = Vec::with_capacity(n);
-    let mut timed = |op: CommitOperation, times: &mut Vec<Duration>| {
-        let started = Instant::now();
-        store.commit_operation(op).expect("a benchmark commit");
-        times.push(started.elapsed());
-    };
-    for (i, (u, c)) in unclaimed.into_iter().zip(claimed).enumerate() {
-        if i % 2 == 0 {
-            timed(u, &mut u_times);
-            timed(c, &mut c_times);
-        } else {
-            timed(c, &mut c_times);
-            timed(u, &mut u_times);
+    let mut queues: [std::vec::IntoIter<CommitOperation>; 3] = [
+        operations(u, n).into_iter(),
+        operations(c, n)
+            .into_iter()
+            .map(|op| op.claimed(claim.token(), now))
+            .collect::<Vec<_>>()
+            .into_iter(),
+        operations(r, n).into_iter(),
+    ];
+    let mut times: [Vec<Duration>; 3] = std::array::from_fn(|_| Vec::with_capacity(n));
+    for i in 0..n {
+        for k in 0..3 {
+            let kind = (i + k) % 3;
+            let op = queues[kind].next().expect("an operation");
+            let started = Instant::now();
+            store.commit_operation(op).expect("a benchmark commit");
+            times[kind].push(started.elapsed());
         }
     }
-    (u_times, c_times)
+    times
 }
 
 /// Rounds of the side-by-side on fresh stores from `open`; prints each and the overall figures.
@@ -142,29 +163,47 @@ fn claim_cost<S: CommitLog + ThreadClaims>(
     n: usize,
     open: &mut dyn FnMut(usize) -> S,
 ) {
-    let mut all_u = Vec::new();
-    let mut all_c = Vec::new();
-    let mut ratios = Vec::new();
+    println!("  {label}");
+    let mut all: [Vec<Duration>; 3] = Default::default();
     for round in 0..rounds {
+        let names = round_names(round);
         let mut store = open(round);
-        let (u, c) = claim_cost_round(&mut store, n);
-        ratios.push(micros(median(c.clone())) / micros(median(u.clone())));
-        all_u.extend(u);
-        all_c.extend(c);
+        let times = claim_cost_round(&mut store, n, names);
+        let medians: Vec<f64> = times.iter().map(|t| micros(median(t.clone()))).collect();
+        println!(
+            "    round {round} (threads u={} c={} r={}): median µs unclaimed {:.1}, claimed {:.1} \
+             ({:.3}x), released {:.1} ({:.3}x)",
+            names[0],
+            names[1],
+            names[2],
+            medians[0],
+            medians[1],
+            medians[1] / medians[0],
+            medians[2],
+            medians[2] / medians[0]
+        );
+        for (a, t) in all.iter_mut().zip(times) {
+            a.extend(t);
+        }
     }
-    let (mu, mc) = (median(all_u.clone()), median(all_c.clone()));
-    let (au, ac) = (mean(&all_u), mean(&all_c));
-    let rounds_text: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
+    let medians: Vec<f64> = all.iter().map(|t| micros(median(t.clone()))).collect();
+    let means: Vec<f64> = all.iter().map(|t| micros(mean(t))).collect();
     println!(
-        "  {label:<34} unclaimed {:>7.1} µs  claimed {:>7.1} µs  ratio {:.3} (median); \
-         mean {:.1} / {:.1} µs, ratio {:.3}; per round {}",
-        micros(mu),
-        micros(mc),
-        micros(mc) / micros(mu),
-        micros(au),
-        micros(ac),
-        micros(ac) / micros(au),
-        rounds_text.join(" ")
+        "    all rounds, median µs: {} {:.1}, {} {:.1} ({:.3}x), {} {:.1} ({:.3}x); mean µs: \
+         {:.1}, {:.1} ({:.3}x), {:.1} ({:.3}x)",
+        KINDS[0],
+        medians[0],
+        KINDS[1],
+        medians[1],
+        medians[1] / medians[0],
+        KINDS[2],
+        medians[2],
+        medians[2] / medians[0],
+        means[0],
+        means[1],
+        means[1] / means[0],
+        means[2],
+        means[2] / means[0]
     );
 }
 
@@ -179,18 +218,30 @@ fn commit_part(dir: &TempDir) {
         "claim check per commit: unclaimed vs claimed commits, interleaved, 1 KB message + \
          3 audit drafts"
     );
-    claim_cost("MemoryStore (5 x 20,000)", 5, 20_000, &mut |_| {
-        MemoryStore::new()
-    });
-    claim_cost("SQLite in memory (5 x 5,000)", 5, 5_000, &mut |_| {
-        SqliteStore::open_in_memory().expect("an in-memory store")
-    });
-    claim_cost("SQLite file, NORMAL (5 x 5,000)", 5, 5_000, &mut |round| {
-        sqlite_file(dir, &format!("cost-normal-{round}"), Synchronous::Normal)
-    });
-    claim_cost("SQLite file, FULL (3 x 500)", 3, 500, &mut |round| {
-        sqlite_file(dir, &format!("cost-full-{round}"), Synchronous::Full)
-    });
+    claim_cost(
+        "MemoryStore (6 rounds x 3 x 20,000)",
+        6,
+        20_000,
+        &mut |_| MemoryStore::new(),
+    );
+    claim_cost(
+        "SQLite in memory (6 rounds x 3 x 5,000)",
+        6,
+        5_000,
+        &mut |_| SqliteStore::open_in_memory().expect("an in-memory store"),
+    );
+    claim_cost(
+        "SQLite file, NORMAL (6 rounds x 3 x 5,000)",
+        6,
+        5_000,
+        &mut |round| sqlite_file(dir, &format!("cost-normal-{round}"), Synchronous::Normal),
+    );
+    claim_cost(
+        "SQLite file, FULL (3 rounds x 3 x 300)",
+        3,
+        300,
+        &mut |round| sqlite_file(dir, &format!("cost-full-{round}"), Synchronous::Full),
+    );
 }
 
 /// Claims per second on `n` distinct fresh threads, then renews per second of one claim.
@@ -361,6 +412,7 @@ fn due_part(dir: &TempDir) {
     let mut sqlite = SqliteStore::open(&path, options).expect("reopens");
     let conn = rusqlite::Connection::open(&path).expect("a second connection");
     due_report("no claims", &memory, &sqlite, &conn);
+    what_if(&conn, false);
     // Every thread claimed once and released, as a durable host leaves each thread it handled
     // (it claims before it acts, SPEC §7.2): the claim rows the orphan scan reads.
     let started = Instant::now();
@@ -382,6 +434,7 @@ fn due_part(dir: &TempDir) {
         started.elapsed()
     );
     due_report("every thread claimed once", &memory, &sqlite, &conn);
+    what_if(&conn, true);
 }
 
 const TICKETS: usize = 100_000;
@@ -423,6 +476,84 @@ fn due_report(
         for line in query_plan(conn, sql, now) {
             println!("        {line}");
         }
+    }
+}
+
+/// The median time of `sql` (10 runs after a warm-up), with `?1` = now and `?2` = 1,000.
+fn time_query(conn: &rusqlite::Connection, sql: &str) -> Duration {
+    let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+    let mut run = || {
+        let started = Instant::now();
+        let mut statement = conn.prepare_cached(sql).expect("prepare");
+        let rows = statement
+            .query_map(rusqlite::params![now, 1000], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })
+            .expect("query")
+            .count();
+        std::hint::black_box(rows);
+        started.elapsed()
+    };
+    run();
+    median((0..10).map(|_| run()).collect())
+}
+
+/// A proposed orphan scan: driven from the running runs (a partial index), so it reads the
+/// few in-flight runs rather than every thread ever claimed.
+const ORPHAN_FROM_RUNNING_SQL: &str = "SELECT c.thread_id, t.latest_run, c.ends_at_ms \
+     FROM runs r INDEXED BY bench_runs_running \
+     CROSS JOIN threads t ON t.thread_id = r.thread_id AND t.latest_run = r.run_id \
+     CROSS JOIN thread_claims c ON c.thread_id = r.thread_id \
+     WHERE r.state = '{\"type\":\"running\"}' AND c.ends_at_ms <= ?1 \
+     ORDER BY c.ends_at_ms, c.thread_id LIMIT ?2";
+
+/// What-if measurements of fixes outside the bench (schema changes), made on the bench's
+/// throwaway file through a second connection, after the store's own figures, and undone:
+/// a covering deadline index (no row lookups, no sort), and the orphan scan driven from a
+/// partial index of running runs.
+fn what_if(conn: &rusqlite::Connection, claims: bool) {
+    if !claims {
+        conn.execute_batch(
+            "CREATE INDEX bench_runs_by_deadline_covering ON runs (deadline_ms, thread_id) \
+             WHERE deadline_ms IS NOT NULL; ANALYZE",
+        )
+        .expect("the what-if index");
+        let sql = DEADLINE_SQL.replace(
+            "FROM runs",
+            "FROM runs INDEXED BY bench_runs_by_deadline_covering",
+        );
+        let time = time_query(conn, &sql);
+        println!(
+            "    what-if: the deadline scan with a covering index (deadline_ms, thread_id[, \
+             run_id]): median {time:.2?}; EXPLAIN QUERY PLAN:"
+        );
+        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        for line in query_plan(conn, &sql, now) {
+            println!("        {line}");
+        }
+        conn.execute_batch("DROP INDEX bench_runs_by_deadline_covering")
+            .expect("drop the what-if index");
+    } else {
+        conn.execute_batch(
+            "CREATE INDEX bench_runs_running ON runs (thread_id) \
+             WHERE state = '{\"type\":\"running\"}'",
+        )
+        .expect("the what-if index");
+        let time = time_query(conn, ORPHAN_FROM_RUNNING_SQL);
+        println!(
+            "    what-if: the orphan scan driven from a partial index of running runs: median \
+             {time:.2?}; EXPLAIN QUERY PLAN:"
+        );
+        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        for line in query_plan(conn, ORPHAN_FROM_RUNNING_SQL, now) {
+            println!("        {line}");
+        }
+        conn.execute_batch("DROP INDEX bench_runs_running")
+            .expect("drop the what-if index");
     }
 }
 
