@@ -482,7 +482,7 @@ fn due_report(
 /// The median time of `sql` (10 runs after a warm-up), with `?1` = now and `?2` = 1,000.
 fn time_query(conn: &rusqlite::Connection, sql: &str) -> Duration {
     let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
-    let mut run = || {
+    let run = || {
         let started = Instant::now();
         let mut statement = conn.prepare_cached(sql).expect("prepare");
         let rows = statement
