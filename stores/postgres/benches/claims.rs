@@ -602,7 +602,7 @@ fn awaiting_commit(i: usize, deadline_ms: u64) -> CommitOperation {
 }
 
 fn deadline(i: usize, now: u64) -> u64 {
-    if i % (TICKETS / DUE) == 0 {
+    if i.is_multiple_of(TICKETS / DUE) {
         now - 1_000_000 + (i / (TICKETS / DUE)) as u64 * 1_000
     } else {
         now + 3_600_000 + (i as u64 * 36) % 3_600_000

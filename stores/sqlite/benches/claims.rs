@@ -336,7 +336,7 @@ fn awaiting_commit(i: usize, deadline_ms: u64) -> CommitOperation {
 fn tickets(now: u64) -> Vec<CommitOperation> {
     (0..TICKETS)
         .map(|i| {
-            let deadline = if i % 100 == 0 {
+            let deadline = if i.is_multiple_of(100) {
                 now - 1_000_000 + (i as u64 / 100) * 1_000
             } else {
                 now + 3_600_000 + (i as u64 * 36) % 3_600_000
