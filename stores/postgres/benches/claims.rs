@@ -2,11 +2,12 @@
 //!
 //! - **`commit`: the claim check's cost per commit.** The `commits` bench's commit (one 1 KB
 //!   assistant message and its audit drafts, a fenced `commit_operation` built and hashed
-//!   before the clock starts) on two threads through one connection: thread `u` has never been
-//!   claimed and gets unclaimed operations; thread `c` is claimed (a live lease of 10 minutes)
-//!   and gets the same operations `.claimed(token, now)`. They alternate commit by commit (`u,
-//!   c, c, u, u, c, …`), each timed on its own; the ratio of claimed to unclaimed per-commit
-//!   time is reported (median and mean, and per round).
+//!   before the clock starts) on three threads through one connection: one never claimed
+//!   (unclaimed operations), one claimed with a live lease of 10 minutes (the same operations
+//!   `.claimed(token, now)`), one claimed once and released (unclaimed operations). They take
+//!   turns commit by commit, the first of each turn rotating, each commit timed on its own;
+//!   thread names rotate between the kinds from round to round. Reported: each kind's median
+//!   and mean per-commit time and its ratio to the unclaimed one, per round and overall.
 //! - **`wire`: round trips per call.** The store connects through a TCP proxy in this process
 //!   that forwards every byte and counts the protocol's messages on the wire: from the client
 //!   `Parse` (P), `Bind` (B: one per statement executed through the extended protocol),
@@ -22,7 +23,9 @@
 //!   (median of 30 calls after a warm-up) and `EXPLAIN (ANALYZE, BUFFERS)` of the store's
 //!   deadline query, right after the fill and again after `ANALYZE`; then the same once every
 //!   thread has been claimed and released (as a durable host leaves each thread it handled),
-//!   which the orphan scan reads.
+//!   which the orphan scan reads. Each set ends with what-if timings of proposed fixes
+//!   (the server's time as an InitPlan; a deadline column with a covering index; a partial
+//!   index of running runs), made on the bench's throwaway schema and undone.
 //!
 //! ```sh
 //! scripts/with-postgres.sh cargo bench -p runcore-postgres --bench claims

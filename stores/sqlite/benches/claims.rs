@@ -2,11 +2,13 @@
 //!
 //! - **`commit`: the claim check's cost per commit.** The commit of the `commits` bench (one
 //!   1 KB assistant message and its audit drafts, a fenced `commit_operation` built and hashed
-//!   before the clock starts) on two threads of one store: thread `u` has never been claimed
-//!   and gets unclaimed operations; thread `c` is claimed (a live lease of 10 minutes) and
-//!   gets the same operations `.claimed(token, now)`. They alternate commit by commit (`u, c,
-//!   c, u, u, c, …`, so neither always goes first), each timed on its own; the ratio of the
-//!   claimed to the unclaimed per-commit time is reported (median and mean, every round).
+//!   before the clock starts) on three threads of one store: one never claimed (unclaimed
+//!   operations), one claimed with a live lease of 10 minutes (the same operations
+//!   `.claimed(token, now)`), one claimed once and released (unclaimed operations). They take
+//!   turns commit by commit, the first of each turn rotating, each commit timed on its own;
+//!   the thread names rotate between the kinds from round to round, so no kind always has the
+//!   id that sorts last (cheaper to append to the indexes). Reported: each kind's median and
+//!   mean per-commit time and its ratio to the unclaimed one, per round and overall.
 //! - **`claims`: claims and renews per second**: `claim_thread` on distinct never-claimed
 //!   threads, then `renew_claim` of one held claim over and over.
 //! - **`due`: `due_work` on a store of 100,000 tickets, 1% due**: 100,000 threads, each with
@@ -14,6 +16,10 @@
 //!   spread over the last 1,000 s; the others are 1–2 hours ahead), written by real commits.
 //!   Then `due_work(now, limit)` for limits 100, 1,000 and 2,000, each the median of 30 calls
 //!   (after one warm-up), and the query plan of the store's two due-work queries.
+//! - **`due`, too, every thread claimed once**: after the first measurements every thread is
+//!   claimed and released (as a durable host leaves each thread it handled) and `due_work` is
+//!   measured again; the orphan scan reads those claim rows. Each set ends with what-if
+//!   measurements of proposed indexes, made through a second connection and undone.
 //!
 //! ```sh
 //! cargo bench -p runcore-sqlite --bench claims            # all three, about 2 minutes
