@@ -170,8 +170,10 @@ impl PyAgent {
         self.input(Value::Object(line.0))
     }
 
-    /// Applies an input built directly (the hot, all-scalar inputs): what the driver does
-    /// with the same line, without a JSON object in between.
+    /// Applies an input built directly (every input whose arguments are Python scalars): what
+    /// the driver does with the same line, without a JSON object in between. Inputs that carry
+    /// Python objects (a message, content blocks, a resume command) are read as the driver
+    /// reads its line, so their errors are the driver's, word for word.
     fn handle_input(&mut self, input: Input, now_ms: Option<u64>) -> PyResult<()> {
         self.guarded(|this| {
             let now_ms = now_ms.unwrap_or(this.agent.clock_ms());
@@ -275,25 +277,27 @@ impl PyAgent {
     /// Queues steering for the active run (enters at the next complete boundary).
     #[pyo3(signature = (text, *, now_ms = None))]
     fn steer(&mut self, text: &str, now_ms: Option<u64>) -> PyResult<()> {
-        self.send(Line::new("steer").set("text", text).now(now_ms))
+        let message = UserMessage::text(text);
+        self.handle_input(Input::Steer { message }, now_ms)
     }
 
     /// Queues a follow-up (enters only after a natural text stop).
     #[pyo3(signature = (text, *, now_ms = None))]
     fn follow_up(&mut self, text: &str, now_ms: Option<u64>) -> PyResult<()> {
-        self.send(Line::new("follow_up").set("text", text).now(now_ms))
+        let message = UserMessage::text(text);
+        self.handle_input(Input::FollowUp { message }, now_ms)
     }
 
     /// Cancels the active run (a no-op when idle).
     #[pyo3(signature = (*, now_ms = None))]
     fn abort(&mut self, now_ms: Option<u64>) -> PyResult<()> {
-        self.send(Line::new("abort").now(now_ms))
+        self.handle_input(Input::Abort, now_ms)
     }
 
     /// Asks the running run to pause at its next boundary.
     #[pyo3(signature = (*, now_ms = None))]
     fn pause(&mut self, now_ms: Option<u64>) -> PyResult<()> {
-        self.send(Line::new("pause").now(now_ms))
+        self.handle_input(Input::Pause, now_ms)
     }
 
     /// Streamed text of the outstanding model call.
@@ -360,14 +364,13 @@ impl PyAgent {
         message: &str,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
-        self.send(
-            Line::new("model_failed")
-                .set("run_id", run_id)
-                .set("step", step)
-                .set("code", code)
-                .set("message", message)
-                .now(now_ms),
-        )
+        let input = Input::ModelFailed {
+            run_id: RunId::from(run_id),
+            step: step_of(step)?,
+            code: code.to_owned(),
+            message: message.to_owned(),
+        };
+        self.handle_input(input, now_ms)
     }
 
     /// Live progress of an executing call (a string or content blocks; never committed).
@@ -439,30 +442,31 @@ impl PyAgent {
     /// Ends the awaiting run `cancelled`.
     #[pyo3(signature = (*, now_ms = None))]
     fn cancel_wait(&mut self, now_ms: Option<u64>) -> PyResult<()> {
-        self.send(Line::new("cancel_wait").now(now_ms))
+        self.handle_input(Input::CancelWait, now_ms)
     }
 
     /// Ends the active run by host policy, `stopped` with `reason`.
     #[pyo3(signature = (reason, *, now_ms = None))]
     fn stop(&mut self, reason: &str, now_ms: Option<u64>) -> PyResult<()> {
-        self.send(Line::new("stop").set("reason", reason).now(now_ms))
+        let reason = reason.to_owned();
+        self.handle_input(Input::Stop { reason }, now_ms)
     }
 
     /// Ends an expired wait (`NotExpiredError` before its deadline).
     fn expire_wait(&mut self, now_ms: u64) -> PyResult<()> {
-        self.send(Line::new("expire_wait").set("now_ms", now_ms))
+        self.handle_input(Input::ExpireWait, Some(now_ms))
     }
 
     /// Gives up on the executing tools: open calls `interrupted`, the run `indeterminate`.
     #[pyo3(signature = (*, now_ms = None))]
     fn abandon_tools(&mut self, now_ms: Option<u64>) -> PyResult<()> {
-        self.send(Line::new("abandon_tools").now(now_ms))
+        self.handle_input(Input::AbandonTools, now_ms)
     }
 
     /// Does what is due at `now_ms` (SPEC §8.5): an expired wait ends `stopped`
     /// (`"wait_expired"`); a harmless no-op when nothing is due yet.
     fn handle_timeout(&mut self, now_ms: u64) -> PyResult<()> {
-        self.send(Line::new("timeout").set("now_ms", now_ms))
+        self.handle_input(Input::Timeout, Some(now_ms))
     }
 
     /// Starts a run from the current transcript without a new message (SPEC §8.8); returns
@@ -470,7 +474,7 @@ impl PyAgent {
     /// run is active.
     #[pyo3(signature = (*, now_ms = None))]
     fn continue_run(&mut self, now_ms: Option<u64>) -> PyResult<String> {
-        self.send(Line::new("continue").now(now_ms))?;
+        self.handle_input(Input::Continue, now_ms)?;
         self.agent
             .active_run_id()
             .map(|run| run.as_str().to_owned())

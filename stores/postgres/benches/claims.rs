@@ -23,9 +23,7 @@
 //!   (median of 30 calls after a warm-up) and `EXPLAIN (ANALYZE, BUFFERS)` of the store's
 //!   deadline query, right after the fill and again after `ANALYZE`; then the same once every
 //!   thread has been claimed and released (as a durable host leaves each thread it handled),
-//!   which the orphan scan reads. Each set ends with what-if timings of proposed fixes
-//!   (the server's time as an InitPlan; a deadline column with a covering index; a partial
-//!   index of running runs), made on the bench's throwaway schema and undone.
+//!   which the orphan scan reads.
 //!
 //! ```sh
 //! scripts/with-postgres.sh cargo bench -p runcore-postgres --bench claims
@@ -638,21 +636,22 @@ fn spread(
 /// The store's deadline query (`src/claims.rs`), with the limit written in.
 fn deadline_sql(limit: usize) -> String {
     format!(
-        "SELECT thread_id, run_id, runcore_deadline(ticket) AS deadline \
-         FROM runcore_runs WHERE ticket IS NOT NULL \
-         AND runcore_deadline(ticket) <= (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
-         ORDER BY runcore_deadline(ticket), thread_id, run_id LIMIT {limit}"
+        "SELECT thread_id, run_id, deadline_ms FROM runcore_runs \
+         WHERE deadline_ms IS NOT NULL \
+         AND deadline_ms <= (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint) \
+         ORDER BY deadline_ms, thread_id, run_id LIMIT {limit}"
     )
 }
 
 /// The store's orphan query (`src/claims.rs`), with the limit written in.
 fn orphan_sql(limit: usize) -> String {
     format!(
-        "SELECT c.thread_id, t.latest_run, c.ends_at_ms FROM runcore_claims c \
-         JOIN runcore_threads t ON t.thread_id = c.thread_id \
-         JOIN runcore_runs r ON r.run_id = t.latest_run \
-         WHERE c.epoch > 0 AND c.ends_at_ms <= (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
-         AND r.state = '{{\"type\":\"running\"}}' \
+        "SELECT t.thread_id, t.latest_run, c.ends_at_ms FROM runcore_runs r \
+         JOIN runcore_threads t ON t.thread_id = r.thread_id AND t.latest_run = r.run_id \
+         JOIN runcore_claims c ON c.thread_id = r.thread_id \
+         WHERE r.state = '{{\"type\":\"running\"}}' \
+         AND c.epoch > 0 \
+         AND c.ends_at_ms <= (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint) \
          ORDER BY c.ends_at_ms, c.thread_id LIMIT {limit}"
     )
 }
@@ -667,105 +666,6 @@ fn explain(admin: &mut Client, label: &str, sql: &str) {
             }
         }
         Err(e) => println!("      failed: {e}"),
-    }
-}
-
-/// The median time of `sql` run 15 times on `admin` (prepared once), from the client,
-/// checking the row count.
-fn timed_query(admin: &mut Client, sql: &str, expected: usize) -> Duration {
-    let statement = admin.prepare(sql).expect("prepare");
-    let samples: Vec<Duration> = (0..16)
-        .map(|_| {
-            let started = Instant::now();
-            let rows = admin.query(&statement, &[]).expect("query");
-            let elapsed = started.elapsed();
-            assert_eq!(rows.len(), expected, "rows of {sql}");
-            elapsed
-        })
-        .skip(1)
-        .collect();
-    median(samples)
-}
-
-/// The server's time as an InitPlan: evaluated once, before the scan, so the planner may
-/// compare an index column with it (a volatile expression in the `WHERE` clause cannot be an
-/// index condition).
-fn with_init_plan(sql: &str) -> String {
-    sql.replace(
-        "<= (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
-        "<= (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint)",
-    )
-}
-
-/// What-if measurements of fixes outside the bench (schema changes), on this throwaway
-/// schema only, after the store's own figures: the deadline query with the time as an
-/// InitPlan; the deadline as a plain column with a covering index (what schema version 4
-/// could write at commit time); the orphan query driven from running runs (a partial index).
-fn what_if(admin: &mut Client, claims: bool) {
-    let store_query = timed_query(admin, &deadline_sql(1_000), DUE);
-    let init_plan = timed_query(admin, &with_init_plan(&deadline_sql(1_000)), DUE);
-    println!(
-        "  the deadline query alone, LIMIT 1000, from the client: as the store sends it \
-         {store_query:.2?}; with the time as an InitPlan {init_plan:.2?}"
-    );
-    if !claims {
-        admin
-            .batch_execute(
-                "ALTER TABLE runcore_runs ADD COLUMN bench_deadline bigint;
-                 UPDATE runcore_runs SET bench_deadline = runcore_deadline(ticket)
-                     WHERE ticket IS NOT NULL;
-                 CREATE INDEX bench_runs_by_deadline
-                     ON runcore_runs (bench_deadline, thread_id, run_id)
-                     WHERE bench_deadline IS NOT NULL",
-            )
-            .expect("the what-if column");
-        // On its own: VACUUM cannot run inside the implicit transaction of a batch.
-        admin
-            .batch_execute("VACUUM ANALYZE runcore_runs")
-            .expect("vacuum");
-        let column_sql = "SELECT thread_id, run_id, bench_deadline FROM runcore_runs \
-             WHERE bench_deadline IS NOT NULL \
-             AND bench_deadline <= (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint) \
-             ORDER BY bench_deadline, thread_id, run_id LIMIT 1000";
-        let column = timed_query(admin, column_sql, DUE);
-        println!(
-            "  what-if: the deadline as a column, index (deadline, thread_id, run_id), the time \
-             as an InitPlan: {column:.2?}"
-        );
-        explain(admin, "what-if: the deadline as a column", column_sql);
-        admin
-            .batch_execute(
-                "DROP INDEX bench_runs_by_deadline;
-                 ALTER TABLE runcore_runs DROP COLUMN bench_deadline",
-            )
-            .expect("drop the what-if column");
-        admin
-            .batch_execute("VACUUM ANALYZE runcore_runs")
-            .expect("vacuum");
-    } else {
-        let store_orphans = timed_query(admin, &orphan_sql(1_000), 0);
-        let init_plan = timed_query(admin, &with_init_plan(&orphan_sql(1_000)), 0);
-        admin
-            .batch_execute(
-                "CREATE INDEX bench_runs_running ON runcore_runs (run_id)
-                     WHERE state = '{\"type\":\"running\"}';
-                 ANALYZE runcore_runs",
-            )
-            .expect("the what-if index");
-        let indexed = timed_query(admin, &with_init_plan(&orphan_sql(1_000)), 0);
-        println!(
-            "  the orphan query alone, from the client: as the store sends it \
-             {store_orphans:.2?}; with the time as an InitPlan {init_plan:.2?}; what-if: that \
-             and a partial index of running runs {indexed:.2?}"
-        );
-        explain(
-            admin,
-            "what-if: the orphan query, InitPlan time, partial index of running runs",
-            &with_init_plan(&orphan_sql(1_000)),
-        );
-        admin
-            .batch_execute("DROP INDEX bench_runs_running")
-            .expect("drop the what-if index");
     }
 }
 
@@ -822,13 +722,7 @@ fn due_part(url: &str, admin: &mut Client, pid: u32) {
         &deadline_sql(1_000),
     );
     explain(admin, "the deadline query, LIMIT 100", &deadline_sql(100));
-    explain(
-        admin,
-        "the deadline query with the server's time as an InitPlan (SELECT …), LIMIT 1000",
-        &with_init_plan(&deadline_sql(1_000)),
-    );
     explain(admin, "the orphan query, no claims", &orphan_sql(1_000));
-    what_if(admin, false);
 
     // Every thread claimed once and released, as a durable host leaves each thread it handled.
     let claimed = spread(&store, WRITERS, TICKETS, &|i, handle| {
@@ -845,7 +739,6 @@ fn due_part(url: &str, admin: &mut Client, pid: u32) {
         "the orphan query, every thread claimed once",
         &orphan_sql(1_000),
     );
-    what_if(admin, true);
     drop(store);
     drop_schema(admin, &schema);
 }

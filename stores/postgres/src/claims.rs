@@ -182,10 +182,12 @@ impl ThreadClaims for PostgresStore {
                 .client
                 .query(
                     &format!(
-                        "SELECT thread_id, run_id, runcore_deadline(ticket) AS deadline \
-                         FROM runcore_runs WHERE ticket IS NOT NULL \
-                         AND runcore_deadline(ticket) <= {SERVER_NOW_MS} \
-                         ORDER BY runcore_deadline(ticket), thread_id, run_id LIMIT $1"
+                        // `(SELECT now)` is computed once, before the scan, so the time is an
+                        // index condition (a volatile call in the WHERE would be a filter
+                        // over every ticket).
+                        "SELECT thread_id, run_id, deadline_ms FROM runcore_runs \
+                         WHERE deadline_ms IS NOT NULL AND deadline_ms <= (SELECT {SERVER_NOW_MS}) \
+                         ORDER BY deadline_ms, thread_id, run_id LIMIT $1"
                     ),
                     &[&page],
                 )
@@ -194,11 +196,14 @@ impl ThreadClaims for PostgresStore {
                 .client
                 .query(
                     &format!(
-                        "SELECT c.thread_id, t.latest_run, c.ends_at_ms FROM runcore_claims c \
-                         JOIN runcore_threads t ON t.thread_id = c.thread_id \
-                         JOIN runcore_runs r ON r.run_id = t.latest_run \
-                         WHERE c.epoch > 0 AND c.ends_at_ms <= {SERVER_NOW_MS} \
-                         AND r.state = '{{\"type\":\"running\"}}' \
+                        // From the running runs, each the latest of its thread, to the
+                        // thread's claim: never every claim that ever ended.
+                        "SELECT t.thread_id, t.latest_run, c.ends_at_ms FROM runcore_runs r \
+                         JOIN runcore_threads t \
+                           ON t.thread_id = r.thread_id AND t.latest_run = r.run_id \
+                         JOIN runcore_claims c ON c.thread_id = r.thread_id \
+                         WHERE r.state = '{{\"type\":\"running\"}}' \
+                         AND c.epoch > 0 AND c.ends_at_ms <= (SELECT {SERVER_NOW_MS}) \
                          ORDER BY c.ends_at_ms, c.thread_id LIMIT $1"
                     ),
                     &[&page],

@@ -47,10 +47,10 @@ use runcore::StoreError;
 use crate::codec::{db_error, quote_identifier, stable_key};
 
 /// The schema version this build writes, and the newest it opens.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Forward migrations: `(version it brings the schema to, SQL)`, ascending from 1.
-const MIGRATIONS: &[(i64, &str)] = &[(1, V1), (2, V2), (3, CLAIMS)];
+const MIGRATIONS: &[(i64, &str)] = &[(1, V1), (2, V2), (3, CLAIMS), (4, DUE_WORK)];
 
 /// Thread claims (SPEC §7.2) and indexed deadlines (§7.3).
 const CLAIMS: &str = "
@@ -310,6 +310,21 @@ BEGIN
     RETURN v_commit;
 END
 $commit$;
+";
+
+/// Version 4: due work (SPEC §7.3) in a few index pages, whatever the store's size. A ticket's
+/// deadline becomes a stored generated column (computed by the database from the ticket the
+/// commit writes, so no write changes), indexed with the thread and run so the deadline scan
+/// reads the index alone; and the orphan scan starts from the running runs (a partial index
+/// holds only those) instead of from every claim that ever ended.
+const DUE_WORK: &str = "
+ALTER TABLE runcore_runs ADD COLUMN deadline_ms bigint
+    GENERATED ALWAYS AS (runcore_deadline(ticket)) STORED;
+DROP INDEX runcore_runs_by_deadline;
+CREATE INDEX runcore_runs_by_deadline ON runcore_runs (deadline_ms, thread_id, run_id)
+    WHERE deadline_ms IS NOT NULL;
+CREATE INDEX runcore_runs_running ON runcore_runs (thread_id)
+    WHERE state = '{\"type\":\"running\"}';
 ";
 
 /// The store's schema is newer than this build of `runcore-postgres` knows: it was written by

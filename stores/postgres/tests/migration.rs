@@ -153,7 +153,7 @@ fn a_version_1_store_opens_migrated_and_goes_on_where_it_stopped() {
         .expect("version")
         .get(0);
     assert_eq!(version, SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 3);
+    assert_eq!(SCHEMA_VERSION, 4);
     let counters: bool = sql
         .query_one("SELECT to_regclass('runcore_counters') IS NULL", &[])
         .expect("counters")

@@ -18,8 +18,7 @@
 //!   (after one warm-up), and the query plan of the store's two due-work queries.
 //! - **`due`, too, every thread claimed once**: after the first measurements every thread is
 //!   claimed and released (as a durable host leaves each thread it handled) and `due_work` is
-//!   measured again; the orphan scan reads those claim rows. Each set ends with what-if
-//!   measurements of proposed indexes, made through a second connection and undone.
+//!   measured again; the orphan scan reads those claim rows.
 //!
 //! ```sh
 //! cargo bench -p runcore-sqlite --bench claims            # all three, about 2 minutes
@@ -378,10 +377,11 @@ fn due_timings<S: ThreadClaims>(store: &S, limit: usize, expected: usize) -> (Du
 const DEADLINE_SQL: &str = "SELECT thread_id, run_id, deadline_ms FROM runs \
      WHERE deadline_ms IS NOT NULL AND deadline_ms <= ?1 \
      ORDER BY deadline_ms, thread_id, run_id LIMIT ?2";
-const ORPHAN_SQL: &str = "SELECT c.thread_id, t.latest_run, c.ends_at_ms FROM thread_claims c \
-     JOIN threads t ON t.thread_id = c.thread_id \
-     JOIN runs r ON r.run_id = t.latest_run \
-     WHERE c.ends_at_ms <= ?1 AND r.state = '{\"type\":\"running\"}' \
+const ORPHAN_SQL: &str = "SELECT c.thread_id, t.latest_run, c.ends_at_ms \
+     FROM runs r INDEXED BY runs_running \
+     CROSS JOIN threads t ON t.thread_id = r.thread_id AND t.latest_run = r.run_id \
+     CROSS JOIN thread_claims c ON c.thread_id = r.thread_id \
+     WHERE r.state = '{\"type\":\"running\"}' AND c.ends_at_ms <= ?1 \
      ORDER BY c.ends_at_ms, c.thread_id LIMIT ?2";
 
 fn query_plan(conn: &rusqlite::Connection, sql: &str, now: i64) -> Vec<String> {
@@ -418,7 +418,6 @@ fn due_part(dir: &TempDir) {
     let mut sqlite = SqliteStore::open(&path, options).expect("reopens");
     let conn = rusqlite::Connection::open(&path).expect("a second connection");
     due_report("no claims", &memory, &sqlite, &conn);
-    what_if(&conn, false);
     // Every thread claimed once and released, as a durable host leaves each thread it handled
     // (it claims before it acts, SPEC §7.2): the claim rows the orphan scan reads.
     let started = Instant::now();
@@ -440,7 +439,6 @@ fn due_part(dir: &TempDir) {
         started.elapsed()
     );
     due_report("every thread claimed once", &memory, &sqlite, &conn);
-    what_if(&conn, true);
 }
 
 const TICKETS: usize = 100_000;
@@ -482,84 +480,6 @@ fn due_report(
         for line in query_plan(conn, sql, now) {
             println!("        {line}");
         }
-    }
-}
-
-/// The median time of `sql` (10 runs after a warm-up), with `?1` = now and `?2` = 1,000.
-fn time_query(conn: &rusqlite::Connection, sql: &str) -> Duration {
-    let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
-    let run = || {
-        let started = Instant::now();
-        let mut statement = conn.prepare_cached(sql).expect("prepare");
-        let rows = statement
-            .query_map(rusqlite::params![now, 1000], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, i64>(2)?,
-                ))
-            })
-            .expect("query")
-            .count();
-        std::hint::black_box(rows);
-        started.elapsed()
-    };
-    run();
-    median((0..10).map(|_| run()).collect())
-}
-
-/// A proposed orphan scan: driven from the running runs (a partial index), so it reads the
-/// few in-flight runs rather than every thread ever claimed.
-const ORPHAN_FROM_RUNNING_SQL: &str = "SELECT c.thread_id, t.latest_run, c.ends_at_ms \
-     FROM runs r INDEXED BY bench_runs_running \
-     CROSS JOIN threads t ON t.thread_id = r.thread_id AND t.latest_run = r.run_id \
-     CROSS JOIN thread_claims c ON c.thread_id = r.thread_id \
-     WHERE r.state = '{\"type\":\"running\"}' AND c.ends_at_ms <= ?1 \
-     ORDER BY c.ends_at_ms, c.thread_id LIMIT ?2";
-
-/// What-if measurements of fixes outside the bench (schema changes), made on the bench's
-/// throwaway file through a second connection, after the store's own figures, and undone:
-/// a covering deadline index (no row lookups, no sort), and the orphan scan driven from a
-/// partial index of running runs.
-fn what_if(conn: &rusqlite::Connection, claims: bool) {
-    if !claims {
-        conn.execute_batch(
-            "CREATE INDEX bench_runs_by_deadline_covering ON runs (deadline_ms, thread_id) \
-             WHERE deadline_ms IS NOT NULL; ANALYZE",
-        )
-        .expect("the what-if index");
-        let sql = DEADLINE_SQL.replace(
-            "FROM runs",
-            "FROM runs INDEXED BY bench_runs_by_deadline_covering",
-        );
-        let time = time_query(conn, &sql);
-        println!(
-            "    what-if: the deadline scan with a covering index (deadline_ms, thread_id[, \
-             run_id]): median {time:.2?}; EXPLAIN QUERY PLAN:"
-        );
-        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
-        for line in query_plan(conn, &sql, now) {
-            println!("        {line}");
-        }
-        conn.execute_batch("DROP INDEX bench_runs_by_deadline_covering")
-            .expect("drop the what-if index");
-    } else {
-        conn.execute_batch(
-            "CREATE INDEX bench_runs_running ON runs (thread_id) \
-             WHERE state = '{\"type\":\"running\"}'",
-        )
-        .expect("the what-if index");
-        let time = time_query(conn, ORPHAN_FROM_RUNNING_SQL);
-        println!(
-            "    what-if: the orphan scan driven from a partial index of running runs: median \
-             {time:.2?}; EXPLAIN QUERY PLAN:"
-        );
-        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
-        for line in query_plan(conn, ORPHAN_FROM_RUNNING_SQL, now) {
-            println!("        {line}");
-        }
-        conn.execute_batch("DROP INDEX bench_runs_running")
-            .expect("drop the what-if index");
     }
 }
 

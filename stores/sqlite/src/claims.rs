@@ -172,10 +172,14 @@ impl ThreadClaims for SqliteStore {
         let mut orphans = self
             .conn
             .prepare_cached(
-                "SELECT c.thread_id, t.latest_run, c.ends_at_ms FROM thread_claims c \
-                 JOIN threads t ON t.thread_id = c.thread_id \
-                 JOIN runs r ON r.run_id = t.latest_run \
-                 WHERE c.ends_at_ms <= ?1 AND r.state = '{\"type\":\"running\"}' \
+                // From the running runs (their partial index holds only those), each the
+                // latest of its thread, to the thread's claim: never every claim ever ended
+                // (CROSS JOIN keeps SQLite to that order).
+                "SELECT c.thread_id, t.latest_run, c.ends_at_ms \
+                 FROM runs r INDEXED BY runs_running \
+                 CROSS JOIN threads t ON t.thread_id = r.thread_id AND t.latest_run = r.run_id \
+                 CROSS JOIN thread_claims c ON c.thread_id = r.thread_id \
+                 WHERE r.state = '{\"type\":\"running\"}' AND c.ends_at_ms <= ?1 \
                  ORDER BY c.ends_at_ms, c.thread_id LIMIT ?2",
             )
             .map_err(|e| backend("prepare the orphan scan", e))?;

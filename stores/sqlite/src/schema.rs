@@ -30,10 +30,14 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 2,
         sql: SCHEMA_V2,
     },
+    Migration {
+        version: 3,
+        sql: SCHEMA_V3,
+    },
 ];
 
 /// The schema version this build writes and the newest it reads.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// `PRAGMA application_id` of a runcore store ("RCOR"), so tools like `file(1)` can tell
 /// what the file is. Identification at open goes by `runcore_schema`, not by this.
@@ -153,6 +157,16 @@ CREATE INDEX thread_claims_by_end ON thread_claims (ends_at_ms);
 ALTER TABLE runs ADD COLUMN deadline_ms INTEGER;
 UPDATE runs SET deadline_ms = json_extract(ticket, '$.deadline_ms') WHERE ticket IS NOT NULL;
 CREATE INDEX runs_by_deadline ON runs (deadline_ms) WHERE deadline_ms IS NOT NULL;
+";
+
+/// Version 3: due work (SPEC §7.3) that reads neither the runs table for a due deadline nor
+/// every claim ever granted for an orphan: the deadline index covers the scan, and the orphan
+/// scan starts from the few running runs.
+const SCHEMA_V3: &str = "
+DROP INDEX runs_by_deadline;
+CREATE INDEX runs_by_deadline ON runs (deadline_ms, thread_id, run_id)
+    WHERE deadline_ms IS NOT NULL;
+CREATE INDEX runs_running ON runs (thread_id) WHERE state = '{\"type\":\"running\"}';
 ";
 
 /// What a database holds, judged from its schema table.
