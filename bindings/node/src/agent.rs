@@ -65,6 +65,12 @@ impl napi::bindgen_prelude::ToNapiValue for Text {
     }
 }
 
+impl Drop for Text {
+    fn drop(&mut self) {
+        crate::tape::give_back_text(std::mem::take(&mut self.text));
+    }
+}
+
 impl napi::bindgen_prelude::TypeName for Text {
     fn type_name() -> &'static str {
         "String"

@@ -147,6 +147,28 @@ fn unsupported<T>(what: &str) -> Result<T> {
     Err(Unsupported(what.to_owned()))
 }
 
+thread_local! {
+    /// A batch text's buffer, back from JavaScript (see [`give_back_text`]).
+    static SPARE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// An empty buffer for a batch's text: the spare one when there is one.
+fn spare_text() -> String {
+    let mut text = SPARE.with(|spare| std::mem::take(&mut *spare.borrow_mut()));
+    text.clear();
+    text
+}
+
+/// Keeps `text`'s buffer for the next batch (once JavaScript has copied it).
+pub fn give_back_text(text: String) {
+    SPARE.with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if text.capacity() > spare.capacity() {
+            *spare = text;
+        }
+    });
+}
+
 /// A string's length in UTF-16 code units.
 fn utf16_len(s: &str) -> usize {
     if s.is_ascii() {
@@ -305,13 +327,15 @@ impl Tape {
                 *first = total as u32;
             }
         }
-        let text = if self.key_text.is_empty() {
-            std::mem::take(&mut self.text)
+        // The text leaves in a spare buffer (see [`spare_text`]): a buffer of a fresh
+        // allocation per batch would fault in new pages each time.
+        let mut text = spare_text();
+        if self.key_text.is_empty() {
+            std::mem::swap(&mut text, &mut self.text);
         } else {
-            let mut text = std::mem::take(&mut self.key_text);
+            text.push_str(&self.key_text);
             text.push_str(&self.text);
-            text
-        };
+        }
         (text, self.ascii)
     }
 
