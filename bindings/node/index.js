@@ -309,12 +309,13 @@ class Agent {
         rethrow(e);
       }
     }
+    this.#native.enableFastCalls();
     this.#tape = new TapeReader(this.#native);
   }
 
   #line(line) {
     try {
-      this.#native.handle(JSON.stringify(line));
+      native.agentHandle(this.#native, JSON.stringify(line));
     } catch (e) {
       rethrow(e);
     }
@@ -342,7 +343,7 @@ class Agent {
     if (typeof text === 'string' && (runId === undefined || typeof runId === 'string') &&
         (nowMs === undefined || isNow(nowMs))) {
       try {
-        return this.#native.prompt(text, runId, nowMs);
+        return native.agentPrompt(this.#native, text, runId, nowMs);
       } catch (e) {
         rethrow(e);
       }
@@ -377,7 +378,7 @@ class Agent {
     if (typeof runId === 'string' && isStep(step) && typeof text === 'string' &&
         (nowMs === undefined || isNow(nowMs))) {
       try {
-        this.#native.modelDelta(runId, step, text, nowMs);
+        native.agentModelDelta(this.#native, runId, step, text, nowMs);
         return;
       } catch (e) {
         rethrow(e);
@@ -407,7 +408,7 @@ class Agent {
         typeof callId === 'string' && typeof isError === 'boolean' &&
         (nowMs === undefined || isNow(nowMs))) {
       try {
-        this.#native.toolDoneText(runId, callId, content, isError, nowMs);
+        native.agentToolDoneText(this.#native, runId, callId, content, isError, nowMs);
         return;
       } catch (e) {
         rethrow(e);
@@ -474,7 +475,7 @@ class Agent {
   poll() {
     let text;
     try {
-      text = this.#native.pollTape(TAPE);
+      text = native.agentPoll(this.#native, TAPE);
     } catch (e) {
       rethrow(e);
     }
@@ -497,7 +498,7 @@ class Agent {
   pollAll() {
     let text;
     try {
-      text = this.#native.pollAllTape(TAPE);
+      text = native.agentPollAll(this.#native, TAPE);
     } catch (e) {
       rethrow(e);
     }

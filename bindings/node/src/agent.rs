@@ -42,16 +42,18 @@ pub struct Text {
     ascii: bool,
 }
 
-impl napi::bindgen_prelude::ToNapiValue for Text {
-    unsafe fn to_napi_value(
-        env: napi::sys::napi_env,
-        val: Self,
-    ) -> napi::Result<napi::sys::napi_value> {
+impl Text {
+    /// The JavaScript string (a copy).
+    ///
+    /// # Safety
+    ///
+    /// `env` is the environment of the call being answered.
+    pub(crate) unsafe fn to_js(&self, env: napi::sys::napi_env) -> napi::Result<napi::sys::napi_value> {
         let mut value = std::ptr::null_mut();
-        let (pointer, length) = (val.text.as_ptr().cast(), val.text.len() as isize);
+        let (pointer, length) = (self.text.as_ptr().cast(), self.text.len() as isize);
         // SAFETY: `env` is the calling environment; the text outlives the call, which copies it.
         let status = unsafe {
-            if val.ascii {
+            if self.ascii {
                 napi::sys::napi_create_string_latin1(env, pointer, length, &mut value)
             } else {
                 napi::sys::napi_create_string_utf8(env, pointer, length, &mut value)
@@ -62,6 +64,16 @@ impl napi::bindgen_prelude::ToNapiValue for Text {
         } else {
             Err(napi::Error::from_reason("cannot make a JavaScript string"))
         }
+    }
+}
+
+impl napi::bindgen_prelude::ToNapiValue for Text {
+    unsafe fn to_napi_value(
+        env: napi::sys::napi_env,
+        val: Self,
+    ) -> napi::Result<napi::sys::napi_value> {
+        // SAFETY: napi-rs converts a return value in its call's environment.
+        unsafe { val.to_js(env) }
     }
 }
 
@@ -108,6 +120,12 @@ pub(crate) fn context_name(context: ContextMode) -> &'static str {
     }
 }
 
+impl Drop for NativeAgent {
+    fn drop(&mut self) {
+        crate::raw::unregister(self);
+    }
+}
+
 impl NativeAgent {
     pub(crate) fn from_driver(driver: Driver) -> Self {
         NativeAgent {
@@ -148,6 +166,37 @@ impl NativeAgent {
                     context: None,
                 })
                 .map_err(|e| agent_error(&e))
+        })
+    }
+
+    /// Applies one driver input line (its JSON bytes), exactly as the driver does.
+    pub(crate) fn handle_bytes(&mut self, line: &[u8]) -> napi::Result<()> {
+        self.guarded(|this| {
+            let parsed = Driver::parse_line(line).map_err(|body| invalid_json(body.message))?;
+            this.driver.apply(parsed).map_err(|e| agent_error(&e))
+        })
+    }
+
+    /// The next output on the tape (in `ops` and the returned text), or `None`.
+    pub(crate) fn poll_tape_words(&mut self, ops: &mut [u32]) -> napi::Result<Option<Text>> {
+        self.guarded(|this| {
+            let Some(output) = this.driver.poll() else {
+                return Ok(None);
+            };
+            this.tape.begin();
+            this.write(&output);
+            Ok(Some(this.finish(ops)))
+        })
+    }
+
+    /// Every output up to the next input on one tape.
+    pub(crate) fn poll_all_tape_words(&mut self, ops: &mut [u32]) -> napi::Result<Text> {
+        self.guarded(|this| {
+            this.tape.begin();
+            while let Some(output) = this.driver.poll() {
+                this.write(&output);
+            }
+            Ok(this.finish(ops))
         })
     }
 
@@ -218,11 +267,7 @@ impl NativeAgent {
     /// Applies one driver input line (its JSON text), exactly as the driver does.
     #[napi]
     pub fn handle(&mut self, line: String) -> napi::Result<()> {
-        self.guarded(|this| {
-            let parsed =
-                Driver::parse_line(line.as_bytes()).map_err(|body| invalid_json(body.message))?;
-            this.driver.apply(parsed).map_err(|e| agent_error(&e))
-        })
+        self.handle_bytes(line.as_bytes())
     }
 
     /// Applies an input line and returns the active run's id (`prompt`, `continue`).
@@ -311,26 +356,13 @@ impl NativeAgent {
     /// or `null`.
     #[napi]
     pub fn poll_tape(&mut self, mut ops: Uint32ArraySlice<'_>) -> napi::Result<Option<Text>> {
-        self.guarded(|this| {
-            let Some(output) = this.driver.poll() else {
-                return Ok(None);
-            };
-            this.tape.begin();
-            this.write(&output);
-            Ok(Some(this.finish(words(&mut ops))))
-        })
+        self.poll_tape_words(words(&mut ops))
     }
 
     /// Every output up to the next input on one tape (none: an empty tape).
     #[napi]
     pub fn poll_all_tape(&mut self, mut ops: Uint32ArraySlice<'_>) -> napi::Result<Text> {
-        self.guarded(|this| {
-            this.tape.begin();
-            while let Some(output) = this.driver.poll() {
-                this.write(&output);
-            }
-            Ok(this.finish(words(&mut ops)))
-        })
+        self.poll_all_tape_words(words(&mut ops))
     }
 
     /// Copies the last tape into `ops` when it did not fit the array it was polled with; false
@@ -338,6 +370,12 @@ impl NativeAgent {
     #[napi]
     pub fn tape_copy(&mut self, mut ops: Uint32ArraySlice<'_>) -> bool {
         self.tape.copy_pending(words(&mut ops))
+    }
+
+    /// Lets the plain Node-API functions of `raw` (the hot methods) act on this agent.
+    #[napi]
+    pub fn enable_fast_calls(&mut self) {
+        crate::raw::register(self);
     }
 
     /// Forgets the tape's key and shape tables (`index.js` forgets its own).
