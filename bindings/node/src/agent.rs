@@ -48,7 +48,10 @@ impl Text {
     /// # Safety
     ///
     /// `env` is the environment of the call being answered.
-    pub(crate) unsafe fn to_js(&self, env: napi::sys::napi_env) -> napi::Result<napi::sys::napi_value> {
+    pub(crate) unsafe fn to_js(
+        &self,
+        env: napi::sys::napi_env,
+    ) -> napi::Result<napi::sys::napi_value> {
         let mut value = std::ptr::null_mut();
         let (pointer, length) = (self.text.as_ptr().cast(), self.text.len() as isize);
         // SAFETY: `env` is the calling environment; the text outlives the call, which copies it.

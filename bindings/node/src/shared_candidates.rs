@@ -22,9 +22,9 @@ use runcore::driver::{
     ContextMode, DurableOptions, InputLine, OutputLine, SentContext, call_model_line, error_line,
 };
 use runcore::{
-    Action, Agent, AgentConfig, AgentError, CheckpointReader, CommitLog, CommitOperation, CommitReceipt,
-    CommitRecord, CommittedThreadView, EventRecord, EventScope, Input, Message, Output,
-    RecoveryPolicy, ResumeTicket, RunId, RunRecord, RunState, SnapshotError, StateCommand,
+    Action, Agent, AgentConfig, AgentError, CheckpointReader, CommitLog, CommitOperation,
+    CommitReceipt, CommitRecord, CommittedThreadView, EventRecord, EventScope, Input, Message,
+    Output, RecoveryPolicy, ResumeTicket, RunId, RunRecord, RunState, SnapshotError, StateCommand,
     StoreError, ThreadCommit, ThreadId, ThreadSummary, TranscriptSnapshotRef,
 };
 use serde_json::{Map, Value};

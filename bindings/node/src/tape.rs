@@ -243,11 +243,11 @@ impl Tape {
     }
 
     fn value_str(&mut self, s: &str) {
-        if s.len() <= INTERN_MAX {
-            if let Some(id) = self.key_id(s) {
-                self.ops.push(TAG_INTERNED | (id << 3));
-                return;
-            }
+        if s.len() <= INTERN_MAX
+            && let Some(id) = self.key_id(s)
+        {
+            self.ops.push(TAG_INTERNED | (id << 3));
+            return;
         }
         self.string_op(TAG_STR, s);
     }
@@ -280,7 +280,9 @@ impl Tape {
         if at == address && len == s.len() && at != 0 {
             return Ok(id);
         }
-        let id = self.key_id(s).ok_or_else(|| Unsupported("key table full".into()))?;
+        let id = self
+            .key_id(s)
+            .ok_or_else(|| Unsupported("key table full".into()))?;
         self.statics[slot] = (address, s.len(), id);
         Ok(id)
     }
