@@ -389,6 +389,23 @@ class Agent {
 
   /** The model's answer: an assistant message (`content`, `stop_reason`, …). */
   modelDone(runId, step, message, { nowMs } = {}) {
+    if (typeof runId === 'string' && isStep(step) && message !== null && typeof message === 'object' &&
+        !Array.isArray(message) && (nowMs === undefined || isNow(nowMs))) {
+      let text;
+      try {
+        text = JSON.stringify(message);
+      } catch {
+        text = undefined;
+      }
+      if (typeof text === 'string') {
+        try {
+          native.agentModelDone(this.#native, runId, step, text, nowMs);
+          return;
+        } catch (e) {
+          rethrow(e);
+        }
+      }
+    }
     this.#line(withNow({ type: 'model_done', run_id: runId, step, message }, nowMs));
   }
 

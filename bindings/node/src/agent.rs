@@ -6,7 +6,10 @@
 use napi::bindgen_prelude::Uint32ArraySlice;
 use napi_derive::napi;
 use runcore::driver::{ContextMode, Driver, InputLine, SentContext, call_model_line};
-use runcore::{Agent, CallId, ContentBlock, Input, RecoverError, RunId, ThreadId, UserMessage};
+use runcore::{
+    Agent, AssistantMessage, CallId, ContentBlock, Input, RecoverError, RunId, ThreadId,
+    UserMessage,
+};
 use serde_json::Value;
 
 use crate::errors::{
@@ -102,6 +105,25 @@ fn words<'a>(ops: &'a mut Uint32ArraySlice<'_>) -> &'a mut [u32] {
     unsafe { ops.as_mut() }
 }
 
+/// An assistant message from its JSON text as a `model_done` line's `message` reads (its
+/// `"role"`, if any, `"assistant"`), or `None` (then the line says why). Lines are capped at
+/// [`runcore::driver::MAX_LINE_BYTES`]: a message near that goes through the line too.
+fn assistant_message(message: &[u8]) -> Option<AssistantMessage> {
+    if message.len() > runcore::driver::MAX_LINE_BYTES / 2 {
+        return None;
+    }
+    let mut value: Value = serde_json::from_slice(message).ok()?;
+    let Value::Object(object) = &mut value else {
+        return None;
+    };
+    match object.remove("role") {
+        None => {}
+        Some(Value::String(role)) if role == "assistant" => {}
+        Some(_) => return None,
+    }
+    serde_json::from_value(value).ok()
+}
+
 /// A `now_ms` from JavaScript (`index.js` passes only safe non-negative integers here).
 fn now_of(now_ms: Option<f64>) -> napi::Result<Option<u64>> {
     match now_ms {
@@ -178,6 +200,36 @@ impl NativeAgent {
             let parsed = Driver::parse_line(line).map_err(|body| invalid_json(body.message))?;
             this.driver.apply(parsed).map_err(|e| agent_error(&e))
         })
+    }
+
+    /// `model_done` with its message as JSON text, read straight into the message (what the
+    /// driver reads from the line's `message`: an assistant message, `"role"` optional). Any
+    /// message that does not read so goes through the whole line, for the driver's own error.
+    pub(crate) fn model_done_json(
+        &mut self,
+        run_id: String,
+        step: u32,
+        message: &[u8],
+        now_ms: Option<f64>,
+    ) -> napi::Result<()> {
+        if let Some(message) = assistant_message(message) {
+            let input = Input::ModelDone {
+                run_id: RunId::new(run_id),
+                step,
+                message,
+            };
+            return self.apply(input, now_ms);
+        }
+        let mut line = format!(
+            "{{\"type\":\"model_done\",\"run_id\":{},\"step\":{step},\"message\":",
+            Value::from(run_id)
+        );
+        line.push_str(&String::from_utf8_lossy(message));
+        if let Some(now) = now_ms {
+            line.push_str(&format!(",\"now_ms\":{now}"));
+        }
+        line.push('}');
+        self.handle_bytes(line.as_bytes())
     }
 
     /// The next output on the tape (in `ops` and the returned text), or `None`.

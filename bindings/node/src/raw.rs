@@ -403,6 +403,27 @@ unsafe extern "C" fn model_delta(
     answer(env, result)
 }
 
+/// `agentModelDone(agent, runId, step, messageJson, nowMs)`: `modelDone`.
+unsafe extern "C" fn model_done(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
+    // SAFETY: a Node-API callback's `env` and `info`.
+    let result = unsafe {
+        arguments::<5>(env, info).and_then(|[this, run_id, step_value, message, now_ms]| {
+            let agent = agent(env, this)?;
+            let run_id = string(env, run_id, "runId")?;
+            let step = step(env, step_value)?;
+            let now_ms = optional_number(env, now_ms)?;
+            with_str(env, message, "message", |bytes| {
+                agent.model_done_json(run_id, step, bytes, now_ms)
+            })?;
+            undefined(env)
+        })
+    };
+    answer(env, result)
+}
+
 /// `agentToolDoneText(agent, runId, callId, text, isError, nowMs)`: `toolDoneText`.
 unsafe extern "C" fn tool_done_text(
     env: sys::napi_env,
@@ -426,7 +447,8 @@ unsafe extern "C" fn tool_done_text(
 
 type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
 
-const FUNCTIONS: [(&std::ffi::CStr, Callback); 6] = [
+const FUNCTIONS: [(&std::ffi::CStr, Callback); 7] = [
+    (c"agentModelDone", model_done),
     (c"agentPoll", poll),
     (c"agentPollAll", poll_all),
     (c"agentHandle", handle),

@@ -42,3 +42,30 @@ test('poll() and pollAll() give what JSON.parse makes of the lines', () => {
     assert.ok(Object.is(args.z, -0));
   }
 });
+
+test('modelDone() (the message read directly) accepts and rejects as the driver line does', () => {
+  const messages = [
+    { content: [{ type: 'text', text: 'hi' }], stop_reason: 'stop' },
+    { role: 'assistant', content: [{ type: 'text', text: 'hi' }], stop_reason: 'stop' },
+    { role: 'user', content: [{ type: 'text', text: 'hi' }], stop_reason: 'stop' },
+    { content: 'not blocks' },
+    { content: [], stop_reason: 'nope' },
+    { content: [{ type: 'text', text: 'hi' }], stop_reason: 'stop', extra: 1 },
+  ];
+  const outcome = (act) => {
+    const agent = new Agent();
+    const run = agent.prompt('q', { nowMs: 1 });
+    [...agent.drain()];
+    try {
+      act(agent, run);
+    } catch (e) {
+      return { error: e.name, message: e.message };
+    }
+    return { outputs: [...agent.drain()] };
+  };
+  for (const message of messages) {
+    const direct = outcome((agent, run) => agent.modelDone(run, 1, message, { nowMs: 2 }));
+    const line = outcome((agent, run) => agent.handle({ type: 'model_done', run_id: run, step: 1, message, now_ms: 2 }));
+    assert.deepStrictEqual(direct, line, JSON.stringify(message));
+  }
+});
