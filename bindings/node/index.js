@@ -1,7 +1,9 @@
 'use strict';
 // The package `runcore`: the native module (`runcore.node`, built by `npm run build`) wrapped
-// in the package's API. Every output is the JSON line `runcore drive` writes, parsed; every
-// input method builds the driver's input line (or, for the hot inputs, the input itself).
+// in the package's API. Every output is the JSON line `runcore drive` writes, as `JSON.parse`
+// makes it: an Agent's outputs cross as a tape (src/tape.rs) rebuilt here, the rest as the
+// JSON text itself. Every input method builds the driver's input line (or, for the hot inputs,
+// the input itself).
 
 const native = require('./runcore.node');
 
@@ -120,29 +122,200 @@ function checkPolicy(policy) {
   return policy;
 }
 
+// ----- the tape (src/tape.rs) ------------------------------------------------------------
+// A batch of outputs crosses as a string (every string's contents back to back) and words in
+// TAPE: a header (total words, reset flag, the batch's new keys and shapes), then the values,
+// each a tag in its low 3 bits and a payload above. Keys and shapes are numbered per agent
+// (both sides keep the same tables); a shape (an object's keys in order) becomes a function
+// that builds the object as one literal, shared by every agent.
+
+let TAPE = new Uint32Array(1 << 16);
+// The batch being decoded: its words, text, positions in both, keys and shapes.
+let T = TAPE;
+let S = '';
+let P = 0;
+let SP = 0;
+let K = [];
+let SH = [];
+const F64 = new Float64Array(1);
+const F64_WORDS = new Uint32Array(F64.buffer);
+const LONG = (1 << 29) - 1;
+
+function value() {
+  const op = T[P++];
+  const x = op >>> 3;
+  switch (op & 7) {
+    case 0:
+      return x;
+    case 1: {
+      const end = SP + (x === LONG ? T[P++] : x);
+      const s = S.slice(SP, end);
+      SP = end;
+      return s;
+    }
+    case 2: {
+      const array = [];
+      for (let i = 0; i < x; i++) array.push(value());
+      return array;
+    }
+    case 3:
+      return SH[x]();
+    case 4:
+      return K[x];
+    case 5:
+      return x === 0 ? null : x === 2;
+    case 6:
+      F64_WORDS[0] = T[P++];
+      F64_WORDS[1] = T[P++];
+      return F64[0];
+    default: {
+      const end = SP + (x === LONG ? T[P++] : x);
+      const text = S.slice(SP, end);
+      SP = end;
+      return JSON.parse(text);
+    }
+  }
+}
+
+/** Builds an object of shape `keys` key by key (a key `__proto__` as an own property). */
+function keyByKey(keys) {
+  return function build() {
+    const object = {};
+    for (let i = 0; i < keys.length; i++) {
+      const v = value();
+      if (keys[i] === '__proto__') {
+        Object.defineProperty(object, keys[i], { value: v, writable: true, enumerable: true, configurable: true });
+      } else {
+        object[keys[i]] = v;
+      }
+    }
+    return object;
+  };
+}
+
+/** Builds an object of shape `keys` as one literal, or null (too many keys, no `Function`). */
+function literal(keys) {
+  if (keys.length > 64) return null;
+  // `["__proto__"]:` defines an own property, as JSON.parse does; `"__proto__":` would not.
+  const fields = keys.map((key) => `${key === '__proto__' ? '["__proto__"]' : JSON.stringify(key)}:v()`);
+  try {
+    return new Function('v', `'use strict';return function(){return{${fields.join(',')}}}`)(value);
+  } catch {
+    return null;
+  }
+}
+
+const SHAPES = new Map();
+const MAX_SHAPES = 4096;
+
+function shapeOf(keys) {
+  const signature = JSON.stringify(keys);
+  let build = SHAPES.get(signature);
+  if (build !== undefined) return build;
+  if (SHAPES.size >= MAX_SHAPES) return keyByKey(keys);
+  build = literal(keys) ?? keyByKey(keys);
+  SHAPES.set(signature, build);
+  return build;
+}
+
+/** One agent's side of the tape: its keys and shapes. */
+class TapeReader {
+  constructor(native) {
+    this.native = native;
+    this.keys = [];
+    this.shapes = [];
+  }
+
+  /** Starts decoding the batch just polled (its text `text`): reads its header. */
+  begin(text) {
+    if (TAPE[0] > TAPE.length) {
+      TAPE = new Uint32Array(Math.max(TAPE[0], TAPE.length * 2));
+      this.native.tapeCopy(TAPE);
+    }
+    T = TAPE;
+    S = text;
+    SP = 0;
+    const { keys, shapes } = this;
+    if (T[1] !== 0) {
+      keys.length = 0;
+      shapes.length = 0;
+    }
+    let p = 2;
+    for (let n = T[p++]; n > 0; n--) {
+      const end = SP + T[p++];
+      keys.push(S.slice(SP, end));
+      SP = end;
+    }
+    for (let n = T[p++]; n > 0; n--) {
+      const count = T[p++];
+      const names = new Array(count);
+      for (let i = 0; i < count; i++) names[i] = keys[T[p++]];
+      shapes.push(shapeOf(names));
+    }
+    P = p;
+    K = keys;
+    SH = shapes;
+  }
+
+  /** The batch's one value. */
+  one(text) {
+    try {
+      this.begin(text);
+      return value();
+    } catch (e) {
+      this.lost();
+      throw e;
+    }
+  }
+
+  /** The batch's values. */
+  all(text) {
+    try {
+      this.begin(text);
+      const end = T[0];
+      const values = [];
+      while (P < end) values.push(value());
+      return values;
+    } catch (e) {
+      this.lost();
+      throw e;
+    }
+  }
+
+  /** A batch not decoded to its end: both sides forget their tables. */
+  lost() {
+    this.keys.length = 0;
+    this.shapes.length = 0;
+    this.native.tapeReset();
+  }
+}
+
 /**
  * One agent per thread (SPEC §8): call one input method, then `poll()` until it returns
  * `null` (or iterate `drain()`), acting on each output in order.
  */
 class Agent {
   #native;
+  #tape;
 
   /** An idle agent; `config` has the fields of the driver's `config` line. */
   constructor(config) {
     if (config instanceof native.NativeAgent) {
       this.#native = config;
-      return;
+    } else {
+      try {
+        this.#native = new native.NativeAgent(configText(config));
+      } catch (e) {
+        rethrow(e);
+      }
     }
-    try {
-      this.#native = new native.NativeAgent(configText(config));
-    } catch (e) {
-      rethrow(e);
-    }
+    this.#native.enableFastCalls();
+    this.#tape = new TapeReader(this.#native);
   }
 
   #line(line) {
     try {
-      this.#native.handle(JSON.stringify(line));
+      native.agentHandle(this.#native, JSON.stringify(line));
     } catch (e) {
       rethrow(e);
     }
@@ -170,7 +343,7 @@ class Agent {
     if (typeof text === 'string' && (runId === undefined || typeof runId === 'string') &&
         (nowMs === undefined || isNow(nowMs))) {
       try {
-        return this.#native.prompt(text, runId, nowMs);
+        return native.agentPrompt(this.#native, text, runId, nowMs);
       } catch (e) {
         rethrow(e);
       }
@@ -205,7 +378,7 @@ class Agent {
     if (typeof runId === 'string' && isStep(step) && typeof text === 'string' &&
         (nowMs === undefined || isNow(nowMs))) {
       try {
-        this.#native.modelDelta(runId, step, text, nowMs);
+        native.agentModelDelta(this.#native, runId, step, text, nowMs);
         return;
       } catch (e) {
         rethrow(e);
@@ -216,6 +389,23 @@ class Agent {
 
   /** The model's answer: an assistant message (`content`, `stop_reason`, …). */
   modelDone(runId, step, message, { nowMs } = {}) {
+    if (typeof runId === 'string' && isStep(step) && message !== null && typeof message === 'object' &&
+        !Array.isArray(message) && (nowMs === undefined || isNow(nowMs))) {
+      let text;
+      try {
+        text = JSON.stringify(message);
+      } catch {
+        text = undefined;
+      }
+      if (typeof text === 'string') {
+        try {
+          native.agentModelDone(this.#native, runId, step, text, nowMs);
+          return;
+        } catch (e) {
+          rethrow(e);
+        }
+      }
+    }
     this.#line(withNow({ type: 'model_done', run_id: runId, step, message }, nowMs));
   }
 
@@ -235,7 +425,7 @@ class Agent {
         typeof callId === 'string' && typeof isError === 'boolean' &&
         (nowMs === undefined || isNow(nowMs))) {
       try {
-        this.#native.toolDoneText(runId, callId, content, isError, nowMs);
+        native.agentToolDoneText(this.#native, runId, callId, content, isError, nowMs);
         return;
       } catch (e) {
         rethrow(e);
@@ -302,11 +492,11 @@ class Agent {
   poll() {
     let text;
     try {
-      text = this.#native.poll();
+      text = native.agentPoll(this.#native, TAPE);
     } catch (e) {
       rethrow(e);
     }
-    return text === null ? null : JSON.parse(text);
+    return text === null ? null : this.#tape.one(text);
   }
 
   /**
@@ -323,11 +513,13 @@ class Agent {
 
   /** Every output up to the next input at once (what polling until `null` gives). */
   pollAll() {
+    let text;
     try {
-      return JSON.parse(this.#native.pollAll());
+      text = native.agentPollAll(this.#native, TAPE);
     } catch (e) {
       rethrow(e);
     }
+    return this.#tape.all(text);
   }
 
   /** An iterator that polls lazily until `poll()` returns `null`. */

@@ -1,10 +1,15 @@
 //! `NativeAgent`, wrapped by `Agent` in `index.js`: the core's agent behind the driver's own
-//! code path ([`Driver::apply`], [`Driver::poll`], [`Driver::render`]), so each output is
-//! exactly the line `runcore drive` writes, handed to JavaScript as its JSON text.
+//! code path ([`Driver::apply`], [`Driver::poll`], and the driver's own output lines), so each
+//! output is exactly the line `runcore drive` writes, handed to JavaScript as a tape (see
+//! `tape`; `index.js` rebuilds the object `JSON.parse` makes of the line) or as its JSON text.
 
+use napi::bindgen_prelude::Uint32ArraySlice;
 use napi_derive::napi;
-use runcore::driver::{ContextMode, Driver, InputLine, call_model_line};
-use runcore::{Agent, CallId, ContentBlock, Input, RecoverError, RunId, ThreadId, UserMessage};
+use runcore::driver::{ContextMode, Driver, InputLine, SentContext, call_model_line};
+use runcore::{
+    Agent, AssistantMessage, CallId, ContentBlock, Input, RecoverError, RunId, ThreadId,
+    UserMessage,
+};
 use serde_json::Value;
 
 use crate::errors::{
@@ -12,9 +17,10 @@ use crate::errors::{
     store_error,
 };
 use crate::shared_candidates::{
-    agent_config, config_line, parse_context, parse_policy, render_output,
+    agent_config, config_line, output_line, parse_context, parse_policy, render_output,
 };
 use crate::store::NativeStore;
+use crate::tape::Tape;
 
 /// The agent of one thread, driven by inputs; outputs are polled as JSON lines.
 #[napi]
@@ -25,6 +31,97 @@ pub struct NativeAgent {
     poisoned: bool,
     /// Scratch space for the canonical JSON of commit outputs (their payload hashes).
     canonical: Vec<u8>,
+    /// What earlier `call_model` outputs carried (delta mode): the driver's own count, kept
+    /// here because outputs are rendered here (the driver's `render` is never called).
+    sent: SentContext,
+    /// The key and shape tables shared with `index.js`, and the batch being written.
+    tape: Tape,
+}
+
+/// A batch's text as a JavaScript string: copied as Latin-1 (byte for byte) when it is ASCII,
+/// else decoded from UTF-8.
+pub struct Text {
+    text: String,
+    ascii: bool,
+}
+
+impl Text {
+    /// The JavaScript string (a copy).
+    ///
+    /// # Safety
+    ///
+    /// `env` is the environment of the call being answered.
+    pub(crate) unsafe fn to_js(
+        &self,
+        env: napi::sys::napi_env,
+    ) -> napi::Result<napi::sys::napi_value> {
+        let mut value = std::ptr::null_mut();
+        let (pointer, length) = (self.text.as_ptr().cast(), self.text.len() as isize);
+        // SAFETY: `env` is the calling environment; the text outlives the call, which copies it.
+        let status = unsafe {
+            if self.ascii {
+                napi::sys::napi_create_string_latin1(env, pointer, length, &mut value)
+            } else {
+                napi::sys::napi_create_string_utf8(env, pointer, length, &mut value)
+            }
+        };
+        if status == napi::sys::Status::napi_ok {
+            Ok(value)
+        } else {
+            Err(napi::Error::from_reason("cannot make a JavaScript string"))
+        }
+    }
+}
+
+impl napi::bindgen_prelude::ToNapiValue for Text {
+    unsafe fn to_napi_value(
+        env: napi::sys::napi_env,
+        val: Self,
+    ) -> napi::Result<napi::sys::napi_value> {
+        // SAFETY: napi-rs converts a return value in its call's environment.
+        unsafe { val.to_js(env) }
+    }
+}
+
+impl Drop for Text {
+    fn drop(&mut self) {
+        crate::tape::give_back_text(std::mem::take(&mut self.text));
+    }
+}
+
+impl napi::bindgen_prelude::TypeName for Text {
+    fn type_name() -> &'static str {
+        "String"
+    }
+    fn value_type() -> napi::ValueType {
+        napi::ValueType::String
+    }
+}
+
+/// The words of the tape array `index.js` passes.
+fn words<'a>(ops: &'a mut Uint32ArraySlice<'_>) -> &'a mut [u32] {
+    // SAFETY: the array is alive for the whole call (an argument of it), and JavaScript does
+    // not run while it is written.
+    unsafe { ops.as_mut() }
+}
+
+/// An assistant message from its JSON text as a `model_done` line's `message` reads (its
+/// `"role"`, if any, `"assistant"`), or `None` (then the line says why). Lines are capped at
+/// [`runcore::driver::MAX_LINE_BYTES`]: a message near that goes through the line too.
+fn assistant_message(message: &[u8]) -> Option<AssistantMessage> {
+    if message.len() > runcore::driver::MAX_LINE_BYTES / 2 {
+        return None;
+    }
+    let mut value: Value = serde_json::from_slice(message).ok()?;
+    let Value::Object(object) = &mut value else {
+        return None;
+    };
+    match object.remove("role") {
+        None => {}
+        Some(Value::String(role)) if role == "assistant" => {}
+        Some(_) => return None,
+    }
+    serde_json::from_value(value).ok()
 }
 
 /// A `now_ms` from JavaScript (`index.js` passes only safe non-negative integers here).
@@ -48,28 +145,32 @@ pub(crate) fn context_name(context: ContextMode) -> &'static str {
     }
 }
 
+impl Drop for NativeAgent {
+    fn drop(&mut self) {
+        crate::raw::unregister(self);
+    }
+}
+
 impl NativeAgent {
     pub(crate) fn from_driver(driver: Driver) -> Self {
         NativeAgent {
             driver,
             poisoned: false,
             canonical: Vec::new(),
+            sent: SentContext::default(),
+            tape: Tape::default(),
         }
     }
 
     /// Runs `f` on the driver; a panic poisons this object and becomes `InternalError`.
-    fn guarded<T>(
-        &mut self,
-        f: impl FnOnce(&mut Driver, &mut Vec<u8>) -> napi::Result<T>,
-    ) -> napi::Result<T> {
+    fn guarded<T>(&mut self, f: impl FnOnce(&mut Self) -> napi::Result<T>) -> napi::Result<T> {
         if self.poisoned {
             return Err(internal(
                 "this Agent is unusable after an internal error (a Rust panic); restore it \
                  from a snapshot or recover it from its store",
             ));
         }
-        let (driver, canonical) = (&mut self.driver, &mut self.canonical);
-        match guard(|| f(driver, canonical)) {
+        match guard(|| f(&mut *self)) {
             Ok(result) => result,
             Err(()) => {
                 self.poisoned = true;
@@ -82,11 +183,103 @@ impl NativeAgent {
 
     fn apply(&mut self, input: Input, now_ms: Option<f64>) -> napi::Result<()> {
         let now_ms = now_of(now_ms)?;
-        self.guarded(|driver, _| {
-            driver
+        self.guarded(|this| {
+            this.driver
                 .apply(InputLine::new(input, now_ms))
                 .map_err(|e| agent_error(&e))
         })
+    }
+
+    /// Applies one driver input line (its JSON bytes), exactly as the driver does.
+    pub(crate) fn handle_bytes(&mut self, line: &[u8]) -> napi::Result<()> {
+        self.guarded(|this| {
+            let parsed = Driver::parse_line(line).map_err(|body| invalid_json(body.message))?;
+            this.driver.apply(parsed).map_err(|e| agent_error(&e))
+        })
+    }
+
+    /// `model_done` with its message as JSON text, read straight into the message (what the
+    /// driver reads from the line's `message`: an assistant message, `"role"` optional). Any
+    /// message that does not read so goes through the whole line, for the driver's own error.
+    pub(crate) fn model_done_json(
+        &mut self,
+        run_id: String,
+        step: u32,
+        message: &[u8],
+        now_ms: Option<f64>,
+    ) -> napi::Result<()> {
+        if let Some(message) = assistant_message(message) {
+            let input = Input::ModelDone {
+                run_id: RunId::new(run_id),
+                step,
+                message,
+            };
+            return self.apply(input, now_ms);
+        }
+        let mut line = format!(
+            "{{\"type\":\"model_done\",\"run_id\":{},\"step\":{step},\"message\":",
+            Value::from(run_id)
+        );
+        line.push_str(&String::from_utf8_lossy(message));
+        if let Some(now) = now_ms {
+            line.push_str(&format!(",\"now_ms\":{now}"));
+        }
+        line.push('}');
+        self.handle_bytes(line.as_bytes())
+    }
+
+    /// The next output on the tape (in `ops` and the returned text), or `None`.
+    pub(crate) fn poll_tape_words(&mut self, ops: &mut [u32]) -> napi::Result<Option<Text>> {
+        self.guarded(|this| {
+            let Some(output) = this.driver.poll() else {
+                return Ok(None);
+            };
+            this.tape.begin();
+            this.write(&output);
+            Ok(Some(this.finish(ops)))
+        })
+    }
+
+    /// Every output up to the next input on one tape.
+    pub(crate) fn poll_all_tape_words(&mut self, ops: &mut [u32]) -> napi::Result<Text> {
+        self.guarded(|this| {
+            this.tape.begin();
+            while let Some(output) = this.driver.poll() {
+                this.write(&output);
+            }
+            Ok(this.finish(ops))
+        })
+    }
+
+    /// The next output as its driver line's JSON text.
+    fn next_line(&mut self) -> Option<String> {
+        let output = self.driver.poll()?;
+        let context = self.driver.context();
+        Some(render_output(
+            self.driver.agent(),
+            &output,
+            context,
+            &mut self.sent,
+            &mut self.canonical,
+        ))
+    }
+
+    /// Writes `output`'s line on the tape.
+    fn write(&mut self, output: &runcore::Output) {
+        let context = self.driver.context();
+        let line = output_line(
+            self.driver.agent(),
+            output,
+            context,
+            &mut self.sent,
+            &mut self.canonical,
+        );
+        self.tape.write(&line);
+    }
+
+    fn finish(&mut self, ops: &mut [u32]) -> Text {
+        let (text, ascii) = self.tape.finish(ops);
+        Text { text, ascii }
     }
 
     fn active_run(&self, what: &str) -> napi::Result<String> {
@@ -117,7 +310,7 @@ impl NativeAgent {
         if let Some(config) = config {
             let line =
                 config_line(Some(parse_json(&config, "the config")?)).map_err(invalid_json)?;
-            this.guarded(|driver, _| driver.apply(line).map_err(|e| agent_error(&e)))?;
+            this.guarded(|this| this.driver.apply(line).map_err(|e| agent_error(&e)))?;
         }
         Ok(this)
     }
@@ -125,11 +318,7 @@ impl NativeAgent {
     /// Applies one driver input line (its JSON text), exactly as the driver does.
     #[napi]
     pub fn handle(&mut self, line: String) -> napi::Result<()> {
-        self.guarded(|driver, _| {
-            let parsed =
-                Driver::parse_line(line.as_bytes()).map_err(|body| invalid_json(body.message))?;
-            driver.apply(parsed).map_err(|e| agent_error(&e))
-        })
+        self.handle_bytes(line.as_bytes())
     }
 
     /// Applies an input line and returns the active run's id (`prompt`, `continue`).
@@ -195,35 +384,63 @@ impl NativeAgent {
     /// The next output as its driver line's JSON text, or `null`.
     #[napi]
     pub fn poll(&mut self) -> napi::Result<Option<String>> {
-        self.guarded(|driver, canonical| {
-            Ok(driver
-                .poll()
-                .map(|output| render_output(driver, &output, canonical)))
-        })
+        self.guarded(|this| Ok(this.next_line()))
     }
 
     /// Every output up to the next input, as one JSON array's text.
     #[napi]
     pub fn poll_all(&mut self) -> napi::Result<String> {
-        self.guarded(|driver, canonical| {
+        self.guarded(|this| {
             let mut text = String::from("[");
-            while let Some(output) = driver.poll() {
+            while let Some(line) = this.next_line() {
                 if text.len() > 1 {
                     text.push(',');
                 }
-                text.push_str(&render_output(driver, &output, canonical));
+                text.push_str(&line);
             }
             text.push(']');
             Ok(text)
         })
     }
 
+    /// The next output on the tape (`index.js` decodes it from `ops` and the returned text),
+    /// or `null`.
+    #[napi]
+    pub fn poll_tape(&mut self, mut ops: Uint32ArraySlice<'_>) -> napi::Result<Option<Text>> {
+        self.poll_tape_words(words(&mut ops))
+    }
+
+    /// Every output up to the next input on one tape (none: an empty tape).
+    #[napi]
+    pub fn poll_all_tape(&mut self, mut ops: Uint32ArraySlice<'_>) -> napi::Result<Text> {
+        self.poll_all_tape_words(words(&mut ops))
+    }
+
+    /// Copies the last tape into `ops` when it did not fit the array it was polled with; false
+    /// if `ops` is still too short.
+    #[napi]
+    pub fn tape_copy(&mut self, mut ops: Uint32ArraySlice<'_>) -> bool {
+        self.tape.copy_pending(words(&mut ops))
+    }
+
+    /// Lets the plain Node-API functions of `raw` (the hot methods) act on this agent.
+    #[napi]
+    pub fn enable_fast_calls(&mut self) {
+        crate::raw::register(self);
+    }
+
+    /// Forgets the tape's key and shape tables (`index.js` forgets its own).
+    #[napi]
+    pub fn tape_reset(&mut self) {
+        self.tape.forget();
+    }
+
     /// The outstanding model call as its `call_model` line with the whole transcript, or
     /// `null`.
     #[napi]
     pub fn model_request(&mut self) -> napi::Result<Option<String>> {
-        self.guarded(|driver, _| {
-            let agent = driver.agent();
+        self.guarded(|this| {
+            let agent = this.driver.agent();
             let Some(request) = agent.model_request() else {
                 return Ok(None);
             };
@@ -307,7 +524,7 @@ impl NativeAgent {
     /// becomes `InternalError` and the agent refuses every later call).
     #[napi(js_name = "_panicForTests")]
     pub fn panic_for_tests(&mut self, message: String) -> napi::Result<()> {
-        self.guarded(|_, _| -> napi::Result<()> { panic!("{message}") })
+        self.guarded(|_| -> napi::Result<()> { panic!("{message}") })
     }
 
     /// The thread this agent drives.

@@ -3,8 +3,9 @@
 //! in the package's API (`Agent`, `Driver`, the stores, the error classes) and `index.d.ts`
 //! types it.
 //!
-//! Every output crosses as the JSON text the driver renders (`JSON.parse` on the JavaScript
-//! side), so the package's objects and `runcore drive`'s lines cannot drift. Every error
+//! Every output is the driver's own output line: it crosses as a tape (`tape`) from which
+//! `index.js` builds exactly the object `JSON.parse` makes of the line `runcore drive` writes,
+//! or as that JSON text, so the package's objects and the binary's lines cannot drift. Every error
 //! crosses as a thrown `Error` carrying its JSON body (see `errors`), and a Rust panic is
 //! caught at the boundary.
 
@@ -13,5 +14,7 @@
 mod agent;
 mod driver;
 mod errors;
+mod raw;
 pub mod shared_candidates;
 mod store;
+mod tape;

@@ -9,20 +9,22 @@
 //!   line) as the driver reads it, and as the options of a durable driver.
 //! - [`StoreWrite`] / [`store_write_of_output`]: a `commit` output line read back into what a
 //!   store applies (fenced when it carries its operation fields).
-//! - [`payload_hash`] / [`render_output`]: a commit's payload hash with the CPU's SHA
-//!   instructions (the same hex as `ThreadCommit::payload_hash`), and the driver's rendering of
-//!   an output using it.
+//! - [`payload_hash`] / [`output_line`] / [`render_output`]: a commit's payload hash with the
+//!   CPU's SHA instructions (the same hex as `ThreadCommit::payload_hash`), and the driver's line
+//!   of an output using it (as its `OutputLine`, or rendered).
 //! - [`error_body`] / [`snapshot_error_code`]: an agent error as the body of its `error` line, and
 //!   a snapshot error's stable code.
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use runcore::driver::{ContextMode, Driver, DurableOptions, InputLine, OutputLine, error_line};
+use runcore::driver::{
+    ContextMode, DurableOptions, InputLine, OutputLine, SentContext, call_model_line, error_line,
+};
 use runcore::{
-    AgentConfig, AgentError, CheckpointReader, CommitLog, CommitOperation, CommitReceipt,
-    CommitRecord, CommittedThreadView, EventRecord, EventScope, Input, Message, Output,
-    RecoveryPolicy, ResumeTicket, RunId, RunRecord, RunState, SnapshotError, StateCommand,
+    Action, Agent, AgentConfig, AgentError, CheckpointReader, CommitLog, CommitOperation,
+    CommitReceipt, CommitRecord, CommittedThreadView, EventRecord, EventScope, Input, Message,
+    Output, RecoveryPolicy, ResumeTicket, RunId, RunRecord, RunState, SnapshotError, StateCommand,
     StoreError, ThreadCommit, ThreadId, ThreadSummary, TranscriptSnapshotRef,
 };
 use serde_json::{Map, Value};
@@ -284,19 +286,49 @@ pub fn payload_hash(commit: &ThreadCommit, buffer: &mut Vec<u8>) -> String {
     commit.payload_hash_with(buffer)
 }
 
-/// [`Driver::render`] with the commit's hash from [`payload_hash`]: the same line.
-pub fn render_output(driver: &mut Driver, output: &Output, buffer: &mut Vec<u8>) -> String {
+/// The driver's output line for `output` (what [`Driver::render`](runcore::driver::Driver::render) writes, as the driver's own
+/// [`OutputLine`] type), with the commit's hash from [`payload_hash`]. In delta mode `sent` is
+/// what earlier `call_model` lines carried; it is advanced, as the driver advances its own.
+pub fn output_line<'a>(
+    agent: &'a Agent,
+    output: &'a Output,
+    context: ContextMode,
+    sent: &mut SentContext,
+    buffer: &mut Vec<u8>,
+) -> OutputLine<'a> {
     match output {
-        Output::Commit(commit) => {
-            let line = OutputLine::Commit {
-                commit: &commit.commit,
-                ordinal: commit.ordinal,
-                expected_thread_version: commit.expected_thread_version,
-                payload_hash: payload_hash(&commit.commit, buffer),
-            };
-            // Plain data with string keys: writing it cannot fail.
-            serde_json::to_string(&line).unwrap_or_default()
-        }
-        other => driver.render(other),
+        Output::Action(Action::CallModel {
+            run_id,
+            step,
+            final_step,
+        }) => call_model_line(agent, run_id, *step, *final_step, context, sent),
+        Output::Action(Action::ExecuteTools {
+            run_id,
+            step,
+            calls,
+        }) => OutputLine::ExecuteTools {
+            run_id,
+            step: *step,
+            calls,
+        },
+        Output::Commit(commit) => OutputLine::Commit {
+            commit: &commit.commit,
+            ordinal: commit.ordinal,
+            expected_thread_version: commit.expected_thread_version,
+            payload_hash: payload_hash(&commit.commit, buffer),
+        },
+        Output::Event(event) => OutputLine::Event { event },
     }
+}
+
+/// [`output_line`] as the JSON line the driver writes (without its `\n`).
+pub fn render_output(
+    agent: &Agent,
+    output: &Output,
+    context: ContextMode,
+    sent: &mut SentContext,
+    buffer: &mut Vec<u8>,
+) -> String {
+    // Plain data with string keys: writing it cannot fail.
+    serde_json::to_string(&output_line(agent, output, context, sent, buffer)).unwrap_or_default()
 }

@@ -1,0 +1,487 @@
+//! The Agent's hot methods as plain Node-API functions (`agentPoll`, `agentModelDelta`, …,
+//! exported beside the classes), each taking the `NativeAgent` as its first argument.
+//!
+//! A napi-rs class method costs about 0.28 µs a call on the development machine before it does
+//! anything (its borrow bookkeeping and class identity lookup); a w1 step makes some fifty
+//! calls. These functions do only what Node-API needs: read the arguments, find the agent,
+//! call the same `NativeAgent` code the class methods call.
+//!
+//! Finding the agent: `napi_unwrap` gives the pointer napi-rs wrapped, which is used only if it
+//! is a live `NativeAgent` registered by `enableFastCalls()` (a thread's set of addresses,
+//! removed when the agent is dropped), so no other object is ever read as one. Input strings
+//! are read into a reused buffer.
+
+// A test build has no module registration (napi-derive leaves it out), so nothing here is
+// reached from it.
+#![cfg_attr(test, allow(dead_code))]
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::ffi::{CString, c_void};
+use std::ptr;
+
+use napi::sys;
+
+use crate::agent::{NativeAgent, Text};
+
+thread_local! {
+    /// The addresses of the live agents that take plain calls.
+    static LIVE: RefCell<HashSet<usize>> = RefCell::new(HashSet::new());
+    /// Scratch space for string arguments.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Lets the plain functions act on `agent` (at its final address: napi-rs's box).
+pub fn register(agent: &NativeAgent) {
+    let address = agent as *const NativeAgent as usize;
+    LIVE.with(|live| live.borrow_mut().insert(address));
+}
+
+/// Forgets `agent` (dropped).
+pub fn unregister(agent: &NativeAgent) {
+    let address = agent as *const NativeAgent as usize;
+    // During thread teardown the set may be gone already: nothing to forget then.
+    let _ = LIVE.try_with(|live| live.borrow_mut().remove(&address));
+}
+
+type Result<T> = napi::Result<T>;
+
+fn failed(what: &str) -> napi::Error {
+    napi::Error::from_reason(format!("runcore: Node-API call failed: {what}"))
+}
+
+fn check(status: sys::napi_status, what: &str) -> Result<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(failed(what))
+    }
+}
+
+/// The call's first `N` arguments (`undefined` past those given).
+unsafe fn arguments<const N: usize>(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> Result<[sys::napi_value; N]> {
+    let mut argc = N;
+    let mut argv = [ptr::null_mut(); N];
+    // SAFETY: `info` is this call's; `argv` holds `argc` values.
+    let status = unsafe {
+        sys::napi_get_cb_info(
+            env,
+            info,
+            &mut argc,
+            argv.as_mut_ptr(),
+            ptr::null_mut(),
+            ptr::null_mut(),
+        )
+    };
+    check(status, "napi_get_cb_info")?;
+    Ok(argv)
+}
+
+/// The registered agent wrapped by `value`.
+unsafe fn agent<'a>(env: sys::napi_env, value: sys::napi_value) -> Result<&'a mut NativeAgent> {
+    let mut wrapped: *mut c_void = ptr::null_mut();
+    // SAFETY: `value` is an argument of this call.
+    let status = unsafe { sys::napi_unwrap(env, value, &mut wrapped) };
+    let address = wrapped as usize;
+    if status != sys::Status::napi_ok || !LIVE.with(|live| live.borrow().contains(&address)) {
+        return Err(napi::Error::from_reason(
+            "runcore: the first argument is not an agent that takes fast calls",
+        ));
+    }
+    // SAFETY: a registered address is a live `NativeAgent` (napi-rs's box, which it frees only
+    // after dropping it, which unregisters it); JavaScript does not run during this call, so
+    // nothing else borrows it.
+    Ok(unsafe { &mut *(wrapped as *mut NativeAgent) })
+}
+
+fn value_type(env: sys::napi_env, value: sys::napi_value) -> Result<sys::napi_valuetype> {
+    let mut kind = 0;
+    // SAFETY: `value` is an argument of this call.
+    check(
+        unsafe { sys::napi_typeof(env, value, &mut kind) },
+        "napi_typeof",
+    )?;
+    Ok(kind)
+}
+
+fn argument_error(what: &str) -> napi::Error {
+    crate::errors::bad_argument(format!("{what} must be a string"))
+}
+
+/// Runs `f` on the UTF-8 bytes of the string `value` (read into the thread's scratch buffer).
+fn with_str<T>(
+    env: sys::napi_env,
+    value: sys::napi_value,
+    what: &str,
+    f: impl FnOnce(&[u8]) -> Result<T>,
+) -> Result<T> {
+    if value_type(env, value)? != sys::ValueType::napi_string {
+        return Err(argument_error(what));
+    }
+    let mut buffer = SCRATCH.with(|scratch| std::mem::take(&mut *scratch.borrow_mut()));
+    let result = read_str(env, value, &mut buffer).and_then(|()| f(&buffer));
+    SCRATCH.with(|scratch| *scratch.borrow_mut() = buffer);
+    result
+}
+
+/// Reads the string `value` as UTF-8 into `buffer` (its whole length).
+fn read_str(env: sys::napi_env, value: sys::napi_value, buffer: &mut Vec<u8>) -> Result<()> {
+    if buffer.capacity() < 256 {
+        buffer.reserve(256);
+    }
+    let capacity = buffer.capacity();
+    let mut written = 0;
+    // SAFETY: the buffer has `capacity` bytes; Node writes at most `capacity - 1` and a NUL.
+    check(
+        unsafe {
+            sys::napi_get_value_string_utf8(
+                env,
+                value,
+                buffer.as_mut_ptr().cast(),
+                capacity,
+                &mut written,
+            )
+        },
+        "napi_get_value_string_utf8",
+    )?;
+    // Node stops before a character that does not fit: 4 bytes short of the end, it was all.
+    if written + 4 < capacity - 1 {
+        // SAFETY: Node wrote `written` bytes.
+        unsafe { buffer.set_len(written) };
+        return Ok(());
+    }
+    let mut length = 0;
+    // SAFETY: a null buffer asks for the length only.
+    check(
+        unsafe { sys::napi_get_value_string_utf8(env, value, ptr::null_mut(), 0, &mut length) },
+        "napi_get_value_string_utf8",
+    )?;
+    buffer.clear();
+    buffer.reserve(length + 1);
+    // SAFETY: as above, with room for the whole string and its NUL.
+    check(
+        unsafe {
+            sys::napi_get_value_string_utf8(
+                env,
+                value,
+                buffer.as_mut_ptr().cast(),
+                length + 1,
+                &mut written,
+            )
+        },
+        "napi_get_value_string_utf8",
+    )?;
+    // SAFETY: Node wrote `written` bytes.
+    unsafe { buffer.set_len(written) };
+    Ok(())
+}
+
+/// The string `value` as an owned `String`.
+fn string(env: sys::napi_env, value: sys::napi_value, what: &str) -> Result<String> {
+    with_str(env, value, what, |bytes| {
+        // Node writes valid UTF-8 (a lone surrogate becomes U+FFFD).
+        String::from_utf8(bytes.to_vec()).map_err(|_| failed("a string was not UTF-8"))
+    })
+}
+
+/// `undefined` or `null` as `None`, else the string.
+fn optional_string(
+    env: sys::napi_env,
+    value: sys::napi_value,
+    what: &str,
+) -> Result<Option<String>> {
+    match value_type(env, value)? {
+        sys::ValueType::napi_undefined | sys::ValueType::napi_null => Ok(None),
+        _ => string(env, value, what).map(Some),
+    }
+}
+
+/// `undefined` or `null` as `None`, else the number.
+fn optional_number(env: sys::napi_env, value: sys::napi_value) -> Result<Option<f64>> {
+    match value_type(env, value)? {
+        sys::ValueType::napi_undefined | sys::ValueType::napi_null => Ok(None),
+        sys::ValueType::napi_number => number(env, value).map(Some),
+        _ => Err(crate::errors::bad_argument("nowMs must be a number")),
+    }
+}
+
+fn number(env: sys::napi_env, value: sys::napi_value) -> Result<f64> {
+    let mut number = 0.0;
+    // SAFETY: `value` is an argument of this call.
+    check(
+        unsafe { sys::napi_get_value_double(env, value, &mut number) },
+        "napi_get_value_double",
+    )?;
+    Ok(number)
+}
+
+fn step(env: sys::napi_env, value: sys::napi_value) -> Result<u32> {
+    let step = number(env, value)?;
+    if step >= 0.0 && step <= f64::from(u32::MAX) && step.fract() == 0.0 {
+        // An integer in range: exact.
+        Ok(step as u32)
+    } else {
+        Err(crate::errors::bad_argument(
+            "step must be an integer from 0 to 2^32 - 1",
+        ))
+    }
+}
+
+fn boolean(env: sys::napi_env, value: sys::napi_value) -> Result<bool> {
+    let mut flag = false;
+    // SAFETY: `value` is an argument of this call.
+    check(
+        unsafe { sys::napi_get_value_bool(env, value, &mut flag) },
+        "napi_get_value_bool",
+    )?;
+    Ok(flag)
+}
+
+/// The words of the `Uint32Array` `value`.
+unsafe fn words<'a>(env: sys::napi_env, value: sys::napi_value) -> Result<&'a mut [u32]> {
+    let mut kind = 0;
+    let mut length = 0;
+    let mut data: *mut c_void = ptr::null_mut();
+    let mut buffer = ptr::null_mut();
+    let mut offset = 0;
+    // SAFETY: `value` is an argument of this call (the status says whether it is a typed array).
+    let status = unsafe {
+        sys::napi_get_typedarray_info(
+            env,
+            value,
+            &mut kind,
+            &mut length,
+            &mut data,
+            &mut buffer,
+            &mut offset,
+        )
+    };
+    check(status, "napi_get_typedarray_info")?;
+    if kind != sys::TypedarrayType::uint32_array {
+        return Err(failed("the tape is not a Uint32Array"));
+    }
+    if length == 0 {
+        return Ok(&mut []);
+    }
+    // SAFETY: a Uint32Array of `length` words at `data`, alive for this call (an argument of
+    // it); JavaScript does not run while it is written.
+    Ok(unsafe { std::slice::from_raw_parts_mut(data.cast::<u32>(), length) })
+}
+
+fn null(env: sys::napi_env) -> Result<sys::napi_value> {
+    let mut value = ptr::null_mut();
+    // SAFETY: `env` is this call's.
+    check(
+        unsafe { sys::napi_get_null(env, &mut value) },
+        "napi_get_null",
+    )?;
+    Ok(value)
+}
+
+fn undefined(env: sys::napi_env) -> Result<sys::napi_value> {
+    let mut value = ptr::null_mut();
+    // SAFETY: `env` is this call's.
+    check(
+        unsafe { sys::napi_get_undefined(env, &mut value) },
+        "napi_get_undefined",
+    )?;
+    Ok(value)
+}
+
+fn js_string(env: sys::napi_env, text: &str) -> Result<sys::napi_value> {
+    let mut value = ptr::null_mut();
+    // SAFETY: `env` is this call's; the text is copied.
+    check(
+        unsafe {
+            sys::napi_create_string_utf8(env, text.as_ptr().cast(), text.len() as isize, &mut value)
+        },
+        "napi_create_string_utf8",
+    )?;
+    Ok(value)
+}
+
+fn text(env: sys::napi_env, text: Option<Text>) -> Result<sys::napi_value> {
+    match text {
+        // SAFETY: `env` is this call's.
+        Some(text) => unsafe { text.to_js(env) },
+        None => null(env),
+    }
+}
+
+/// Answers the call: its value, or `undefined` after throwing the error.
+fn answer(env: sys::napi_env, result: Result<sys::napi_value>) -> sys::napi_value {
+    match result {
+        Ok(value) => value,
+        Err(error) => {
+            let message = CString::new(error.reason.replace('\0', "\\u0000"))
+                .unwrap_or_else(|_| c"runcore: an error".to_owned());
+            // SAFETY: `env` is this call's; the message is a NUL-terminated string.
+            unsafe { sys::napi_throw_error(env, ptr::null(), message.as_ptr()) };
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `agentPoll(agent, tape)`: `pollTape`.
+unsafe extern "C" fn poll(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: a Node-API callback's `env` and `info`.
+    let result = unsafe {
+        arguments::<2>(env, info).and_then(|[this, tape]| {
+            let agent = agent(env, this)?;
+            let words = words(env, tape)?;
+            text(env, agent.poll_tape_words(words)?)
+        })
+    };
+    answer(env, result)
+}
+
+/// `agentPollAll(agent, tape)`: `pollAllTape`.
+unsafe extern "C" fn poll_all(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
+    // SAFETY: a Node-API callback's `env` and `info`.
+    let result = unsafe {
+        arguments::<2>(env, info).and_then(|[this, tape]| {
+            let agent = agent(env, this)?;
+            let words = words(env, tape)?;
+            text(env, Some(agent.poll_all_tape_words(words)?))
+        })
+    };
+    answer(env, result)
+}
+
+/// `agentHandle(agent, line)`: `handle`.
+unsafe extern "C" fn handle(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: a Node-API callback's `env` and `info`.
+    let result = unsafe {
+        arguments::<2>(env, info).and_then(|[this, line]| {
+            let agent = agent(env, this)?;
+            with_str(env, line, "line", |bytes| agent.handle_bytes(bytes))?;
+            undefined(env)
+        })
+    };
+    answer(env, result)
+}
+
+/// `agentPrompt(agent, text, runId, nowMs)`: `prompt`.
+unsafe extern "C" fn prompt(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: a Node-API callback's `env` and `info`.
+    let result = unsafe {
+        arguments::<4>(env, info).and_then(|[this, text, run_id, now_ms]| {
+            let agent = agent(env, this)?;
+            let text = string(env, text, "text")?;
+            let run_id = optional_string(env, run_id, "runId")?;
+            let now_ms = optional_number(env, now_ms)?;
+            let run = agent.prompt(text, run_id, now_ms)?;
+            js_string(env, &run)
+        })
+    };
+    answer(env, result)
+}
+
+/// `agentModelDelta(agent, runId, step, text, nowMs)`: `modelDelta`.
+unsafe extern "C" fn model_delta(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
+    // SAFETY: a Node-API callback's `env` and `info`.
+    let result = unsafe {
+        arguments::<5>(env, info).and_then(|[this, run_id, step_value, text, now_ms]| {
+            let agent = agent(env, this)?;
+            let run_id = string(env, run_id, "runId")?;
+            let step = step(env, step_value)?;
+            let text = string(env, text, "text")?;
+            let now_ms = optional_number(env, now_ms)?;
+            agent.model_delta(run_id, step, text, now_ms)?;
+            undefined(env)
+        })
+    };
+    answer(env, result)
+}
+
+/// `agentModelDone(agent, runId, step, messageJson, nowMs)`: `modelDone`.
+unsafe extern "C" fn model_done(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
+    // SAFETY: a Node-API callback's `env` and `info`.
+    let result = unsafe {
+        arguments::<5>(env, info).and_then(|[this, run_id, step_value, message, now_ms]| {
+            let agent = agent(env, this)?;
+            let run_id = string(env, run_id, "runId")?;
+            let step = step(env, step_value)?;
+            let now_ms = optional_number(env, now_ms)?;
+            with_str(env, message, "message", |bytes| {
+                agent.model_done_json(run_id, step, bytes, now_ms)
+            })?;
+            undefined(env)
+        })
+    };
+    answer(env, result)
+}
+
+/// `agentToolDoneText(agent, runId, callId, text, isError, nowMs)`: `toolDoneText`.
+unsafe extern "C" fn tool_done_text(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
+    // SAFETY: a Node-API callback's `env` and `info`.
+    let result = unsafe {
+        arguments::<6>(env, info).and_then(|[this, run_id, call_id, text, is_error, now_ms]| {
+            let agent = agent(env, this)?;
+            let run_id = string(env, run_id, "runId")?;
+            let call_id = string(env, call_id, "callId")?;
+            let text = string(env, text, "text")?;
+            let is_error = boolean(env, is_error)?;
+            let now_ms = optional_number(env, now_ms)?;
+            agent.tool_done_text(run_id, call_id, text, is_error, now_ms)?;
+            undefined(env)
+        })
+    };
+    answer(env, result)
+}
+
+type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
+
+const FUNCTIONS: [(&std::ffi::CStr, Callback); 7] = [
+    (c"agentModelDone", model_done),
+    (c"agentPoll", poll),
+    (c"agentPollAll", poll_all),
+    (c"agentHandle", handle),
+    (c"agentPrompt", prompt),
+    (c"agentModelDelta", model_delta),
+    (c"agentToolDoneText", tool_done_text),
+];
+
+/// Adds the plain functions to the module's exports.
+#[napi_derive::napi(module_exports)]
+pub fn exports(exports: napi::bindgen_prelude::Object, env: napi::Env) -> Result<()> {
+    use napi::bindgen_prelude::JsValue;
+    let (env, exports) = (env.raw(), exports.raw());
+    for (name, callback) in FUNCTIONS {
+        let mut function = ptr::null_mut();
+        // SAFETY: `env` and `exports` are the module's; `name` is NUL-terminated.
+        unsafe {
+            check(
+                sys::napi_create_function(
+                    env,
+                    name.as_ptr(),
+                    name.to_bytes().len() as isize,
+                    Some(callback),
+                    ptr::null_mut(),
+                    &mut function,
+                ),
+                "napi_create_function",
+            )?;
+            check(
+                sys::napi_set_named_property(env, exports, name.as_ptr(), function),
+                "napi_set_named_property",
+            )?;
+        }
+    }
+    Ok(())
+}
