@@ -5,7 +5,7 @@
 //! O(log(runs + threads) + size of the commit), never a scan of a thread's history, and a page
 //! of `list_events` costs O(log n + limit).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::ops::Range;
 
@@ -52,6 +52,10 @@ pub struct MemoryStore {
     /// Store time: the latest `now_ms` any caller gave (it never goes back).
     #[serde(default)]
     clock: u64,
+    /// The threads whose latest run is Running: where the orphan scan of `due_work` starts, so
+    /// it never walks every claim ever granted (§7.3).
+    #[serde(default)]
+    running: BTreeSet<ThreadId>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -172,6 +176,11 @@ impl MemoryStore {
             RunDisposition::Awaiting(ticket) => Some((**ticket).clone()),
             _ => None,
         };
+        if state == RunState::Running {
+            self.running.insert(commit.thread_id.clone());
+        } else {
+            self.running.remove(&commit.thread_id);
+        }
         let thread = self.threads.entry(commit.thread_id.clone()).or_default();
         let run = self.runs.entry(run_id.clone()).or_insert_with(|| RunEntry {
             record: RunRecord {
@@ -321,8 +330,12 @@ impl ThreadClaims for MemoryStore {
                 },
             })
             .collect();
-        for (thread_id, record) in &self.claims {
-            let Some(ended) = record.ended_at(now_ms) else {
+        for thread_id in &self.running {
+            let Some(ended) = self
+                .claims
+                .get(thread_id)
+                .and_then(|record| record.ended_at(now_ms))
+            else {
                 continue;
             };
             if let Some(run) = self.latest_record(thread_id)

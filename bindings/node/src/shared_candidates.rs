@@ -1,12 +1,13 @@
-//! Host code that is not Node-specific: every binding needs it, so it is meant to move into the
-//! core (`runcore::driver`) when this crate is merged. Nothing here touches Node-API.
+//! Host glue that is not Node-specific. What every binding needs now lives in the core and is
+//! only named here: the shared store handle ([`runcore::SharedStore`]), the names of recovery
+//! policies and context modes (`FromStr`), configuration objects ([`InputLine::config`]) and a
+//! durable driver's options ([`DurableOptions::from_line`]). What is left is still to move.
+//! Nothing here touches Node-API.
 //!
-//! - [`DynStore`] / [`SharedStore`]: any backend as one boxed type, and a handle onto it that
-//!   several owners (a store object, a durable driver) share.
-//! - [`parse_policy`] / [`parse_context`]: the driver's names for recovery policies and
-//!   context modes.
-//! - [`config_line`] / [`durable_options`]: a configuration object (the fields of a `config`
-//!   line) as the driver reads it, and as the options of a durable driver.
+//! - [`DynStore`] / [`SharedStore`]: any backend as one boxed type, and the core's handle onto
+//!   it that several owners (a store object, a durable driver) share.
+//! - [`parse_policy`] / [`parse_context`] / [`config_line`] / [`durable_options`]: the core's
+//!   readings, with this package's messages.
 //! - [`StoreWrite`] / [`store_write_of_output`]: a `commit` output line read back into what a
 //!   store applies (fenced when it carries its operation fields).
 //! - [`payload_hash`] / [`output_line`] / [`render_output`]: a commit's payload hash with the
@@ -15,161 +16,52 @@
 //! - [`error_body`] / [`snapshot_error_code`]: an agent error as the body of its `error` line, and
 //!   a snapshot error's stable code.
 
-use std::ops::Range;
-use std::sync::{Arc, Mutex, MutexGuard};
-
 use runcore::driver::{
     ContextMode, DurableOptions, InputLine, OutputLine, SentContext, call_model_line, error_line,
 };
 use runcore::{
-    Action, Agent, AgentConfig, AgentError, CheckpointReader, CommitLog, CommitOperation,
-    CommitReceipt, CommitRecord, CommittedThreadView, EventRecord, EventScope, Input, Message,
-    Output, RecoveryPolicy, ResumeTicket, RunId, RunRecord, RunState, SnapshotError, StateCommand,
-    StoreError, ThreadCommit, ThreadId, ThreadSummary, TranscriptSnapshotRef,
+    Action, Agent, AgentConfig, AgentError, CommitOperation, Input, Output, RecoveryPolicy,
+    SnapshotError, ThreadCommit,
 };
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-/// A backend a binding can hold: the write side and the read ports.
-pub trait Backend: CommitLog + CheckpointReader + Send {}
+/// A backend a binding can hold: every port of a store, movable to another thread.
+pub trait Backend: runcore::Store + Send {}
 
-impl<T: CommitLog + CheckpointReader + Send> Backend for T {}
+impl<T: runcore::Store + Send> Backend for T {}
 
 /// Any backend, as one concrete type the core's generic functions accept: the core forwards
 /// every port through `Box<T>`, so the box needs no forwarding of its own.
 pub type DynStore = Box<dyn Backend>;
 
-/// A handle onto one [`DynStore`] that several owners share (a clone is another handle onto
-/// the same store); each call locks it. A poisoned lock (a panic while it was held) reads as an
-/// unavailable store.
-#[derive(Clone)]
-pub struct SharedStore(Arc<Mutex<DynStore>>);
-
-impl SharedStore {
-    /// Shares `backend`.
-    pub fn new(backend: impl Backend + 'static) -> Self {
-        SharedStore(Arc::new(Mutex::new(Box::new(backend))))
-    }
-
-    /// The store, locked.
-    pub fn lock(&self) -> Result<MutexGuard<'_, DynStore>, StoreError> {
-        self.0
-            .lock()
-            .map_err(|_| StoreError::unavailable("the store's lock was poisoned by a panic"))
-    }
-}
-
-impl CommitLog for SharedStore {
-    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
-        self.lock()?.commit(commit)
-    }
-    fn commit_operation(
-        &mut self,
-        operation: CommitOperation,
-    ) -> Result<CommitReceipt, StoreError> {
-        self.lock()?.commit_operation(operation)
-    }
-}
-
-impl CommittedThreadView for SharedStore {
-    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
-        self.lock()?.committed_messages(thread)
-    }
-    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
-        self.lock()?.run(run)
-    }
-    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
-        self.lock()?.latest_run(thread)
-    }
-    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
-        self.lock()?.resume_ticket(run)
-    }
-    fn run_state(&self, run: &RunId) -> Result<Option<RunState>, StoreError> {
-        self.lock()?.run_state(run)
-    }
-    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
-        self.lock()?.committed_state(thread)
-    }
-    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-        self.lock()?.thread_version(thread)
-    }
-    fn threads(
-        &self,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadSummary>, StoreError> {
-        self.lock()?.threads(after, limit)
-    }
-    fn pending_tickets(
-        &self,
-        after: Option<&RunId>,
-        limit: usize,
-    ) -> Result<Vec<ResumeTicket>, StoreError> {
-        self.lock()?.pending_tickets(after, limit)
-    }
-    fn transcript_snapshot(&self, thread: &ThreadId) -> Result<TranscriptSnapshotRef, StoreError> {
-        self.lock()?.transcript_snapshot(thread)
-    }
-    fn verify_transcript_snapshot(
-        &self,
-        snapshot: &TranscriptSnapshotRef,
-    ) -> Result<(), StoreError> {
-        self.lock()?.verify_transcript_snapshot(snapshot)
-    }
-    fn transcript_slice(
-        &self,
-        snapshot: &TranscriptSnapshotRef,
-        ranges: &[Range<usize>],
-    ) -> Result<Vec<Message>, StoreError> {
-        self.lock()?.transcript_slice(snapshot, ranges)
-    }
-}
-
-impl CheckpointReader for SharedStore {
-    fn list_events(
-        &self,
-        scope: &EventScope,
-        from: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        self.lock()?.list_events(scope, from, limit)
-    }
-}
+/// A handle onto one [`DynStore`] that several owners share (the core's
+/// [`runcore::SharedStore`]; a poisoned lock reads as an unavailable store).
+pub type SharedStore = runcore::SharedStore<DynStore>;
 
 /// A recovery policy as the driver names it (`--recover replay|seal`).
 pub fn parse_policy(policy: &str) -> Result<RecoveryPolicy, String> {
-    match policy {
-        "replay" => Ok(RecoveryPolicy::Replay),
-        "seal" => Ok(RecoveryPolicy::Seal),
-        other => Err(format!(
-            "policy must be \"replay\" or \"seal\", got {other:?}"
-        )),
-    }
+    policy
+        .parse()
+        .map_err(|e: runcore::UnknownName| e.to_string())
 }
 
 /// A context mode as a `config` line names it.
 pub fn parse_context(context: &str) -> Result<ContextMode, String> {
-    match context {
-        "full" => Ok(ContextMode::Full),
-        "delta" => Ok(ContextMode::Delta),
-        other => Err(format!(
-            "context must be \"full\" or \"delta\", got {other:?}"
-        )),
-    }
+    context
+        .parse()
+        .map_err(|e: runcore::UnknownName| e.to_string())
 }
 
 /// A configuration object (the fields of a `config` line, `"type"` optional; `None`: the
 /// defaults) read as the driver reads that line: its `invalid_json` message when it does not
 /// read.
 pub fn config_line(config: Option<Value>) -> Result<InputLine, String> {
-    let mut object = match config {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(object)) => object,
-        Some(_) => {
-            return Err("a config must be an object with the fields of a config line".into());
+    InputLine::config(config).map_err(|e| match e {
+        runcore::driver::ConfigObjectError::NotAnObject(_) => {
+            "a config must be an object with the fields of a config line".to_owned()
         }
-    };
-    object.insert("type".into(), Value::from("config"));
-    InputLine::from_value(Value::Object(object)).map_err(|e| format!("not a valid config: {e}"))
+        invalid => invalid.to_string(),
+    })
 }
 
 /// The agent configuration of a config line read by [`config_line`], with its thread set to
@@ -200,13 +92,9 @@ pub fn durable_options(
     config: Option<Value>,
     policy: RecoveryPolicy,
 ) -> Result<DurableOptions, String> {
-    let (config, line) = agent_config(config, None)?;
-    Ok(DurableOptions {
-        config,
-        context: line.context.unwrap_or_default(),
-        now_ms: line.now_ms,
-        policy,
-    })
+    let (_, line) = agent_config(config, None)?;
+    DurableOptions::from_line(line, policy)
+        .ok_or_else(|| "a config line did not read as a config input".into())
 }
 
 /// What a store applies for one `commit` output line.

@@ -36,7 +36,7 @@ fn limit_of(limit: Option<u32>) -> usize {
 impl NativeStore {
     fn new(backend: impl Backend + 'static) -> Self {
         NativeStore {
-            shared: SharedStore::new(backend),
+            shared: SharedStore::new(Box::new(backend)),
         }
     }
 
