@@ -279,3 +279,92 @@ fn recover_takes_the_clock_from_a_host_event_of_the_head_run() {
         "the latest clock reading among the head run's events, a host's included"
     );
 }
+
+/// A thread written by another writer: its run 1 started at message 0 with `messages` (and
+/// no clock reading), with `extra` drafts on the same commit.
+fn written_elsewhere(messages: Vec<Message>, extra: Vec<AuditDraft>) -> MemoryStore {
+    let run_id = RunId::new("thread-1/run-1");
+    let mut drafts = vec![AuditDraft::run_started(&run_id, 0)];
+    drafts.extend(extra);
+    let mut store = MemoryStore::new();
+    let running = ThreadCommit::assemble(
+        thread(),
+        RunDisposition::Running { run_id },
+        false,
+        messages,
+        Vec::new(),
+        drafts,
+    );
+    store.commit(running).unwrap();
+    store
+}
+
+fn compacted(keep_from: usize, transcript_len: usize, now_ms: u64) -> AuditDraft {
+    AuditDraft::Compacted {
+        keep_from,
+        transcript_len,
+        summary: std::sync::Arc::new(UserMessage::text("the story so far")),
+        now_ms: Some(now_ms),
+    }
+}
+
+#[test]
+fn recover_rebuilds_a_compaction_that_keeps_no_message_and_takes_its_clock() {
+    // keep_from == the transcript's length is a compaction that keeps nothing after the
+    // summary: the model context is the summary alone. Its clock reading is the run's latest.
+    let store = written_elsewhere(vec![Message::user("tidy")], vec![compacted(1, 1, 5_000)]);
+    let mut cold = Agent::recover(config(), &store, &thread(), RecoveryPolicy::Replay)
+        .expect("a compaction up to the transcript's end is accepted");
+    assert_eq!(cold.clock_ms(), 5_000, "the compaction's clock reading");
+    while cold.poll().is_some() {}
+    let request = cold.model_request().expect("the next model call is out");
+    assert!(request.summary.is_some(), "the summary opens the context");
+    assert!(
+        request.messages.is_empty(),
+        "no message is kept after the summary"
+    );
+}
+
+#[test]
+fn recover_refuses_a_compaction_past_the_transcript() {
+    let store = written_elsewhere(vec![Message::user("tidy")], vec![compacted(2, 1, 5_000)]);
+    let err = Agent::recover(config(), &store, &thread(), RecoveryPolicy::Replay).unwrap_err();
+    assert!(matches!(&err, RecoverError::Invalid(_)), "{err:?}");
+    assert!(err.to_string().contains("keeps from message 2"), "{err}");
+}
+
+#[test]
+fn recover_refuses_a_call_wait_when_no_call_is_open() {
+    // The run's last message is the prompt: no call is open, yet the committed ticket waits on
+    // one. Recovery says so (not that the assistant message lacks that call: there is none).
+    let mut store = written_elsewhere(vec![Message::user("tidy")], Vec::new());
+    let cfg = config();
+    let identity = WaitIdentity {
+        correlation_id: "thread-1/run-1:wait-1".into(),
+        run_id: RunId::new("thread-1/run-1"),
+        thread_id: thread(),
+        snapshot_id: cfg.snapshot_id,
+        catalog_fingerprint: cfg.catalog_fingerprint,
+    };
+    let target = AwaitTarget::ToolCall {
+        reason: ToolWaitReason::Permission,
+        call_id: CallId::new("c1"),
+        tool: PendingTool {
+            name: "ask".into(),
+            arguments: json!({}).into(),
+        },
+    };
+    let ticket = ResumeTicket::new(identity, target, None);
+    let awaiting = ThreadCommit::assemble(
+        thread(),
+        RunDisposition::Awaiting(Box::new(ticket)),
+        true,
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
+    store.commit(awaiting).unwrap();
+    let err = Agent::recover(config(), &store, &thread(), RecoveryPolicy::Replay).unwrap_err();
+    assert!(matches!(&err, RecoverError::Invalid(_)), "{err:?}");
+    assert!(err.to_string().contains("no tool calls are open"), "{err}");
+}

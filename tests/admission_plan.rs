@@ -1,0 +1,60 @@
+//! The plan `admit_commit` hands a backend (SPEC §7.1): the transcript digest after the commit.
+//!
+//! `MemoryStore` keeps the per-message digests; SQLite reads `AppendPlan::transcript_digest`
+//! for the thread's new head digest. This pins it in the root crate, where the mutant that
+//! made it return `""` lived (see docs/mutants.md).
+
+use runcore::*;
+
+fn commit(messages: Vec<Message>) -> ThreadCommit {
+    ThreadCommit::assemble(
+        ThreadId::new("thread-1"),
+        RunDisposition::Running {
+            run_id: RunId::new("thread-1/run-1"),
+        },
+        false,
+        messages,
+        Vec::new(),
+        Vec::new(),
+    )
+}
+
+fn plan(commit: &ThreadCommit, head: &CommitHead) -> AppendPlan {
+    match admit_commit(commit, head) {
+        Admission::Append(plan) => plan,
+        other => panic!("expected an append, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_plans_transcript_digest_is_the_chain_after_its_last_message() {
+    let mut head = CommitHead::empty(u64::MAX);
+    head.thread_version = 1;
+    head.message_count = 1;
+    head.transcript_digest = chain_digest("", &Message::user("m0"));
+    let previous = head.transcript_digest.clone();
+
+    let messages = vec![Message::user("m1"), Message::user("m2")];
+    let with_messages = plan(&commit(messages.clone()), &head);
+    let after_m1 = chain_digest(&previous, &messages[0]);
+    let after_m2 = chain_digest(&after_m1, &messages[1]);
+    assert_eq!(with_messages.digests, [after_m1, after_m2.clone()]);
+    assert_eq!(with_messages.transcript_digest(&previous), after_m2);
+    assert_eq!(
+        after_m2,
+        transcript_digest(&[
+            Message::user("m0"),
+            messages[0].clone(),
+            messages[1].clone()
+        ]),
+        "the chain is the digest of the whole transcript"
+    );
+
+    let without_messages = plan(&commit(Vec::new()), &head);
+    assert!(without_messages.digests.is_empty());
+    assert_eq!(
+        without_messages.transcript_digest(&previous),
+        previous,
+        "a commit without messages keeps the thread's digest"
+    );
+}
