@@ -58,3 +58,29 @@ fn the_plans_transcript_digest_is_the_chain_after_its_last_message() {
         "a commit without messages keeps the thread's digest"
     );
 }
+
+#[test]
+fn the_plan_says_whether_the_thread_and_the_run_are_new() {
+    let first = commit(vec![Message::user("m0")]);
+    let empty = plan(&first, &CommitHead::empty(u64::MAX));
+    assert!(
+        empty.new_thread,
+        "a thread with no commit gets its head row created"
+    );
+    assert!(empty.new_run, "a run with no commit gets its row created");
+    assert_eq!((empty.thread_version, empty.run_commits), (1, 1));
+
+    let mut head = CommitHead::empty(u64::MAX);
+    head.thread_version = 1;
+    head.message_count = 1;
+    head.run = Some(RunHead {
+        thread_id: ThreadId::new("thread-1"),
+        state: RunState::Running,
+        commits: 1,
+    });
+    let second = plan(&commit(Vec::new()), &head);
+    assert!(!second.new_thread, "the thread's head row is updated");
+    assert!(!second.new_run, "the run's row is updated");
+    assert_eq!((second.thread_version, second.run_commits), (2, 2));
+    assert_eq!(second.message_start, 1);
+}
