@@ -96,6 +96,38 @@ function isNow(nowMs) {
   return Number.isSafeInteger(nowMs) && nowMs >= 0;
 }
 
+/**
+ * A string the fast paths may hand Rust as it is: Node-API would turn a lone surrogate into
+ * U+FFFD, where the JSON line (`JSON.stringify` writes it as `\\uD800`) is refused by the
+ * driver, so such a string takes the line's way.
+ */
+function isText(value) {
+  return typeof value === 'string' && value.isWellFormed();
+}
+
+/**
+ * The text of a text-only answer, `{content: [{type: "text", text}], stop_reason}` with
+ * exactly those keys on plain objects (nothing `JSON.stringify` would write differently), or
+ * `undefined`.
+ */
+function answerText(message) {
+  if (Object.getPrototypeOf(message) !== Object.prototype || !isText(message.stop_reason)) {
+    return undefined;
+  }
+  const content = message.content;
+  if (!Array.isArray(content) || content.length !== 1 ||
+      Object.getPrototypeOf(content) !== Array.prototype) {
+    return undefined;
+  }
+  const block = content[0];
+  if (block === null || typeof block !== 'object' || Object.getPrototypeOf(block) !== Object.prototype ||
+      block.type !== 'text' || !isText(block.text) || 'toJSON' in message || 'toJSON' in block ||
+      Object.keys(message).length !== 2 || Object.keys(block).length !== 2) {
+    return undefined;
+  }
+  return block.text;
+}
+
 function isStep(step) {
   return Number.isInteger(step) && step >= 0 && step <= 0xffffffff;
 }
@@ -340,7 +372,7 @@ class Agent {
 
   /** Starts a run with the user's `text`; returns its run id. */
   prompt(text, { runId, nowMs } = {}) {
-    if (typeof text === 'string' && (runId === undefined || typeof runId === 'string') &&
+    if (isText(text) && (runId === undefined || isText(runId)) &&
         (nowMs === undefined || isNow(nowMs))) {
       try {
         return native.agentPrompt(this.#native, text, runId, nowMs);
@@ -375,7 +407,7 @@ class Agent {
 
   /** Streamed text of the outstanding model call. */
   modelDelta(runId, step, text, { nowMs } = {}) {
-    if (typeof runId === 'string' && isStep(step) && typeof text === 'string' &&
+    if (isText(runId) && isStep(step) && isText(text) &&
         (nowMs === undefined || isNow(nowMs))) {
       try {
         native.agentModelDelta(this.#native, runId, step, text, nowMs);
@@ -389,8 +421,16 @@ class Agent {
 
   /** The model's answer: an assistant message (`content`, `stop_reason`, …). */
   modelDone(runId, step, message, { nowMs } = {}) {
-    if (typeof runId === 'string' && isStep(step) && message !== null && typeof message === 'object' &&
+    if (isText(runId) && isStep(step) && message !== null && typeof message === 'object' &&
         !Array.isArray(message) && (nowMs === undefined || isNow(nowMs))) {
+      const answer = answerText(message);
+      if (answer !== undefined) {
+        try {
+          if (native.agentModelDoneText(this.#native, runId, step, answer, message.stop_reason, nowMs)) return;
+        } catch (e) {
+          rethrow(e);
+        }
+      }
       let text;
       try {
         text = JSON.stringify(message);
@@ -421,8 +461,8 @@ class Agent {
 
   /** The result of one executing call (a string or content blocks). */
   toolDone(runId, callId, content, { isError = false, details, nowMs } = {}) {
-    if (typeof content === 'string' && details === undefined && typeof runId === 'string' &&
-        typeof callId === 'string' && typeof isError === 'boolean' &&
+    if (isText(content) && details === undefined && isText(runId) &&
+        isText(callId) && typeof isError === 'boolean' &&
         (nowMs === undefined || isNow(nowMs))) {
       try {
         native.agentToolDoneText(this.#native, runId, callId, content, isError, nowMs);

@@ -7,8 +7,8 @@ use napi::bindgen_prelude::Uint32ArraySlice;
 use napi_derive::napi;
 use runcore::driver::{ContextMode, Driver, InputLine, SentContext, call_model_line};
 use runcore::{
-    Agent, AssistantMessage, CallId, ContentBlock, Input, RecoverError, RunId, ThreadId,
-    UserMessage,
+    Agent, AssistantBlock, AssistantMessage, CallId, ContentBlock, Input, RecoverError, RunId,
+    StopReason, ThreadId, UserMessage,
 };
 use serde_json::Value;
 
@@ -112,6 +112,14 @@ fn assistant_message(message: &[u8]) -> Option<AssistantMessage> {
     if message.len() > runcore::driver::MAX_LINE_BYTES / 2 {
         return None;
     }
+    // Without a `"role"` anywhere in the text, the message reads straight into its type: what
+    // the driver's reading (a JSON value, its role taken out, then the type) gives when it
+    // accepts. When the direct read fails (or a role may be there), the driver's way decides.
+    if !contains(message, b"\"role\"")
+        && let Ok(message) = serde_json::from_slice::<AssistantMessage>(message)
+    {
+        return Some(message);
+    }
     let mut value: Value = serde_json::from_slice(message).ok()?;
     let Value::Object(object) = &mut value else {
         return None;
@@ -122,6 +130,13 @@ fn assistant_message(message: &[u8]) -> Option<AssistantMessage> {
         Some(_) => return None,
     }
     serde_json::from_value(value).ok()
+}
+
+/// Whether `needle` occurs in `haystack`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
 }
 
 /// A `now_ms` from JavaScript (`index.js` passes only safe non-negative integers here).
@@ -379,6 +394,32 @@ impl NativeAgent {
             details: None,
         };
         self.apply(input, now_ms)
+    }
+
+    /// `model_done` with a text-only answer (`{content: [{type: "text", text}], stop_reason}`),
+    /// built directly. `false` (nothing done) when `stop_reason` is not a stop reason: the
+    /// caller then sends the message as JSON, for the driver's own error.
+    pub(crate) fn model_done_text(
+        &mut self,
+        run_id: String,
+        step: u32,
+        text: String,
+        stop_reason: &str,
+        now_ms: Option<f64>,
+    ) -> napi::Result<bool> {
+        use serde::Deserialize;
+        use serde::de::IntoDeserializer;
+        let reason: Result<StopReason, serde::de::value::Error> =
+            StopReason::deserialize(stop_reason.into_deserializer());
+        let Ok(stop_reason) = reason else {
+            return Ok(false);
+        };
+        let input = Input::ModelDone {
+            run_id: RunId::new(run_id),
+            step,
+            message: AssistantMessage::new(vec![AssistantBlock::text(text)], stop_reason),
+        };
+        self.apply(input, now_ms).map(|()| true)
     }
 
     /// The next output as its driver line's JSON text, or `null`.

@@ -291,6 +291,16 @@ fn undefined(env: sys::napi_env) -> Result<sys::napi_value> {
     Ok(value)
 }
 
+fn boolean_value(env: sys::napi_env, flag: bool) -> Result<sys::napi_value> {
+    let mut value = ptr::null_mut();
+    // SAFETY: `env` is this call's.
+    check(
+        unsafe { sys::napi_get_boolean(env, flag, &mut value) },
+        "napi_get_boolean",
+    )?;
+    Ok(value)
+}
+
 fn js_string(env: sys::napi_env, text: &str) -> Result<sys::napi_value> {
     let mut value = ptr::null_mut();
     // SAFETY: `env` is this call's; the text is copied.
@@ -424,6 +434,30 @@ unsafe extern "C" fn model_done(
     answer(env, result)
 }
 
+/// `agentModelDoneText(agent, runId, step, text, stopReason, nowMs)`: `modelDone` with a
+/// text-only answer; `false` when `stopReason` is not one (nothing done).
+unsafe extern "C" fn model_done_text(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+) -> sys::napi_value {
+    // SAFETY: a Node-API callback's `env` and `info`.
+    let result = unsafe {
+        arguments::<6>(env, info).and_then(|[this, run_id, step_value, text, reason, now_ms]| {
+            let agent = agent(env, this)?;
+            let run_id = string(env, run_id, "runId")?;
+            let step = step(env, step_value)?;
+            let text = string(env, text, "text")?;
+            let now_ms = optional_number(env, now_ms)?;
+            let taken = with_str(env, reason, "stopReason", |bytes| {
+                let reason = std::str::from_utf8(bytes).unwrap_or_default();
+                agent.model_done_text(run_id, step, text, reason, now_ms)
+            })?;
+            boolean_value(env, taken)
+        })
+    };
+    answer(env, result)
+}
+
 /// `agentToolDoneText(agent, runId, callId, text, isError, nowMs)`: `toolDoneText`.
 unsafe extern "C" fn tool_done_text(
     env: sys::napi_env,
@@ -447,8 +481,9 @@ unsafe extern "C" fn tool_done_text(
 
 type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
 
-const FUNCTIONS: [(&std::ffi::CStr, Callback); 7] = [
+const FUNCTIONS: [(&std::ffi::CStr, Callback); 8] = [
     (c"agentModelDone", model_done),
+    (c"agentModelDoneText", model_done_text),
     (c"agentPoll", poll),
     (c"agentPollAll", poll_all),
     (c"agentHandle", handle),

@@ -51,6 +51,19 @@ test('modelDone() (the message read directly) accepts and rejects as the driver 
     { content: 'not blocks' },
     { content: [], stop_reason: 'nope' },
     { content: [{ type: 'text', text: 'hi' }], stop_reason: 'stop', extra: 1 },
+    // Text-only answers (built directly, without JSON) and their near misses.
+    { stop_reason: 'length', content: [{ text: 'cut', type: 'text' }] },
+    { content: [{ type: 'text', text: 'hi' }], stop_reason: 'nope' },
+    { content: [{ type: 'text', text: 'hi' }], stop_reason: 7 },
+    { content: [{ type: 'text', text: 'lone \ud800 surrogate' }], stop_reason: 'stop' },
+    { content: [{ type: 'text', text: 'hi', extra: true }], stop_reason: 'stop' },
+    { content: [{ type: 'thinking', text: 'hi' }], stop_reason: 'stop' },
+    { content: [{ type: 'text', text: 'hi' }, { type: 'text', text: 'there' }], stop_reason: 'stop' },
+    { content: [{ type: 'text', text: 'hi', toJSON: undefined }], stop_reason: 'stop' },
+    { content: [{ type: 'text', text: 'hi' }], stop_reason: 'stop', toJSON: () => ({ content: [], stop_reason: 'error' }) },
+    Object.assign(Object.create({ inherited: 1 }), { content: [{ type: 'text', text: 'hi' }], stop_reason: 'stop' }),
+    { content: [{ type: 'text', text: '' }], stop_reason: 'stop' },
+    { content: [{ type: 'text', text: 'résumé 😀 "quoted" \\ \n' }], stop_reason: 'error' },
   ];
   const outcome = (act) => {
     const agent = new Agent();
@@ -68,4 +81,46 @@ test('modelDone() (the message read directly) accepts and rejects as the driver 
     const line = outcome((agent, run) => agent.handle({ type: 'model_done', run_id: run, step: 1, message, now_ms: 2 }));
     assert.deepStrictEqual(direct, line, JSON.stringify(message));
   }
+});
+
+test('the direct inputs refuse a lone surrogate as the driver line does', () => {
+  const outcome = (act) => {
+    const agent = new Agent({ tools: { t: { description: 'T' } } });
+    try {
+      act(agent);
+    } catch (e) {
+      return { error: e.name, message: e.message, outputs: [...agent.drain()] };
+    }
+    return { outputs: [...agent.drain()] };
+  };
+  const lone = 'bad \ud800';
+  assert.deepStrictEqual(
+    outcome((agent) => agent.prompt(lone, { nowMs: 1 })),
+    outcome((agent) => agent.handle({ type: 'prompt', text: lone, now_ms: 1 })),
+  );
+  const started = (act) => outcome((agent) => {
+    const run = agent.prompt('q', { nowMs: 1 });
+    [...agent.drain()];
+    act(agent, run);
+  });
+  assert.deepStrictEqual(
+    started((agent, run) => agent.modelDelta(run, 1, lone)),
+    started((agent, run) => agent.handle({ type: 'model_delta', run_id: run, step: 1, text: lone })),
+  );
+  const out = started((agent, run) => agent.modelDelta(run, 1, lone));
+  assert.equal(out.error, 'InvalidJsonError');
+  const calling = (act) => outcome((agent) => {
+    const run = agent.prompt('q', { nowMs: 1 });
+    [...agent.drain()];
+    agent.modelDone(run, 1, {
+      content: [{ type: 'tool_call', id: 'c1', name: 't', arguments: {} }],
+      stop_reason: 'tool_use',
+    });
+    [...agent.drain()];
+    act(agent, run);
+  });
+  assert.deepStrictEqual(
+    calling((agent, run) => agent.toolDone(run, 'c1', lone)),
+    calling((agent, run) => agent.handle({ type: 'tool_done', run_id: run, call_id: 'c1', content: lone })),
+  );
 });
