@@ -335,148 +335,119 @@ fn answer(env: sys::napi_env, result: Result<sys::napi_value>) -> sys::napi_valu
     }
 }
 
-/// `agentPoll(agent, tape)`: `pollTape`.
-unsafe extern "C" fn poll(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    // SAFETY: a Node-API callback's `env` and `info`.
-    let result = unsafe {
-        arguments::<2>(env, info).and_then(|[this, tape]| {
-            let agent = agent(env, this)?;
-            let words = words(env, tape)?;
-            text(env, agent.poll_tape_words(words)?)
-        })
+/// A plain Node-API function: its JavaScript arguments are bound to the names in brackets
+/// (missing ones are `undefined`), `body` computes the call's value, and an error it returns
+/// is thrown instead.
+macro_rules! callback {
+    ($(#[$doc:meta])* fn $name:ident($env:ident, [$($arg:ident),+]) $body:block) => {
+        $(#[$doc])*
+        unsafe extern "C" fn $name(
+            $env: sys::napi_env,
+            info: sys::napi_callback_info,
+        ) -> sys::napi_value {
+            const COUNT: usize = [$(stringify!($arg)),+].len();
+            // SAFETY: a Node-API callback's `env` and `info`.
+            let result = unsafe { arguments::<COUNT>($env, info).and_then(|[$($arg),+]| $body) };
+            answer($env, result)
+        }
     };
-    answer(env, result)
 }
 
-/// `agentPollAll(agent, tape)`: `pollAllTape`.
-unsafe extern "C" fn poll_all(
-    env: sys::napi_env,
-    info: sys::napi_callback_info,
-) -> sys::napi_value {
-    // SAFETY: a Node-API callback's `env` and `info`.
-    let result = unsafe {
-        arguments::<2>(env, info).and_then(|[this, tape]| {
-            let agent = agent(env, this)?;
-            let words = words(env, tape)?;
-            text(env, Some(agent.poll_all_tape_words(words)?))
-        })
-    };
-    answer(env, result)
+callback! {
+    /// `agentPoll(agent, tape)`: `pollTape`.
+    fn poll(env, [this, tape]) {
+        let agent = agent(env, this)?;
+        let words = words(env, tape)?;
+        text(env, agent.poll_tape_words(words)?)
+    }
 }
 
-/// `agentHandle(agent, line)`: `handle`.
-unsafe extern "C" fn handle(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    // SAFETY: a Node-API callback's `env` and `info`.
-    let result = unsafe {
-        arguments::<2>(env, info).and_then(|[this, line]| {
-            let agent = agent(env, this)?;
-            with_str(env, line, "line", |bytes| agent.handle_bytes(bytes))?;
-            undefined(env)
-        })
-    };
-    answer(env, result)
+callback! {
+    /// `agentPollAll(agent, tape)`: `pollAllTape`.
+    fn poll_all(env, [this, tape]) {
+        let agent = agent(env, this)?;
+        let words = words(env, tape)?;
+        text(env, Some(agent.poll_all_tape_words(words)?))
+    }
 }
 
-/// `agentPrompt(agent, text, runId, nowMs)`: `prompt`.
-unsafe extern "C" fn prompt(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    // SAFETY: a Node-API callback's `env` and `info`.
-    let result = unsafe {
-        arguments::<4>(env, info).and_then(|[this, text, run_id, now_ms]| {
-            let agent = agent(env, this)?;
-            let text = string(env, text, "text")?;
-            let run_id = optional_string(env, run_id, "runId")?;
-            let now_ms = optional_number(env, now_ms)?;
-            let run = agent.prompt(text, run_id, now_ms)?;
-            js_string(env, &run)
-        })
-    };
-    answer(env, result)
+callback! {
+    /// `agentHandle(agent, line)`: `handle`.
+    fn handle(env, [this, line]) {
+        let agent = agent(env, this)?;
+        with_str(env, line, "line", |bytes| agent.handle_bytes(bytes))?;
+        undefined(env)
+    }
 }
 
-/// `agentModelDelta(agent, runId, step, text, nowMs)`: `modelDelta`.
-unsafe extern "C" fn model_delta(
-    env: sys::napi_env,
-    info: sys::napi_callback_info,
-) -> sys::napi_value {
-    // SAFETY: a Node-API callback's `env` and `info`.
-    let result = unsafe {
-        arguments::<5>(env, info).and_then(|[this, run_id, step_value, text, now_ms]| {
-            let agent = agent(env, this)?;
-            let run_id = string(env, run_id, "runId")?;
-            let step = step(env, step_value)?;
-            let text = string(env, text, "text")?;
-            let now_ms = optional_number(env, now_ms)?;
-            agent.model_delta(run_id, step, text, now_ms)?;
-            undefined(env)
-        })
-    };
-    answer(env, result)
+callback! {
+    /// `agentPrompt(agent, text, runId, nowMs)`: `prompt`.
+    fn prompt(env, [this, text, run_id, now_ms]) {
+        let agent = agent(env, this)?;
+        let text = string(env, text, "text")?;
+        let run_id = optional_string(env, run_id, "runId")?;
+        let now_ms = optional_number(env, now_ms)?;
+        let run = agent.prompt(text, run_id, now_ms)?;
+        js_string(env, &run)
+    }
 }
 
-/// `agentModelDone(agent, runId, step, messageJson, nowMs)`: `modelDone`.
-unsafe extern "C" fn model_done(
-    env: sys::napi_env,
-    info: sys::napi_callback_info,
-) -> sys::napi_value {
-    // SAFETY: a Node-API callback's `env` and `info`.
-    let result = unsafe {
-        arguments::<5>(env, info).and_then(|[this, run_id, step_value, message, now_ms]| {
-            let agent = agent(env, this)?;
-            let run_id = string(env, run_id, "runId")?;
-            let step = step(env, step_value)?;
-            let now_ms = optional_number(env, now_ms)?;
-            with_str(env, message, "message", |bytes| {
-                agent.model_done_json(run_id, step, bytes, now_ms)
-            })?;
-            undefined(env)
-        })
-    };
-    answer(env, result)
+callback! {
+    /// `agentModelDelta(agent, runId, step, text, nowMs)`: `modelDelta`.
+    fn model_delta(env, [this, run_id, step_value, text, now_ms]) {
+        let agent = agent(env, this)?;
+        let run_id = string(env, run_id, "runId")?;
+        let step = step(env, step_value)?;
+        let text = string(env, text, "text")?;
+        let now_ms = optional_number(env, now_ms)?;
+        agent.model_delta(run_id, step, text, now_ms)?;
+        undefined(env)
+    }
 }
 
-/// `agentModelDoneText(agent, runId, step, text, stopReason, nowMs)`: `modelDone` with a
-/// text-only answer; `false` when `stopReason` is not one (nothing done).
-unsafe extern "C" fn model_done_text(
-    env: sys::napi_env,
-    info: sys::napi_callback_info,
-) -> sys::napi_value {
-    // SAFETY: a Node-API callback's `env` and `info`.
-    let result = unsafe {
-        arguments::<6>(env, info).and_then(|[this, run_id, step_value, text, reason, now_ms]| {
-            let agent = agent(env, this)?;
-            let run_id = string(env, run_id, "runId")?;
-            let step = step(env, step_value)?;
-            let text = string(env, text, "text")?;
-            let now_ms = optional_number(env, now_ms)?;
-            let taken = with_str(env, reason, "stopReason", |bytes| {
-                let reason = std::str::from_utf8(bytes).unwrap_or_default();
-                agent.model_done_text(run_id, step, text, reason, now_ms)
-            })?;
-            boolean_value(env, taken)
-        })
-    };
-    answer(env, result)
+callback! {
+    /// `agentModelDone(agent, runId, step, messageJson, nowMs)`: `modelDone`.
+    fn model_done(env, [this, run_id, step_value, message, now_ms]) {
+        let agent = agent(env, this)?;
+        let run_id = string(env, run_id, "runId")?;
+        let step = step(env, step_value)?;
+        let now_ms = optional_number(env, now_ms)?;
+        with_str(env, message, "message", |bytes| {
+            agent.model_done_json(run_id, step, bytes, now_ms)
+        })?;
+        undefined(env)
+    }
 }
 
-/// `agentToolDoneText(agent, runId, callId, text, isError, nowMs)`: `toolDoneText`.
-unsafe extern "C" fn tool_done_text(
-    env: sys::napi_env,
-    info: sys::napi_callback_info,
-) -> sys::napi_value {
-    // SAFETY: a Node-API callback's `env` and `info`.
-    let result = unsafe {
-        arguments::<6>(env, info).and_then(|[this, run_id, call_id, text, is_error, now_ms]| {
-            let agent = agent(env, this)?;
-            let run_id = string(env, run_id, "runId")?;
-            let call_id = string(env, call_id, "callId")?;
-            let text = string(env, text, "text")?;
-            let is_error = boolean(env, is_error)?;
-            let now_ms = optional_number(env, now_ms)?;
-            agent.tool_done_text(run_id, call_id, text, is_error, now_ms)?;
-            undefined(env)
-        })
-    };
-    answer(env, result)
+callback! {
+    /// `agentModelDoneText(agent, runId, step, text, stopReason, nowMs)`: `modelDone` with a
+    /// text-only answer; `false` when `stopReason` is not one (nothing done).
+    fn model_done_text(env, [this, run_id, step_value, text, reason, now_ms]) {
+        let agent = agent(env, this)?;
+        let run_id = string(env, run_id, "runId")?;
+        let step = step(env, step_value)?;
+        let text = string(env, text, "text")?;
+        let now_ms = optional_number(env, now_ms)?;
+        let taken = with_str(env, reason, "stopReason", |bytes| {
+            let reason = std::str::from_utf8(bytes).unwrap_or_default();
+            agent.model_done_text(run_id, step, text, reason, now_ms)
+        })?;
+        boolean_value(env, taken)
+    }
+}
+
+callback! {
+    /// `agentToolDoneText(agent, runId, callId, text, isError, nowMs)`: `toolDoneText`.
+    fn tool_done_text(env, [this, run_id, call_id, text, is_error, now_ms]) {
+        let agent = agent(env, this)?;
+        let run_id = string(env, run_id, "runId")?;
+        let call_id = string(env, call_id, "callId")?;
+        let text = string(env, text, "text")?;
+        let is_error = boolean(env, is_error)?;
+        let now_ms = optional_number(env, now_ms)?;
+        agent.tool_done_text(run_id, call_id, text, is_error, now_ms)?;
+        undefined(env)
+    }
 }
 
 type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;

@@ -389,6 +389,14 @@ impl Tape {
         }
     }
 
+    /// A 128-bit integer: as `u64` when it fits, else as the double `JSON.parse` reads.
+    fn wide_op(&mut self, exact: Option<u64>, approximate: f64) {
+        match exact {
+            Some(v) => self.u64_op(v),
+            None => self.f64_op(approximate),
+        }
+    }
+
     fn i64_op(&mut self, value: i64) {
         if value >= 0 {
             self.u64_op(value as u64);
@@ -490,6 +498,17 @@ impl Writer<'_> {
     }
 }
 
+/// Serializer methods for narrow integers, each writing its value as the wide one.
+macro_rules! widen {
+    ($($method:ident($narrow:ty) => $wide:ident($to:ty)),+ $(,)?) => {
+        $(
+            fn $method(self, v: $narrow) -> Result<()> {
+                self.$wide(<$to>::from(v))
+            }
+        )+
+    };
+}
+
 impl<'a> ser::Serializer for Writer<'a> {
     type Ok = ();
     type Error = Unsupported;
@@ -507,44 +526,28 @@ impl<'a> ser::Serializer for Writer<'a> {
             .push(TAG_CONST | (if v { 2 << 3 } else { 1 << 3 }));
         Ok(())
     }
-    fn serialize_i8(self, v: i8) -> Result<()> {
-        self.serialize_i64(i64::from(v))
-    }
-    fn serialize_i16(self, v: i16) -> Result<()> {
-        self.serialize_i64(i64::from(v))
-    }
-    fn serialize_i32(self, v: i32) -> Result<()> {
-        self.serialize_i64(i64::from(v))
+    widen! {
+        serialize_i8(i8) => serialize_i64(i64),
+        serialize_i16(i16) => serialize_i64(i64),
+        serialize_i32(i32) => serialize_i64(i64),
+        serialize_u8(u8) => serialize_u64(u64),
+        serialize_u16(u16) => serialize_u64(u64),
+        serialize_u32(u32) => serialize_u64(u64),
     }
     fn serialize_i64(self, v: i64) -> Result<()> {
         self.tape.i64_op(v);
         Ok(())
     }
-    fn serialize_i128(self, v: i128) -> Result<()> {
-        match u64::try_from(v) {
-            Ok(v) => self.tape.u64_op(v),
-            Err(_) => self.tape.f64_op(v as f64),
-        }
-        Ok(())
-    }
-    fn serialize_u8(self, v: u8) -> Result<()> {
-        self.serialize_u64(u64::from(v))
-    }
-    fn serialize_u16(self, v: u16) -> Result<()> {
-        self.serialize_u64(u64::from(v))
-    }
-    fn serialize_u32(self, v: u32) -> Result<()> {
-        self.serialize_u64(u64::from(v))
-    }
     fn serialize_u64(self, v: u64) -> Result<()> {
         self.tape.u64_op(v);
         Ok(())
     }
+    fn serialize_i128(self, v: i128) -> Result<()> {
+        self.tape.wide_op(u64::try_from(v).ok(), v as f64);
+        Ok(())
+    }
     fn serialize_u128(self, v: u128) -> Result<()> {
-        match u64::try_from(v) {
-            Ok(v) => self.tape.u64_op(v),
-            Err(_) => self.tape.f64_op(v as f64),
-        }
+        self.tape.wide_op(u64::try_from(v).ok(), v as f64);
         Ok(())
     }
     fn serialize_f32(self, v: f32) -> Result<()> {
