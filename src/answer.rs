@@ -539,109 +539,30 @@ mod tests {
     /// A store whose reads are not one snapshot: the first `latest_run` read returns the head
     /// as it was, and then another writer's commit lands before recovery's next reads.
     struct Racing {
-        inner: std::cell::RefCell<MemoryStore>,
+        store: crate::SharedStore<MemoryStore>,
         winner: std::cell::RefCell<Option<crate::CommitOperation>>,
     }
 
-    impl CommittedThreadView for Racing {
-        fn committed_messages(&self, t: &ThreadId) -> Result<Vec<crate::Message>, StoreError> {
-            self.inner.borrow().committed_messages(t)
+    impl crate::Intercept for Racing {
+        type Inner = crate::SharedStore<MemoryStore>;
+        fn inner(&self) -> &Self::Inner {
+            &self.store
         }
-        fn run(&self, r: &RunId) -> Result<Option<crate::RunRecord>, StoreError> {
-            self.inner.borrow().run(r)
+        fn inner_mut(&mut self) -> &mut Self::Inner {
+            &mut self.store
         }
         fn latest_run(&self, t: &ThreadId) -> Result<Option<crate::RunRecord>, StoreError> {
-            let head = self.inner.borrow().latest_run(t);
+            let head = self.store.latest_run(t);
             if let Some(operation) = self.winner.borrow_mut().take() {
                 // The winner commits under the claim this answer holds (the same operator
                 // in another window).
-                let mut inner = self.inner.borrow_mut();
-                let live = inner
+                let mut other_window = self.store.clone();
+                let live = other_window
                     .thread_claim(t, 0)?
                     .expect("the answer claimed the thread");
-                inner.commit_operation(operation.claimed(live.token(), 0))?;
+                other_window.commit_operation(operation.claimed(live.token(), 0))?;
             }
             head
-        }
-        fn resume_ticket(&self, r: &RunId) -> Result<Option<crate::ResumeTicket>, StoreError> {
-            self.inner.borrow().resume_ticket(r)
-        }
-        fn committed_state(&self, t: &ThreadId) -> Result<Vec<crate::StateCommand>, StoreError> {
-            self.inner.borrow().committed_state(t)
-        }
-        fn thread_version(&self, t: &ThreadId) -> Result<u64, StoreError> {
-            self.inner.borrow().thread_version(t)
-        }
-        fn threads(
-            &self,
-            after: Option<&ThreadId>,
-            limit: usize,
-        ) -> Result<Vec<crate::ThreadSummary>, StoreError> {
-            self.inner.borrow().threads(after, limit)
-        }
-        fn pending_tickets(
-            &self,
-            after: Option<&RunId>,
-            limit: usize,
-        ) -> Result<Vec<crate::ResumeTicket>, StoreError> {
-            self.inner.borrow().pending_tickets(after, limit)
-        }
-    }
-
-    impl crate::ThreadClaims for Racing {
-        fn claim_thread(
-            &mut self,
-            request: &crate::ClaimRequest,
-            now_ms: u64,
-        ) -> Result<crate::Claim, StoreError> {
-            self.inner.get_mut().claim_thread(request, now_ms)
-        }
-        fn renew_claim(
-            &mut self,
-            claim: &crate::Claim,
-            lease_ms: u64,
-            now_ms: u64,
-        ) -> Result<crate::Claim, StoreError> {
-            self.inner.get_mut().renew_claim(claim, lease_ms, now_ms)
-        }
-        fn release_claim(&mut self, claim: &crate::Claim, now_ms: u64) -> Result<(), StoreError> {
-            self.inner.get_mut().release_claim(claim, now_ms)
-        }
-        fn thread_claim(
-            &self,
-            thread: &ThreadId,
-            now_ms: u64,
-        ) -> Result<Option<crate::Claim>, StoreError> {
-            self.inner.borrow().thread_claim(thread, now_ms)
-        }
-        fn due_work(&self, now_ms: u64, limit: usize) -> Result<Vec<crate::DueWork>, StoreError> {
-            self.inner.borrow().due_work(now_ms, limit)
-        }
-    }
-
-    impl CheckpointReader for Racing {
-        fn list_events(
-            &self,
-            scope: &EventScope,
-            from: Option<u64>,
-            limit: usize,
-        ) -> Result<Vec<crate::EventRecord>, StoreError> {
-            self.inner.borrow().list_events(scope, from, limit)
-        }
-    }
-
-    impl CommitLog for Racing {
-        fn commit(
-            &mut self,
-            commit: crate::ThreadCommit,
-        ) -> Result<crate::CommitRecord, StoreError> {
-            self.inner.get_mut().commit(commit)
-        }
-        fn commit_operation(
-            &mut self,
-            operation: crate::CommitOperation,
-        ) -> Result<crate::CommitReceipt, StoreError> {
-            self.inner.get_mut().commit_operation(operation)
         }
     }
 
@@ -670,10 +591,10 @@ mod tests {
             }
         }
         let version = store.thread_version(&ThreadId::new("t")).unwrap();
-        let mut racing = Racing {
-            inner: std::cell::RefCell::new(store),
+        let mut racing = crate::Intercepted(Racing {
+            store: crate::SharedStore::new(store),
             winner: std::cell::RefCell::new(winner),
-        };
+        });
         let error = answer_permission(&mut racing, &run, allow(), &claimer(), 2_001).unwrap_err();
         assert!(
             matches!(
@@ -683,9 +604,8 @@ mod tests {
             "{error:?}"
         );
         // Only the winner's commit is there.
-        let inner = racing.inner.into_inner();
         assert_eq!(
-            inner.thread_version(&ThreadId::new("t")).unwrap(),
+            racing.thread_version(&ThreadId::new("t")).unwrap(),
             version + 1
         );
     }

@@ -7,7 +7,6 @@ mod common;
 use std::ops::Range;
 
 use proptest::prelude::*;
-use runcore::SharedStore;
 use runcore::store::conformance;
 use runcore::{
     AuditDraft, CheckpointReader, Claim, ClaimRequest, CommitError, CommitLog, CommitOperation,
@@ -16,6 +15,7 @@ use runcore::{
     StateCommand, StateScope, StoreError, ThreadClaims, ThreadCommit, ThreadId, ThreadSummary,
     TranscriptError, TranscriptSnapshotRef, WaitIdentity,
 };
+use runcore::{Intercept, Intercepted, SharedStore};
 use serde_json::{Value, json};
 
 runcore::conformance_tests!(|| SharedStore::new(MemoryStore::new()));
@@ -547,7 +547,15 @@ impl Mutant {
     }
 }
 
-impl CommitLog for Mutant {
+impl Intercept for Mutant {
+    type Inner = MemoryStore;
+    fn inner(&self) -> &MemoryStore {
+        &self.inner
+    }
+    fn inner_mut(&mut self) -> &mut MemoryStore {
+        &mut self.inner
+    }
+
     fn commit(&mut self, mut commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
         let original = commit.clone();
         self.before_commit(&mut commit);
@@ -625,9 +633,7 @@ impl CommitLog for Mutant {
         self.after_commit(&original, &result);
         result
     }
-}
 
-impl CommittedThreadView for Mutant {
     fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
         let mut messages = self.inner.committed_messages(thread)?;
         messages.extend(
@@ -637,10 +643,6 @@ impl CommittedThreadView for Mutant {
                 .map(|(_, m)| m.clone()),
         );
         Ok(messages)
-    }
-
-    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
-        self.inner.run(run)
     }
 
     fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
@@ -660,14 +662,6 @@ impl CommittedThreadView for Mutant {
             Some((_, ticket)) if self.bug == Bug::StaleTicket => Ok(Some(ticket.clone())),
             _ => self.inner.resume_ticket(run),
         }
-    }
-
-    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
-        self.inner.committed_state(thread)
-    }
-
-    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-        self.inner.thread_version(thread)
     }
 
     fn threads(
@@ -742,9 +736,7 @@ impl CommittedThreadView for Mutant {
         }
         self.inner.transcript_slice(snapshot, ranges)
     }
-}
 
-impl ThreadClaims for Mutant {
     fn claim_thread(&mut self, request: &ClaimRequest, now_ms: u64) -> Result<Claim, StoreError> {
         if self.bug == Bug::DoubleGrant
             && let Some(live) = self.inner.thread_claim(&request.thread_id, now_ms)?
@@ -753,20 +745,6 @@ impl ThreadClaims for Mutant {
         }
         self.inner.claim_thread(request, now_ms)
     }
-    fn renew_claim(
-        &mut self,
-        claim: &Claim,
-        lease_ms: u64,
-        now_ms: u64,
-    ) -> Result<Claim, StoreError> {
-        self.inner.renew_claim(claim, lease_ms, now_ms)
-    }
-    fn release_claim(&mut self, claim: &Claim, now_ms: u64) -> Result<(), StoreError> {
-        self.inner.release_claim(claim, now_ms)
-    }
-    fn thread_claim(&self, thread: &ThreadId, now_ms: u64) -> Result<Option<Claim>, StoreError> {
-        self.inner.thread_claim(thread, now_ms)
-    }
     fn due_work(&self, now_ms: u64, limit: usize) -> Result<Vec<DueWork>, StoreError> {
         let mut due = self.inner.due_work(now_ms, limit)?;
         if self.bug == Bug::NoOrphans {
@@ -774,9 +752,7 @@ impl ThreadClaims for Mutant {
         }
         Ok(due)
     }
-}
 
-impl CheckpointReader for Mutant {
     fn list_events(
         &self,
         scope: &EventScope,
@@ -870,7 +846,7 @@ fn the_suite_catches_each_deliberate_bug() {
         (Bug::NoOrphans, &["due_work_lists_deadlines_and_orphans"]),
     ];
     for (bug, must_fail) in expectations {
-        let results = conformance::run_all(|| SharedStore::new(Mutant::new(bug)));
+        let results = conformance::run_all(|| SharedStore::new(Intercepted(Mutant::new(bug))));
         for case in must_fail {
             let result = results
                 .iter()
@@ -884,7 +860,7 @@ fn the_suite_catches_each_deliberate_bug() {
 
 #[test]
 fn failure_messages_say_what_was_expected_and_what_arrived() {
-    let mut store = Mutant::new(Bug::StaleTicket);
+    let mut store = Intercepted(Mutant::new(Bug::StaleTicket));
     let message =
         conformance::ticket_appears_with_awaiting_and_disappears_with_next_commit(&mut store)
             .unwrap_err()

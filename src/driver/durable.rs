@@ -653,16 +653,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::SharedStore;
-    use crate::commit::{CommitError, CommitOperation, CommitReceipt, CommitRecord, ThreadCommit};
-    use crate::ids::RunId;
+    use crate::commit::{CommitError, CommitOperation, CommitReceipt};
     use crate::message::Message;
-    use crate::resume::ResumeTicket;
-    use crate::run::RunRecord;
-    use crate::state::StateCommand;
-    use crate::{
-        CommittedThreadView, EventRecord, EventScope, MemoryStore, StoreHandles, ThreadSummary,
-    };
+    use crate::{CommittedThreadView, EventRecord, EventScope, MemoryStore, StoreHandles};
+    use crate::{Intercept, Intercepted, SharedStore};
 
     fn values(lines: &[String]) -> Vec<Value> {
         lines
@@ -917,11 +911,11 @@ mod tests {
                 .starts_with("cannot recover thread \"t\": ")
         );
         // A store that cannot be read while recovering.
-        let unreadable = Faulty {
+        let unreadable = Intercepted(Faulty {
             store,
             events_fail: true,
             commits_fail: false,
-        };
+        });
         let error = DurableDriver::start(
             unreadable,
             DurableOptions::new(AgentConfig::for_thread("t")),
@@ -949,9 +943,13 @@ mod tests {
         commits_fail: bool,
     }
 
-    impl CommitLog for Faulty {
-        fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
-            self.store.commit(commit)
+    impl Intercept for Faulty {
+        type Inner = MemoryStore;
+        fn inner(&self) -> &MemoryStore {
+            &self.store
+        }
+        fn inner_mut(&mut self) -> &mut MemoryStore {
+            &mut self.store
         }
         fn commit_operation(
             &mut self,
@@ -962,44 +960,6 @@ mod tests {
             }
             self.store.commit_operation(operation)
         }
-    }
-
-    impl CommittedThreadView for Faulty {
-        fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
-            self.store.committed_messages(thread)
-        }
-        fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
-            self.store.run(run)
-        }
-        fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
-            self.store.latest_run(thread)
-        }
-        fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
-            self.store.resume_ticket(run)
-        }
-        fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
-            self.store.committed_state(thread)
-        }
-        fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-            self.store.thread_version(thread)
-        }
-        fn threads(
-            &self,
-            after: Option<&ThreadId>,
-            limit: usize,
-        ) -> Result<Vec<ThreadSummary>, StoreError> {
-            self.store.threads(after, limit)
-        }
-        fn pending_tickets(
-            &self,
-            after: Option<&RunId>,
-            limit: usize,
-        ) -> Result<Vec<ResumeTicket>, StoreError> {
-            self.store.pending_tickets(after, limit)
-        }
-    }
-
-    impl CheckpointReader for Faulty {
         fn list_events(
             &self,
             scope: &EventScope,
@@ -1016,11 +976,11 @@ mod tests {
     #[test]
     fn a_sealing_commit_refused_at_start_ends_the_session_at_line_0() {
         let (store, _) = up_to_a_tool(MemoryStore::new());
-        let failing = Faulty {
+        let failing = Intercepted(Faulty {
             store,
             events_fail: false,
             commits_fail: true,
-        };
+        });
         let options = DurableOptions {
             policy: RecoveryPolicy::Seal,
             ..DurableOptions::new(AgentConfig::for_thread("t"))

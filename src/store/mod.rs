@@ -29,6 +29,7 @@
 
 pub(crate) mod admission;
 pub(crate) mod claims;
+pub(crate) mod intercept;
 pub(crate) mod memory;
 pub(crate) mod ports;
 pub(crate) mod shared;
