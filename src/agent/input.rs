@@ -220,11 +220,11 @@ impl Agent {
     // its handler instead of moving a whole `Input` through the full match.
     #[inline(always)]
     pub fn handle(&mut self, input: Input, now_ms: u64) -> Result<(), AgentError> {
-        let before = self.clock_ms;
-        self.observe_clock(now_ms);
+        let before = self.thread.clock_ms;
+        self.thread.observe_clock(now_ms);
         let result = self.dispatch(input);
         if result.is_err() {
-            self.clock_ms = before;
+            self.thread.clock_ms = before;
         }
         result
     }
@@ -286,7 +286,7 @@ impl Agent {
 
     /// Replaces the configuration; only before the first run.
     pub fn set_config(&mut self, config: AgentConfig) -> Result<(), AgentError> {
-        self.handle(Input::Config(config), self.clock_ms)
+        self.handle(Input::Config(config), self.thread.clock_ms)
     }
 
     /// Starts a run with a minted id `"{thread_id}/run-{n}"`. `Busy` while a run is active.
@@ -336,12 +336,12 @@ impl Agent {
     /// Queues a steering message: it enters at the next complete boundary (after the whole
     /// tool batch, or after a text stop). `NotAccepting` while idle or after input closed.
     pub fn steer(&mut self, message: UserMessage) -> Result<(), AgentError> {
-        self.handle(Input::Steer { message }, self.clock_ms)
+        self.handle(Input::Steer { message }, self.thread.clock_ms)
     }
 
     /// Queues a follow-up: it enters only after a natural text stop with no steering.
     pub fn follow_up(&mut self, message: UserMessage) -> Result<(), AgentError> {
-        self.handle(Input::FollowUp { message }, self.clock_ms)
+        self.handle(Input::FollowUp { message }, self.thread.clock_ms)
     }
 
     /// Cancels the active run (no-op when idle; repeated calls are harmless). Before the
@@ -349,12 +349,12 @@ impl Agent {
     /// calls `skipped`); while the model or tools are out, the core waits for every outcome,
     /// pairs every call, then ends `Cancelled`.
     pub fn abort(&mut self) -> Result<(), AgentError> {
-        self.handle(Input::Abort, self.clock_ms)
+        self.handle(Input::Abort, self.thread.clock_ms)
     }
 
     /// Asks for a `Pause(Manual)` wait at the next boundary (only while Running).
     pub fn pause(&mut self) -> Result<(), AgentError> {
-        self.handle(Input::Pause, self.clock_ms)
+        self.handle(Input::Pause, self.thread.clock_ms)
     }
 
     /// Streamed text of the outstanding model call (live only).
@@ -372,7 +372,7 @@ impl Agent {
                 step,
                 text: text.to_owned(),
             },
-            self.clock_ms,
+            self.thread.clock_ms,
         )
     }
 
@@ -389,7 +389,7 @@ impl Agent {
                 step,
                 message,
             },
-            self.clock_ms,
+            self.thread.clock_ms,
         )
     }
 
@@ -410,7 +410,7 @@ impl Agent {
                 code: code.to_owned(),
                 message: message.to_owned(),
             },
-            self.clock_ms,
+            self.thread.clock_ms,
         )
     }
 
@@ -427,7 +427,7 @@ impl Agent {
                 call_id: call_id.clone(),
                 content,
             },
-            self.clock_ms,
+            self.thread.clock_ms,
         )
     }
 
@@ -449,7 +449,10 @@ impl Agent {
                 call_id.as_str()
             )));
         }
-        self.handle(Input::tool_done(run_id.clone(), output), self.clock_ms)
+        self.handle(
+            Input::tool_done(run_id.clone(), output),
+            self.thread.clock_ms,
+        )
     }
 
     /// Answers the current wait. The command is validated against the current ticket (SPEC
@@ -470,13 +473,13 @@ impl Agent {
         result: ResumeResult,
         now_ms: Option<u64>,
     ) -> Result<(), AgentError> {
-        let now_ms = now_ms.unwrap_or(self.clock_ms);
+        let now_ms = now_ms.unwrap_or(self.thread.clock_ms);
         self.handle(Input::ResumeTicket { result }, now_ms)
     }
 
     /// Ends the waiting run `Cancelled` (only while Awaiting).
     pub fn cancel_wait(&mut self) -> Result<(), AgentError> {
-        self.handle(Input::CancelWait, self.clock_ms)
+        self.handle(Input::CancelWait, self.thread.clock_ms)
     }
 
     /// A host policy end: like [`abort`](Agent::abort) but the run ends `Stopped(reason)`.
@@ -486,7 +489,7 @@ impl Agent {
             Input::Stop {
                 reason: reason.to_owned(),
             },
-            self.clock_ms,
+            self.thread.clock_ms,
         )
     }
 
@@ -502,7 +505,7 @@ impl Agent {
     /// `interrupted` (outcome unknown) and the run ends `Indeterminate`; a late `tool_done`
     /// is `UnexpectedOutcome`.
     pub fn abandon_tools(&mut self) -> Result<(), AgentError> {
-        self.handle(Input::AbandonTools, self.clock_ms)
+        self.handle(Input::AbandonTools, self.thread.clock_ms)
     }
 
     /// Does whatever is due at `now_ms` (SPEC §8.5): today, a wait past its deadline ends as
