@@ -330,7 +330,11 @@ impl Agent {
         Ok(())
     }
 
-    fn on_prompt(&mut self, run_id: Option<RunId>, message: UserMessage) -> Result<(), AgentError> {
+    fn on_prompt(
+        &mut self,
+        run_id: Option<RunId>,
+        message: UserMessage,
+    ) -> Result<RunId, AgentError> {
         if let Some(active) = &self.active {
             return Err(AgentError::Busy {
                 active_run: active.run.run_id().clone(),
@@ -344,7 +348,7 @@ impl Agent {
     }
 
     /// `continue` (SPEC §8.8): a new run over the transcript as it stands.
-    fn on_continue(&mut self) -> Result<(), AgentError> {
+    fn on_continue(&mut self) -> Result<RunId, AgentError> {
         if let Some(active) = &self.active {
             return Err(AgentError::Busy {
                 active_run: active.run.run_id().clone(),
@@ -370,12 +374,12 @@ impl Agent {
     }
 
     /// Mints (or takes) the run id, commits Running (with the prompt, if any) and announces
-    /// `run_start`. Every check was made before.
+    /// `run_start`; returns the run's id. Every check was made before.
     fn start_run(
         &mut self,
         run_id: Option<RunId>,
         message: Option<UserMessage>,
-    ) -> Result<(), AgentError> {
+    ) -> Result<RunId, AgentError> {
         if let Some(id) = &run_id
             && self.run_id_used(id)
         {
@@ -403,9 +407,9 @@ impl Agent {
             thread.used_run_ids.insert(run_id.clone());
         }
         thread.runs_started = n;
-        let run = Run::new(run_id, thread.messages.len());
+        let run = Run::new(run_id.clone(), thread.messages.len());
         self.begin(run, message);
-        Ok(())
+        Ok(run_id)
     }
 
     /// Whether `id` was used on this thread: host-supplied or recovered (in `used_run_ids`),
