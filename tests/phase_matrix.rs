@@ -3,7 +3,7 @@
 //! API. A cell records the error kind of a rejected input (and checks the snapshot is
 //! byte-identical, the clock included) or, on success, the kinds of the outputs drained and
 //! the phase after them. The whole matrix is snapshotted as `phase_matrix__phase_matrix.snap`;
-//! the transition table at the top of `src/agent/run_loop.rs` lists the same outcomes.
+//! the transition table at the top of `src/agent/run_loop/mod.rs` lists the same outcomes.
 
 mod common;
 
@@ -532,7 +532,7 @@ fn every_input_in_every_phase() {
     common::snapshot!("phase_matrix", text);
 }
 
-/// The phase a column of the doc tables in `src/agent/run_loop.rs` stands for.
+/// The phase a column of the doc tables in `src/agent/run_loop/mod.rs` stands for.
 fn column_phase(column: &str) -> &'static str {
     match column {
         "idle0" => "idle, empty transcript",
@@ -602,7 +602,7 @@ fn check_doc_cell(doc: &str, outcome: &str) -> Result<(), String> {
 #[test]
 fn the_doc_tables_say_what_the_matrix_does() {
     let (cells, _) = matrix();
-    let source = include_str!("../src/agent/run_loop.rs");
+    let source = include_str!("../src/agent/run_loop/mod.rs");
     let rows: Vec<Vec<&str>> = source
         .lines()
         .filter_map(|line| line.strip_prefix("//! |"))

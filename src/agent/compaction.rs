@@ -27,7 +27,7 @@ use crate::error::AgentError;
 use crate::message::{Message, UserMessage};
 
 use super::Agent;
-use super::run_loop::{ActiveRun, Phase};
+use super::run_loop::{ActiveRun, Phase, Transition};
 
 /// The latest compaction of a thread: the model context is `summary` followed by
 /// `transcript[keep_from..]`.
@@ -116,23 +116,21 @@ impl Agent {
     /// Where the model context's transcript part begins: the latest compaction's `keep_from`,
     /// 0 when the thread was never compacted (SPEC §8.9).
     pub fn context_start(&self) -> usize {
-        self.compaction.as_ref().map_or(0, Compaction::keep_from)
+        self.thread.context_start()
     }
 
     /// The latest compaction of the thread, if any.
     pub fn compaction(&self) -> Option<&Compaction> {
-        self.compaction.as_ref()
+        self.thread.compaction.as_ref()
     }
 
     /// The transcript from the context start on.
     pub(crate) fn context_tail(&self) -> &[Message] {
-        self.messages
-            .get(self.context_start()..)
-            .unwrap_or_default()
+        self.thread.context_tail()
     }
 
     pub(crate) fn set_compaction(&mut self, compaction: Option<Compaction>) {
-        self.compaction = compaction;
+        self.thread.compaction = compaction;
     }
 
     pub(super) fn on_compact(
@@ -140,33 +138,44 @@ impl Agent {
         summary: UserMessage,
         keep_from: usize,
     ) -> Result<(), AgentError> {
-        let untouched_call = matches!(
-            self.active.as_ref(),
+        self.transition(|thread, active, tx| match active {
             Some(ActiveRun {
-                phase: Phase::ModelOut {
-                    streamed: false,
-                    ..
-                },
-                ..
-            })
-        );
-        if !untouched_call {
-            let actual = match &self.active {
-                None => "no run is active".to_owned(),
-                Some(active) => format!("run {}: {}", active.run.run_id, active.phase.describe()),
-            };
-            return Err(AgentError::state(
-                "the active run's model call out, with nothing of its answer arrived",
-                actual,
-            ));
-        }
-        super::check_user_message(&summary, "the compaction summary")?;
-        let previous = self.compaction.as_ref().map(Compaction::keep_from);
-        if let Some(why) = keep_from_violation(&self.messages, previous, keep_from) {
-            return Err(AgentError::invalid(why));
-        }
-        let summary = Arc::new(summary);
-        self.transition(|agent, active, tx| agent.compacted(active, keep_from, summary, tx))
+                run,
+                phase:
+                    phase @ Phase::ModelOut {
+                        streamed: false, ..
+                    },
+            }) => {
+                let checked = super::check_user_message(&summary, "the compaction summary")
+                    .and_then(|()| {
+                        let previous = thread.compaction.as_ref().map(Compaction::keep_from);
+                        match keep_from_violation(&thread.messages, previous, keep_from) {
+                            Some(why) => Err(AgentError::invalid(why)),
+                            None => Ok(()),
+                        }
+                    });
+                match checked {
+                    Ok(()) => {
+                        let summary = Arc::new(summary);
+                        Transition::Moved(thread.compacted(run, keep_from, summary, tx))
+                    }
+                    Err(error) => Transition::Kept(Some(ActiveRun { run, phase }), Err(error)),
+                }
+            }
+            active => {
+                let actual = match &active {
+                    None => "no run is active".to_owned(),
+                    Some(active) => {
+                        format!("run {}: {}", active.run.run_id(), active.phase.describe())
+                    }
+                };
+                let error = AgentError::state(
+                    "the active run's model call out, with nothing of its answer arrived",
+                    actual,
+                );
+                Transition::Kept(active, Err(error))
+            }
+        })
     }
 }
 

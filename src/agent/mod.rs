@@ -1,9 +1,8 @@
 //! The [`Agent`]: one per thread, the committed transcript across runs, at most one active run
 //! driven through the step-driven loop of SPEC §8.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-
-use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
 
 use crate::error::AgentError;
 use crate::ids::{CallId, RunId, Step, ThreadId};
@@ -22,6 +21,7 @@ mod recover;
 mod reducer;
 mod run_loop;
 mod snapshot;
+mod thread;
 
 pub use compaction::Compaction;
 pub use config::{AgentConfig, ToolPolicy, ToolSpec};
@@ -33,7 +33,8 @@ pub use recover::{RecoverError, RecoveryPolicy};
 pub use reducer::{AgentState, AgentStatus, reduce};
 pub use snapshot::{AGENT_SCHEMA_VERSION, AgentSnapshot, SnapshotError};
 
-use run_loop::{ActiveRun, CommittedAs, Next, Phase, Run, check_tool_call};
+use run_loop::{ActiveRun, Phase, Run, Transition, check_tool_call};
+use thread::Thread;
 
 /// One agent per thread: it keeps the committed transcript across runs and owns at most one
 /// active run, which it drives through the step-driven loop. It does no I/O.
@@ -73,35 +74,34 @@ use run_loop::{ActiveRun, CommittedAs, Next, Phase, Run, check_tool_call};
 ///
 /// A rejected input returns an [`AgentError`] and changes nothing: the agent's serialized
 /// state is identical before and after.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+///
+/// Its data comes in three parts, borrowed apart by every transition: the thread (what it
+/// keeps across runs: configuration, transcript, counters, clock), the active run, and the
+/// outbox. (It serializes, in a snapshot, as one object of their fields.)
+#[derive(Clone, PartialEq)]
 pub struct Agent {
-    config: AgentConfig,
-    /// The transcript: every committed message, plus (only while one input is being handled)
-    /// messages about to be committed.
-    messages: Vec<Message>,
-    /// How many of `messages` have been emitted in commits.
-    committed: usize,
-    /// The latest `now_ms` seen on any accepted input.
-    clock_ms: u64,
-    /// The `n` of the latest minted run id `"{thread_id}/run-{n}"`: every minted id up to it
-    /// is used (minting never repeats one).
-    runs_started: u64,
-    /// The thread's commit count the next commit builds on (SPEC §7.1): the store's version
-    /// at creation or recovery, plus every commit emitted since.
-    thread_version: u64,
-    /// The run ids used on this thread that `runs_started` does not account for: every
-    /// host-supplied id, and every id a recovered agent found in the committed facts. With
-    /// the minted ones, no run id repeats; the agent was prompted (its configuration is
-    /// locked) once this or `runs_started` is not empty.
-    used_run_ids: BTreeSet<RunId>,
+    thread: Thread,
     active: Option<ActiveRun>,
-    last_end: Option<(RunId, EndCause)>,
     outbox: VecDeque<Output>,
-    /// The latest compaction of the thread (SPEC §8.9): the model context is its summary
-    /// followed by `messages[keep_from..]`. Absent (and not written in a snapshot) when the
-    /// thread was never compacted.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    compaction: Option<Compaction>,
+}
+
+impl fmt::Debug for Agent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let thread = &self.thread;
+        f.debug_struct("Agent")
+            .field("config", &thread.config)
+            .field("messages", &thread.messages)
+            .field("committed", &thread.committed)
+            .field("clock_ms", &thread.clock_ms)
+            .field("runs_started", &thread.runs_started)
+            .field("thread_version", &thread.thread_version)
+            .field("used_run_ids", &thread.used_run_ids)
+            .field("active", &self.active)
+            .field("last_end", &thread.last_end)
+            .field("outbox", &self.outbox)
+            .field("compaction", &thread.compaction)
+            .finish()
+    }
 }
 
 /// What a model call needs, borrowed from the agent (nothing is copied per step).
@@ -198,17 +198,9 @@ impl Agent {
     pub fn new(config: AgentConfig) -> Result<Agent, AgentError> {
         config.validate()?;
         Ok(Agent {
-            config,
-            messages: Vec::new(),
-            committed: 0,
-            clock_ms: 0,
-            runs_started: 0,
-            thread_version: 0,
-            used_run_ids: BTreeSet::new(),
+            thread: Thread::new(config),
             active: None,
-            last_end: None,
             outbox: VecDeque::new(),
-            compaction: None,
         })
     }
 
@@ -216,17 +208,17 @@ impl Agent {
 
     /// The configuration.
     pub fn config(&self) -> &AgentConfig {
-        &self.config
+        &self.thread.config
     }
 
     /// The thread this agent drives.
     pub fn thread_id(&self) -> &ThreadId {
-        &self.config.thread_id
+        &self.thread.config.thread_id
     }
 
     /// The transcript. Between inputs it equals the committed transcript.
     pub fn transcript(&self) -> &[Message] {
-        &self.messages
+        &self.thread.messages
     }
 
     /// The request of the outstanding model call, if one is outstanding.
@@ -234,13 +226,13 @@ impl Agent {
         let active = self.active.as_ref()?;
         match active.phase {
             Phase::ModelOut { step, .. } => Some(ModelRequest {
-                run_id: &active.run.run_id,
+                run_id: active.run.run_id(),
                 step,
-                final_step: step >= self.config.max_steps,
-                system_prompt: self.config.system_prompt.as_deref(),
-                summary: self.compaction.as_ref().map(Compaction::summary),
-                messages: self.context_tail(),
-                tools: &self.config.tools,
+                final_step: step >= self.thread.config.max_steps,
+                system_prompt: self.thread.config.system_prompt.as_deref(),
+                summary: self.thread.compaction.as_ref().map(Compaction::summary),
+                messages: self.thread.context_tail(),
+                tools: &self.thread.config.tools,
             }),
             _ => None,
         }
@@ -248,7 +240,7 @@ impl Agent {
 
     /// The active run (Running or Awaiting).
     pub fn active_run_id(&self) -> Option<&RunId> {
-        self.active.as_ref().map(|active| &active.run.run_id)
+        self.active.as_ref().map(|active| active.run.run_id())
     }
 
     /// The active run's state (`None` when idle; an ended run is no longer active).
@@ -269,25 +261,27 @@ impl Agent {
 
     /// Model calls the active run has made.
     pub fn steps(&self) -> Option<Step> {
-        self.active.as_ref().map(|active| active.run.steps)
+        self.active.as_ref().map(|active| active.run.steps())
     }
 
     /// The agent's clock: the latest `now_ms` seen on an accepted input.
     pub fn clock_ms(&self) -> u64 {
-        self.clock_ms
+        self.thread.clock_ms
     }
 
     /// The last run that ended, and how.
     pub fn last_end(&self) -> Option<(&RunId, &EndCause)> {
-        self.last_end.as_ref().map(|(run, cause)| (run, cause))
+        self.thread
+            .last_end
+            .as_ref()
+            .map(|(run, cause)| (run, cause))
     }
 
     /// Queued steering and follow-up counts of the active run.
     pub fn queued(&self) -> (usize, usize) {
-        self.active.as_ref().map_or((0, 0), |active| {
-            let queues = &active.run.queues;
-            (queues.steering.len(), queues.follow_ups.len())
-        })
+        self.active
+            .as_ref()
+            .map_or((0, 0), |active| active.run.queued())
     }
 
     /// True when no run is active and nothing is left to poll.
@@ -322,28 +316,28 @@ impl Agent {
         std::iter::from_fn(|| self.poll()).collect()
     }
 
-    fn observe_clock(&mut self, now_ms: u64) {
-        self.clock_ms = self.clock_ms.max(now_ms);
-    }
-
     // ----- input handlers (reached through `handle`) ---------------------------------------
 
     fn on_config(&mut self, config: AgentConfig) -> Result<(), AgentError> {
-        if self.runs_started > 0 || !self.used_run_ids.is_empty() {
+        if self.thread.runs_started > 0 || !self.thread.used_run_ids.is_empty() {
             return Err(AgentError::state(
                 "config before the first prompt",
                 "the agent has already been prompted",
             ));
         }
         config.validate()?;
-        self.config = config;
+        self.thread.config = config;
         Ok(())
     }
 
-    fn on_prompt(&mut self, run_id: Option<RunId>, message: UserMessage) -> Result<(), AgentError> {
+    fn on_prompt(
+        &mut self,
+        run_id: Option<RunId>,
+        message: UserMessage,
+    ) -> Result<RunId, AgentError> {
         if let Some(active) = &self.active {
             return Err(AgentError::Busy {
-                active_run: active.run.run_id.clone(),
+                active_run: active.run.run_id().clone(),
             });
         }
         if run_id.as_ref().is_some_and(RunId::is_blank) {
@@ -354,13 +348,13 @@ impl Agent {
     }
 
     /// `continue` (SPEC §8.8): a new run over the transcript as it stands.
-    fn on_continue(&mut self) -> Result<(), AgentError> {
+    fn on_continue(&mut self) -> Result<RunId, AgentError> {
         if let Some(active) = &self.active {
             return Err(AgentError::Busy {
-                active_run: active.run.run_id.clone(),
+                active_run: active.run.run_id().clone(),
             });
         }
-        let why_not = match self.messages.last() {
+        let why_not = match self.thread.messages.last() {
             None => Some("the transcript is empty: there is no run to continue from"),
             Some(Message::Assistant(_)) => Some(
                 "the transcript ends in the model's own answer: prompt with a new message instead",
@@ -380,12 +374,12 @@ impl Agent {
     }
 
     /// Mints (or takes) the run id, commits Running (with the prompt, if any) and announces
-    /// `run_start`. Every check was made before.
+    /// `run_start`; returns the run's id. Every check was made before.
     fn start_run(
         &mut self,
         run_id: Option<RunId>,
         message: Option<UserMessage>,
-    ) -> Result<(), AgentError> {
+    ) -> Result<RunId, AgentError> {
         if let Some(id) = &run_id
             && self.run_id_used(id)
         {
@@ -394,62 +388,55 @@ impl Agent {
             )));
         }
         // Minted ids skip any id a host already supplied, so run ids never repeat.
-        let mut n = self.runs_started;
+        let thread = &mut self.thread;
+        let mut n = thread.runs_started;
         let run_id = match run_id {
             Some(id) => id,
             None => loop {
                 n = n
                     .checked_add(1)
                     .ok_or_else(|| AgentError::invalid("prompt: the run counter is exhausted"))?;
-                let candidate = minted_run_id(&self.config.thread_id, n);
-                if !self.used_run_ids.contains(&candidate) {
+                let candidate = minted_run_id(&thread.config.thread_id, n);
+                if !thread.used_run_ids.contains(&candidate) {
                     break candidate;
                 }
             },
         };
-        if self.runs_started == n {
+        if thread.runs_started == n {
             // Host-supplied: remembered, so neither the host nor minting uses it again.
-            self.used_run_ids.insert(run_id.clone());
+            thread.used_run_ids.insert(run_id.clone());
         }
-        self.runs_started = n;
-        let run = Run {
-            run_id,
-            steps: 0,
-            end_request: None,
-            pause_requested: false,
-            queues: queues::Queues::default(),
-            waits: 0,
-            transcript_start: self.messages.len(),
-            committed_as: CommittedAs::Nothing,
-            commits: 0,
-        };
+        thread.runs_started = n;
+        let run = Run::new(run_id.clone(), thread.messages.len());
         self.begin(run, message);
-        Ok(())
+        Ok(run_id)
     }
 
     /// Whether `id` was used on this thread: host-supplied or recovered (in `used_run_ids`),
     /// or minted (`"{thread}/run-{n}"` with `n` up to `runs_started`, written as minting
     /// writes it).
     fn run_id_used(&self, id: &RunId) -> bool {
-        if self.used_run_ids.contains(id) {
+        let thread = &self.thread;
+        if thread.used_run_ids.contains(id) {
             return true;
         }
         let Some(digits) = id
             .as_str()
-            .strip_prefix(self.config.thread_id.as_str())
+            .strip_prefix(thread.config.thread_id.as_str())
             .and_then(|rest| rest.strip_prefix("/run-"))
         else {
             return false;
         };
         digits.parse::<u64>().is_ok_and(|n| {
-            (1..=self.runs_started).contains(&n) && minted_run_id(&self.config.thread_id, n) == *id
+            (1..=thread.runs_started).contains(&n)
+                && minted_run_id(&thread.config.thread_id, n) == *id
         })
     }
 
     fn on_queue_input(&mut self, message: UserMessage, steering: bool) -> Result<(), AgentError> {
         let what = if steering { "steer" } else { "follow_up" };
         let Some(active) = self.active.as_mut() else {
-            let reason = match &self.last_end {
+            let reason = match &self.thread.last_end {
                 Some((run, _)) => {
                     format!("{what}: no run is active (the input of {run} is closed)")
                 }
@@ -458,13 +445,12 @@ impl Agent {
             return Err(AgentError::NotAccepting { reason });
         };
         check_user_message(&message, &format!("the {what} message"))?;
-        let queues = &mut active.run.queues;
-        let queue = if steering {
-            &mut queues.steering
+        let message = Message::from(message);
+        if steering {
+            active.run.queue_steering(message);
         } else {
-            &mut queues.follow_ups
-        };
-        queue.push_back(Message::from(message));
+            active.run.queue_follow_up(message);
+        }
         Ok(())
     }
 
@@ -474,7 +460,7 @@ impl Agent {
         match &self.active {
             Some(active)
                 if matches!(active.phase, Phase::ModelOut { step: out, .. } if out == step)
-                    && active.run.run_id == *run_id =>
+                    && active.run.run_id() == run_id =>
             {
                 Ok(())
             }
@@ -493,7 +479,7 @@ impl Agent {
         let Some(active) = active else {
             return AgentError::unexpected("nothing (no run is active)", got);
         };
-        let run_id = &active.run.run_id;
+        let run_id = active.run.run_id();
         match &active.phase {
             Phase::ModelOut { step: out, .. } => {
                 AgentError::unexpected(format!("a model outcome for run {run_id} step {out}"), got)
@@ -512,13 +498,7 @@ impl Agent {
         text: String,
     ) -> Result<(), AgentError> {
         self.expect_model(&run_id, step, "model_delta")?;
-        if let Some(ActiveRun {
-            phase: Phase::ModelOut { streamed, .. },
-            ..
-        }) = self.active.as_mut()
-        {
-            *streamed = true;
-        }
+        self.mark_streamed();
         self.outbox.push_back(Output::Event(AgentEvent::Loop {
             run_id,
             event: LoopEvent::TextDelta { step, text },
@@ -532,12 +512,27 @@ impl Agent {
         step: Step,
         message: AssistantMessage,
     ) -> Result<(), AgentError> {
-        self.expect_model(run_id, step, "model_done")?;
-        message
-            .check_shape()
-            .map_err(|reason| AgentError::invalid(format!("model_done: {reason}")))?;
-        check_message_id(message.id.as_deref(), "the assistant message")?;
-        self.transition(|agent, active, tx| agent.model_answered(active.run, step, message, tx))
+        self.transition(|thread, active, tx| match active {
+            Some(ActiveRun {
+                run,
+                phase: phase @ Phase::ModelOut { step: out, .. },
+            }) if out == step && run.run_id() == run_id => {
+                let checked = message
+                    .check_shape()
+                    .map_err(|reason| AgentError::invalid(format!("model_done: {reason}")))
+                    .and_then(|()| {
+                        check_message_id(message.id.as_deref(), "the assistant message")
+                    });
+                match checked {
+                    Ok(()) => Transition::Moved(thread.model_answered(run, step, message, tx)),
+                    Err(error) => Transition::Kept(Some(ActiveRun { run, phase }), Err(error)),
+                }
+            }
+            active => {
+                let error = Self::model_mismatch(active.as_ref(), run_id, step, "model_done");
+                Transition::Kept(active, Err(error))
+            }
+        })
     }
 
     fn on_model_failed(
@@ -547,19 +542,28 @@ impl Agent {
         code: &str,
         message: &str,
     ) -> Result<(), AgentError> {
-        self.expect_model(run_id, step, "model_failed")?;
-        if code.trim().is_empty() {
-            return Err(AgentError::invalid("model_failed: the error code is empty"));
-        }
-        self.transition(|agent, active, tx| {
-            agent.model_gave_up(active.run, step, code, message, tx)
+        self.transition(|thread, active, tx| match active {
+            Some(ActiveRun {
+                run,
+                phase: phase @ Phase::ModelOut { step: out, .. },
+            }) if out == step && run.run_id() == run_id => {
+                if code.trim().is_empty() {
+                    let error = AgentError::invalid("model_failed: the error code is empty");
+                    return Transition::Kept(Some(ActiveRun { run, phase }), Err(error));
+                }
+                Transition::Moved(thread.model_gave_up(run, step, code, message, tx))
+            }
+            active => {
+                let error = Self::model_mismatch(active.as_ref(), run_id, step, "model_failed");
+                Transition::Kept(active, Err(error))
+            }
         })
     }
 
     fn expect_tools(&self, run_id: &RunId, got: &str) -> Result<&run_loop::Batch, AgentError> {
         if let Some(active) = &self.active
             && let Phase::ToolsOut(batch) = &active.phase
-            && active.run.run_id == *run_id
+            && active.run.run_id() == run_id
         {
             return Ok(batch);
         }
@@ -572,7 +576,7 @@ impl Agent {
         let Some(active) = active else {
             return AgentError::unexpected("nothing (no run is active)", got);
         };
-        let active_id = &active.run.run_id;
+        let active_id = active.run.run_id();
         match &active.phase {
             Phase::ToolsOut(batch) => AgentError::unexpected(
                 format!("tool outcomes for run {active_id} step {}", batch.step),
@@ -621,24 +625,44 @@ impl Agent {
         call_id: &CallId,
         output: ToolOutput,
     ) -> Result<(), AgentError> {
-        let batch = self.expect_tools(run_id, "tool_done")?;
-        if call_id.is_blank() {
-            return Err(AgentError::invalid("tool_done: the call id is empty"));
-        }
-        let entry = check_tool_call(batch, call_id)?;
-        let tool_name = entry.call.name.clone();
-        let result = match output.unrepresentable(self.config.max_tool_output_bytes) {
-            Some(why) => crate::message::ToolResultMessage::malformed(&entry.call, &why),
-            None => output.into_result(tool_name),
-        };
-        self.transition(|agent, ActiveRun { run, phase }, tx| match phase {
-            Phase::ToolsOut(batch) => agent.tool_answered(run, batch, result, tx),
-            phase => {
-                debug_assert!(false, "tool_done checked outside a tool batch");
-                Next::Continue(ActiveRun { run, phase })
+        self.transition(|thread, active, tx| match active {
+            Some(ActiveRun {
+                run,
+                phase: Phase::ToolsOut(batch),
+            }) if run.run_id() == run_id => {
+                let max_bytes = thread.config.max_tool_output_bytes;
+                match tool_result(&batch, call_id, output, max_bytes) {
+                    Ok(result) => Transition::Moved(thread.tool_answered(run, batch, result, tx)),
+                    Err(error) => {
+                        let phase = Phase::ToolsOut(batch);
+                        Transition::Kept(Some(ActiveRun { run, phase }), Err(error))
+                    }
+                }
+            }
+            active => {
+                let error = Self::tools_mismatch(active.as_ref(), run_id, "tool_done");
+                Transition::Kept(active, Err(error))
             }
         })
     }
+}
+
+/// The result a `tool_done` of `call_id` gives the executing `batch`, checked against it (an
+/// output too large or unrepresentable is `malformed`).
+fn tool_result(
+    batch: &run_loop::Batch,
+    call_id: &CallId,
+    output: ToolOutput,
+    max_bytes: usize,
+) -> Result<crate::message::ToolResultMessage, AgentError> {
+    if call_id.is_blank() {
+        return Err(AgentError::invalid("tool_done: the call id is empty"));
+    }
+    let entry = check_tool_call(batch, call_id)?;
+    Ok(match output.unrepresentable(max_bytes) {
+        Some(why) => crate::message::ToolResultMessage::malformed(&entry.call, &why),
+        None => output.into_result(entry.call.name.clone()),
+    })
 }
 
 #[cfg(test)]

@@ -33,8 +33,8 @@ use crate::store::{CheckpointReader, EventScope, StoreError};
 
 use super::Agent;
 use super::config::AgentConfig;
-use super::queues::{BoundaryKind, Queues};
-use super::run_loop::{Batch, CommittedAs, Run, Slot};
+use super::queues::BoundaryKind;
+use super::run_loop::{Batch, Run, Slot};
 
 /// What the committed facts say about a run that has not ended, typed; the run loop puts the
 /// run in the phase this names ([`Agent::rebuild`]).
@@ -187,23 +187,23 @@ impl Agent {
             ))));
         }
         let mut agent = Agent::new(config)?;
-        agent.messages = reader.committed_messages(thread_id)?;
-        agent.committed = agent.messages.len();
+        agent.thread.messages = reader.committed_messages(thread_id)?;
+        agent.thread.committed = agent.thread.messages.len();
         // The fence (SPEC §7.1): the recovered agent's first commit builds on the version the
         // store holds now; a second writer recovered from the same version is fenced.
-        agent.thread_version = reader.thread_version(thread_id)?;
+        agent.thread.thread_version = reader.thread_version(thread_id)?;
         let head = reader.latest_run(thread_id)?;
         let history = read_history(reader, thread_id, head.as_ref().map(|r| &r.id))?;
         // Minting restarts from 1 and skips every used id, so the next minted id is the first
         // `"{thread}/run-{n}"` not used: the one the agent that stopped would have minted.
-        agent.used_run_ids = history.run_ids;
-        agent.clock_ms = history.head_clock;
+        agent.thread.used_run_ids = history.run_ids;
+        agent.thread.clock_ms = history.head_clock;
         // The model context (SPEC §8.9) from the thread's latest committed compaction.
         if let Some((keep_from, summary)) = history.compaction {
-            if keep_from > agent.messages.len() {
+            if keep_from > agent.thread.messages.len() {
                 return Err(RecoverError::Invalid(AgentError::invalid(format!(
                     "recover: the thread's latest compaction keeps from message {keep_from},                      past the transcript ({} messages)",
-                    agent.messages.len()
+                    agent.thread.messages.len()
                 ))));
             }
             agent.set_compaction(Some(super::Compaction::new(keep_from, summary)));
@@ -213,9 +213,9 @@ impl Agent {
         };
         let run_id = head.id.clone();
         // The head run counts as used even if its start was not recorded as `run_started`.
-        agent.used_run_ids.insert(run_id.clone());
+        agent.thread.used_run_ids.insert(run_id.clone());
         if let RunState::Ended(cause) = head.state {
-            agent.last_end = Some((run_id, cause));
+            agent.thread.last_end = Some((run_id, cause));
             return Ok(agent);
         }
         let (transcript_start, _) = history.head_start.ok_or_else(|| {
@@ -223,7 +223,7 @@ impl Agent {
                 "recover: run {run_id} has no run_started event; it was not written by a runcore agent"
             ))
         })?;
-        let run_messages = agent.messages.get(transcript_start..).ok_or_else(|| {
+        let run_messages = agent.thread.messages.get(transcript_start..).ok_or_else(|| {
             AgentError::invalid(format!(
                 "recover: run {run_id} starts at message {transcript_start}, past the transcript"
             ))
@@ -234,11 +234,11 @@ impl Agent {
             .count();
         let steps = u32::try_from(steps)
             .ok()
-            .filter(|s| *s <= agent.config.max_steps)
+            .filter(|s| *s <= agent.thread.config.max_steps)
             .ok_or_else(|| {
                 AgentError::invalid(format!(
                     "recover: run {run_id} made {steps} model calls, over max_steps {}",
-                    agent.config.max_steps
+                    agent.thread.config.max_steps
                 ))
             })?;
         // The calls of the run's last assistant message are open when nothing but resume
@@ -258,25 +258,20 @@ impl Agent {
             .filter(|(step, _, _)| *step == steps)
             .map(|(_, call, decision)| (call.clone(), decision.clone()))
             .collect();
-        let run = Run {
-            run_id: run_id.clone(),
+        // Ordinals continue from the run's stored commit count.
+        let awaiting = head.state == RunState::Awaiting;
+        let run = Run::recovered(
+            run_id.clone(),
             steps,
-            end_request: None,
-            pause_requested: false,
-            queues: Queues::default(),
-            waits: history.head_waits,
+            history.head_waits,
             transcript_start,
-            committed_as: if head.state == RunState::Awaiting {
-                CommittedAs::Awaiting
-            } else {
-                CommittedAs::Running
-            },
-            // Ordinals continue from the run's stored commit count.
-            commits: head.commits,
-        };
+            awaiting,
+            head.commits,
+        );
         let batch = || {
-            let mut batch =
-                Batch::gated(steps, open_calls.clone(), |name| agent.config.policy(name));
+            let mut batch = Batch::gated(steps, open_calls.clone(), |name| {
+                agent.thread.config.policy(name)
+            });
             for entry in &mut batch.calls {
                 match decisions
                     .iter()

@@ -11,6 +11,7 @@ use std::collections::{BTreeSet, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::run_loop::ActiveRun;
+use super::thread::Thread;
 use super::{Agent, AgentConfig};
 use crate::ids::RunId;
 use crate::message::Message;
@@ -69,20 +70,60 @@ struct AgentRepr {
     compaction: Option<super::Compaction>,
 }
 
+/// The agent's fields as a snapshot writes them: the thread's, with the active run and the
+/// outbox in their places among them.
+#[derive(Serialize)]
+struct AgentFields<'a> {
+    config: &'a AgentConfig,
+    messages: &'a [Message],
+    committed: usize,
+    clock_ms: u64,
+    runs_started: u64,
+    thread_version: u64,
+    used_run_ids: &'a BTreeSet<RunId>,
+    active: Option<&'a ActiveRun>,
+    last_end: Option<&'a (RunId, EndCause)>,
+    outbox: &'a VecDeque<super::Output>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    compaction: Option<&'a super::Compaction>,
+}
+
+impl Serialize for Agent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let thread = &self.thread;
+        AgentFields {
+            config: &thread.config,
+            messages: &thread.messages,
+            committed: thread.committed,
+            clock_ms: thread.clock_ms,
+            runs_started: thread.runs_started,
+            thread_version: thread.thread_version,
+            used_run_ids: &thread.used_run_ids,
+            active: self.active.as_ref(),
+            last_end: thread.last_end.as_ref(),
+            outbox: &self.outbox,
+            compaction: thread.compaction.as_ref(),
+        }
+        .serialize(serializer)
+    }
+}
+
 impl From<AgentRepr> for Agent {
     fn from(repr: AgentRepr) -> Agent {
         Agent {
-            config: repr.config,
-            messages: repr.messages,
-            committed: repr.committed,
-            clock_ms: repr.clock_ms,
-            runs_started: repr.runs_started,
-            thread_version: repr.thread_version,
-            used_run_ids: repr.used_run_ids,
+            thread: Thread {
+                config: repr.config,
+                messages: repr.messages,
+                committed: repr.committed,
+                clock_ms: repr.clock_ms,
+                runs_started: repr.runs_started,
+                thread_version: repr.thread_version,
+                used_run_ids: repr.used_run_ids,
+                last_end: repr.last_end,
+                compaction: repr.compaction,
+            },
             active: repr.active,
-            last_end: repr.last_end,
             outbox: repr.outbox,
-            compaction: repr.compaction,
         }
     }
 }
@@ -193,22 +234,24 @@ impl Agent {
     }
 
     fn check_consistency(&self) -> Result<(), SnapshotError> {
-        self.config
+        let thread = &self.thread;
+        thread
+            .config
             .validate()
             .map_err(|e| SnapshotError::Inconsistent(e.to_string()))?;
-        if self.committed > self.messages.len() {
+        if thread.committed > thread.messages.len() {
             return Err(SnapshotError::Inconsistent(format!(
                 "{} messages committed but the transcript holds {}",
-                self.committed,
-                self.messages.len()
+                thread.committed,
+                thread.messages.len()
             )));
         }
-        if let Some(compaction) = &self.compaction {
-            if compaction.keep_from() > self.messages.len() {
+        if let Some(compaction) = &thread.compaction {
+            if compaction.keep_from() > thread.messages.len() {
                 return Err(SnapshotError::Inconsistent(format!(
                     "the model context starts at message {} past the end of the transcript ({})",
                     compaction.keep_from(),
-                    self.messages.len()
+                    thread.messages.len()
                 )));
             }
             if !matches!(compaction.summary(), Message::User(_)) {
@@ -219,15 +262,16 @@ impl Agent {
         }
         if let Some(active) = &self.active {
             let run = &active.run;
-            if run.transcript_start > self.messages.len() {
+            if run.transcript_start() > thread.messages.len() {
                 return Err(SnapshotError::Inconsistent(
                     "the active run starts past the end of the transcript".into(),
                 ));
             }
-            if run.steps > self.config.max_steps {
+            if run.steps() > thread.config.max_steps {
                 return Err(SnapshotError::Inconsistent(format!(
                     "the active run made {} model calls, over max_steps {}",
-                    run.steps, self.config.max_steps
+                    run.steps(),
+                    thread.config.max_steps
                 )));
             }
             if let Some(why) = active.phase.inconsistency() {

@@ -1,0 +1,105 @@
+//! The recovery entries (SPEC §8.7): a run rebuilt from committed facts is put in place in
+//! the phase the facts say (see the recovery rows of the module table).
+
+use crate::error::AgentError;
+use crate::resume::AwaitTarget;
+use crate::run::EndCause;
+
+use super::super::Agent;
+use super::super::config::ToolPolicy;
+use super::super::queues::BoundaryKind;
+use super::super::recover::{RecoveredRun, RecoveryPolicy};
+use super::{ActiveRun, Next, Open, Pairing, Phase, Run, Slot, Thread, Tx, Wait, waiting_call};
+
+impl Agent {
+    /// Puts a run rebuilt from committed facts (SPEC §8.7) in place, in the phase the facts
+    /// say, and takes the step recovery decides (see the recovery rows of the module table).
+    pub(crate) fn rebuild(
+        &mut self,
+        run: Run,
+        facts: RecoveredRun,
+        policy: RecoveryPolicy,
+    ) -> Result<(), AgentError> {
+        let mut tx = Tx::over(&mut self.outbox);
+        let next = rebuild_step(&mut self.thread, run, facts, policy, &mut tx)?;
+        self.active = next.into_active();
+        Ok(())
+    }
+}
+
+/// The step recovery takes for `facts` (see [`Agent::rebuild`]).
+fn rebuild_step(
+    thread: &mut Thread,
+    run: Run,
+    facts: RecoveredRun,
+    policy: RecoveryPolicy,
+    tx: &mut Tx<'_>,
+) -> Result<Next, AgentError> {
+    let next = match facts {
+        RecoveredRun::AtCall => Next::Continue(ActiveRun {
+            run,
+            phase: Phase::CallModel,
+        }),
+        RecoveredRun::AfterAnswer => thread.boundary(run, BoundaryKind::TextStop, tx),
+        RecoveredRun::Awaiting {
+            ticket,
+            batch,
+            interrupted,
+        } => {
+            let ticket = *ticket;
+            let wait = match (waiting_call(&ticket).cloned(), batch) {
+                (Some(call_id), Some(mut batch)) => {
+                    let Some(entry) = batch.find_mut(&call_id) else {
+                        return Err(AgentError::invalid(format!(
+                            "recover: run {} waits on call {call_id}, which its last \
+                                 assistant message does not make",
+                            run.run_id
+                        )));
+                    };
+                    entry.slot = Slot::Undecided;
+                    if entry.policy == ToolPolicy::Auto {
+                        entry.policy = ToolPolicy::RequireApproval {
+                            deadline_after_ms: None,
+                        };
+                    }
+                    Wait::Call { ticket, batch }
+                }
+                (Some(call_id), None) => {
+                    return Err(AgentError::invalid(format!(
+                        "recover: run {} waits on call {call_id}, but no tool calls are open",
+                        run.run_id
+                    )));
+                }
+                (None, _) if matches!(ticket.target(), AwaitTarget::Pause(_)) => Wait::Pause {
+                    ticket,
+                    interrupted,
+                },
+                (None, _) => Wait::Remote {
+                    ticket,
+                    interrupted,
+                },
+            };
+            Next::Continue(ActiveRun {
+                run,
+                phase: Phase::Waiting(Box::new(wait)),
+            })
+        }
+        RecoveredRun::OpenCalls(mut batch) => {
+            let undecided = batch.calls.iter().any(|c| c.slot == Slot::Undecided);
+            let executable = batch.calls.iter().any(|c| c.slot == Slot::Ready);
+            if policy == RecoveryPolicy::Seal && !undecided && executable {
+                for entry in &mut batch.calls {
+                    if entry.slot == Slot::Ready {
+                        entry.slot = Slot::Executing;
+                    }
+                }
+                let cause = EndCause::Indeterminate;
+                let open = Open::batch(batch);
+                Next::Ended(thread.finish(run, open, cause, Pairing::Interrupt, tx))
+            } else {
+                thread.advance_batch(run, batch, tx)
+            }
+        }
+    };
+    Ok(next)
+}
