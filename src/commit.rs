@@ -7,7 +7,10 @@
 //! lifecycle drafts in one place, in this order:
 //! 1. `run_state_changed {state, await_reason?, await_target?}` when `state_changed`;
 //! 2. `state_changed {commands: n}` when the commit carries state commands;
-//! 3. `run_awaiting {run_id}` when the disposition is Awaiting;
+//! 3. `run_awaiting {run_id}` when the disposition is Awaiting — unless the caller's extra
+//!    drafts hold an [`AuditDraft::RunAwaiting`] of that run, which is then moved to this place
+//!    instead (the first such draft; the agent passes its own, which records where the run
+//!    waits: [`AuditDraft::run_awaiting_at`]);
 //! 4. the caller's extra drafts, in order.
 //!
 //! `state_changed` is true for the first commit of an attempt (nothing/Awaiting → Running) and
@@ -52,10 +55,18 @@ pub enum AuditDraft {
         /// How many.
         commands: usize,
     },
-    /// `run_awaiting {run_id}`: the run waits on a ticket.
+    /// `run_awaiting {boundary?, run_id, step?}`: the run waits on a ticket. The agent's own
+    /// drafts record where the run waits ([`AuditDraft::run_awaiting_at`]), so recovery reads
+    /// that fact instead of inferring it; a host-built commit has `run_id` alone.
     RunAwaiting {
         /// The run.
         run_id: RunId,
+        /// The run's step count when the wait opened: how many model calls it had handed out
+        /// (each answered one committed its assistant message before the wait).
+        step: Option<u32>,
+        /// For a pause or remote-input wait, the loop boundary it interrupted (taken again
+        /// when the wait is answered without input).
+        boundary: Option<WaitBoundary>,
     },
     /// `permission_decided {call_id, decision, reason?, note?, step, now_ms?}`: a permission
     /// decision, committed before any call of its batch runs.
@@ -103,6 +114,19 @@ pub enum AuditDraft {
     },
 }
 
+/// The loop boundary (SPEC §8.2) a pause or remote-input wait interrupted, as an agent's
+/// `run_awaiting` draft records it: answering the wait without input takes that boundary
+/// again, so a recovered run must know which one it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum WaitBoundary {
+    /// After a text answer (`text_stop`): follow-ups may be taken there.
+    TextStop,
+    /// After a tool batch's results (`after_tool_batch`): only steering is taken there.
+    AfterToolBatch,
+}
+
 /// Audit kinds the crate writes.
 pub(crate) mod kinds {
     pub(crate) const RUN_STATE_CHANGED: &str = "run_state_changed";
@@ -135,10 +159,25 @@ impl AuditDraft {
         AuditDraft::StateChanged { commands }
     }
 
-    /// `run_awaiting {run_id}`.
+    /// `run_awaiting {run_id}`: what [`ThreadCommit::assemble`] synthesizes for an Awaiting
+    /// commit.
     pub fn run_awaiting(run_id: &RunId) -> Self {
         AuditDraft::RunAwaiting {
             run_id: run_id.clone(),
+            step: None,
+            boundary: None,
+        }
+    }
+
+    /// `run_awaiting {boundary?, run_id, step}`: the draft an agent's Awaiting commit carries,
+    /// recording the run's step count when the wait opened and, for a pause or remote-input
+    /// wait, the boundary it interrupted. Pass it in [`ThreadCommit::assemble`]'s extra drafts:
+    /// it takes the place of the synthesized `run_awaiting {run_id}`.
+    pub fn run_awaiting_at(run_id: &RunId, step: u32, boundary: Option<WaitBoundary>) -> Self {
+        AuditDraft::RunAwaiting {
+            run_id: run_id.clone(),
+            step: Some(step),
+            boundary,
         }
     }
 
@@ -241,6 +280,14 @@ fn typed_from_stored(kind: &str, payload: &Value) -> Option<AuditDraft> {
         },
         kinds::RUN_AWAITING => AuditDraft::RunAwaiting {
             run_id: RunId::new(text("run_id")?),
+            step: match number("step") {
+                Some(step) => Some(u32::try_from(step).ok()?),
+                None => None,
+            },
+            boundary: match object.get("boundary") {
+                Some(boundary) => Some(serde_json::from_value(boundary.clone()).ok()?),
+                None => None,
+            },
         },
         kinds::PERMISSION_DECIDED => {
             let decision = match text("decision")?.as_str() {
@@ -323,7 +370,19 @@ impl Serialize for Payload<'_> {
                 map.serialize_entry("state", &to_value_or_null(state))?;
             }
             AuditDraft::StateChanged { commands } => map.serialize_entry("commands", commands)?,
-            AuditDraft::RunAwaiting { run_id } => map.serialize_entry("run_id", run_id)?,
+            AuditDraft::RunAwaiting {
+                run_id,
+                step,
+                boundary,
+            } => {
+                if let Some(boundary) = boundary {
+                    map.serialize_entry("boundary", boundary)?;
+                }
+                map.serialize_entry("run_id", run_id)?;
+                if let Some(step) = step {
+                    map.serialize_entry("step", step)?;
+                }
+            }
             AuditDraft::PermissionDecided {
                 step,
                 call_id,
@@ -604,7 +663,19 @@ impl ThreadCommit {
                 + usize::from(awaiting.is_some()),
         );
         if let Some(run_id) = awaiting {
-            events.insert(0, AuditDraft::run_awaiting(run_id));
+            // The caller's own `run_awaiting` draft of this run (an agent's, recording where it
+            // waits) takes the synthesized one's place; otherwise `{run_id}` is synthesized.
+            let own = events.iter().position(
+                |draft| matches!(draft, AuditDraft::RunAwaiting { run_id: own, .. } if own == run_id),
+            );
+            match own {
+                Some(at) => {
+                    if let Some(head) = events.get_mut(..=at) {
+                        head.rotate_right(1);
+                    }
+                }
+                None => events.insert(0, AuditDraft::run_awaiting(run_id)),
+            }
         }
         if !state.is_empty() {
             events.insert(0, AuditDraft::state_changed(state.len()));

@@ -366,5 +366,9 @@ fn recover_refuses_a_call_wait_when_no_call_is_open() {
     store.commit(awaiting).unwrap();
     let err = Agent::recover(config(), &store, &thread(), RecoveryPolicy::Replay).unwrap_err();
     assert!(matches!(&err, RecoverError::Invalid(_)), "{err:?}");
-    assert!(err.to_string().contains("no tool calls are open"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("waits on call c1, but no tool calls are open"),
+        "{err}"
+    );
 }

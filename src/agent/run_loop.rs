@@ -100,9 +100,14 @@
 //! | Running, last message a text answer              | boundary(TextStop)                       |
 //! | Running, open calls, `Replay` (or a call undecided) | committed decisions applied; advance_batch (`Wait::Call` for an undecided call, else `ToolsReady`) |
 //! | Running, open calls all decided, `Seal`          | executable calls `interrupted`; finish(Indeterminate) |
-//! | Awaiting a tool-call ticket                      | `Wait::Call` with the batch, the ticket's call undecided |
-//! | Awaiting a pause ticket                          | `Wait::Pause` at the boundary the Awaiting commit was taken after (a tool result: AfterToolBatch; else TextStop) |
+//! | Awaiting a tool-call ticket                      | `Wait::Call` with the batch, the ticket's call undecided (no call open: refused) |
+//! | Awaiting a pause ticket                          | `Wait::Pause` at the boundary its `run_awaiting {boundary, run_id, step}` draft recorded (a draft without `boundary`, from an older or another writer: the boundary the Awaiting commit was taken after, a tool result: AfterToolBatch; else TextStop) |
 //! | Awaiting a remote-input ticket                   | `Wait::Remote`, the boundary as for a pause |
+//!
+//! Every Awaiting commit the agent makes (`open_wait`) carries
+//! `run_awaiting {boundary?, run_id, step}`: the run's step count when the wait opened and,
+//! for a pause, the boundary it interrupted; recovery checks the step against the committed
+//! answers and refuses the facts when they disagree.
 //!
 //! `tests/recovery.rs` drives each row from a real crash of a live agent.
 
@@ -111,7 +116,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::commit::{AuditDraft, ThreadCommit};
+use crate::commit::{AuditDraft, ThreadCommit, WaitBoundary};
 use crate::error::AgentError;
 use crate::ids::{CallId, RunId, Step};
 use crate::message::{
@@ -234,6 +239,16 @@ impl Wait {
             Wait::Call { ticket, .. }
             | Wait::Pause { ticket, .. }
             | Wait::Remote { ticket, .. } => ticket,
+        }
+    }
+
+    /// The boundary a pause or remote-input wait interrupted (none for a call wait).
+    pub(crate) fn interrupted(&self) -> Option<BoundaryKind> {
+        match self {
+            Wait::Call { .. } => None,
+            Wait::Pause { interrupted, .. } | Wait::Remote { interrupted, .. } => {
+                Some(*interrupted)
+            }
         }
     }
 }
@@ -606,43 +621,48 @@ fn rebuild_step(
             phase: Phase::CallModel,
         }),
         RecoveredRun::AfterAnswer => agent.boundary(run, BoundaryKind::TextStop, tx),
-        RecoveredRun::Awaiting {
+        RecoveredRun::AwaitingCall { ticket, mut batch } => {
+            let ticket = *ticket;
+            let call_id = waiting_call(&ticket).cloned();
+            let Some(entry) = call_id.as_ref().and_then(|id| batch.find_mut(id)) else {
+                return Err(AgentError::invalid(format!(
+                    "recover: run {} waits on call {}, which its last assistant message does \
+                     not make",
+                    run.run_id,
+                    call_id.as_ref().map_or("(none)", CallId::as_str)
+                )));
+            };
+            entry.slot = Slot::Undecided;
+            if entry.policy == ToolPolicy::Auto {
+                entry.policy = ToolPolicy::RequireApproval {
+                    deadline_after_ms: None,
+                };
+            }
+            Next::Continue(ActiveRun {
+                run,
+                phase: Phase::Waiting(Box::new(Wait::Call { ticket, batch })),
+            })
+        }
+        RecoveredRun::AwaitingAt {
             ticket,
-            batch,
             interrupted,
         } => {
             let ticket = *ticket;
-            let wait = match (waiting_call(&ticket).cloned(), batch) {
-                (Some(call_id), Some(mut batch)) => {
-                    let Some(entry) = batch.find_mut(&call_id) else {
-                        return Err(AgentError::invalid(format!(
-                            "recover: run {} waits on call {call_id}, which its last \
-                                 assistant message does not make",
-                            run.run_id
-                        )));
-                    };
-                    entry.slot = Slot::Undecided;
-                    if entry.policy == ToolPolicy::Auto {
-                        entry.policy = ToolPolicy::RequireApproval {
-                            deadline_after_ms: None,
-                        };
-                    }
-                    Wait::Call { ticket, batch }
-                }
-                (Some(call_id), None) => {
+            let wait = match ticket.target() {
+                AwaitTarget::Pause(_) => Wait::Pause {
+                    ticket,
+                    interrupted,
+                },
+                AwaitTarget::RemoteInput { .. } => Wait::Remote {
+                    ticket,
+                    interrupted,
+                },
+                AwaitTarget::ToolCall { call_id, .. } => {
                     return Err(AgentError::invalid(format!(
-                        "recover: run {} waits on call {call_id}, but no tool calls are open",
+                        "recover: run {} waits on call {call_id} at a boundary, with no batch",
                         run.run_id
                     )));
                 }
-                (None, _) if matches!(ticket.target(), AwaitTarget::Pause(_)) => Wait::Pause {
-                    ticket,
-                    interrupted,
-                },
-                (None, _) => Wait::Remote {
-                    ticket,
-                    interrupted,
-                },
             };
             Next::Continue(ActiveRun {
                 run,
@@ -748,23 +768,31 @@ impl Agent {
         };
         let deadline_ms = deadline_after_ms.map(|after| self.clock_ms.saturating_add(after));
         let ticket = ResumeTicket::new(identity, target, deadline_ms);
+        let wait = wait(ticket.clone());
         run.committed_as = CommittedAs::Awaiting;
+        // The commit records where the run waits (its step count, the boundary a pause
+        // interrupted), so recovery reads that fact instead of inferring it.
+        let waits_at = AuditDraft::run_awaiting_at(
+            &run.run_id,
+            run.steps,
+            wait.interrupted().map(WaitBoundary::from),
+        );
         self.push_commit(
             tx,
             &mut run,
             RunDisposition::Awaiting(Box::new(ticket.clone())),
             true,
-            Vec::new(),
+            vec![waits_at],
         );
         tx.event(
             &run.run_id,
             LoopEvent::Awaiting {
-                ticket: Box::new(ticket.clone()),
+                ticket: Box::new(ticket),
             },
         );
         Next::Continue(ActiveRun {
             run,
-            phase: Phase::Waiting(Box::new(wait(ticket))),
+            phase: Phase::Waiting(Box::new(wait)),
         })
     }
 
