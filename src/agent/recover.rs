@@ -234,7 +234,8 @@ impl Agent {
         if let Some((keep_from, summary)) = history.compaction {
             if keep_from > agent.messages.len() {
                 return Err(RecoverError::Invalid(AgentError::invalid(format!(
-                    "recover: the thread's latest compaction keeps from message {keep_from},                      past the transcript ({} messages)",
+                    "recover: the thread's latest compaction keeps from message {keep_from}, \
+                     past the transcript ({} messages)",
                     agent.messages.len()
                 ))));
             }
