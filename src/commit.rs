@@ -7,12 +7,16 @@
 //! lifecycle drafts in one place, in this order:
 //! 1. `run_state_changed {state, await_reason?, await_target?}` when `state_changed`;
 //! 2. `state_changed {commands: n}` when the commit carries state commands;
-//! 3. `run_awaiting {run_id}` when the disposition is Awaiting;
+//! 3. `run_awaiting {run_id}` when the disposition is Awaiting — unless the caller's extra
+//!    drafts hold an [`AuditDraft::RunAwaiting`] of that run, which is then moved to this place
+//!    instead (the first such draft; the agent passes its own, which records where the run
+//!    waits: [`AuditDraft::run_awaiting_at`]);
 //! 4. the caller's extra drafts, in order.
 //!
 //! `state_changed` is true for the first commit of an attempt (nothing/Awaiting → Running) and
 //! for every Awaiting or Ended commit; it is false for further Running progress commits.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -52,10 +56,18 @@ pub enum AuditDraft {
         /// How many.
         commands: usize,
     },
-    /// `run_awaiting {run_id}`: the run waits on a ticket.
+    /// `run_awaiting {boundary?, run_id, step?}`: the run waits on a ticket. The agent's own
+    /// drafts record where the run waits ([`AuditDraft::run_awaiting_at`]), so recovery reads
+    /// that fact instead of inferring it; a host-built commit has `run_id` alone.
     RunAwaiting {
         /// The run.
         run_id: RunId,
+        /// The run's step count when the wait opened: how many model calls it had handed out
+        /// (each answered one committed its assistant message before the wait).
+        step: Option<u32>,
+        /// For a pause or remote-input wait, the loop boundary it interrupted (taken again
+        /// when the wait is answered without input).
+        boundary: Option<WaitBoundary>,
     },
     /// `permission_decided {call_id, decision, reason?, note?, step, now_ms?}`: a permission
     /// decision, committed before any call of its batch runs.
@@ -103,6 +115,19 @@ pub enum AuditDraft {
     },
 }
 
+/// The loop boundary (SPEC §8.2) a pause or remote-input wait interrupted, as an agent's
+/// `run_awaiting` draft records it: answering the wait without input takes that boundary
+/// again, so a recovered run must know which one it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum WaitBoundary {
+    /// After a text answer (`text_stop`): follow-ups may be taken there.
+    TextStop,
+    /// After a tool batch's results (`after_tool_batch`): only steering is taken there.
+    AfterToolBatch,
+}
+
 /// Audit kinds the crate writes.
 pub(crate) mod kinds {
     pub(crate) const RUN_STATE_CHANGED: &str = "run_state_changed";
@@ -135,10 +160,25 @@ impl AuditDraft {
         AuditDraft::StateChanged { commands }
     }
 
-    /// `run_awaiting {run_id}`.
+    /// `run_awaiting {run_id}`: what [`ThreadCommit::assemble`] synthesizes for an Awaiting
+    /// commit.
     pub fn run_awaiting(run_id: &RunId) -> Self {
         AuditDraft::RunAwaiting {
             run_id: run_id.clone(),
+            step: None,
+            boundary: None,
+        }
+    }
+
+    /// `run_awaiting {boundary?, run_id, step}`: the draft an agent's Awaiting commit carries,
+    /// recording the run's step count when the wait opened and, for a pause or remote-input
+    /// wait, the boundary it interrupted. Pass it in [`ThreadCommit::assemble`]'s extra drafts:
+    /// it takes the place of the synthesized `run_awaiting {run_id}`.
+    pub fn run_awaiting_at(run_id: &RunId, step: u32, boundary: Option<WaitBoundary>) -> Self {
+        AuditDraft::RunAwaiting {
+            run_id: run_id.clone(),
+            step: Some(step),
+            boundary,
         }
     }
 
@@ -224,61 +264,191 @@ impl AuditDraft {
 /// The typed draft a stored `(kind, payload)` holds, if it has exactly that shape (it writes
 /// back to the same JSON).
 fn typed_from_stored(kind: &str, payload: &Value) -> Option<AuditDraft> {
-    let object = payload.as_object()?;
-    let text = |key: &str| object.get(key).and_then(Value::as_str).map(str::to_owned);
-    let number = |key: &str| object.get(key).and_then(Value::as_u64);
+    fn read<'a, T: Deserialize<'a>>(payload: &'a Value) -> Option<T> {
+        T::deserialize(payload).ok()
+    }
     let draft = match kind {
-        kinds::RUN_STATE_CHANGED => {
-            let state: RunState = serde_json::from_value(object.get("state")?.clone()).ok()?;
-            let awaiting = match object.get("await_target") {
-                Some(target) => Some(serde_json::from_value::<AwaitTarget>(target.clone()).ok()?),
-                None => None,
-            };
-            AuditDraft::RunStateChanged { state, awaiting }
-        }
-        kinds::STATE_CHANGED => AuditDraft::StateChanged {
-            commands: usize::try_from(number("commands")?).ok()?,
-        },
-        kinds::RUN_AWAITING => AuditDraft::RunAwaiting {
-            run_id: RunId::new(text("run_id")?),
-        },
-        kinds::PERMISSION_DECIDED => {
-            let decision = match text("decision")?.as_str() {
-                "allow" => PermissionDecision::Allow { note: text("note") },
-                "deny" => PermissionDecision::Deny {
-                    reason: text("reason"),
-                },
-                _ => return None,
-            };
-            AuditDraft::PermissionDecided {
-                step: u32::try_from(number("step")?).ok()?,
-                call_id: CallId::new(text("call_id")?),
-                decision,
-                now_ms: number("now_ms"),
-            }
-        }
-        kinds::RUN_STARTED => AuditDraft::RunStarted {
-            run_id: RunId::new(text("run_id")?),
-            transcript_start: usize::try_from(number("transcript_start")?).ok()?,
-            now_ms: number("now_ms"),
-        },
-        kinds::COMPACTED => {
-            let summary = match serde_json::from_value::<Message>(object.get("summary")?.clone()) {
-                Ok(Message::User(summary)) => summary,
-                _ => return None,
-            };
-            AuditDraft::Compacted {
-                keep_from: usize::try_from(number("keep_from")?).ok()?,
-                transcript_len: usize::try_from(number("transcript_len")?).ok()?,
-                summary,
-                now_ms: number("now_ms"),
-            }
-        }
+        kinds::RUN_STATE_CHANGED => read::<RunStateChangedPayload>(payload)?.into_draft()?,
+        kinds::STATE_CHANGED => read::<StateChangedPayload>(payload)?.into_draft(),
+        kinds::RUN_AWAITING => read::<RunAwaitingPayload>(payload)?.into_draft(),
+        kinds::PERMISSION_DECIDED => read::<PermissionDecidedPayload>(payload)?.into_draft()?,
+        kinds::RUN_STARTED => read::<RunStartedPayload>(payload)?.into_draft(),
+        kinds::COMPACTED => read::<CompactedPayload>(payload)?.into_draft()?,
         _ => return None,
     };
     // Only a payload that reads back to exactly the same JSON is typed, so reading a stored
     // draft and writing it again never changes it.
     (draft.payload() == *payload).then_some(draft)
+}
+
+// ----- payloads: one serde-derived shape per kind ----------------------------------------------
+//
+// Each typed kind's payload is a private struct whose fields are declared in sorted key order
+// (so serde writes them sorted, as a `Value` map keeps them), optional keys skipped when
+// absent, and unknown keys refused (so a payload that is not exactly the shape stays
+// `Custom`). Nested values that are objects are written through a `Value` ([`sorted`]), so
+// their keys are sorted too. Written, a payload borrows from its draft (`Cow::Borrowed`);
+// read, it owns what it read.
+
+/// Writes `value` through a `serde_json::Value`, whose maps keep their keys sorted.
+fn sorted<T: Serialize, S: serde::Serializer>(value: &T, serializer: S) -> Result<S::Ok, S::Error> {
+    serde_json::to_value(value)
+        .map_err(serde::ser::Error::custom)?
+        .serialize(serializer)
+}
+
+/// `run_state_changed {await_reason?, await_target?, state}`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunStateChangedPayload<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    await_reason: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "sorted")]
+    await_target: Option<Cow<'a, AwaitTarget>>,
+    #[serde(serialize_with = "sorted")]
+    state: Cow<'a, RunState>,
+}
+
+impl RunStateChangedPayload<'_> {
+    /// The draft, when `await_reason` names the target's reason (and is there exactly when
+    /// the target is).
+    fn into_draft(self) -> Option<AuditDraft> {
+        let awaiting = self.await_target.map(Cow::into_owned);
+        let reason = awaiting.as_ref().map(AwaitTarget::reason_name);
+        (self.await_reason.as_deref() == reason).then(|| AuditDraft::RunStateChanged {
+            state: self.state.into_owned(),
+            awaiting,
+        })
+    }
+}
+
+/// `state_changed {commands}`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StateChangedPayload {
+    commands: usize,
+}
+
+impl StateChangedPayload {
+    fn into_draft(self) -> AuditDraft {
+        AuditDraft::StateChanged {
+            commands: self.commands,
+        }
+    }
+}
+
+/// `run_awaiting {boundary?, run_id, step?}`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunAwaitingPayload<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    boundary: Option<WaitBoundary>,
+    run_id: Cow<'a, RunId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step: Option<u32>,
+}
+
+impl RunAwaitingPayload<'_> {
+    fn into_draft(self) -> AuditDraft {
+        AuditDraft::RunAwaiting {
+            run_id: self.run_id.into_owned(),
+            step: self.step,
+            boundary: self.boundary,
+        }
+    }
+}
+
+/// A permission decision's name, as `permission_decided` writes it.
+#[derive(Clone, Copy, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum DecisionName {
+    Allow,
+    Deny,
+}
+
+/// `permission_decided {call_id, decision, note?, now_ms?, reason?, step}`: `note` only with
+/// `allow`, `reason` only with `deny`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PermissionDecidedPayload<'a> {
+    call_id: Cow<'a, CallId>,
+    decision: DecisionName,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    now_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<Cow<'a, str>>,
+    step: u32,
+}
+
+impl PermissionDecidedPayload<'_> {
+    /// The draft, unless a note comes with a denial or a reason with an approval.
+    fn into_draft(self) -> Option<AuditDraft> {
+        let decision = match (self.decision, self.note, self.reason) {
+            (DecisionName::Allow, note, None) => PermissionDecision::Allow {
+                note: note.map(Cow::into_owned),
+            },
+            (DecisionName::Deny, None, reason) => PermissionDecision::Deny {
+                reason: reason.map(Cow::into_owned),
+            },
+            _ => return None,
+        };
+        Some(AuditDraft::PermissionDecided {
+            step: self.step,
+            call_id: self.call_id.into_owned(),
+            decision,
+            now_ms: self.now_ms,
+        })
+    }
+}
+
+/// `run_started {now_ms?, run_id, transcript_start}`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunStartedPayload<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    now_ms: Option<u64>,
+    run_id: Cow<'a, RunId>,
+    transcript_start: usize,
+}
+
+impl RunStartedPayload<'_> {
+    fn into_draft(self) -> AuditDraft {
+        AuditDraft::RunStarted {
+            run_id: self.run_id.into_owned(),
+            transcript_start: self.transcript_start,
+            now_ms: self.now_ms,
+        }
+    }
+}
+
+/// `compacted {keep_from, now_ms?, summary, transcript_len}`, the summary written as a user
+/// message (`"role":"user"`).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompactedPayload {
+    keep_from: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    now_ms: Option<u64>,
+    #[serde(serialize_with = "sorted")]
+    summary: Message,
+    transcript_len: usize,
+}
+
+impl CompactedPayload {
+    /// The draft, when the summary is a user message.
+    fn into_draft(self) -> Option<AuditDraft> {
+        let Message::User(summary) = self.summary else {
+            return None;
+        };
+        Some(AuditDraft::Compacted {
+            keep_from: self.keep_from,
+            transcript_len: self.transcript_len,
+            summary,
+            now_ms: self.now_ms,
+        })
+    }
 }
 
 /// An audit draft: an event the store will number and append with the commit.
@@ -303,77 +473,77 @@ impl Serialize for AuditDraft {
     }
 }
 
-/// A draft's payload, written as [`AuditDraft::payload`] builds it: an object with its keys
-/// in sorted order (nested values are written as their `Value`, so their keys are sorted too).
+/// A draft's payload, written as [`AuditDraft::payload`] builds it: its kind's payload shape
+/// (borrowing from the draft), keys in sorted order; a custom draft's payload as it is.
 struct Payload<'a>(&'a AuditDraft);
 
 impl Serialize for Payload<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        if let AuditDraft::Custom { payload, .. } = self.0 {
-            return payload.serialize(serializer);
-        }
-        let mut map = serializer.serialize_map(None)?;
         match self.0 {
-            AuditDraft::RunStateChanged { state, awaiting } => {
-                if let Some(target) = awaiting {
-                    map.serialize_entry("await_reason", target.reason_name())?;
-                    map.serialize_entry("await_target", &to_value_or_null(target))?;
-                }
-                map.serialize_entry("state", &to_value_or_null(state))?;
+            AuditDraft::RunStateChanged { state, awaiting } => RunStateChangedPayload {
+                await_reason: awaiting.as_ref().map(|t| Cow::Borrowed(t.reason_name())),
+                await_target: awaiting.as_ref().map(Cow::Borrowed),
+                state: Cow::Borrowed(state),
             }
-            AuditDraft::StateChanged { commands } => map.serialize_entry("commands", commands)?,
-            AuditDraft::RunAwaiting { run_id } => map.serialize_entry("run_id", run_id)?,
+            .serialize(serializer),
+            AuditDraft::StateChanged { commands } => StateChangedPayload {
+                commands: *commands,
+            }
+            .serialize(serializer),
+            AuditDraft::RunAwaiting {
+                run_id,
+                step,
+                boundary,
+            } => RunAwaitingPayload {
+                boundary: *boundary,
+                run_id: Cow::Borrowed(run_id),
+                step: *step,
+            }
+            .serialize(serializer),
             AuditDraft::PermissionDecided {
                 step,
                 call_id,
                 decision,
                 now_ms,
             } => {
-                map.serialize_entry("call_id", call_id)?;
-                map.serialize_entry("decision", decision.name())?;
-                if let PermissionDecision::Allow { note: Some(note) } = decision {
-                    map.serialize_entry("note", note)?;
+                let (name, note, reason) = match decision {
+                    PermissionDecision::Allow { note } => (DecisionName::Allow, note, &None),
+                    PermissionDecision::Deny { reason } => (DecisionName::Deny, &None, reason),
+                };
+                PermissionDecidedPayload {
+                    call_id: Cow::Borrowed(call_id),
+                    decision: name,
+                    note: note.as_deref().map(Cow::Borrowed),
+                    now_ms: *now_ms,
+                    reason: reason.as_deref().map(Cow::Borrowed),
+                    step: *step,
                 }
-                if let Some(now) = now_ms {
-                    map.serialize_entry("now_ms", now)?;
-                }
-                if let PermissionDecision::Deny {
-                    reason: Some(reason),
-                } = decision
-                {
-                    map.serialize_entry("reason", reason)?;
-                }
-                map.serialize_entry("step", step)?;
+                .serialize(serializer)
             }
             AuditDraft::RunStarted {
                 run_id,
                 transcript_start,
                 now_ms,
-            } => {
-                if let Some(now) = now_ms {
-                    map.serialize_entry("now_ms", now)?;
-                }
-                map.serialize_entry("run_id", run_id)?;
-                map.serialize_entry("transcript_start", transcript_start)?;
+            } => RunStartedPayload {
+                now_ms: *now_ms,
+                run_id: Cow::Borrowed(run_id),
+                transcript_start: *transcript_start,
             }
+            .serialize(serializer),
             AuditDraft::Compacted {
                 keep_from,
                 transcript_len,
                 summary,
                 now_ms,
-            } => {
-                map.serialize_entry("keep_from", keep_from)?;
-                if let Some(now) = now_ms {
-                    map.serialize_entry("now_ms", now)?;
-                }
-                let summary = Message::User(Arc::clone(summary));
-                map.serialize_entry("summary", &to_value_or_null(&summary))?;
-                map.serialize_entry("transcript_len", transcript_len)?;
+            } => CompactedPayload {
+                keep_from: *keep_from,
+                now_ms: *now_ms,
+                summary: Message::User(Arc::clone(summary)),
+                transcript_len: *transcript_len,
             }
-            AuditDraft::Custom { .. } => {}
+            .serialize(serializer),
+            AuditDraft::Custom { payload, .. } => payload.serialize(serializer),
         }
-        map.end()
     }
 }
 
@@ -604,7 +774,19 @@ impl ThreadCommit {
                 + usize::from(awaiting.is_some()),
         );
         if let Some(run_id) = awaiting {
-            events.insert(0, AuditDraft::run_awaiting(run_id));
+            // The caller's own `run_awaiting` draft of this run (an agent's, recording where it
+            // waits) takes the synthesized one's place; otherwise `{run_id}` is synthesized.
+            let own = events.iter().position(
+                |draft| matches!(draft, AuditDraft::RunAwaiting { run_id: own, .. } if own == run_id),
+            );
+            match own {
+                Some(at) => {
+                    if let Some(head) = events.get_mut(..=at) {
+                        head.rotate_right(1);
+                    }
+                }
+                None => events.insert(0, AuditDraft::run_awaiting(run_id)),
+            }
         }
         if !state.is_empty() {
             events.insert(0, AuditDraft::state_changed(state.len()));
@@ -949,5 +1131,98 @@ mod tests {
             AuditDraft::from_stored("run_awaiting", payload),
             AuditDraft::Custom { .. }
         ));
+    }
+
+    /// The exact bytes each typed kind writes (every key sorted, optional keys only when
+    /// present), and odd payloads of the crate's kinds that stay custom, unchanged.
+    #[test]
+    fn typed_payloads_write_exact_bytes_and_odd_shapes_stay_custom() {
+        let summary = Arc::new(UserMessage::text("so far"));
+        let allow = PermissionDecision::Allow {
+            note: Some("ok".into()),
+        };
+        let deny = PermissionDecision::Deny {
+            reason: Some("no".into()),
+        };
+        let cases = [
+            (
+                AuditDraft::run_state_changed(&RunDisposition::Awaiting(Box::new(ticket("t")))),
+                r#"{"await_reason":"manual","await_target":{"reason":"manual","type":"pause"},"state":{"type":"awaiting"}}"#,
+            ),
+            (
+                AuditDraft::run_state_changed(&RunDisposition::Ended {
+                    run_id: "r".into(),
+                    cause: EndCause::Stopped("x".into()),
+                }),
+                r#"{"state":{"cause":{"reason":"x","type":"stopped"},"type":"ended"}}"#,
+            ),
+            (AuditDraft::state_changed(2), r#"{"commands":2}"#),
+            (
+                AuditDraft::run_awaiting_at(&RunId::new("r"), 4, Some(WaitBoundary::TextStop)),
+                r#"{"boundary":"text_stop","run_id":"r","step":4}"#,
+            ),
+            (
+                AuditDraft::permission_decided(2, &CallId::new("c"), &allow).with_now_ms(5),
+                r#"{"call_id":"c","decision":"allow","note":"ok","now_ms":5,"step":2}"#,
+            ),
+            (
+                AuditDraft::permission_decided(2, &CallId::new("c"), &deny).with_now_ms(5),
+                r#"{"call_id":"c","decision":"deny","now_ms":5,"reason":"no","step":2}"#,
+            ),
+            (
+                AuditDraft::run_started(&RunId::new("r"), 3).with_now_ms(1),
+                r#"{"now_ms":1,"run_id":"r","transcript_start":3}"#,
+            ),
+            (
+                AuditDraft::compacted(1, 4, summary).with_now_ms(8),
+                r#"{"keep_from":1,"now_ms":8,"summary":{"content":[{"text":"so far","type":"text"}],"role":"user"},"transcript_len":4}"#,
+            ),
+        ];
+        for (draft, payload) in cases {
+            let wire = format!(r#"{{"kind":"{}","payload":{payload}}}"#, draft.kind());
+            assert_eq!(serde_json::to_string(&draft).unwrap(), wire);
+            assert_eq!(canonical_json_of(&draft).unwrap(), wire);
+            let stored: Value = serde_json::from_str(payload).unwrap();
+            assert_eq!(AuditDraft::from_stored(draft.kind(), stored), draft);
+        }
+        for (kind, odd) in [
+            (
+                "run_state_changed",
+                json!({"await_reason": "permission", "await_target": {"reason": "manual", "type": "pause"}, "state": {"type": "awaiting"}}),
+            ),
+            (
+                "run_state_changed",
+                json!({"await_reason": "manual", "state": {"type": "awaiting"}}),
+            ),
+            ("state_changed", json!({"commands": -1})),
+            (
+                "permission_decided",
+                json!({"call_id": "c", "decision": "allow", "reason": "no", "step": 1}),
+            ),
+            (
+                "permission_decided",
+                json!({"call_id": "c", "decision": "deny", "note": "ok", "step": 1}),
+            ),
+            (
+                "permission_decided",
+                json!({"call_id": "c", "decision": "maybe", "step": 1}),
+            ),
+            (
+                "permission_decided",
+                json!({"call_id": "c", "decision": "allow", "now_ms": null, "step": 1}),
+            ),
+            (
+                "run_started",
+                json!({"run_id": "r", "transcript_start": 1.0}),
+            ),
+            (
+                "compacted",
+                json!({"keep_from": 0, "summary": {"role": "assistant", "content": []}, "transcript_len": 0}),
+            ),
+            ("compacted", json!({"keep_from": 0, "transcript_len": 0})),
+        ] {
+            let draft = AuditDraft::from_stored(kind, odd.clone());
+            assert_eq!(draft, AuditDraft::new(kind, odd.clone()), "{kind} {odd}");
+        }
     }
 }

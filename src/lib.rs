@@ -187,7 +187,7 @@ pub use answer::{AnswerError, Answered, answer_permission};
 pub use canonical::canonical_json;
 pub use commit::{
     AuditDraft, COMMIT_SCHEMA_VERSION, CommitError, CommitOperation, CommitReceipt, CommitRecord,
-    OperationId, ThreadCommit,
+    OperationId, ThreadCommit, WaitBoundary,
 };
 pub use error::{AgentError, UnknownName};
 pub use hash::sha256_hex;

@@ -9,7 +9,8 @@ use proptest::prelude::*;
 use runcore::{
     AuditDraft, COMMIT_SCHEMA_VERSION, CallId, CommitError, CommitOperation, EndCause, MergePolicy,
     Message, PauseReason, PendingTool, ResumeTicket, RunDisposition, RunId, RunState, StateCommand,
-    StateScope, ThreadCommit, ThreadId, ToolWaitReason, WaitIdentity, canonical_json, sha256_hex,
+    StateScope, ThreadCommit, ThreadId, ToolWaitReason, WaitBoundary, WaitIdentity, canonical_json,
+    sha256_hex,
 };
 use serde_json::{Value, json};
 
@@ -510,4 +511,122 @@ fn the_disposition_is_the_single_authority_on_run_state() {
         None,
     )));
     assert_eq!(pause.run_id(), &RunId::new("r"));
+}
+
+/// The agent's own `run_awaiting` draft (SPEC §8.7: where the run waits) takes the place of the
+/// synthesized one; a host's commit without one still gets `run_awaiting {run_id}`.
+#[test]
+fn an_awaiting_commit_keeps_the_callers_own_run_awaiting_draft_in_its_place() {
+    let own = AuditDraft::run_awaiting_at(&RunId::new("r"), 2, Some(WaitBoundary::TextStop));
+    let host = AuditDraft::new("custom", json!({ "n": 1 }));
+    let commit = ThreadCommit::assemble(
+        "t".into(),
+        awaiting(),
+        true,
+        vec![],
+        vec![StateCommand::set(StateScope::Thread, "k", json!(1))],
+        vec![host.clone(), own.clone()],
+    );
+    let kinds: Vec<&str> = commit.events.iter().map(AuditDraft::kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            "run_state_changed",
+            "state_changed",
+            "run_awaiting",
+            "custom"
+        ]
+    );
+    assert_eq!(
+        commit.events[2], own,
+        "the caller's draft, not a synthesized one"
+    );
+    assert_eq!(commit.events[3], host);
+    assert_eq!(
+        commit.events[2].payload(),
+        json!({ "boundary": "text_stop", "run_id": "r", "step": 2 })
+    );
+
+    // A `run_awaiting` draft of another run is an ordinary extra draft: the commit's own is
+    // synthesized, as for any host.
+    let other = AuditDraft::run_awaiting_at(&RunId::new("other"), 1, None);
+    let commit = ThreadCommit::assemble(
+        "t".into(),
+        awaiting(),
+        false,
+        vec![],
+        vec![],
+        vec![other.clone()],
+    );
+    assert_eq!(
+        commit.events,
+        [AuditDraft::run_awaiting(&RunId::new("r")), other]
+    );
+
+    // Not Awaiting: the caller's draft stays where the caller put it.
+    let commit = ThreadCommit::assemble(
+        "t".into(),
+        running(),
+        false,
+        vec![],
+        vec![],
+        vec![own.clone()],
+    );
+    assert_eq!(commit.events, [own]);
+}
+
+/// `run_awaiting`'s recorded fields round-trip through serialization and
+/// `AuditDraft::from_stored`; absent fields are not written; a payload of another shape stays
+/// a custom draft, unchanged.
+#[test]
+fn run_awaiting_fields_round_trip_through_their_stored_shape() {
+    let run = RunId::new("thread-1/run-1");
+    let cases = [
+        (
+            AuditDraft::run_awaiting_at(&run, 3, Some(WaitBoundary::AfterToolBatch)),
+            r#"{"kind":"run_awaiting","payload":{"boundary":"after_tool_batch","run_id":"thread-1/run-1","step":3}}"#,
+        ),
+        (
+            AuditDraft::run_awaiting_at(&run, 1, Some(WaitBoundary::TextStop)),
+            r#"{"kind":"run_awaiting","payload":{"boundary":"text_stop","run_id":"thread-1/run-1","step":1}}"#,
+        ),
+        (
+            AuditDraft::run_awaiting_at(&run, 0, None),
+            r#"{"kind":"run_awaiting","payload":{"run_id":"thread-1/run-1","step":0}}"#,
+        ),
+        (
+            AuditDraft::run_awaiting(&run),
+            r#"{"kind":"run_awaiting","payload":{"run_id":"thread-1/run-1"}}"#,
+        ),
+        (
+            AuditDraft::RunAwaiting {
+                run_id: run.clone(),
+                step: None,
+                boundary: Some(WaitBoundary::TextStop),
+            },
+            r#"{"kind":"run_awaiting","payload":{"boundary":"text_stop","run_id":"thread-1/run-1"}}"#,
+        ),
+    ];
+    for (draft, wire) in cases {
+        assert_eq!(serde_json::to_string(&draft).unwrap(), wire);
+        assert_eq!(serde_json::from_str::<AuditDraft>(wire).unwrap(), draft);
+        let payload: Value = serde_json::from_str::<Value>(wire).unwrap()["payload"].clone();
+        assert_eq!(draft.payload(), payload);
+        assert_eq!(AuditDraft::from_stored("run_awaiting", payload), draft);
+    }
+    for odd in [
+        json!({ "run_id": "r", "step": -1 }),
+        json!({ "run_id": "r", "step": "1" }),
+        json!({ "run_id": "r", "step": 1.5 }),
+        json!({ "run_id": "r", "step": u64::from(u32::MAX) + 1 }),
+        json!({ "run_id": "r", "step": null }),
+        json!({ "run_id": "r", "boundary": "sideways" }),
+        json!({ "run_id": "r", "boundary": null }),
+        json!({ "run_id": "r", "step": 1, "where": "here" }),
+        json!({ "step": 1 }),
+    ] {
+        let draft = AuditDraft::from_stored("run_awaiting", odd.clone());
+        assert_eq!(draft, AuditDraft::new("run_awaiting", odd.clone()), "{odd}");
+        assert_eq!(draft.payload(), odd);
+    }
 }

@@ -999,9 +999,42 @@ fn model_calls(outputs: &[serde_json::Value]) -> Vec<u64> {
         .collect()
 }
 
+/// [`pump`], but every commit is written as the release before recorded facts wrote it: its
+/// `run_awaiting` draft says only `{run_id}` (an old-shape store).
+fn pump_old_shape(agent: &mut Agent, store: &mut MemoryStore) -> Vec<serde_json::Value> {
+    let mut outputs = Vec::new();
+    while let Some(output) = agent.poll() {
+        match output {
+            Output::Commit(commit) => {
+                let AgentCommit {
+                    mut commit,
+                    ordinal,
+                    expected_thread_version,
+                } = *commit;
+                for draft in &mut commit.events {
+                    if let AuditDraft::RunAwaiting { run_id, .. } = draft {
+                        *draft = AuditDraft::run_awaiting(run_id);
+                    }
+                }
+                let operation = CommitOperation::new(commit, ordinal, expected_thread_version);
+                store.commit_operation(operation).unwrap();
+            }
+            other => outputs.push(serde_json::to_value(&other).unwrap()),
+        }
+    }
+    outputs
+}
+
+type Pump = fn(&mut Agent, &mut MemoryStore) -> Vec<serde_json::Value>;
+
 /// Brings a live agent to a pause taken at the boundary after a tool batch (`after_batch`) or
 /// after a text answer; returns it with its store.
 fn paused(after_batch: bool) -> (Agent, MemoryStore) {
+    paused_with(after_batch, pump)
+}
+
+/// [`paused`], its commits applied with `pump`.
+fn paused_with(after_batch: bool, pump: Pump) -> (Agent, MemoryStore) {
     let mut store = MemoryStore::new();
     let mut agent = Agent::new(config()).unwrap();
     agent.prompt(UserMessage::text("go"), 0).unwrap();
@@ -1062,6 +1095,16 @@ fn recover_a_pause_keeps_the_boundary_it_interrupted() {
 /// A store holding what another writer committed for run 1: a Running commit with `messages`
 /// (and the `run_started` fact), then an Awaiting commit on a ticket for `target`.
 fn written_elsewhere(messages: Vec<Message>, target: AwaitTarget) -> (MemoryStore, ResumeTicket) {
+    written_with(messages, target, Vec::new())
+}
+
+/// [`written_elsewhere`], the Awaiting commit carrying `awaiting_drafts` (an agent's own
+/// `run_awaiting` draft takes the synthesized one's place).
+fn written_with(
+    messages: Vec<Message>,
+    target: AwaitTarget,
+    awaiting_drafts: Vec<AuditDraft>,
+) -> (MemoryStore, ResumeTicket) {
     let cfg = config();
     let mut store = MemoryStore::new();
     let running = ThreadCommit::assemble(
@@ -1087,10 +1130,160 @@ fn written_elsewhere(messages: Vec<Message>, target: AwaitTarget) -> (MemoryStor
         true,
         Vec::new(),
         Vec::new(),
-        Vec::new(),
+        awaiting_drafts,
     );
     store.commit(awaiting).unwrap();
     (store, ticket)
+}
+
+/// The run's committed `run_awaiting` payloads, in order.
+fn run_awaiting_payloads(store: &MemoryStore) -> Vec<serde_json::Value> {
+    store
+        .list_events(&EventScope::Thread(thread()), None, usize::MAX)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "run_awaiting")
+        .map(|e| e.payload)
+        .collect()
+}
+
+/// The boundary the recovered (or live) agent's pause waits at.
+fn pause_boundary(agent: &Agent) -> serde_json::Value {
+    active_run(agent)["phase"]["waiting"]["pause"]["interrupted"].clone()
+}
+
+/// The messages of a step that ran one `echo` call: the answer with the call, then its result.
+fn echo_batch() -> Vec<Message> {
+    let call = AssistantBlock::tool_call("c1", "echo", json!({}));
+    vec![
+        Message::from(AssistantMessage::new(vec![call], StopReason::ToolUse)),
+        Message::from(ToolOutput::text("c1", "ok").into_result("echo")),
+    ]
+}
+
+/// Recovery reads the boundary a pause's Awaiting commit recorded, not the message it ended
+/// with: here each recorded boundary is the one the last message would NOT suggest.
+#[test]
+fn recover_a_pause_takes_the_boundary_its_commit_recorded() {
+    let text_answer = vec![
+        Message::user("go"),
+        Message::from(AssistantMessage::text("half way")),
+    ];
+    let after_tools = [vec![Message::user("go")], echo_batch()].concat();
+    for (messages, recorded, expected) in [
+        (
+            text_answer,
+            WaitBoundary::AfterToolBatch,
+            "after_tool_batch",
+        ),
+        (after_tools, WaitBoundary::TextStop, "text_stop"),
+    ] {
+        let waits_at = AuditDraft::run_awaiting_at(&run(1), 1, Some(recorded));
+        let (store, ticket) = written_with(
+            messages,
+            AwaitTarget::Pause(PauseReason::Manual),
+            vec![waits_at],
+        );
+        let agent =
+            Agent::recover(config(), &store, &thread(), RecoveryPolicy::Replay).expect("recovers");
+        assert_eq!(agent.current_ticket(), Some(&ticket));
+        assert_eq!(pause_boundary(&agent), expected);
+        assert_eq!(agent.steps(), Some(1));
+    }
+}
+
+/// A live agent's pause records its step and boundary; a store whose `run_awaiting` drafts say
+/// only `{run_id}` (written before they were recorded) recovers exactly as the new shape does:
+/// the same phase, and the same outputs and facts once the pause is answered.
+#[test]
+fn an_old_shape_store_recovers_a_pause_exactly_as_before() {
+    for (after_batch, boundary) in [(true, "after_tool_batch"), (false, "text_stop")] {
+        let (_, mut new_store) = paused(after_batch);
+        let (_, mut old_store) = paused_with(after_batch, pump_old_shape);
+        assert_eq!(
+            run_awaiting_payloads(&new_store),
+            [json!({ "boundary": boundary, "run_id": "thread-1/run-1", "step": 1 })]
+        );
+        assert_eq!(
+            run_awaiting_payloads(&old_store),
+            [json!({ "run_id": "thread-1/run-1" })]
+        );
+        let recover = |store: &MemoryStore| {
+            Agent::recover(config(), store, &thread(), RecoveryPolicy::Replay).expect("recovers")
+        };
+        let mut new = recover(&new_store);
+        let mut old = recover(&old_store);
+        assert_eq!(pause_boundary(&old), boundary, "after_batch={after_batch}");
+        assert_eq!(
+            active_run(&old),
+            active_run(&new),
+            "after_batch={after_batch}"
+        );
+        for agent in [&mut new, &mut old] {
+            let more = ResumeResult::Input("and the rest".into());
+            agent.resume_ticket(more, Some(5)).unwrap();
+        }
+        let new_out = pump(&mut new, &mut new_store);
+        let old_out = pump(&mut old, &mut old_store);
+        assert_eq!(model_calls(&new_out), [2], "after_batch={after_batch}");
+        assert_eq!(old_out, new_out, "after_batch={after_batch}");
+        assert_eq!(facts(&old_store), facts(&new_store));
+    }
+}
+
+/// The recorded step must agree with the run's committed answers: equal while its wait is the
+/// open one, never more once the run went on. Facts that disagree are refused, naming both.
+#[test]
+fn recover_refuses_a_recorded_step_the_committed_answers_contradict() {
+    let answered_once = || {
+        vec![
+            Message::user("go"),
+            Message::from(AssistantMessage::text("half way")),
+        ]
+    };
+    let pause = AwaitTarget::Pause(PauseReason::Manual);
+    for recorded in [0, 2] {
+        let waits_at = AuditDraft::run_awaiting_at(&run(1), recorded, Some(WaitBoundary::TextStop));
+        let (store, _) = written_with(answered_once(), pause.clone(), vec![waits_at]);
+        let err = Agent::recover(config(), &store, &thread(), RecoveryPolicy::Replay).unwrap_err();
+        assert!(matches!(&err, RecoverError::Invalid(_)), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("at step {recorded}")) && text.contains("1 assistant"),
+            "{text}"
+        );
+    }
+
+    // Resumed and Running again: a wait recorded at step 1 with one answer committed is
+    // consistent; one recorded at step 3 is not.
+    for (recorded, accepted) in [(1, true), (3, false)] {
+        let waits_at = AuditDraft::run_awaiting_at(&run(1), recorded, Some(WaitBoundary::TextStop));
+        let (mut store, _) = written_with(answered_once(), pause.clone(), vec![waits_at]);
+        let resumed = ThreadCommit::assemble(
+            thread(),
+            RunDisposition::Running { run_id: run(1) },
+            true,
+            vec![Message::user("and the rest")],
+            Vec::new(),
+            Vec::new(),
+        );
+        store.commit(resumed).unwrap();
+        let recovered = Agent::recover(config(), &store, &thread(), RecoveryPolicy::Replay);
+        match recovered {
+            Ok(agent) => {
+                assert!(accepted, "a wait recorded at step {recorded} was accepted");
+                assert_eq!(agent.steps(), Some(1));
+            }
+            Err(err) => {
+                assert!(!accepted, "{err}");
+                assert!(matches!(&err, RecoverError::Invalid(_)), "{err:?}");
+                assert!(
+                    err.to_string().contains("at step 3, but 1 assistant"),
+                    "{err}"
+                );
+            }
+        }
+    }
 }
 
 /// A thread whose run waits on remote input (a ticket another writer committed): the recovered

@@ -330,7 +330,11 @@ fn recover_refuses_a_compaction_past_the_transcript() {
     let store = written_elsewhere(vec![Message::user("tidy")], vec![compacted(2, 1, 5_000)]);
     let err = Agent::recover(config(), &store, &thread(), RecoveryPolicy::Replay).unwrap_err();
     assert!(matches!(&err, RecoverError::Invalid(_)), "{err:?}");
-    assert!(err.to_string().contains("keeps from message 2"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("keeps from message 2, past the transcript (1 messages)"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -366,5 +370,9 @@ fn recover_refuses_a_call_wait_when_no_call_is_open() {
     store.commit(awaiting).unwrap();
     let err = Agent::recover(config(), &store, &thread(), RecoveryPolicy::Replay).unwrap_err();
     assert!(matches!(&err, RecoverError::Invalid(_)), "{err:?}");
-    assert!(err.to_string().contains("no tool calls are open"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("waits on call c1, but no tool calls are open"),
+        "{err}"
+    );
 }

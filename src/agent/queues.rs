@@ -26,6 +26,7 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
+use crate::commit::WaitBoundary;
 use crate::message::Message;
 use crate::run::EndCause;
 
@@ -76,6 +77,26 @@ pub(crate) enum BoundaryKind {
     TextStop,
     /// Every result of a tool batch is in.
     AfterToolBatch,
+}
+
+/// The public name of a boundary, as an agent's `run_awaiting` draft records it.
+impl From<BoundaryKind> for WaitBoundary {
+    fn from(kind: BoundaryKind) -> Self {
+        match kind {
+            BoundaryKind::TextStop => WaitBoundary::TextStop,
+            BoundaryKind::AfterToolBatch => WaitBoundary::AfterToolBatch,
+        }
+    }
+}
+
+/// The boundary a recorded `run_awaiting` draft names.
+impl From<WaitBoundary> for BoundaryKind {
+    fn from(boundary: WaitBoundary) -> Self {
+        match boundary {
+            WaitBoundary::TextStop => BoundaryKind::TextStop,
+            WaitBoundary::AfterToolBatch => BoundaryKind::AfterToolBatch,
+        }
+    }
 }
 
 /// What the run knows at a boundary.

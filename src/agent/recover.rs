@@ -14,6 +14,30 @@
 //! The model context comes back with it: the thread's latest `compacted` draft (SPEC §8.9)
 //! says where it starts and what summary stands before it.
 //!
+//! # Recorded facts, not inferences
+//!
+//! Where a waiting run stands is read from what its Awaiting commit recorded: the agent writes
+//! `run_awaiting {boundary?, run_id, step}` with every wait it opens — `step`, the run's step
+//! count when the wait opened, and for a pause (or a remote-input wait) `boundary`, the loop
+//! boundary it interrupted (`text_stop` / `after_tool_batch`), which answering the wait
+//! without input takes again. Recovery takes both from the head run's latest `run_awaiting`
+//! draft. A draft without them — `run_awaiting {run_id}`, as
+//! [`ThreadCommit::assemble`](crate::ThreadCommit::assemble) synthesizes it for a host-built
+//! commit, and as stores written before the fields existed hold it — falls back to what the
+//! messages imply: a wait whose Awaiting commit ended with a tool result interrupted
+//! `after_tool_batch`, anything else `text_stop`.
+//!
+//! The step count of a run that has not ended is the count of its committed assistant
+//! messages, and that too is a recorded fact, not a guess: each model call the agent hands out
+//! either is answered — and the answer is committed as exactly one assistant message before
+//! anything else of the run is (the next commit, at the latest the Awaiting or Ended one) — or
+//! is still out when the process stops, and then the recovered run issues it again as the same
+//! step. A compaction takes back the step it interrupts (SPEC §8.9), so it adds none. So a
+//! recorded `step` must equal that count while its wait is open (the run is Awaiting), and can
+//! never exceed it: facts that say otherwise were not written by a runcore agent, and recovery
+//! refuses them ([`RecoverError::Invalid`], naming both numbers) rather than rebuild a run
+//! from them. So does a committed tool-call ticket whose run has no open tool calls.
+//!
 //! What committed facts cannot hold is not recovered: input queued but never committed
 //! (steering, follow-ups) and the host's clock. The clock resumes from the latest time the
 //! run's facts recorded (run start, permission decisions); the host's clock comes back with its
@@ -23,7 +47,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::commit::AuditDraft;
+use crate::commit::{AuditDraft, WaitBoundary};
 use crate::error::AgentError;
 use crate::ids::{RunId, ThreadId};
 use crate::message::{Message, ToolCall, ToolResultMessage};
@@ -46,11 +70,15 @@ pub(crate) enum RecoveredRun {
     AfterAnswer,
     /// Running with unanswered tool calls: their batch, committed decisions applied.
     OpenCalls(Batch),
-    /// Awaiting the committed ticket. `batch` holds the open calls (for a call wait);
-    /// `interrupted` is the boundary a pause or remote-input wait was taken at.
-    Awaiting {
+    /// Awaiting the committed ticket of a tool call: the batch holding it, committed
+    /// decisions applied.
+    AwaitingCall {
         ticket: Box<crate::resume::ResumeTicket>,
-        batch: Option<Batch>,
+        batch: Batch,
+    },
+    /// Awaiting a pause or remote-input ticket, taken at the boundary `interrupted`.
+    AwaitingAt {
+        ticket: Box<crate::resume::ResumeTicket>,
         interrupted: BoundaryKind,
     },
 }
@@ -93,6 +121,9 @@ struct History {
     /// `run_started` of the head run: (transcript_start, now_ms).
     head_start: Option<(usize, u64)>,
     head_waits: u32,
+    /// What the head run's latest `run_awaiting` draft recorded: (step, boundary), each absent
+    /// when the draft was written without it.
+    head_wait: Option<(Option<u32>, Option<WaitBoundary>)>,
     /// Permission decisions of the head run: (step, call id, decision).
     head_decisions: Vec<(u32, crate::ids::CallId, PermissionDecision)>,
     head_clock: u64,
@@ -143,8 +174,9 @@ fn read_history(
                     history.head_start = Some((transcript_start, now_ms.unwrap_or(0)));
                     history.observe(now_ms);
                 }
-                AuditDraft::RunAwaiting { .. } => {
+                AuditDraft::RunAwaiting { step, boundary, .. } => {
                     history.head_waits = history.head_waits.saturating_add(1);
+                    history.head_wait = Some((step, boundary));
                 }
                 AuditDraft::PermissionDecided {
                     step,
@@ -202,7 +234,8 @@ impl Agent {
         if let Some((keep_from, summary)) = history.compaction {
             if keep_from > agent.thread.messages.len() {
                 return Err(RecoverError::Invalid(AgentError::invalid(format!(
-                    "recover: the thread's latest compaction keeps from message {keep_from},                      past the transcript ({} messages)",
+                    "recover: the thread's latest compaction keeps from message {keep_from}, \
+                     past the transcript ({} messages)",
                     agent.thread.messages.len()
                 ))));
             }
@@ -288,26 +321,55 @@ impl Agent {
             }
             batch
         };
+        // The step the head run's latest wait recorded: the run cannot have had more model
+        // calls answered then than it has committed answers now, and when that wait is the
+        // open one (the run is Awaiting) the two counts are the same.
+        let (recorded_step, recorded_boundary) = history.head_wait.unwrap_or_default();
+        if let Some(recorded) = recorded_step {
+            let awaiting = head.state == RunState::Awaiting;
+            if recorded > steps || (awaiting && recorded != steps) {
+                return Err(RecoverError::Invalid(AgentError::invalid(format!(
+                    "recover: run {run_id} recorded its wait at step {recorded}, but {steps} \
+                     assistant messages of it are committed"
+                ))));
+            }
+        }
         let facts = if head.state == RunState::Awaiting {
             let ticket = reader.resume_ticket(&run_id)?.ok_or_else(|| {
                 AgentError::invalid(format!(
                     "recover: run {run_id} is Awaiting but the store has no ticket for it"
                 ))
             })?;
-            // A wait at a boundary was taken right after the message the Awaiting commit
-            // ended with: a tool result closes a batch, anything else is a text answer.
-            let interrupted = match run_messages.last() {
-                Some(Message::ToolResult(_)) => BoundaryKind::AfterToolBatch,
-                _ => BoundaryKind::TextStop,
-            };
-            let batch = match ticket.target() {
-                AwaitTarget::ToolCall { .. } if !open_calls.is_empty() => Some(batch()),
-                _ => None,
-            };
-            RecoveredRun::Awaiting {
-                ticket: Box::new(ticket),
-                batch,
-                interrupted,
+            match ticket.target() {
+                AwaitTarget::ToolCall { call_id, .. } => {
+                    if open_calls.is_empty() {
+                        return Err(RecoverError::Invalid(AgentError::invalid(format!(
+                            "recover: run {run_id} waits on call {call_id}, but no tool calls \
+                             are open"
+                        ))));
+                    }
+                    RecoveredRun::AwaitingCall {
+                        ticket: Box::new(ticket),
+                        batch: batch(),
+                    }
+                }
+                AwaitTarget::Pause(_) | AwaitTarget::RemoteInput { .. } => {
+                    // The boundary the wait interrupted, as its Awaiting commit recorded it. A
+                    // draft without it (a store written before it was recorded, or by another
+                    // writer) falls back to the message the Awaiting commit ended with: a tool
+                    // result closes a batch, anything else is a text answer.
+                    let interrupted = match recorded_boundary {
+                        Some(boundary) => BoundaryKind::from(boundary),
+                        None => match run_messages.last() {
+                            Some(Message::ToolResult(_)) => BoundaryKind::AfterToolBatch,
+                            _ => BoundaryKind::TextStop,
+                        },
+                    };
+                    RecoveredRun::AwaitingAt {
+                        ticket: Box::new(ticket),
+                        interrupted,
+                    }
+                }
             }
         } else if !open_calls.is_empty() {
             RecoveredRun::OpenCalls(batch())

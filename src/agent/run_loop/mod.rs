@@ -107,9 +107,14 @@
 //! | Running, last message a text answer              | boundary(TextStop)                       |
 //! | Running, open calls, `Replay` (or a call undecided) | committed decisions applied; advance_batch (`Wait::Call` for an undecided call, else `ToolsReady`) |
 //! | Running, open calls all decided, `Seal`          | executable calls `interrupted`; finish(Indeterminate) |
-//! | Awaiting a tool-call ticket                      | `Wait::Call` with the batch, the ticket's call undecided |
-//! | Awaiting a pause ticket                          | `Wait::Pause` at the boundary the Awaiting commit was taken after (a tool result: AfterToolBatch; else TextStop) |
+//! | Awaiting a tool-call ticket                      | `Wait::Call` with the batch, the ticket's call undecided (no call open: refused) |
+//! | Awaiting a pause ticket                          | `Wait::Pause` at the boundary its `run_awaiting {boundary, run_id, step}` draft recorded (a draft without `boundary`, from an older or another writer: the boundary the Awaiting commit was taken after, a tool result: AfterToolBatch; else TextStop) |
 //! | Awaiting a remote-input ticket                   | `Wait::Remote`, the boundary as for a pause |
+//!
+//! Every Awaiting commit the agent makes (`open_wait`) carries
+//! `run_awaiting {boundary?, run_id, step}`: the run's step count when the wait opened and,
+//! for a pause, the boundary it interrupted; recovery checks the step against the committed
+//! answers and refuses the facts when they disagree.
 //!
 //! `tests/recovery.rs` drives each row from a real crash of a live agent.
 //!
@@ -334,6 +339,16 @@ impl Wait {
             Wait::Call { ticket, .. }
             | Wait::Pause { ticket, .. }
             | Wait::Remote { ticket, .. } => ticket,
+        }
+    }
+
+    /// The boundary a pause or remote-input wait interrupted (none for a call wait).
+    pub(crate) fn interrupted(&self) -> Option<BoundaryKind> {
+        match self {
+            Wait::Call { .. } => None,
+            Wait::Pause { interrupted, .. } | Wait::Remote { interrupted, .. } => {
+                Some(*interrupted)
+            }
         }
     }
 }

@@ -2,6 +2,7 @@
 //! the phase the facts say (see the recovery rows of the module table).
 
 use crate::error::AgentError;
+use crate::ids::CallId;
 use crate::resume::AwaitTarget;
 use crate::run::EndCause;
 
@@ -41,43 +42,48 @@ fn rebuild_step(
             phase: Phase::CallModel,
         }),
         RecoveredRun::AfterAnswer => thread.boundary(run, BoundaryKind::TextStop, tx),
-        RecoveredRun::Awaiting {
+        RecoveredRun::AwaitingCall { ticket, mut batch } => {
+            let ticket = *ticket;
+            let call_id = waiting_call(&ticket).cloned();
+            let Some(entry) = call_id.as_ref().and_then(|id| batch.find_mut(id)) else {
+                return Err(AgentError::invalid(format!(
+                    "recover: run {} waits on call {}, which its last assistant message does \
+                     not make",
+                    run.run_id,
+                    call_id.as_ref().map_or("(none)", CallId::as_str)
+                )));
+            };
+            entry.slot = Slot::Undecided;
+            if entry.policy == ToolPolicy::Auto {
+                entry.policy = ToolPolicy::RequireApproval {
+                    deadline_after_ms: None,
+                };
+            }
+            Next::Continue(ActiveRun {
+                run,
+                phase: Phase::Waiting(Box::new(Wait::Call { ticket, batch })),
+            })
+        }
+        RecoveredRun::AwaitingAt {
             ticket,
-            batch,
             interrupted,
         } => {
             let ticket = *ticket;
-            let wait = match (waiting_call(&ticket).cloned(), batch) {
-                (Some(call_id), Some(mut batch)) => {
-                    let Some(entry) = batch.find_mut(&call_id) else {
-                        return Err(AgentError::invalid(format!(
-                            "recover: run {} waits on call {call_id}, which its last \
-                                 assistant message does not make",
-                            run.run_id
-                        )));
-                    };
-                    entry.slot = Slot::Undecided;
-                    if entry.policy == ToolPolicy::Auto {
-                        entry.policy = ToolPolicy::RequireApproval {
-                            deadline_after_ms: None,
-                        };
-                    }
-                    Wait::Call { ticket, batch }
-                }
-                (Some(call_id), None) => {
+            let wait = match ticket.target() {
+                AwaitTarget::Pause(_) => Wait::Pause {
+                    ticket,
+                    interrupted,
+                },
+                AwaitTarget::RemoteInput { .. } => Wait::Remote {
+                    ticket,
+                    interrupted,
+                },
+                AwaitTarget::ToolCall { call_id, .. } => {
                     return Err(AgentError::invalid(format!(
-                        "recover: run {} waits on call {call_id}, but no tool calls are open",
+                        "recover: run {} waits on call {call_id} at a boundary, with no batch",
                         run.run_id
                     )));
                 }
-                (None, _) if matches!(ticket.target(), AwaitTarget::Pause(_)) => Wait::Pause {
-                    ticket,
-                    interrupted,
-                },
-                (None, _) => Wait::Remote {
-                    ticket,
-                    interrupted,
-                },
             };
             Next::Continue(ActiveRun {
                 run,

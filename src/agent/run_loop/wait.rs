@@ -1,7 +1,7 @@
 //! Waits: opening one (a ticket committed as `Awaiting`) and the `resume` that answers it
 //! (SPEC §8.3).
 
-use crate::commit::AuditDraft;
+use crate::commit::{AuditDraft, WaitBoundary};
 use crate::message::{Message, ToolOutput, ToolResultMessage};
 use crate::resume::{
     AwaitTarget, PermissionDecision, ResumeCommand, ResumeResult, ResumeTicket, WaitIdentity,
@@ -34,23 +34,31 @@ impl Thread {
         };
         let deadline_ms = deadline_after_ms.map(|after| self.clock_ms.saturating_add(after));
         let ticket = ResumeTicket::new(identity, target, deadline_ms);
+        let wait = wait(ticket.clone());
         run.committed_as = CommittedAs::Awaiting;
+        // The commit records where the run waits (its step count, the boundary a pause
+        // interrupted), so recovery reads that fact instead of inferring it.
+        let waits_at = AuditDraft::run_awaiting_at(
+            &run.run_id,
+            run.steps,
+            wait.interrupted().map(WaitBoundary::from),
+        );
         self.push_commit(
             tx,
             &mut run,
             RunDisposition::Awaiting(Box::new(ticket.clone())),
             true,
-            Vec::new(),
+            vec![waits_at],
         );
         tx.event(
             &run.run_id,
             LoopEvent::Awaiting {
-                ticket: Box::new(ticket.clone()),
+                ticket: Box::new(ticket),
             },
         );
         Next::Continue(ActiveRun {
             run,
-            phase: Phase::Waiting(Box::new(wait(ticket))),
+            phase: Phase::Waiting(Box::new(wait)),
         })
     }
 
