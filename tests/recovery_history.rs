@@ -161,47 +161,19 @@ fn host_events(store: &mut MemoryStore, n: usize) {
 }
 
 /// A reader that counts how many pages recovery asks for.
-struct CountingReader<'a> {
-    inner: &'a MemoryStore,
+struct CountingReader {
+    inner: MemoryStore,
     pages: Cell<usize>,
 }
 
-impl CommittedThreadView for CountingReader<'_> {
-    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
-        self.inner.committed_messages(thread)
+impl Intercept for CountingReader {
+    type Inner = MemoryStore;
+    fn inner(&self) -> &MemoryStore {
+        &self.inner
     }
-    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
-        self.inner.run(run)
+    fn inner_mut(&mut self) -> &mut MemoryStore {
+        &mut self.inner
     }
-    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
-        self.inner.latest_run(thread)
-    }
-    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
-        self.inner.resume_ticket(run)
-    }
-    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
-        self.inner.committed_state(thread)
-    }
-    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-        self.inner.thread_version(thread)
-    }
-    fn threads(
-        &self,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadSummary>, StoreError> {
-        self.inner.threads(after, limit)
-    }
-    fn pending_tickets(
-        &self,
-        after: Option<&RunId>,
-        limit: usize,
-    ) -> Result<Vec<ResumeTicket>, StoreError> {
-        self.inner.pending_tickets(after, limit)
-    }
-}
-
-impl CheckpointReader for CountingReader<'_> {
     fn list_events(
         &self,
         scope: &EventScope,
@@ -214,12 +186,12 @@ impl CheckpointReader for CountingReader<'_> {
 }
 
 fn pages_read(store: &MemoryStore) -> usize {
-    let reader = CountingReader {
-        inner: store,
+    let reader = Intercepted(CountingReader {
+        inner: store.clone(),
         pages: Cell::new(0),
-    };
+    });
     Agent::recover(config(), &reader, &thread(), RecoveryPolicy::Replay).expect("recovers");
-    reader.pages.get()
+    reader.0.pages.get()
 }
 
 #[test]

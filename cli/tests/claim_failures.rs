@@ -27,9 +27,8 @@ use runcore::driver::{
 };
 use runcore::{
     AgentConfig, CheckpointReader, Claim, ClaimRequest, CommitError, CommitLog, CommitOperation,
-    CommitReceipt, CommitRecord, CommittedThreadView, DueReason, DueWork, EventRecord, EventScope,
-    Input, MemoryStore, Message, RecoveryPolicy, ResumeTicket, RunId, RunRecord, RunState,
-    StateCommand, StoreError, ThreadClaims, ThreadCommit, ThreadId, ThreadSummary,
+    CommitReceipt, CommittedThreadView, DueReason, DueWork, Input, Intercept, Intercepted,
+    MemoryStore, RecoveryPolicy, RunState, StoreError, ThreadClaims, ThreadCommit, ThreadId,
 };
 use runcore_sqlite::{SqliteOptions, SqliteStore};
 use serde_json::{Value, json};
@@ -96,34 +95,38 @@ struct Hooked<S> {
 }
 
 impl<S> Hooked<S> {
-    fn new(inner: S) -> Self {
-        Hooked {
+    fn new(inner: S) -> Intercepted<Self> {
+        Intercepted(Hooked {
             inner,
             before_claim: None,
             before_commit: None,
             renew_fails: false,
             renews: 0,
-        }
+        })
     }
 }
 
-impl<S: CommitLog> CommitLog for Hooked<S> {
-    fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
-        self.inner.commit(commit)
+impl<S> Intercept for Hooked<S> {
+    type Inner = S;
+    fn inner(&self) -> &S {
+        &self.inner
     }
-    fn commit_operation(
-        &mut self,
-        operation: CommitOperation,
-    ) -> Result<CommitReceipt, StoreError> {
+    fn inner_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+    fn commit_operation(&mut self, operation: CommitOperation) -> Result<CommitReceipt, StoreError>
+    where
+        S: CommitLog,
+    {
         if let Some(hook) = self.before_commit.take() {
             hook();
         }
         self.inner.commit_operation(operation)
     }
-}
-
-impl<S: ThreadClaims> ThreadClaims for Hooked<S> {
-    fn claim_thread(&mut self, request: &ClaimRequest, now_ms: u64) -> Result<Claim, StoreError> {
+    fn claim_thread(&mut self, request: &ClaimRequest, now_ms: u64) -> Result<Claim, StoreError>
+    where
+        S: ThreadClaims,
+    {
         if let Some(hook) = self.before_claim.take() {
             hook();
         }
@@ -134,67 +137,15 @@ impl<S: ThreadClaims> ThreadClaims for Hooked<S> {
         claim: &Claim,
         lease_ms: u64,
         now_ms: u64,
-    ) -> Result<Claim, StoreError> {
+    ) -> Result<Claim, StoreError>
+    where
+        S: ThreadClaims,
+    {
         self.renews += 1;
         if self.renew_fails {
             return Err(StoreError::unavailable("the store is unreachable"));
         }
         self.inner.renew_claim(claim, lease_ms, now_ms)
-    }
-    fn release_claim(&mut self, claim: &Claim, now_ms: u64) -> Result<(), StoreError> {
-        self.inner.release_claim(claim, now_ms)
-    }
-    fn thread_claim(&self, thread: &ThreadId, now_ms: u64) -> Result<Option<Claim>, StoreError> {
-        self.inner.thread_claim(thread, now_ms)
-    }
-    fn due_work(&self, now_ms: u64, limit: usize) -> Result<Vec<DueWork>, StoreError> {
-        self.inner.due_work(now_ms, limit)
-    }
-}
-
-impl<S: CommittedThreadView> CommittedThreadView for Hooked<S> {
-    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
-        self.inner.committed_messages(thread)
-    }
-    fn run(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
-        self.inner.run(run)
-    }
-    fn latest_run(&self, thread: &ThreadId) -> Result<Option<RunRecord>, StoreError> {
-        self.inner.latest_run(thread)
-    }
-    fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
-        self.inner.resume_ticket(run)
-    }
-    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<StateCommand>, StoreError> {
-        self.inner.committed_state(thread)
-    }
-    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-        self.inner.thread_version(thread)
-    }
-    fn threads(
-        &self,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadSummary>, StoreError> {
-        self.inner.threads(after, limit)
-    }
-    fn pending_tickets(
-        &self,
-        after: Option<&RunId>,
-        limit: usize,
-    ) -> Result<Vec<ResumeTicket>, StoreError> {
-        self.inner.pending_tickets(after, limit)
-    }
-}
-
-impl<S: CheckpointReader> CheckpointReader for Hooked<S> {
-    fn list_events(
-        &self,
-        scope: &EventScope,
-        from: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        self.inner.list_events(scope, from, limit)
     }
 }
 
@@ -291,7 +242,7 @@ fn a_stale_sweeper_snapshot_between_its_listing_and_its_claim_writes_nothing() {
     let owner_config = config.clone();
     let owner_version = std::rc::Rc::new(std::cell::Cell::new(0));
     let seen = std::rc::Rc::clone(&owner_version);
-    store.before_claim = Some(Box::new(move || {
+    store.0.before_claim = Some(Box::new(move || {
         let (mut owner, started) =
             claimed_driver(owner_store, owner_config, "owner", 10_000, 5_000);
         let idle = started.last().expect("idle 0");
@@ -339,7 +290,7 @@ fn a_stale_sweeper_snapshot_between_its_reads_and_its_write_is_fenced() {
     let owner_store = sqlite(&dir);
     let owned = std::rc::Rc::new(std::cell::RefCell::new(None));
     let keep = std::rc::Rc::clone(&owned);
-    store.before_commit = Some(Box::new(move || {
+    store.0.before_commit = Some(Box::new(move || {
         let (mut owner, started) = claimed_driver(owner_store, config, "owner", 60_000, 12_000);
         let call = first(&started, "call_model").clone();
         let out = send(&mut owner, model_text(&call, "done by the owner"));
@@ -916,20 +867,20 @@ fn worker_clocks_ten_minutes_off_postgres_change_nothing() {
 fn renews_that_fail_until_the_trust_window_passes_stop_the_driver() {
     let thread = ThreadId::new("t");
     let mut store = Hooked::new(MemoryStore::new());
-    store.renew_fails = true;
+    store.0.renew_fails = true;
     // Lease 1_000 from 0: renews due from 333, trusted until 800 (a fifth of margin).
     let (mut driver, started) = claimed_driver(store, AgentConfig::for_thread("t"), "w1", 1_000, 0);
     assert_eq!(started, [json!({"type":"idle","line":0})]);
     assert_eq!(driver.poll_renew(), Some(333));
     assert_eq!(driver.tick(400), None, "a failed renew inside the window");
-    assert_eq!(driver.store().renews, 1);
+    assert_eq!(driver.store().0.renews, 1);
     let out = send(
         &mut driver,
         json!({"type":"prompt","text":"hi","now_ms":400}),
     );
     assert_eq!(kinds(&out), ["commit", "event", "call_model", "idle"]);
     assert_eq!(driver.tick(799), None, "still inside the window");
-    assert!(driver.store().renews >= 2, "it kept trying");
+    assert!(driver.store().0.renews >= 2, "it kept trying");
     let lost = driver.tick(800).expect("the window has passed");
     let lost: Value = serde_json::from_str(&lost).unwrap();
     assert_eq!(lost["type"], "error");
@@ -940,16 +891,16 @@ fn renews_that_fail_until_the_trust_window_passes_stop_the_driver() {
     assert_eq!(lost["error"]["epoch"], 1);
     assert!(lost["error"].get("current_epoch").is_none(), "{lost}");
     // Nothing more: no line is handled, no renew is due, no claim is trusted.
-    let renews = driver.store().renews;
+    let renews = driver.store().0.renews;
     let refused = driver.handle_line(json!({"type":"abort"}).to_string().as_bytes());
     assert_eq!(refused.map(|_| ()).unwrap_err().code, "claim_lost");
     assert_eq!(driver.tick(900), None);
-    assert_eq!(driver.store().renews, renews, "no renew after the end");
+    assert_eq!(driver.store().0.renews, renews, "no renew after the end");
     assert_eq!(driver.poll_renew(), None);
     assert_eq!(driver.claim(), None);
     let store = driver.into_store();
-    assert_eq!(store.inner.thread_version(&thread).unwrap(), 1);
-    let live = store.inner.thread_claim(&thread, 900).unwrap();
+    assert_eq!(store.0.inner.thread_version(&thread).unwrap(), 1);
+    let live = store.0.inner.thread_claim(&thread, 900).unwrap();
     assert_eq!(live.map(|c| c.owner), Some("w1".to_owned()), "not released");
 }
 

@@ -516,7 +516,7 @@ pub fn reference() -> Result<Reference, KitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use runcore::{EndCause, Failure};
+    use runcore::{EndCause, Failure, Intercept, Intercepted};
 
     #[test]
     fn the_reference_session_covers_every_planned_ending() {
@@ -578,7 +578,7 @@ mod tests {
 
     /// Drives until `limit` commits were made, then drops out (the "crash").
     fn drive_until(agent: &mut Agent, store: &mut MemoryStore, limit: u64, seen: &mut u64) -> bool {
-        let mut gate = StopGate { store, limit, seen };
+        let mut gate = Intercepted(StopGate { store, limit, seen });
         drive(agent, &mut gate, &mut |_, _| {}).is_err()
     }
 
@@ -589,9 +589,13 @@ mod tests {
         seen: &'a mut u64,
     }
 
-    impl CommitLog for StopGate<'_> {
-        fn commit(&mut self, commit: ThreadCommit) -> Result<runcore::CommitRecord, StoreError> {
-            self.store.commit(commit)
+    impl Intercept for StopGate<'_> {
+        type Inner = MemoryStore;
+        fn inner(&self) -> &MemoryStore {
+            self.store
+        }
+        fn inner_mut(&mut self) -> &mut MemoryStore {
+            self.store
         }
         fn commit_operation(
             &mut self,
@@ -602,44 +606,6 @@ mod tests {
             }
             *self.seen += 1;
             self.store.commit_operation(operation)
-        }
-    }
-
-    impl CommittedThreadView for StopGate<'_> {
-        fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
-            self.store.committed_messages(thread)
-        }
-        fn run(&self, run: &RunId) -> Result<Option<runcore::RunRecord>, StoreError> {
-            self.store.run(run)
-        }
-        fn latest_run(&self, thread: &ThreadId) -> Result<Option<runcore::RunRecord>, StoreError> {
-            self.store.latest_run(thread)
-        }
-        fn resume_ticket(&self, run: &RunId) -> Result<Option<ResumeTicket>, StoreError> {
-            self.store.resume_ticket(run)
-        }
-        fn committed_state(
-            &self,
-            thread: &ThreadId,
-        ) -> Result<Vec<runcore::StateCommand>, StoreError> {
-            self.store.committed_state(thread)
-        }
-        fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-            self.store.thread_version(thread)
-        }
-        fn threads(
-            &self,
-            after: Option<&ThreadId>,
-            limit: usize,
-        ) -> Result<Vec<runcore::ThreadSummary>, StoreError> {
-            self.store.threads(after, limit)
-        }
-        fn pending_tickets(
-            &self,
-            after: Option<&RunId>,
-            limit: usize,
-        ) -> Result<Vec<ResumeTicket>, StoreError> {
-            self.store.pending_tickets(after, limit)
         }
     }
 }
