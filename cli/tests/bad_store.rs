@@ -154,22 +154,50 @@ fn an_unreachable_postgres_server_is_one_line() {
     assert!(!String::from_utf8_lossy(&output.stderr).contains("secret"));
 }
 
+/// Runs `runcore ARGS` and checks the usage error: exit 2, nothing on stdout, stderr names
+/// each of `names` (clap's message, with the command's usage line).
+fn usage_refused(args: &[&str], names: &[&str]) {
+    let output = runcore(args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "runcore {args:?}: {stderr}");
+    assert!(output.stdout.is_empty(), "runcore {args:?}");
+    assert!(stderr.starts_with("error: "), "runcore {args:?}: {stderr}");
+    for name in names {
+        assert!(
+            stderr.contains(name),
+            "runcore {args:?}: {name:?} in {stderr}"
+        );
+    }
+}
+
 #[test]
 fn thread_and_recover_without_store_are_usage_errors() {
-    refused(
-        &["drive", "--thread", "t"],
-        "drive --thread needs --store URL",
-    );
-    refused(
-        &["drive", "--recover", "seal"],
-        "drive --recover needs --store URL",
-    );
-    refused(&["threads"], "threads needs --store URL");
-    refused(
+    for flag in [
+        "--thread",
+        "--recover",
+        "--owner",
+        "--lease-ms",
+        "--wait-claim",
+    ] {
+        let value = if flag == "--recover" { "seal" } else { "1" };
+        usage_refused(
+            &["drive", flag, value],
+            &[
+                "required arguments were not provided",
+                "--store <URL>",
+                flag,
+            ],
+        );
+    }
+    usage_refused(&["threads"], &["--store <URL>"]);
+    usage_refused(
         &["drive", "--store", "sqlite:x.db", "--recover", "later"],
-        "takes replay or seal",
+        &[
+            "--recover",
+            r#"policy must be "replay" or "seal", got "later""#,
+        ],
     );
-    refused(
+    usage_refused(
         &[
             "events",
             "--store",
@@ -179,9 +207,10 @@ fn thread_and_recover_without_store_are_usage_errors() {
             "--run",
             "r",
         ],
-        "--thread or --run, not both",
+        &["'--thread <T>' cannot be used with '--run <R>'"],
     );
-    refused(&["show", "--store", "sqlite:x.db"], "show needs a THREAD");
+    usage_refused(&["show", "--store", "sqlite:x.db"], &["<THREAD>"]);
+    usage_refused(&["show", "", "--store", "sqlite:x.db"], &["<THREAD>"]);
     assert!(!Path::new("x.db").exists());
 }
 
