@@ -56,15 +56,15 @@ fn a_missing_parent_directory_is_refused_and_never_created() {
     let dir = TempDir::new("missing-parent");
     let url = dir.sqlite("no/such/runs.db");
     refused_everywhere(&url, "does not exist");
-    assert!(entries(&dir.path).is_empty());
+    assert!(entries(dir.path()).is_empty());
 }
 
 #[test]
 fn a_directory_is_refused() {
     let dir = TempDir::new("directory");
-    let url = format!("sqlite:{}", dir.path.display());
+    let url = format!("sqlite:{}", dir.path().display());
     refused_everywhere(&url, "is a directory");
-    assert!(entries(&dir.path).is_empty());
+    assert!(entries(dir.path()).is_empty());
 }
 
 #[test]
@@ -75,7 +75,7 @@ fn a_file_that_is_not_sqlite_is_refused_unchanged() {
     let before = bytes_of(&path);
     refused_everywhere(&dir.sqlite("notes.txt"), "is not a SQLite database");
     assert_eq!(bytes_of(&path), before);
-    assert_eq!(entries(&dir.path), ["notes.txt"]);
+    assert_eq!(entries(dir.path()), ["notes.txt"]);
 }
 
 #[test]
@@ -89,7 +89,7 @@ fn a_sqlite_database_of_another_application_is_refused_unchanged() {
     let before = bytes_of(&path);
     refused_everywhere(&dir.sqlite("app.db"), "without runcore's schema");
     assert_eq!(bytes_of(&path), before);
-    assert_eq!(entries(&dir.path), ["app.db"]);
+    assert_eq!(entries(dir.path()), ["app.db"]);
 }
 
 #[test]
@@ -111,7 +111,7 @@ fn a_store_of_a_newer_schema_is_refused_unchanged() {
     let before = bytes_of(&path);
     refused_everywhere(&url, "newer than version");
     assert_eq!(bytes_of(&path), before);
-    assert_eq!(entries(&dir.path), ["runs.db"]);
+    assert_eq!(entries(dir.path()), ["runs.db"]);
 }
 
 #[test]
@@ -131,7 +131,7 @@ fn the_reading_commands_refuse_a_store_that_does_not_exist_and_create_nothing() 
         &["threads", "--store", &dir.sqlite("empty.db")],
         "an empty file",
     );
-    assert_eq!(entries(&dir.path), ["empty.db"]);
+    assert_eq!(entries(dir.path()), ["empty.db"]);
     assert_eq!(bytes_of(&dir.join("empty.db")), Some(Vec::new()));
 }
 

@@ -488,9 +488,11 @@ fn config_file_equals_a_first_config_line() {
         "steering_mode": "one_at_a_time",
         "tools": {"lookup": {"description": "Look things up", "policy": "require_approval"}},
     });
-    let dir = std::env::temp_dir().join(format!("runcore-driver-config-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("config.json");
+    let dir = tempfile::Builder::new()
+        .prefix("runcore-driver-config-")
+        .tempdir()
+        .expect("temp dir");
+    let path = dir.path().join("config.json");
     std::fs::write(&path, config.to_string()).expect("write config");
     let run = "support-42/run-1";
     let lines = [
