@@ -186,8 +186,7 @@ pub enum Command {
     /// prints that line schema alone.
     #[command(verbatim_doc_comment)]
     Schema(SchemaArgs),
-    /// Run a scripted session against a real SQLite file, with a real crash, and print its
-    /// timeline
+    /// Run a scripted session on a real SQLite file, with a real crash; print its timeline
     ///
     /// Runs two runs on one thread: parallel tools answered out of order with steering queued
     /// meanwhile, a follow-up, a gated tool approved and another denied, a stale resume
@@ -214,7 +213,12 @@ pub struct DriveArgs {
     #[arg(long, value_name = "URL", verbatim_doc_comment)]
     pub store: Option<String>,
     /// The thread to drive (default: thread_id of --config, else thread-1)
-    #[arg(long, value_name = "ID", requires = "store", value_parser = NonEmptyStringValueParser::new())]
+    #[arg(
+        long,
+        value_name = "ID",
+        requires = "store",
+        value_parser = NonEmptyStringValueParser::new(),
+    )]
     pub thread: Option<String>,
     /// This process's name as the thread's claim owner (default: host name,
     /// pid and start time); the driver claims the thread before it recovers,
@@ -222,17 +226,38 @@ pub struct DriveArgs {
     #[arg(long, value_name = "ID", requires = "store", verbatim_doc_comment)]
     pub owner: Option<String>,
     /// How long a claim lasts unless renewed (1 to 86400000)
-    #[arg(long, value_name = "MS", requires = "store", value_parser = whole_number, allow_hyphen_values = true, default_value_t = DEFAULT_LEASE_MS)]
+    #[arg(
+        long,
+        value_name = "MS",
+        requires = "store",
+        value_parser = whole_number,
+        allow_hyphen_values = true,
+        default_value_t = DEFAULT_LEASE_MS,
+    )]
     pub lease_ms: u64,
     /// If another owner holds the thread, wait up to MS for it (default:
     /// exit 4 at once with one stderr line naming the owner)
-    #[arg(long, value_name = "MS", requires = "store", value_parser = whole_number, allow_hyphen_values = true, verbatim_doc_comment)]
+    #[arg(
+        long,
+        value_name = "MS",
+        requires = "store",
+        value_parser = whole_number,
+        allow_hyphen_values = true,
+        verbatim_doc_comment,
+    )]
     pub wait_claim: Option<u64>,
     /// For tool calls handed out but never answered before a crash: replay
     /// writes the same execute_tools again (tools must be idempotent by
     /// "{run_id}:{call_id}"); seal ends the run indeterminate with
     /// interrupted results
-    #[arg(long, value_name = "POLICY", requires = "store", value_parser = policy, default_value = "replay", verbatim_doc_comment)]
+    #[arg(
+        long,
+        value_name = "POLICY",
+        requires = "store",
+        value_parser = policy,
+        default_value = "replay",
+        verbatim_doc_comment,
+    )]
     pub recover: RecoveryPolicy,
 }
 
@@ -294,7 +319,13 @@ pub struct SweepArgs {
     #[arg(long, value_name = "W")]
     pub owner: Option<String>,
     /// At most N items
-    #[arg(long, value_name = "N", value_parser = whole_number, allow_hyphen_values = true, default_value_t = crate::sweep::DEFAULT_LIMIT)]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = whole_number,
+        allow_hyphen_values = true,
+        default_value_t = crate::sweep::DEFAULT_LIMIT,
+    )]
     pub limit: u64,
     /// replay: leave orphans for a worker; seal: end them
     #[arg(long, value_name = "POLICY", value_parser = policy, default_value = "replay")]
@@ -308,7 +339,13 @@ pub struct DueArgs {
     #[arg(long, value_name = "URL")]
     pub store: String,
     /// At most N items
-    #[arg(long, value_name = "N", value_parser = whole_number, allow_hyphen_values = true, default_value_t = crate::sweep::DEFAULT_LIMIT)]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = whole_number,
+        allow_hyphen_values = true,
+        default_value_t = crate::sweep::DEFAULT_LIMIT,
+    )]
     pub limit: u64,
     /// One JSON line per item instead of text
     #[arg(long)]
@@ -350,7 +387,12 @@ pub struct ConsoleArgs {
     #[arg(long, value_name = "URL")]
     pub store: String,
     /// IP:PORT to listen on (port 0 takes a free one)
-    #[arg(long, value_name = "ADDR", value_parser = socket_address, default_value = runcore_console::DEFAULT_LISTEN)]
+    #[arg(
+        long,
+        value_name = "ADDR",
+        value_parser = socket_address,
+        default_value = runcore_console::DEFAULT_LISTEN,
+    )]
     pub listen: SocketAddr,
     /// Allow an address other than loopback (other machines could reach it)
     #[arg(long)]
@@ -379,9 +421,14 @@ pub struct DemoArgs {
     /// Print the session as the driver's output lines instead of a timeline
     #[arg(long)]
     pub json: bool,
-    /// Use this store instead (sqlite:PATH or postgres://…; kept afterwards); the demo's
-    /// thread must not exist there yet
-    #[arg(long, value_name = "URL", conflicts_with = "memory")]
+    /// Use this store instead (sqlite:PATH or postgres://…; kept afterwards);
+    /// the demo's thread must not exist there yet
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with = "memory",
+        verbatim_doc_comment
+    )]
     pub store: Option<String>,
     /// Keep everything in memory, in one process (the crash is simulated)
     #[arg(long)]
@@ -390,7 +437,13 @@ pub struct DemoArgs {
     #[arg(long, hide = true, requires = "store")]
     pub child: bool,
     /// The child's last input line number (with --child)
-    #[arg(long, hide = true, requires = "child", value_parser = whole_number, allow_hyphen_values = true)]
+    #[arg(
+        long,
+        hide = true,
+        requires = "child",
+        value_parser = whole_number,
+        allow_hyphen_values = true,
+    )]
     pub line: Option<u64>,
 }
 
