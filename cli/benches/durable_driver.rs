@@ -246,8 +246,11 @@ fn main() {
         .get(1)
         .map(|a| a.split(',').filter_map(|s| s.parse().ok()).collect())
         .unwrap_or_else(|| vec![10_000, 100_000]);
-    let dir = std::env::temp_dir().join(format!("runcore-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let temp = tempfile::Builder::new()
+        .prefix("runcore-bench-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = temp.path();
     let db = |name: &str| -> PathBuf { dir.join(name) };
     let normal = format!("sqlite:{}?synchronous=normal", db("normal.db").display());
     let full = format!("sqlite:{}", db("full.db").display());
@@ -255,8 +258,7 @@ fn main() {
     steps_per_second("sqlite_normal", &["--store", &normal], steps);
     steps_per_second("sqlite_full", &["--store", &full], steps);
     for &messages in &sizes {
-        time_to_idle_0(&dir, messages, true);
-        time_to_idle_0(&dir, messages, false);
+        time_to_idle_0(dir, messages, true);
+        time_to_idle_0(dir, messages, false);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

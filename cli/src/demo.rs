@@ -26,7 +26,7 @@ use runcore::{
 };
 use serde_json::json;
 
-use crate::args::{Args, Spec};
+use crate::args::DemoArgs;
 use crate::inspect;
 use crate::text::{message_text, output_text, state_text};
 use runcore_store_url::{self as store, Access, StoreUrl};
@@ -38,33 +38,17 @@ const OUTSTANDING: &str = "\u{1}runcore-demo: the archive tool is outstanding af
 /// The demo's errors, for people.
 type DemoResult<T> = Result<T, Box<dyn std::error::Error>>;
 
-const SPEC: Spec = Spec {
-    command: "demo",
-    values: &["--store", "--line"],
-    switches: &["--json", "--memory", "--child"],
-    max_positional: 0,
-};
-
 /// `runcore demo [--json] [--store URL | --memory]` (and the hidden `--child`).
-pub fn main(args: &[String]) -> ExitCode {
-    let args = match Args::parse(args, &SPEC) {
-        Ok(args) => args,
-        Err(message) => return crate::usage_error(&message),
-    };
-    let json = args.has("--json");
-    if args.has("--child") {
-        return child_main(&args, json);
+pub fn main(args: DemoArgs) -> ExitCode {
+    let json = args.json;
+    if args.child {
+        return child_main(args.store.as_deref(), args.line.unwrap_or(0), json);
     }
-    if args.value("--line").is_some() {
-        return crate::usage_error("demo does not take \"--line\"");
-    }
-    if args.has("--memory") && args.value("--store").is_some() {
-        return crate::usage_error("demo takes --store URL or --memory, not both");
-    }
-    if args.has("--memory") {
+    // clap refuses --memory with --store.
+    if args.memory {
         return finish(memory_session(json));
     }
-    let (url, temp_dir) = match args.value("--store") {
+    let (url, temp_dir) = match args.store.as_deref() {
         Some(url) => match StoreUrl::parse(url) {
             Ok(url) => (url, None),
             Err(message) => return crate::start_error("demo", &message),
@@ -728,10 +712,9 @@ fn killed_by(status: &std::process::ExitStatus) -> String {
 }
 
 /// The child: run 2 up to the outstanding tool, say so, and wait to be killed.
-fn child_main(args: &Args, json: bool) -> ExitCode {
+fn child_main(store_url: Option<&str>, line: u64, json: bool) -> ExitCode {
     let result = (|| -> DemoResult<()> {
-        let url = StoreUrl::parse(args.value("--store").ok_or("--child needs --store")?)?;
-        let line = args.number("--line")?.unwrap_or(0);
+        let url = StoreUrl::parse(store_url.ok_or("--child needs --store")?)?;
         let backend = store::open(&url, Access::Write)?;
         let thread = config().thread_id;
         let agent = Agent::recover(config(), &backend, &thread, RecoveryPolicy::Replay)?;

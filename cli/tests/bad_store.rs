@@ -56,15 +56,15 @@ fn a_missing_parent_directory_is_refused_and_never_created() {
     let dir = TempDir::new("missing-parent");
     let url = dir.sqlite("no/such/runs.db");
     refused_everywhere(&url, "does not exist");
-    assert!(entries(&dir.path).is_empty());
+    assert!(entries(dir.path()).is_empty());
 }
 
 #[test]
 fn a_directory_is_refused() {
     let dir = TempDir::new("directory");
-    let url = format!("sqlite:{}", dir.path.display());
+    let url = format!("sqlite:{}", dir.path().display());
     refused_everywhere(&url, "is a directory");
-    assert!(entries(&dir.path).is_empty());
+    assert!(entries(dir.path()).is_empty());
 }
 
 #[test]
@@ -75,7 +75,7 @@ fn a_file_that_is_not_sqlite_is_refused_unchanged() {
     let before = bytes_of(&path);
     refused_everywhere(&dir.sqlite("notes.txt"), "is not a SQLite database");
     assert_eq!(bytes_of(&path), before);
-    assert_eq!(entries(&dir.path), ["notes.txt"]);
+    assert_eq!(entries(dir.path()), ["notes.txt"]);
 }
 
 #[test]
@@ -89,7 +89,7 @@ fn a_sqlite_database_of_another_application_is_refused_unchanged() {
     let before = bytes_of(&path);
     refused_everywhere(&dir.sqlite("app.db"), "without runcore's schema");
     assert_eq!(bytes_of(&path), before);
-    assert_eq!(entries(&dir.path), ["app.db"]);
+    assert_eq!(entries(dir.path()), ["app.db"]);
 }
 
 #[test]
@@ -111,7 +111,7 @@ fn a_store_of_a_newer_schema_is_refused_unchanged() {
     let before = bytes_of(&path);
     refused_everywhere(&url, "newer than version");
     assert_eq!(bytes_of(&path), before);
-    assert_eq!(entries(&dir.path), ["runs.db"]);
+    assert_eq!(entries(dir.path()), ["runs.db"]);
 }
 
 #[test]
@@ -131,7 +131,7 @@ fn the_reading_commands_refuse_a_store_that_does_not_exist_and_create_nothing() 
         &["threads", "--store", &dir.sqlite("empty.db")],
         "an empty file",
     );
-    assert_eq!(entries(&dir.path), ["empty.db"]);
+    assert_eq!(entries(dir.path()), ["empty.db"]);
     assert_eq!(bytes_of(&dir.join("empty.db")), Some(Vec::new()));
 }
 
@@ -154,22 +154,50 @@ fn an_unreachable_postgres_server_is_one_line() {
     assert!(!String::from_utf8_lossy(&output.stderr).contains("secret"));
 }
 
+/// Runs `runcore ARGS` and checks the usage error: exit 2, nothing on stdout, stderr names
+/// each of `names` (clap's message, with the command's usage line).
+fn usage_refused(args: &[&str], names: &[&str]) {
+    let output = runcore(args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "runcore {args:?}: {stderr}");
+    assert!(output.stdout.is_empty(), "runcore {args:?}");
+    assert!(stderr.starts_with("error: "), "runcore {args:?}: {stderr}");
+    for name in names {
+        assert!(
+            stderr.contains(name),
+            "runcore {args:?}: {name:?} in {stderr}"
+        );
+    }
+}
+
 #[test]
 fn thread_and_recover_without_store_are_usage_errors() {
-    refused(
-        &["drive", "--thread", "t"],
-        "drive --thread needs --store URL",
-    );
-    refused(
-        &["drive", "--recover", "seal"],
-        "drive --recover needs --store URL",
-    );
-    refused(&["threads"], "threads needs --store URL");
-    refused(
+    for flag in [
+        "--thread",
+        "--recover",
+        "--owner",
+        "--lease-ms",
+        "--wait-claim",
+    ] {
+        let value = if flag == "--recover" { "seal" } else { "1" };
+        usage_refused(
+            &["drive", flag, value],
+            &[
+                "required arguments were not provided",
+                "--store <URL>",
+                flag,
+            ],
+        );
+    }
+    usage_refused(&["threads"], &["--store <URL>"]);
+    usage_refused(
         &["drive", "--store", "sqlite:x.db", "--recover", "later"],
-        "takes replay or seal",
+        &[
+            "--recover",
+            r#"policy must be "replay" or "seal", got "later""#,
+        ],
     );
-    refused(
+    usage_refused(
         &[
             "events",
             "--store",
@@ -179,9 +207,10 @@ fn thread_and_recover_without_store_are_usage_errors() {
             "--run",
             "r",
         ],
-        "--thread or --run, not both",
+        &["'--thread <T>' cannot be used with '--run <R>'"],
     );
-    refused(&["show", "--store", "sqlite:x.db"], "show needs a THREAD");
+    usage_refused(&["show", "--store", "sqlite:x.db"], &["<THREAD>"]);
+    usage_refused(&["show", "", "--store", "sqlite:x.db"], &["<THREAD>"]);
     assert!(!Path::new("x.db").exists());
 }
 

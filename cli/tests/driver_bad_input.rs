@@ -488,9 +488,11 @@ fn config_file_equals_a_first_config_line() {
         "steering_mode": "one_at_a_time",
         "tools": {"lookup": {"description": "Look things up", "policy": "require_approval"}},
     });
-    let dir = std::env::temp_dir().join(format!("runcore-driver-config-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("config.json");
+    let dir = tempfile::Builder::new()
+        .prefix("runcore-driver-config-")
+        .tempdir()
+        .expect("temp dir");
+    let path = dir.path().join("config.json");
     std::fs::write(&path, config.to_string()).expect("write config");
     let run = "support-42/run-1";
     let lines = [
@@ -568,67 +570,137 @@ fn runcore(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn help_prints_usage_and_exits_0() {
-    let cases: &[(&[&str], &str)] = &[
-        (&[], "COMMANDS"),
-        (&["help"], "COMMANDS"),
-        (&["--help"], "COMMANDS"),
-        (&["-h"], "COMMANDS"),
-        (&["help", "drive"], "runcore drive [--config FILE]"),
-        (&["drive", "--help"], "runcore drive [--config FILE]"),
-        (&["help", "schema"], "runcore schema [input|output]"),
-        (&["schema", "--help"], "runcore schema [input|output]"),
-        (&["help", "demo"], "runcore demo [--json]"),
-        (&["demo", "--help"], "runcore demo [--json]"),
-        (
-            &["help", "drive"],
-            "runcore drive [--config FILE] [--store URL [--thread ID] [--recover replay|seal]]",
-        ),
-        (
-            &["threads", "--help"],
-            "runcore threads --store URL [--json]",
-        ),
-        (
-            &["help", "show"],
-            "runcore show THREAD --store URL [--json]",
-        ),
-        (&["pending", "-h"], "runcore pending --store URL [--json]"),
-        (
-            &["help", "events"],
-            "runcore events --store URL [--thread T | --run R] [--from N] [--limit K]",
-        ),
-        (
-            &["help", "demo"],
-            "runcore demo [--json] [--store URL | --memory]",
-        ),
+    // The overview, then each command's help (`help CMD`, `CMD --help`, `CMD -h`): its usage
+    // line and one of its options, as clap generates them from cli/src/args.rs.
+    let overview = [
+        "Usage: runcore [COMMAND]",
+        "Commands:",
+        "drive",
+        "Exit status",
     ];
-    for (args, usage) in cases {
+    let mut cases: Vec<(Vec<&str>, Vec<&str>)> = [&[][..], &["help"], &["--help"], &["-h"]]
+        .iter()
+        .map(|args| (args.to_vec(), overview.to_vec()))
+        .collect();
+    for (command, usage, option) in [
+        ("drive", "Usage: runcore drive [OPTIONS]", "--config <FILE>"),
+        (
+            "threads",
+            "Usage: runcore threads [OPTIONS] --store <URL>",
+            "--json",
+        ),
+        (
+            "show",
+            "Usage: runcore show [OPTIONS] --store <URL> <THREAD>",
+            "--json",
+        ),
+        (
+            "pending",
+            "Usage: runcore pending [OPTIONS] --store <URL>",
+            "--json",
+        ),
+        (
+            "events",
+            "Usage: runcore events [OPTIONS] --store <URL>",
+            "--run <R>",
+        ),
+        (
+            "sweep",
+            "Usage: runcore sweep [OPTIONS] --store <URL>",
+            "--owner <W>",
+        ),
+        (
+            "due",
+            "Usage: runcore due [OPTIONS] --store <URL>",
+            "--limit <N>",
+        ),
+        (
+            "approve",
+            "Usage: runcore approve [OPTIONS] --store <URL> <RUN>",
+            "--note <TEXT>",
+        ),
+        (
+            "deny",
+            "Usage: runcore deny [OPTIONS] --store <URL> <RUN>",
+            "--reason <TEXT>",
+        ),
+        (
+            "console",
+            "Usage: runcore console [OPTIONS] --store <URL>",
+            "--listen <ADDR>",
+        ),
+        ("schema", "Usage: runcore schema [PART]", "input"),
+        ("demo", "Usage: runcore demo [OPTIONS]", "--memory"),
+    ] {
+        for args in [
+            vec!["help", command],
+            vec![command, "--help"],
+            vec![command, "-h"],
+        ] {
+            cases.push((args, vec![usage, option]));
+        }
+    }
+    for (args, says) in &cases {
         let output = runcore(args);
         assert_eq!(output.status.code(), Some(0), "runcore {args:?}");
         let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(stdout.contains("USAGE"), "runcore {args:?}: {stdout}");
-        assert!(stdout.contains(usage), "runcore {args:?}: {stdout}");
+        for text in says {
+            assert!(
+                stdout.contains(text),
+                "runcore {args:?}: {text:?} in {stdout}"
+            );
+        }
         assert!(output.stderr.is_empty(), "runcore {args:?}");
     }
+    // The demo's child process is the demo's own business.
+    let demo = String::from_utf8_lossy(&runcore(&["demo", "--help"]).stdout).into_owned();
+    assert!(!demo.contains("--child"), "{demo}");
 }
 
 #[test]
 fn usage_errors_exit_2() {
-    let cases: &[(&[&str], &str)] = &[
-        (&["frobnicate"], "unknown command \"frobnicate\""),
-        (&["drive", "--bogus"], "drive does not take \"--bogus\""),
-        (&["drive", "--config"], "drive --config needs a value"),
+    // Each mistake is named on stderr (clap's wording; the config file's is the driver's),
+    // exit status 2, nothing on stdout.
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["frobnicate"], &["unrecognized subcommand 'frobnicate'"]),
+        (&["drive", "--bogus"], &["unexpected argument '--bogus'"]),
+        (
+            &["drive", "--config"],
+            &["a value is required for '--config <FILE>'"],
+        ),
         (
             &["drive", "--config", "/nonexistent/runcore.json"],
-            "cannot read",
+            &["cannot read"],
         ),
-        (&["schema", "everything"], "input or output"),
-        (&["demo", "--yaml"], "demo does not take \"--yaml\""),
+        (
+            &["schema", "everything"],
+            &["'everything'", "possible values: input, output"],
+        ),
+        (&["demo", "--yaml"], &["unexpected argument '--yaml'"]),
+        (&["demo", "--line", "3"], &["--child"]),
+        (
+            &[
+                "show",
+                "t",
+                "--store",
+                "sqlite:a.db",
+                "--store",
+                "sqlite:b.db",
+            ],
+            &["'--store <URL>' cannot be used multiple times"],
+        ),
+        (
+            &["due", "--store", "sqlite:a.db", "--limit", "-1"],
+            &["invalid value '-1' for '--limit <N>'", "whole number"],
+        ),
     ];
-    for (args, message) in cases {
+    for (args, messages) in cases {
         let output = runcore(args);
         assert_eq!(output.status.code(), Some(2), "runcore {args:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(stderr.contains(message), "runcore {args:?}: {stderr}");
+        for message in *messages {
+            assert!(stderr.contains(message), "runcore {args:?}: {stderr}");
+        }
         assert!(output.stdout.is_empty(), "runcore {args:?}");
     }
 }

@@ -176,8 +176,11 @@ fn python_jsonschema_available() -> bool {
 
 /// Runs [`VALIDATE`] on `schema` and `lines`; panics with the problems it prints.
 fn validate(name: &str, schema: &Value, lines: &[String]) {
-    let dir = std::env::temp_dir().join(format!("runcore-driver-schema-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let temp = tempfile::Builder::new()
+        .prefix("runcore-driver-schema-")
+        .tempdir()
+        .expect("temp dir");
+    let dir = temp.path();
     let schema_path = dir.join(format!("{name}.schema.json"));
     let lines_path = dir.join(format!("{name}.jsonl"));
     std::fs::write(&schema_path, schema.to_string()).expect("write schema");
@@ -187,8 +190,6 @@ fn validate(name: &str, schema: &Value, lines: &[String]) {
         .args([&schema_path, &lines_path].map(|p| p.as_os_str()))
         .output()
         .expect("run python3");
-    let _ = std::fs::remove_file(&schema_path);
-    let _ = std::fs::remove_file(&lines_path);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),

@@ -238,7 +238,7 @@ fn the_python_host_survives_sigkill_under_replay_and_seal() {
         let dir = TempDir::new(&format!("python-{mode}"));
         let output = std::process::Command::new("python3")
             .args([host, common::process::RUNCORE])
-            .arg(&dir.path)
+            .arg(dir.path())
             .arg(mode)
             .stdin(std::process::Stdio::null())
             .output()

@@ -17,41 +17,33 @@ pub const RUNCORE: &str = env!("CARGO_BIN_EXE_runcore");
 /// How long one read may wait for the driver.
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A directory under the system's temporary directory, removed when dropped.
-pub struct TempDir {
-    /// Its path.
-    pub path: PathBuf,
-}
+/// A fresh directory under the system's temporary directory, removed when dropped
+/// (`tempfile`'s), with the paths the tests build in it.
+pub struct TempDir(tempfile::TempDir);
 
 impl TempDir {
-    /// A new, empty directory named after `label`, this process and a counter.
+    /// A new, empty directory whose name starts with `label`.
     pub fn new(label: &str) -> TempDir {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static COUNTER: AtomicU32 = AtomicU32::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!(
-            "runcore-cli-test-{label}-{}-{n}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("create a temp dir");
-        TempDir { path }
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("runcore-cli-test-{label}-"))
+            .tempdir()
+            .expect("create a temp dir");
+        TempDir(dir)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        self.0.path()
     }
 
     /// `sqlite:<dir>/<file>`.
     pub fn sqlite(&self, file: &str) -> String {
-        format!("sqlite:{}", self.path.join(file).display())
+        format!("sqlite:{}", self.join(file).display())
     }
 
     /// A path inside.
     pub fn join(&self, name: &str) -> PathBuf {
-        self.path.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        self.path().join(name)
     }
 }
 

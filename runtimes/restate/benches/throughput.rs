@@ -30,7 +30,7 @@ use runcore_restate::Tools;
 use runcore_restate::script::{ScriptedTools, answer, scripted_config};
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use serde_json::{Value, json};
-use support::{Server, TempDir, free_port, server_binary, start_worker};
+use support::{Server, free_port, server_binary, start_worker, temp_dir};
 
 const PROMPT: &str = "lookup 3";
 const STEPS_PER_THREAD: f64 = 4.0;
@@ -84,8 +84,8 @@ fn round(x: f64) -> f64 {
 
 /// The same script through `DurableDriver` lines on a SQLite file: (threads/s, ms per step).
 fn durable_driver(threads: usize, sequential: usize, synchronous: Synchronous) -> (f64, f64) {
-    let dir = TempDir::new("bench-driver");
-    let path = dir.0.join("store.db");
+    let dir = temp_dir("bench-driver");
+    let path = dir.path().join("store.db");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -151,13 +151,13 @@ fn cluster(
     sequential: usize,
     synchronous: Synchronous,
 ) -> (f64, f64) {
-    let dir = TempDir::new("bench-cluster");
+    let dir = temp_dir("bench-cluster");
     let mode = match synchronous {
         Synchronous::Normal => "?synchronous=normal",
         _ => "",
     };
-    let store_url = format!("sqlite:{}{mode}", dir.0.join("store.db").display());
-    let server = Server::start(binary.to_path_buf(), &dir.0);
+    let store_url = format!("sqlite:{}{mode}", dir.path().join("store.db").display());
+    let server = Server::start(binary.to_path_buf(), dir.path());
     let port = free_port();
     let _workers: Vec<_> = (0..workers)
         .map(|w| {
@@ -165,7 +165,7 @@ fn cluster(
                 port,
                 &store_url,
                 &["--approval-deadline-ms", "0"],
-                &dir.0.join(format!("worker-{w}.log")),
+                &dir.path().join(format!("worker-{w}.log")),
             )
         })
         .collect();

@@ -18,7 +18,7 @@ use runcore::{
 use runcore_sqlite::{SqliteOptions, SqliteStore};
 use serde_json::Value;
 use support::{
-    Answer, Server, TempDir, free_port, server_binary, single_process_run, start_worker,
+    Answer, Server, free_port, server_binary, single_process_run, start_worker, temp_dir,
 };
 
 const THREADS: usize = 16;
@@ -86,14 +86,14 @@ fn a_crashed_cluster_run_equals_the_single_process_run() {
         );
     }
     let started = Instant::now();
-    let dir = TempDir::new("e2e");
-    let store_path = dir.0.join("store.db");
+    let dir = temp_dir("e2e");
+    let store_path = dir.path().join("store.db");
     let store_url = format!("sqlite:{}", store_path.display());
-    let record = dir.0.join("tools");
-    let mut server = Server::start(binary, &dir.0);
+    let record = dir.path().join("tools");
+    let mut server = Server::start(binary, dir.path());
 
     let port = free_port();
-    let gate = dir.0.join("gate");
+    let gate = dir.path().join("gate");
     let worker_args = [
         "--gate",
         gate.to_str().expect("utf-8 path"),
@@ -106,7 +106,10 @@ fn a_crashed_cluster_run_equals_the_single_process_run() {
         "--record",
         record.to_str().expect("utf-8 path"),
     ];
-    let logs = [dir.0.join("worker-a.log"), dir.0.join("worker-b.log")];
+    let logs = [
+        dir.path().join("worker-a.log"),
+        dir.path().join("worker-b.log"),
+    ];
     let mut workers = [
         start_worker(port, &store_url, &worker_args, &logs[0]),
         start_worker(port, &store_url, &worker_args, &logs[1]),

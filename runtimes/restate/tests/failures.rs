@@ -21,7 +21,7 @@ use runcore_restate::{
     Model, ModelCall, SharedStore, StepFuture, ThreadHost, ThreadObject, ThreadStore, Tools, shared,
 };
 use serde_json::Value;
-use support::{Server, TempDir, server_binary};
+use support::{Server, server_binary, temp_dir};
 
 /// An endpoint served on a thread of this process until dropped.
 struct InProcess {
@@ -101,13 +101,13 @@ struct Cluster {
     store: SharedStore,
     model_calls: Arc<AtomicUsize>,
     fragile_calls: Arc<AtomicUsize>,
-    _dir: TempDir,
+    _dir: tempfile::TempDir,
 }
 
 fn cluster(label: &str, store: Box<dyn ThreadStore>) -> Option<Cluster> {
     let binary = server_binary()?;
-    let dir = TempDir::new(label);
-    let server = Server::start(binary, &dir.0);
+    let dir = temp_dir(label);
+    let server = Server::start(binary, dir.path());
     let store = shared(store);
     let model_calls = Arc::new(AtomicUsize::new(0));
     let fragile_calls = Arc::new(AtomicUsize::new(0));

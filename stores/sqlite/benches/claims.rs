@@ -35,8 +35,8 @@ use runcore::{
     ThreadId, ToolWaitReason, WaitIdentity,
 };
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
-use runcore_store_testkit::TempDir;
 use serde_json::json;
+use tempfile::TempDir;
 
 /// A lease that outlasts the bench.
 const LEASE_MS: u64 = 600_000;
@@ -213,7 +213,7 @@ fn claim_cost<S: CommitLog + ThreadClaims>(
 }
 
 fn sqlite_file(dir: &TempDir, name: &str, level: Synchronous) -> SqliteStore {
-    let path = dir.join(format!("{name}.sqlite"));
+    let path = dir.path().join(format!("{name}.sqlite"));
     SqliteStore::open(&path, SqliteOptions::default().with_synchronous(level))
         .expect("a fresh store")
 }
@@ -401,7 +401,7 @@ fn due_part(dir: &TempDir) {
     let ops = tickets(now);
     let mut memory = MemoryStore::new();
     let memory_fill = fill(&mut memory, &ops);
-    let path = dir.join("due.sqlite");
+    let path = dir.path().join("due.sqlite");
     let options = SqliteOptions::default().with_synchronous(Synchronous::Normal);
     let mut sqlite = SqliteStore::open(&path, options.clone()).expect("a fresh store");
     let sqlite_fill = fill(&mut sqlite, &ops);
@@ -490,7 +490,8 @@ fn main() {
         .collect();
     let all = args.is_empty();
     let wants = |part: &str| all || args.iter().any(|a| a == part);
-    let dir = TempDir::new_in(env!("CARGO_TARGET_TMPDIR"), "sqlite-claims").expect("a temp dir");
+    let dir =
+        TempDir::with_prefix_in("sqlite-claims-", env!("CARGO_TARGET_TMPDIR")).expect("a temp dir");
     println!(
         "{} CPUs; load average {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),

@@ -28,8 +28,8 @@ use runcore::{
     ThreadId, UserMessage,
 };
 use runcore_sqlite::{OpenCheck, SqliteOptions, SqliteStore, Synchronous};
-use runcore_store_testkit::TempDir;
 use serde_json::json;
+use tempfile::TempDir;
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -89,7 +89,9 @@ fn rate((elapsed, n): (Duration, usize)) -> f64 {
 fn sqlite_rounds(dir: &TempDir, level: Synchronous, commits: usize, rounds: usize) -> f64 {
     let mut rates = Vec::new();
     for round in 0..rounds {
-        let path = dir.join(format!("throughput-{level:?}-{round}.sqlite"));
+        let path = dir
+            .path()
+            .join(format!("throughput-{level:?}-{round}.sqlite"));
         let mut store = SqliteStore::open(&path, SqliteOptions::default().with_synchronous(level))
             .expect("a fresh store");
         let ops = operations("bench", commits);
@@ -142,7 +144,8 @@ fn fill<S: CommitLog>(store: &mut S, ops: &[CommitOperation]) -> Result<Duration
 }
 
 fn main() {
-    let dir = TempDir::new_in(env!("CARGO_TARGET_TMPDIR"), "sqlite-bench").expect("a temp dir");
+    let dir =
+        TempDir::with_prefix_in("sqlite-bench-", env!("CARGO_TARGET_TMPDIR")).expect("a temp dir");
 
     println!("commits/s, one 1 KB assistant message + 3 audit drafts per commit (median)");
     let memory = {
@@ -179,7 +182,7 @@ fn main() {
     let ops = long_thread("big", 50_000);
     let mut memory_store = MemoryStore::new();
     fill(&mut memory_store, &ops).expect("fill MemoryStore");
-    let path = dir.join("recovery.sqlite");
+    let path = dir.path().join("recovery.sqlite");
     let normal_options = SqliteOptions::default().with_synchronous(Synchronous::Normal);
     let filled = {
         let mut store = SqliteStore::open(&path, normal_options.clone()).expect("a fresh store");

@@ -3,12 +3,12 @@
 //! [`runcore_store_testkit::compaction::check`]).
 
 use runcore_sqlite::{SqliteOptions, SqliteStore};
-use runcore_store_testkit::TempDir;
+use tempfile::TempDir;
 
 #[test]
 fn a_compacted_thread_recovers_its_model_context_from_the_file() {
-    let dir = TempDir::new("sqlite-compaction").unwrap();
-    let path = dir.join("store.db");
+    let dir = TempDir::with_prefix("sqlite-compaction-").unwrap();
+    let path = dir.path().join("store.db");
     let mut store = SqliteStore::open(&path, SqliteOptions::default()).unwrap();
     runcore_store_testkit::compaction::check(&mut store, &runcore::ThreadId::new("t"))
         .unwrap_or_else(|e| panic!("{e}"));

@@ -3,14 +3,15 @@
 //! opened are done), once on an in-memory store.
 
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
-use runcore_store_testkit::{Guarded, TempDir};
+use runcore_store_testkit::Guarded;
+use tempfile::TempDir;
 
 /// A fresh store file in a fresh directory under cargo's per-target temporary directory.
 fn on_file(synchronous: Synchronous) -> Guarded<SqliteStore, TempDir> {
-    let dir = TempDir::new_in(env!("CARGO_TARGET_TMPDIR"), "sqlite-conformance")
+    let dir = TempDir::with_prefix_in("sqlite-conformance-", env!("CARGO_TARGET_TMPDIR"))
         .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"));
     let options = SqliteOptions::default().with_synchronous(synchronous);
-    let store = SqliteStore::open(dir.join("store.sqlite"), options)
+    let store = SqliteStore::open(dir.path().join("store.sqlite"), options)
         .unwrap_or_else(|e| panic!("cannot open a fresh store: {e}"));
     Guarded::new(store, dir)
 }

@@ -11,8 +11,8 @@
 #![cfg(unix)]
 
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
-use runcore_store_testkit::TempDir;
 use runcore_store_testkit::crash::{CrashTest, child_main};
+use tempfile::TempDir;
 
 /// The synchronous level a location asks for (its file name says).
 fn options_for(location: &str) -> SqliteOptions {
@@ -38,13 +38,14 @@ fn crash_child() {
 
 #[test]
 fn commits_survive_sigkill() {
-    let dir = TempDir::new_in(env!("CARGO_TARGET_TMPDIR"), "sqlite-crash")
+    let dir = TempDir::with_prefix_in("sqlite-crash-", env!("CARGO_TARGET_TMPDIR"))
         .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"));
     let report = CrashTest::new("crash_child")
         .run(
             |cycle| {
                 let level = if cycle % 2 == 0 { "normal" } else { "full" };
-                dir.join(format!("cycle-{cycle}.{level}.sqlite"))
+                dir.path()
+                    .join(format!("cycle-{cycle}.{level}.sqlite"))
                     .display()
                     .to_string()
             },

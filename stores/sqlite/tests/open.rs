@@ -10,10 +10,10 @@ use runcore::{
     RunDisposition, StoreError, ThreadCommit, ThreadId,
 };
 use runcore_sqlite::{OpenCheck, OpenError, SqliteOptions, SqliteStore};
-use runcore_store_testkit::TempDir;
+use tempfile::TempDir;
 
 fn temp() -> TempDir {
-    TempDir::new_in(env!("CARGO_TARGET_TMPDIR"), "sqlite-open")
+    TempDir::with_prefix_in("sqlite-open-", env!("CARGO_TARGET_TMPDIR"))
         .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"))
 }
 
@@ -105,7 +105,7 @@ fn can_commit_and_read(path: &Path) {
 #[test]
 fn a_missing_file_in_an_existing_directory_is_created() {
     let dir = temp();
-    let path = dir.join("new.sqlite");
+    let path = dir.path().join("new.sqlite");
     can_commit_and_read(&path);
     assert!(path.is_file());
 }
@@ -113,7 +113,7 @@ fn a_missing_file_in_an_existing_directory_is_created() {
 #[test]
 fn a_zero_byte_file_becomes_a_new_store() {
     let dir = temp();
-    let path = dir.join("empty.sqlite");
+    let path = dir.path().join("empty.sqlite");
     std::fs::write(&path, b"").unwrap();
     can_commit_and_read(&path);
 }
@@ -121,7 +121,7 @@ fn a_zero_byte_file_becomes_a_new_store() {
 #[test]
 fn a_sqlite_database_without_tables_becomes_a_new_store() {
     let dir = temp();
-    let path = dir.join("blank.sqlite");
+    let path = dir.path().join("blank.sqlite");
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         // Writes the header (the file is no longer empty) but creates nothing.
@@ -134,7 +134,7 @@ fn a_sqlite_database_without_tables_becomes_a_new_store() {
 #[test]
 fn a_store_reopens_with_its_data_and_a_bare_file_name_works() {
     let dir = temp();
-    let path = dir.join("store.sqlite");
+    let path = dir.path().join("store.sqlite");
     store_with_data(&path, 3);
     let store = open(&path).unwrap();
     assert_eq!(store.thread_version(&ThreadId::new("t")).unwrap(), 3);
@@ -150,18 +150,18 @@ fn a_store_reopens_with_its_data_and_a_bare_file_name_works() {
 #[test]
 fn a_missing_directory_is_refused_and_not_created() {
     let dir = temp();
-    let path = dir.join("no-such-dir").join("store.sqlite");
+    let path = dir.path().join("no-such-dir").join("store.sqlite");
     let message = refused(&path, "missing_directory");
     assert!(message.contains("does not exist"), "{message}");
-    assert!(!dir.join("no-such-dir").exists());
+    assert!(!dir.path().join("no-such-dir").exists());
 }
 
 #[test]
 fn a_file_where_the_directory_should_be_is_refused() {
     let dir = temp();
-    std::fs::write(dir.join("plain"), b"x").unwrap();
+    std::fs::write(dir.path().join("plain"), b"x").unwrap();
     let message = refused(
-        &dir.join("plain").join("store.sqlite"),
+        &dir.path().join("plain").join("store.sqlite"),
         "parent_not_directory",
     );
     assert!(message.contains("is not a directory"), "{message}");
@@ -170,7 +170,7 @@ fn a_file_where_the_directory_should_be_is_refused() {
 #[test]
 fn a_directory_is_refused() {
     let dir = temp();
-    let path = dir.join("a-directory");
+    let path = dir.path().join("a-directory");
     std::fs::create_dir(&path).unwrap();
     let message = refused(&path, "is_directory");
     assert!(message.contains("it is a directory"), "{message}");
@@ -180,14 +180,14 @@ fn a_directory_is_refused() {
 #[test]
 fn a_file_that_is_not_sqlite_is_refused_naming_its_first_bytes() {
     let dir = temp();
-    let text = dir.join("notes.json");
+    let text = dir.path().join("notes.json");
     std::fs::write(&text, br#"{"kind":"not a database"}"#).unwrap();
     let message = refused(&text, "not_sqlite");
     assert!(
         message.contains(r#"the text "{\"kind\":\"not a databa"#),
         "{message}"
     );
-    let binary = dir.join("image.png");
+    let binary = dir.path().join("image.png");
     std::fs::write(
         &binary,
         [0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0],
@@ -203,19 +203,19 @@ fn a_file_that_is_not_sqlite_is_refused_naming_its_first_bytes() {
 #[test]
 fn a_truncated_or_corrupted_store_is_refused_as_corrupt() {
     let dir = temp();
-    let original = dir.join("original.sqlite");
+    let original = dir.path().join("original.sqlite");
     store_with_data(&original, 200);
     let bytes = std::fs::read(&original).unwrap();
     assert!(bytes.len() > 100_000, "the store spans many pages");
 
     // Cut in half.
-    let truncated = dir.join("truncated.sqlite");
+    let truncated = dir.path().join("truncated.sqlite");
     std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
     let message = refused(&truncated, "corrupt");
     assert!(message.contains("corrupt SQLite database"), "{message}");
 
     // A run of pages in the middle overwritten.
-    let scribbled = dir.join("scribbled.sqlite");
+    let scribbled = dir.path().join("scribbled.sqlite");
     let mut damaged = bytes.clone();
     let middle = bytes.len() / 2 / 4096 * 4096;
     damaged[middle..middle + 3 * 4096].fill(0xAB);
@@ -224,14 +224,14 @@ fn a_truncated_or_corrupted_store_is_refused_as_corrupt() {
     assert!(message.contains("quick_check"), "{message}");
 
     // The header's fields after the magic string destroyed.
-    let header = dir.join("header.sqlite");
+    let header = dir.path().join("header.sqlite");
     let mut damaged = bytes.clone();
     damaged[16..100].fill(0xFF);
     std::fs::write(&header, &damaged).unwrap();
     refused(&header, "corrupt");
 
     // Only the magic string and a few bytes.
-    let stub = dir.join("stub.sqlite");
+    let stub = dir.path().join("stub.sqlite");
     std::fs::write(&stub, &bytes[..40]).unwrap();
     let message = refused(&stub, "corrupt");
     assert!(
@@ -244,7 +244,7 @@ fn a_truncated_or_corrupted_store_is_refused_as_corrupt() {
 fn a_foreign_sqlite_database_is_refused_naming_its_tables() {
     let dir = temp();
     for (name, journal) in [("rollback.sqlite", "DELETE"), ("wal.sqlite", "WAL")] {
-        let path = dir.join(name);
+        let path = dir.path().join(name);
         {
             let conn = rusqlite::Connection::open(&path).unwrap();
             let _: String = conn
@@ -274,7 +274,7 @@ fn a_foreign_sqlite_database_is_refused_naming_its_tables() {
 #[test]
 fn a_store_of_a_newer_schema_is_refused_naming_both_versions() {
     let dir = temp();
-    let path = dir.join("future.sqlite");
+    let path = dir.path().join("future.sqlite");
     store_with_data(&path, 2);
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
@@ -294,7 +294,7 @@ fn a_store_of_a_newer_schema_is_refused_naming_both_versions() {
 #[test]
 fn a_store_missing_a_table_is_refused_as_damaged() {
     let dir = temp();
-    let path = dir.join("damaged.sqlite");
+    let path = dir.path().join("damaged.sqlite");
     store_with_data(&path, 2);
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
@@ -308,7 +308,7 @@ fn a_store_missing_a_table_is_refused_as_damaged() {
 #[test]
 fn an_open_error_is_a_store_unavailable_error_with_the_same_message() {
     let dir = temp();
-    let error = open(&dir.join("missing").join("x.sqlite")).unwrap_err();
+    let error = open(&dir.path().join("missing").join("x.sqlite")).unwrap_err();
     let message = error.to_string();
     let store_error = StoreError::from(error);
     assert_eq!(store_error.code(), "unavailable");
@@ -344,7 +344,7 @@ fn exercise(store: &mut SqliteStore) -> bool {
 #[test]
 fn damage_anywhere_in_the_file_never_panics() {
     let dir = temp();
-    let original = dir.join("original.sqlite");
+    let original = dir.path().join("original.sqlite");
     store_with_data(&original, 60);
     let bytes = std::fs::read(&original).unwrap();
     let mut state = 0x2545_F491_4F6C_DD1Du64;
@@ -356,7 +356,7 @@ fn damage_anywhere_in_the_file_never_panics() {
     };
     let (mut refused, mut opened_then_failed, mut opened_fine) = (0, 0, 0);
     for round in 0..40 {
-        let path: PathBuf = dir.join(format!("damaged-{round}.sqlite"));
+        let path: PathBuf = dir.path().join(format!("damaged-{round}.sqlite"));
         let mut damaged = bytes.clone();
         let at = next(damaged.len());
         let len = 1 + next(600);
@@ -391,7 +391,7 @@ fn damage_anywhere_in_the_file_never_panics() {
 #[test]
 fn schema_only_opens_a_scribbled_store_and_reads_fail_with_a_clear_error() {
     let dir = temp();
-    let path = dir.join("scribbled.sqlite");
+    let path = dir.path().join("scribbled.sqlite");
     store_with_data(&path, 200);
     let mut bytes = std::fs::read(&path).unwrap();
     let middle = bytes.len() / 2 / 4096 * 4096;

@@ -6,7 +6,7 @@ use runcore::{
     RecoveryPolicy, ThreadId, ToolOutput, UserMessage,
 };
 use runcore_sqlite::{SqliteOptions, SqliteStore};
-use runcore_store_testkit::TempDir;
+use tempfile::TempDir;
 
 fn readme_example(path: &std::path::Path) -> Result<usize, Box<dyn std::error::Error>> {
     let thread = ThreadId::new("support-42");
@@ -47,8 +47,8 @@ fn readme_example(path: &std::path::Path) -> Result<usize, Box<dyn std::error::E
 
 #[test]
 fn the_readme_example_runs_and_a_second_process_recovers() {
-    let dir = TempDir::new_in(env!("CARGO_TARGET_TMPDIR"), "sqlite-readme").unwrap();
-    let path = dir.join("agent.sqlite");
+    let dir = TempDir::with_prefix_in("sqlite-readme-", env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("agent.sqlite");
     assert_eq!(readme_example(&path).unwrap(), 2);
     assert_eq!(
         readme_example(&path).unwrap(),

@@ -11,18 +11,18 @@
 //!   `Agent::recover` and compares it with an uncrashed run ([`crash::finish_with_recover`]).
 //! - [`compaction`]: a compacted thread written to the backend and recovered from it with the
 //!   same model context (SPEC §8.9).
-//! - [`TempDir`] and [`Guarded`]: a temporary directory removed on drop, and a store wrapper
-//!   that keeps such a guard alive for as long as any handle of the store lives (so
+//! - [`Guarded`]: a store wrapper that keeps a guard (such as a `tempfile::TempDir`, removed
+//!   on drop) alive for as long as any handle of the store lives (so
 //!   `runcore::conformance_tests!` can run against a real file per case).
 //!
 //! # How a backend uses it
 //!
-//! Add it as a dev-dependency (`runcore-store-testkit = { path = "../testkit" }`), then in
-//! `tests/crash.rs`:
+//! Add it as a dev-dependency (`runcore-store-testkit = { path = "../testkit" }`, and
+//! `tempfile` for the directories), then in `tests/crash.rs`:
 //!
 //! ```ignore
-//! use runcore_store_testkit::TempDir;
 //! use runcore_store_testkit::crash::{CrashTest, child_main};
+//! use tempfile::TempDir;
 //!
 //! /// The child process: does nothing unless the parent started it.
 //! #[test]
@@ -33,10 +33,10 @@
 //!
 //! #[test]
 //! fn commits_survive_sigkill() {
-//!     let dir = TempDir::new("my-backend-crash").unwrap();
+//!     let dir = TempDir::with_prefix("my-backend-crash-").unwrap();
 //!     let report = CrashTest::new("crash_child")
 //!         .run(
-//!             |cycle| dir.join(format!("cycle-{cycle}.db")).display().to_string(),
+//!             |cycle| dir.path().join(format!("cycle-{cycle}.db")).display().to_string(),
 //!             |location| my_backend::Store::open(location),
 //!         )
 //!         .unwrap_or_else(|e| panic!("{e}"));
@@ -52,11 +52,12 @@
 //! And in `tests/conformance.rs`, one store per case in its own temporary directory:
 //!
 //! ```ignore
-//! use runcore_store_testkit::{Guarded, TempDir};
+//! use runcore_store_testkit::Guarded;
+//! use tempfile::TempDir;
 //!
 //! runcore::conformance_tests!(|| {
-//!     let dir = TempDir::new("my-backend-conformance").unwrap();
-//!     let store = my_backend::Store::open(dir.join("store.db")).unwrap();
+//!     let dir = TempDir::with_prefix("my-backend-conformance-").unwrap();
+//!     let store = my_backend::Store::open(dir.path().join("store.db")).unwrap();
 //!     Guarded::new(store, dir)
 //! });
 //! ```
@@ -68,8 +69,6 @@ pub mod compaction;
 pub mod crash;
 mod guarded;
 pub mod session;
-mod temp;
 
 pub use guarded::Guarded;
 pub use session::KitError;
-pub use temp::TempDir;

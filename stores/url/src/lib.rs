@@ -362,8 +362,11 @@ mod tests {
 
     #[test]
     fn precheck_refuses_what_it_can_see_and_creates_nothing() {
-        let dir = std::env::temp_dir().join(format!("runcore-precheck-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let temp = tempfile::Builder::new()
+            .prefix("runcore-precheck-")
+            .tempdir()
+            .unwrap();
+        let dir = temp.path();
         let url = |p: &Path| StoreUrl::Sqlite {
             path: p.to_path_buf(),
             synchronous: Synchronous::Full,
@@ -371,7 +374,7 @@ mod tests {
         let missing_parent = dir.join("no/such/dir/x.db");
         let error = precheck(&url(&missing_parent), Access::Write).unwrap_err();
         assert!(error.contains("does not exist"), "{error}");
-        let error = precheck(&url(&dir), Access::Write).unwrap_err();
+        let error = precheck(&url(dir), Access::Write).unwrap_err();
         assert!(error.contains("is a directory"), "{error}");
         let absent = dir.join("absent.db");
         assert_eq!(precheck(&url(&absent), Access::Write), Ok(()));
@@ -383,6 +386,5 @@ mod tests {
         let error = precheck(&url(&empty), Access::Read).unwrap_err();
         assert!(error.contains("an empty file"), "{error}");
         assert_eq!(precheck(&url(&empty), Access::Write), Ok(()));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
