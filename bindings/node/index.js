@@ -329,6 +329,10 @@ class TapeReader {
 class Agent {
   #native;
   #tape;
+  // The batch the last poll() got ahead (outputs still queued in Rust until handed out), and
+  // how many of it poll() has handed out.
+  #ahead = null;
+  #next = 0;
 
   /** An idle agent; `config` has the fields of the driver's `config` line. */
   constructor(config) {
@@ -347,7 +351,7 @@ class Agent {
 
   #line(line) {
     try {
-      native.agentHandle(this.#native, JSON.stringify(line));
+      native.agentHandle(this.#agent, JSON.stringify(line));
     } catch (e) {
       rethrow(e);
     }
@@ -355,7 +359,7 @@ class Agent {
 
   #starting(line) {
     try {
-      return this.#native.handleStarting(JSON.stringify(line));
+      return this.#agent.handleStarting(JSON.stringify(line));
     } catch (e) {
       rethrow(e);
     }
@@ -364,7 +368,7 @@ class Agent {
   /** Any driver input line, as an object or its JSON text. */
   handle(line) {
     try {
-      this.#native.handle(typeof line === 'string' ? line : JSON.stringify(line));
+      this.#agent.handle(typeof line === 'string' ? line : JSON.stringify(line));
     } catch (e) {
       rethrow(e);
     }
@@ -375,7 +379,7 @@ class Agent {
     if (isText(text) && (runId === undefined || isText(runId)) &&
         (nowMs === undefined || isNow(nowMs))) {
       try {
-        return native.agentPrompt(this.#native, text, runId, nowMs);
+        return native.agentPrompt(this.#agent, text, runId, nowMs);
       } catch (e) {
         rethrow(e);
       }
@@ -410,7 +414,7 @@ class Agent {
     if (isText(runId) && isStep(step) && isText(text) &&
         (nowMs === undefined || isNow(nowMs))) {
       try {
-        native.agentModelDelta(this.#native, runId, step, text, nowMs);
+        native.agentModelDelta(this.#agent, runId, step, text, nowMs);
         return;
       } catch (e) {
         rethrow(e);
@@ -426,7 +430,7 @@ class Agent {
       const answer = answerText(message);
       if (answer !== undefined) {
         try {
-          if (native.agentModelDoneText(this.#native, runId, step, answer, message.stop_reason, nowMs)) return;
+          if (native.agentModelDoneText(this.#agent, runId, step, answer, message.stop_reason, nowMs)) return;
         } catch (e) {
           rethrow(e);
         }
@@ -439,7 +443,7 @@ class Agent {
       }
       if (typeof text === 'string') {
         try {
-          native.agentModelDone(this.#native, runId, step, text, nowMs);
+          native.agentModelDone(this.#agent, runId, step, text, nowMs);
           return;
         } catch (e) {
           rethrow(e);
@@ -465,7 +469,7 @@ class Agent {
         isText(callId) && typeof isError === 'boolean' &&
         (nowMs === undefined || isNow(nowMs))) {
       try {
-        native.agentToolDoneText(this.#native, runId, callId, content, isError, nowMs);
+        native.agentToolDoneText(this.#agent, runId, callId, content, isError, nowMs);
         return;
       } catch (e) {
         rethrow(e);
@@ -530,13 +534,47 @@ class Agent {
    * `execute_tools`), or `null` when there is nothing to do until the next input.
    */
   poll() {
+    const ahead = this.#ahead;
+    if (ahead !== null && this.#next < ahead.length) return ahead[this.#next++];
+    // One call takes what was handed out of the batch held and gets the next batch: every
+    // queued output at once (rendered ahead, taken one by one as they are handed out here), or
+    // the next action.
+    const consumed = ahead === null ? 0 : this.#next;
+    this.#ahead = null;
+    this.#next = 0;
     let text;
     try {
-      text = native.agentPoll(this.#native, TAPE);
+      text = native.agentPollAhead(this.#native, TAPE, consumed);
     } catch (e) {
       rethrow(e);
     }
-    return text === null ? null : this.#tape.one(text);
+    if (text === null) return null;
+    const batch = this.#tape.all(text);
+    const first = batch[0];
+    if (batch.length > 1 || (first.type !== 'call_model' && first.type !== 'execute_tools')) {
+      this.#ahead = batch;
+      this.#next = 1;
+    }
+    return first;
+  }
+
+  /**
+   * The native agent, after telling it which outputs of the batch poll() holds were handed
+   * out (the rest are polled again): every call but poll() goes through here, so the native
+   * agent never acts with outputs handed out here still queued there.
+   */
+  get #agent() {
+    if (this.#ahead !== null) {
+      const consumed = this.#next;
+      this.#ahead = null;
+      this.#next = 0;
+      try {
+        native.agentSettle(this.#native, consumed);
+      } catch (e) {
+        rethrow(e);
+      }
+    }
+    return this.#native;
   }
 
   /**
@@ -545,7 +583,7 @@ class Agent {
    */
   pollLine() {
     try {
-      return this.#native.poll();
+      return this.#agent.poll();
     } catch (e) {
       rethrow(e);
     }
@@ -555,7 +593,7 @@ class Agent {
   pollAll() {
     let text;
     try {
-      text = native.agentPollAll(this.#native, TAPE);
+      text = native.agentPollAll(this.#agent, TAPE);
     } catch (e) {
       rethrow(e);
     }
@@ -570,7 +608,7 @@ class Agent {
   /** The outstanding model call as its `call_model` object with the whole transcript, or `null`. */
   modelRequest() {
     try {
-      return parseOrNull(this.#native.modelRequest());
+      return parseOrNull(this.#agent.modelRequest());
     } catch (e) {
       rethrow(e);
     }
@@ -578,13 +616,13 @@ class Agent {
 
   /** The earliest `nowMs` at which something is due (call `handleTimeout` then), or `null`. */
   pollTimeout() {
-    return this.#native.pollTimeout();
+    return this.#agent.pollTimeout();
   }
 
   /** The whole agent as JSON text (queues and in-flight actions included). */
   snapshot() {
     try {
-      return this.#native.snapshot();
+      return this.#agent.snapshot();
     } catch (e) {
       rethrow(e);
     }
@@ -617,42 +655,42 @@ class Agent {
 
   /** The thread this agent drives. */
   get threadId() {
-    return this.#native.threadId;
+    return this.#agent.threadId;
   }
 
   /** The active run's id (`null` when idle). */
   get activeRunId() {
-    return this.#native.activeRunId;
+    return this.#agent.activeRunId;
   }
 
   /** The agent's clock: the latest `nowMs` of an accepted input. */
   get clockMs() {
-    return this.#native.clockMs;
+    return this.#agent.clockMs;
   }
 
   /** True when no run is active and nothing is left to poll. */
   get isIdle() {
-    return this.#native.isIdle;
+    return this.#agent.isIdle;
   }
 
   /** `"full"` or `"delta"`. */
   get context() {
-    return this.#native.context;
+    return this.#agent.context;
   }
 
   /** The ticket the active run waits on (`null` unless awaiting). */
   currentTicket() {
-    return parseOrNull(this.#native.currentTicket());
+    return parseOrNull(this.#agent.currentTicket());
   }
 
   /** The transcript, as message objects. */
   transcript() {
-    return JSON.parse(this.#native.transcript());
+    return JSON.parse(this.#agent.transcript());
   }
 
   /** @internal */
   get _native() {
-    return this.#native;
+    return this.#agent;
   }
 }
 

@@ -294,6 +294,13 @@ impl Agent {
         self.outbox.len()
     }
 
+    /// The outputs waiting to be polled, in the order [`poll`](Agent::poll) hands them out,
+    /// left where they are (an action decided at poll time is not among them): for a host
+    /// that renders a batch ahead and polls each one as it acts on it.
+    pub fn peek_outputs(&self) -> impl ExactSizeIterator<Item = &Output> + '_ {
+        self.outbox.iter()
+    }
+
     // ----- output --------------------------------------------------------------------------
 
     /// The next output to act on, or `None` when there is nothing to do until the next input.

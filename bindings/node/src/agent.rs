@@ -36,6 +36,9 @@ pub struct NativeAgent {
     sent: SentContext,
     /// The key and shape tables shared with `index.js`, and the batch being written.
     tape: Tape,
+    /// How many outputs at the front of the outbox the last `pollAhead` put on the tape
+    /// without taking them (JavaScript holds them and says how many it handed out).
+    peeked: usize,
 }
 
 /// A batch's text as a JavaScript string: copied as Latin-1 (byte for byte) when it is ASCII,
@@ -174,6 +177,7 @@ impl NativeAgent {
             canonical: Vec::new(),
             sent: SentContext::default(),
             tape: Tape::default(),
+            peeked: 0,
         }
     }
 
@@ -253,6 +257,70 @@ impl NativeAgent {
             this.write(&output);
             Ok(Some(this.finish(ops)))
         })
+    }
+
+    /// `pollAhead`: takes the `consumed` outputs JavaScript handed out of the batch it held;
+    /// then, when outputs are queued, puts every one of them on the tape without taking them
+    /// (they stay in the outbox until a later `consumed` says they were handed out), else the
+    /// next output as `poll` hands it out (an action, taken), or `None`.
+    pub(crate) fn poll_ahead_words(
+        &mut self,
+        ops: &mut [u32],
+        consumed: u32,
+    ) -> napi::Result<Option<Text>> {
+        self.guarded(|this| {
+            this.take_peeked(consumed);
+            if this.driver.agent().pending_outputs() == 0 {
+                let Some(output) = this.driver.poll() else {
+                    return Ok(None);
+                };
+                this.tape.begin();
+                this.write(&output);
+                return Ok(Some(this.finish(ops)));
+            }
+            this.tape.begin();
+            let NativeAgent {
+                driver,
+                sent,
+                canonical,
+                tape,
+                peeked,
+                ..
+            } = this;
+            let agent = driver.agent();
+            for output in agent.peek_outputs() {
+                tape.write(&output_line(
+                    agent,
+                    output,
+                    driver.context(),
+                    sent,
+                    canonical,
+                ));
+            }
+            *peeked = agent.pending_outputs();
+            Ok(Some(this.finish(ops)))
+        })
+    }
+
+    /// `settle`: takes the `consumed` outputs JavaScript handed out of the batch it held, and
+    /// forgets the rest of that batch (those outputs are polled again).
+    pub(crate) fn settle(&mut self, consumed: u32) -> napi::Result<()> {
+        self.guarded(|this| {
+            this.take_peeked(consumed);
+            Ok(())
+        })
+    }
+
+    /// Takes the first `consumed` of the peeked outputs (never more than were peeked, nor an
+    /// action: peeked outputs are queued ones).
+    fn take_peeked(&mut self, consumed: u32) {
+        let taken = (consumed as usize)
+            .min(self.peeked)
+            .min(self.driver.agent().pending_outputs());
+        for _ in 0..taken {
+            let _ = self.driver.poll();
+        }
+        self.peeked = 0;
     }
 
     /// Every output up to the next input on one tape.

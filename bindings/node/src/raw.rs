@@ -363,6 +363,27 @@ callback! {
 }
 
 callback! {
+    /// `agentPollAhead(agent, tape, consumed)`: `poll`'s batch (see
+    /// `NativeAgent::poll_ahead_words`).
+    fn poll_ahead(env, [this, tape, consumed]) {
+        let agent = agent(env, this)?;
+        let words = words(env, tape)?;
+        let consumed = step(env, consumed)?;
+        text(env, agent.poll_ahead_words(words, consumed)?)
+    }
+}
+
+callback! {
+    /// `agentSettle(agent, consumed)`: the batch `poll` held is done with.
+    fn settle(env, [this, consumed]) {
+        let agent = agent(env, this)?;
+        let consumed = step(env, consumed)?;
+        agent.settle(consumed)?;
+        undefined(env)
+    }
+}
+
+callback! {
     /// `agentPollAll(agent, tape)`: `pollAllTape`.
     fn poll_all(env, [this, tape]) {
         let agent = agent(env, this)?;
@@ -452,8 +473,10 @@ callback! {
 
 type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
 
-const FUNCTIONS: [(&std::ffi::CStr, Callback); 8] = [
+const FUNCTIONS: [(&std::ffi::CStr, Callback); 10] = [
     (c"agentModelDone", model_done),
+    (c"agentPollAhead", poll_ahead),
+    (c"agentSettle", settle),
     (c"agentModelDoneText", model_done_text),
     (c"agentPoll", poll),
     (c"agentPollAll", poll_all),

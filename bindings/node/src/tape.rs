@@ -55,6 +55,41 @@ pub const MAX_SHAPES: usize = 1 << 13;
 /// lengths), new shape count (then each shape's key count and key ids).
 const STATIC_SLOTS: usize = 256;
 
+/// Slots of the hot-string cache ([`Tape::key_id`]).
+const HOT_SLOTS: usize = 512;
+/// The longest string the hot cache holds (every interned value fits).
+const HOT_LEN: usize = INTERN_MAX;
+
+/// One slot of the hot-string cache: a key id and its text, inline (`len` 0xff: empty).
+#[derive(Clone, Copy)]
+struct Hot {
+    id: u32,
+    len: u8,
+    bytes: [u8; HOT_LEN],
+}
+
+impl Hot {
+    const EMPTY: Hot = Hot {
+        id: 0,
+        len: u8::MAX,
+        bytes: [0; HOT_LEN],
+    };
+}
+
+/// The hot-cache slot of a short string: from its length and its first, middle and last
+/// bytes (cheap; a collision only costs a lookup in the full table).
+fn hot_slot(bytes: &[u8]) -> usize {
+    let n = bytes.len();
+    let at = |i: usize| usize::from(bytes.get(i).copied().unwrap_or(0));
+    let mixed = n
+        .wrapping_mul(0x9e37)
+        .wrapping_add(at(0).wrapping_mul(31))
+        .wrapping_add(at(n / 2).wrapping_mul(131))
+        .wrapping_add(at(n.wrapping_sub(1)).wrapping_mul(1031))
+        .wrapping_add(at(n.wrapping_sub(2)).wrapping_mul(7));
+    (mixed ^ (mixed >> 9)) % HOT_SLOTS
+}
+
 /// FxHash (rustc's hasher): keys here are short strings and small integer lists.
 #[derive(Default, Clone, Copy)]
 struct Fx(u64);
@@ -101,6 +136,9 @@ pub struct Tape {
     keys: FxMap<Box<str>, u32>,
     /// Struct field names (`&'static str`) by address: a cache in front of `keys`.
     statics: Vec<(usize, usize, u32)>,
+    /// Recent short strings by a hash of a few of their bytes, stored inline: a small cache in
+    /// front of `keys` that stays in the processor's cache while `keys` grows.
+    hot: Vec<Hot>,
     /// Shape ids by their key ids.
     shapes: FxMap<Box<[u32]>, u32>,
     /// The batch's values.
@@ -202,6 +240,7 @@ impl Tape {
         self.keys.clear();
         self.shapes.clear();
         self.statics.clear();
+        self.hot.clear();
     }
 
     /// Writes one value; when it does not fit the tape, its JSON text (from `json`) instead.
@@ -255,6 +294,34 @@ impl Tape {
     /// The id of key `s`, registering it (and sending it in this batch) when new; `None` when
     /// the table is full to its payload limit.
     fn key_id(&mut self, s: &str) -> Option<u32> {
+        let bytes = s.as_bytes();
+        let slot = if bytes.len() <= HOT_LEN {
+            if self.hot.is_empty() {
+                self.hot.resize(HOT_SLOTS, Hot::EMPTY);
+            }
+            let slot = hot_slot(bytes);
+            let hot = &self.hot[slot];
+            if usize::from(hot.len) == bytes.len() && hot.bytes[..bytes.len()] == *bytes {
+                return Some(hot.id);
+            }
+            Some(slot)
+        } else {
+            None
+        };
+        let id = self.key_id_slow(s)?;
+        if let Some(slot) = slot {
+            let mut hot = Hot {
+                id,
+                len: bytes.len() as u8,
+                bytes: [0; HOT_LEN],
+            };
+            hot.bytes[..bytes.len()].copy_from_slice(bytes);
+            self.hot[slot] = hot;
+        }
+        Some(id)
+    }
+
+    fn key_id_slow(&mut self, s: &str) -> Option<u32> {
         if let Some(&id) = self.keys.get(s) {
             return Some(id);
         }

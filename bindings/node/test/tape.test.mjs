@@ -124,3 +124,56 @@ test('the direct inputs refuse a lone surrogate as the driver line does', () => 
     calling((agent, run) => agent.handle({ type: 'tool_done', run_id: run, call_id: 'c1', content: lone })),
   );
 });
+
+test('poll() reads a batch ahead, yet every other call sees the agent exactly as polled so far', () => {
+  // The same host script on two agents: one polls with poll() (which renders every queued
+  // output at once and hands them out one by one), the other with pollLine() (one output per
+  // call). After every step both agents must agree: the output, the snapshot, isIdle.
+  const make = () => new Agent({ tools: { t: { description: 'T' } } });
+  const viaPoll = make();
+  const viaLine = make();
+  const nextLine = (agent) => {
+    const line = agent.pollLine();
+    return line === null ? null : JSON.parse(line);
+  };
+  const same = (what) => {
+    assert.deepStrictEqual(viaPoll.snapshot(), viaLine.snapshot(), `snapshot ${what}`);
+    assert.equal(viaPoll.isIdle, viaLine.isIdle, `isIdle ${what}`);
+  };
+  const step = (what, act) => {
+    let a;
+    let b;
+    try { a = act(viaPoll, (agent) => agent.poll()); } catch (e) { a = { threw: e.name }; }
+    try { b = act(viaLine, nextLine); } catch (e) { b = { threw: e.name }; }
+    assert.deepStrictEqual(a, b, what);
+    same(what);
+  };
+  const take = (n) => (agent, next) => Array.from({ length: n }, () => next(agent));
+  step('prompt', (agent) => agent.prompt('go', { nowMs: 1 }));
+  step('one output of the batch', take(1));
+  step('a steer while the batch is half handed out', (agent) => agent.steer('also', { nowMs: 2 }));
+  step('the rest and the call', take(3));
+  step('deltas', (agent) => { agent.modelDelta(agent.activeRunId, 1, 'a'); agent.modelDelta(agent.activeRunId, 1, 'b'); });
+  step('one delta out', take(1));
+  step('an input refused mid-batch', (agent) => agent.toolDone(agent.activeRunId, 'nope', 'x'));
+  step('answer with a call', (agent) => agent.modelDone(agent.activeRunId, 1, {
+    content: [{ type: 'tool_call', id: 'c1', name: 't', arguments: {} }],
+    stop_reason: 'tool_use',
+  }));
+  step('two outputs', take(2));
+  step('pollAll mid-batch', (agent, next) => (next === nextLine
+    ? [...(function* () { for (let o = next(agent); o !== null; o = next(agent)) yield o; })()]
+    : agent.pollAll()));
+  step('the tool', (agent) => agent.toolDone(agent.activeRunId, 'c1', 'ok'));
+  step('one output, then abort before the next call is handed out', (agent, next) => {
+    const first = next(agent);
+    agent.abort({ nowMs: 3 });
+    return first;
+  });
+  step('everything after the abort', take(12));
+  step('a second run, drained', (agent, next) => {
+    agent.prompt('again', { nowMs: 4 });
+    return take(3)(agent, next);
+  });
+  step('restore mid-batch', (agent) => Agent.restore(agent.snapshot()).snapshot());
+});
