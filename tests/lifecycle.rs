@@ -365,3 +365,21 @@ fn lifecycle_transition_table() {
     }
     common::snapshot!("lifecycle_transition_table", table);
 }
+
+#[test]
+fn peek_outputs_shows_what_poll_hands_out_and_takes_nothing() {
+    let mut agent = runcore::Agent::new(runcore::AgentConfig::default()).unwrap();
+    agent.prompt(runcore::UserMessage::text("hi"), 5).unwrap();
+    let peeked: Vec<runcore::Output> = agent.peek_outputs().cloned().collect();
+    assert_eq!(peeked.len(), agent.pending_outputs());
+    assert!(!peeked.is_empty());
+    // Peeking changed nothing: polling hands out exactly those outputs, then the action
+    // (never among the peeked ones: it is decided when polled).
+    let polled: Vec<runcore::Output> = (0..peeked.len()).filter_map(|_| agent.poll()).collect();
+    assert_eq!(polled, peeked);
+    assert_eq!(agent.peek_outputs().len(), 0);
+    assert!(matches!(
+        agent.poll(),
+        Some(runcore::Output::Action(runcore::Action::CallModel { .. }))
+    ));
+}
