@@ -5,11 +5,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::AgentError;
 use crate::ids::{CallId, Step};
-use crate::message::{Message, ResultOutcome, ToolCall, ToolResultMessage};
+use crate::message::{ResultOutcome, ToolCall, ToolResultMessage};
 use crate::resume::{AwaitTarget, PendingTool, ToolWaitReason};
 
 use super::super::config::ToolPolicy;
-use super::super::events::{LoopEvent, MessageOrigin};
+use super::super::events::LoopEvent;
 use super::super::queues::BoundaryKind;
 use super::{ActiveRun, Next, Phase, Run, Thread, Tx, Wait};
 
@@ -220,14 +220,7 @@ impl Thread {
         results: impl IntoIterator<Item = ToolResultMessage>,
         tx: &mut Tx<'_>,
     ) -> Next {
-        for result in results {
-            self.append(
-                tx,
-                &run.run_id,
-                MessageOrigin::ToolResult,
-                Message::from(result),
-            );
-        }
+        self.append_results(tx, &run.run_id, results);
         self.boundary(run, BoundaryKind::AfterToolBatch, tx)
     }
 }

@@ -2,10 +2,10 @@
 //! (`cancel_wait`, expiry), abandoned tools, and `finish`, which all of them reach.
 
 use crate::ids::CallId;
-use crate::message::{Message, ToolResultMessage};
+use crate::message::ToolResultMessage;
 use crate::run::{EndCause, RunDisposition};
 
-use super::super::events::{AgentEvent, LoopEvent, MessageOrigin, RunResult};
+use super::super::events::{AgentEvent, LoopEvent, RunResult};
 use super::waiting_call;
 use super::{ActiveRun, Batch, EndRequest, Next, Phase, Run, RunEnded, Slot, Thread, Tx, Wait};
 
@@ -141,14 +141,7 @@ impl Thread {
                 };
                 results.push(result);
             }
-            for result in results {
-                self.append(
-                    tx,
-                    &run.run_id,
-                    MessageOrigin::ToolResult,
-                    Message::from(result),
-                );
-            }
+            self.append_results(tx, &run.run_id, results);
         }
         let disposition = RunDisposition::Ended {
             run_id: run.run_id.clone(),

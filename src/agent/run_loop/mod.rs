@@ -133,7 +133,7 @@ use serde::{Deserialize, Serialize};
 use crate::commit::{AuditDraft, ThreadCommit};
 use crate::error::AgentError;
 use crate::ids::{CallId, RunId, Step};
-use crate::message::{Message, UserMessage};
+use crate::message::{Message, ToolResultMessage, UserMessage};
 use crate::resume::{AwaitTarget, PauseReason, ResumeTicket};
 use crate::run::{EndCause, RunDisposition};
 
@@ -599,6 +599,18 @@ impl Thread {
     fn append(&mut self, tx: &mut Tx<'_>, run_id: &RunId, origin: MessageOrigin, message: Message) {
         self.messages.push(message.clone());
         tx.event(run_id, LoopEvent::MessageAppended { origin, message });
+    }
+
+    /// Appends a batch's results, in the order given (call order).
+    fn append_results(
+        &mut self,
+        tx: &mut Tx<'_>,
+        run_id: &RunId,
+        results: impl IntoIterator<Item = ToolResultMessage>,
+    ) {
+        for result in results {
+            self.append(tx, run_id, MessageOrigin::ToolResult, Message::from(result));
+        }
     }
 
     /// The messages not yet committed, now committed.
