@@ -71,12 +71,15 @@
 //! ## Map of the crate
 //!
 //! Every public type has **one path**. The contract types are all at the crate root, each
-//! re-exported by name (the source modules are private); two modules are public, because
+//! re-exported by name (the source modules are private); three modules are public, because
 //! their items belong together and apart from the contract:
 //!
 //! - [`driver`]: the JSON-lines driver of SPEC §12 as a pure state machine over lines
 //!   ([`driver::Driver`]), its line types and line builders, and (with the `schema` feature)
 //!   the JSON Schema of its lines. Its items are reached there only, never at the root.
+//! - [`script`]: a scripted host, the one host loop the tests, the demo, the benchmarks and
+//!   the workloads share ([`script::Script`], [`script::serve`], [`script::drain`]); also
+//!   what an embedder's own tests can drive an agent with.
 //! - `store::conformance` (with the `conformance` feature): the backend conformance suite and
 //!   its `runcore::conformance_tests!` macro. The `store` module holds nothing else; without
 //!   the feature it is private.
@@ -171,6 +174,7 @@ mod message;
 mod resume;
 mod run;
 mod schema_via;
+pub mod script;
 mod state;
 #[cfg(feature = "conformance")]
 pub mod store;

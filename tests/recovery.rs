@@ -1432,3 +1432,58 @@ fn run_ids_never_repeat_live_or_recovered() {
     assert_eq!(run(&mut cold, &mut store, None).unwrap(), "thread-1/run-6");
     assert_eq!(run(&mut cold, &mut store, None).unwrap(), "thread-1/run-8");
 }
+
+/// The active run's first message must lie within the transcript: a snapshot whose run starts
+/// one past the end is refused as `Inconsistent`; one that starts exactly at the end (a run
+/// whose prompt has not been appended yet cannot exist, but the bound is inclusive) restores.
+#[test]
+fn a_snapshot_whose_run_starts_past_the_transcript_is_refused() {
+    let live = with_a_call("echo", true);
+    let value: serde_json::Value = serde_json::from_str(&live.snapshot_json()).unwrap();
+    let len = live.transcript().len();
+    let path = "/agent/active/run/transcript_start";
+    assert_eq!(
+        value.pointer(path),
+        Some(&json!(0)),
+        "the live run starts at 0"
+    );
+    for (start, restores) in [(len, true), (len + 1, false), (len + 7, false)] {
+        let mut edited = value.clone();
+        *edited.pointer_mut(path).expect(path) = json!(start);
+        let result = Agent::restore_json(&edited.to_string());
+        match result {
+            Ok(agent) => assert!(restores, "start {start} of {len} restored: {agent:?}"),
+            Err(err) => {
+                assert!(!restores, "start {start} of {len}: {err:?}");
+                assert!(matches!(err, SnapshotError::Inconsistent(_)), "{err:?}");
+            }
+        }
+    }
+}
+
+/// An `abort` while the model call is out records the end; a `stop` after it changes nothing,
+/// so the run ends `Cancelled` when the call's outcome arrives, never `Stopped`.
+#[test]
+fn a_stop_after_a_recorded_abort_does_not_replace_it() {
+    let mut agent = Agent::new(config()).unwrap();
+    agent.prompt(UserMessage::text("go"), 0).unwrap();
+    let _ = agent.drain();
+    agent.abort().unwrap();
+    agent.stop("later").unwrap();
+    agent.abort().unwrap();
+    agent
+        .model_done(&run(1), 1, AssistantMessage::text("late"))
+        .unwrap();
+    let ends: Vec<EndCause> = agent
+        .drain()
+        .into_iter()
+        .filter_map(|output| match output {
+            Output::Commit(commit) => match &commit.commit.run {
+                RunDisposition::Ended { cause, .. } => Some(cause.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends, vec![EndCause::Cancelled]);
+}

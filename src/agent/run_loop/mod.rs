@@ -546,6 +546,13 @@ impl Agent {
     /// (`CallModel` → `ModelOut`, the step count grows) or the tool batch (`ToolsReady` →
     /// `ToolsOut`, its ready calls executing).
     pub(crate) fn hand_out(&mut self) -> Option<Action> {
+        // Most polls find nothing to hand out: answer those without moving the run.
+        if !matches!(
+            self.active.as_ref()?.phase,
+            Phase::CallModel | Phase::ToolsReady(_)
+        ) {
+            return None;
+        }
         let ActiveRun { mut run, phase } = self.active.take()?;
         let max_steps = self.thread.config.max_steps;
         let (phase, action) = match phase {

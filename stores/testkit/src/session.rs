@@ -16,17 +16,20 @@
 //! | 5 | a tool call at every step until the budget is spent | `max_steps` |
 //! | 6 | a text answer, a follow-up taken at that stop, a second answer | `natural_end` |
 //!
-//! [`drive`] is the host: one input, then drain, committing every [`Output::Commit`] through
-//! [`commit_output`] *before* acting on anything after it.
+//! [`drive`] is the host: the crate's scripted host ([`runcore::script::serve`]) over
+//! [`SessionScript`], committing every [`Output::Commit`] through [`commit_output`] *before*
+//! anything after it is acted on.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
+use runcore::script::{self, ModelTurn, Script, ServeError, Stop};
 use runcore::{
     Action, Agent, AgentConfig, AssistantBlock, AssistantMessage, AwaitTarget, CheckpointReader,
     CommitLog, CommitOperation, CommitReceipt, CommittedThreadView, Input, MemoryStore, Message,
-    Output, RecoverError, RecoveryPolicy, ResumeResult, ResumeTicket, RunId, RunState, StopReason,
-    StoreError, ThreadCommit, ThreadId, ToolCall, ToolOutput, ToolSpec, UserMessage,
+    ModelRequest, Output, RecoverError, RecoveryPolicy, ResumeResult, ResumeTicket, RunId,
+    RunState, StopReason, StoreError, ThreadCommit, ThreadId, ToolCall, ToolOutput, ToolSpec,
+    UserMessage,
 };
 use serde_json::json;
 
@@ -131,25 +134,6 @@ fn long_text(run: usize, step: u32) -> String {
     text
 }
 
-/// What the scripted model does for one call.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ModelTurn {
-    /// Stream these deltas, then answer.
-    Answer {
-        /// Streamed pieces (live only).
-        deltas: Vec<String>,
-        /// The answer.
-        message: AssistantMessage,
-    },
-    /// `model_failed` with this code and message.
-    Fail {
-        /// The provider's code.
-        code: String,
-        /// Its text.
-        message: String,
-    },
-}
-
 fn calls(run: usize, step: u32, tools: &[(&str, serde_json::Value)]) -> ModelTurn {
     let blocks = tools
         .iter()
@@ -158,10 +142,7 @@ fn calls(run: usize, step: u32, tools: &[(&str, serde_json::Value)]) -> ModelTur
             AssistantBlock::tool_call(format!("c{run}-{step}-{}", k + 1), *name, args.clone())
         })
         .collect();
-    ModelTurn::Answer {
-        deltas: Vec::new(),
-        message: AssistantMessage::new(blocks, StopReason::ToolUse),
-    }
+    ModelTurn::answer(AssistantMessage::new(blocks, StopReason::ToolUse))
 }
 
 fn text(run: usize, step: u32) -> ModelTurn {
@@ -172,10 +153,7 @@ fn text(run: usize, step: u32) -> ModelTurn {
         text.get(third..2 * third).unwrap_or_default().to_owned(),
         text.get(2 * third..).unwrap_or_default().to_owned(),
     ];
-    ModelTurn::Answer {
-        deltas,
-        message: AssistantMessage::text(text),
-    }
+    ModelTurn::streamed(deltas, AssistantMessage::text(text))
 }
 
 /// The scripted model: the answer depends only on the run and the step.
@@ -214,10 +192,7 @@ pub fn model_turn(run_id: &RunId, step: u32) -> ModelTurn {
         ),
         (3, 2) => calls(run, step, &[("deploy", json!({"service": "db"}))]),
         (4, 1) => calls(run, step, &[("lookup", json!({"term": "queue"}))]),
-        (4, 2) => ModelTurn::Fail {
-            code: "overloaded".to_owned(),
-            message: "the model is overloaded".to_owned(),
-        },
+        (4, 2) => ModelTurn::fail("overloaded", "the model is overloaded"),
         (5, _) => calls(run, step, &[("poll", json!({"job": 7, "attempt": step}))]),
         _ => text(run, step),
     }
@@ -249,56 +224,43 @@ pub fn permission(ticket: &ResumeTicket) -> ResumeResult {
     }
 }
 
-/// The host inputs that answer one action (steers and follow-ups are tied to the action, so
-/// a recovered agent that hands the action out again gets them again).
-pub fn answer(action: &Action) -> Vec<Input> {
-    match action {
-        Action::CallModel { run_id, step, .. } => {
-            let mut inputs = Vec::new();
-            if run_number(run_id) == Some(6) && *step == 1 {
+/// The session's script: the model's turns ([`model_turn`]), the tools' outputs
+/// ([`tool_output`]), the person's answers ([`permission`]), and the two host inputs tied to
+/// an action (so a recovered agent that hands the action out again gets them again): a
+/// follow-up while run 6 calls its model at step 1, a steer while run 2 runs its first batch.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SessionScript;
+
+impl Script for SessionScript {
+    fn model(&mut self, request: &ModelRequest<'_>) -> ModelTurn {
+        model_turn(request.run_id, request.step)
+    }
+
+    fn tool(&mut self, run_id: &RunId, call: &ToolCall) -> ToolOutput {
+        tool_output(run_id, call)
+    }
+
+    fn resume(&mut self, ticket: &ResumeTicket) -> Option<ResumeResult> {
+        Some(permission(ticket))
+    }
+
+    fn alongside(&mut self, action: &Action, inputs: &mut Vec<Input>) {
+        match action {
+            Action::CallModel { run_id, step, .. }
+                if run_number(run_id) == Some(6) && *step == 1 =>
+            {
                 inputs.push(Input::FollowUp {
                     message: UserMessage::text("Also list the known issues."),
                 });
             }
-            match model_turn(run_id, *step) {
-                ModelTurn::Answer { deltas, message } => {
-                    for text in deltas {
-                        inputs.push(Input::ModelDelta {
-                            run_id: run_id.clone(),
-                            step: *step,
-                            text,
-                        });
-                    }
-                    inputs.push(Input::ModelDone {
-                        run_id: run_id.clone(),
-                        step: *step,
-                        message,
-                    });
-                }
-                ModelTurn::Fail { code, message } => inputs.push(Input::ModelFailed {
-                    run_id: run_id.clone(),
-                    step: *step,
-                    code,
-                    message,
-                }),
-            }
-            inputs
-        }
-        Action::ExecuteTools {
-            run_id,
-            step,
-            calls,
-        } => {
-            let mut inputs = Vec::new();
-            if run_number(run_id) == Some(2) && *step == 1 {
+            Action::ExecuteTools { run_id, step, .. }
+                if run_number(run_id) == Some(2) && *step == 1 =>
+            {
                 inputs.push(Input::Steer {
                     message: UserMessage::text("Also check d.toml while you are at it."),
                 });
             }
-            for call in calls {
-                inputs.push(Input::tool_done(run_id.clone(), tool_output(run_id, call)));
-            }
-            inputs
+            _ => {}
         }
     }
 }
@@ -386,28 +348,6 @@ pub fn commit_output<S: CommitLog + CommittedThreadView>(
 /// Called after every commit whose `commit_operation` returned (the operation and receipt).
 pub type OnCommit<'a> = &'a mut dyn FnMut(&CommitOperation, &CommitReceipt);
 
-/// Drains the agent, committing each commit before acting on what follows; returns the
-/// action handed out last, if any.
-fn drain<S: CommitLog + CommittedThreadView>(
-    agent: &mut Agent,
-    store: &mut S,
-    fence: &mut Fence,
-    on_commit: &mut dyn FnMut(&CommitOperation, &CommitReceipt),
-) -> Result<Option<Action>, KitError> {
-    let mut action = None;
-    while let Some(output) = agent.poll() {
-        match output {
-            Output::Commit(commit) => {
-                let (operation, receipt) = commit_output(store, fence, commit.commit)?;
-                on_commit(&operation, &receipt);
-            }
-            Output::Action(next) => action = Some(next),
-            Output::Event(_) => {}
-        }
-    }
-    Ok(action)
-}
-
 /// The next prompt's index: one per run already started (run ids are minted in order).
 fn next_prompt(agent: &Agent) -> usize {
     agent
@@ -416,50 +356,47 @@ fn next_prompt(agent: &Agent) -> usize {
         .unwrap_or(0)
 }
 
-/// Drives `agent` (new or recovered) to the end of the session, committing every commit into
-/// `store` through [`commit_output`] and calling `on_commit` after each one returned.
+/// Drives `agent` (new or recovered) to the end of the session with the crate's scripted host
+/// ([`script::serve`] over [`SessionScript`]), committing every commit into `store` through
+/// [`commit_output`] and calling `on_commit` after each one returned. A prompt is given at
+/// its own time (`1000 × n` ms for run n); every other input at the agent's clock.
 pub fn drive<S: CommitLog + CommittedThreadView>(
     agent: &mut Agent,
     store: &mut S,
     on_commit: OnCommit<'_>,
 ) -> Result<(), KitError> {
     let mut fence = Fence::read(store, agent.thread_id())?;
-    let mut action = drain(agent, store, &mut fence, on_commit)?;
-    // A session has 6 runs of at most MAX_STEPS steps; far fewer rounds than this.
-    for _ in 0..10_000 {
-        // The host's clock for these inputs: a prompt's own time, else the agent's clock.
-        let mut at = None;
-        let inputs = if let Some(action) = action.take() {
-            answer(&action)
-        } else if let Some(ticket) = agent.current_ticket() {
-            vec![Input::ResumeTicket {
-                result: permission(ticket),
-            }]
-        } else if agent.is_idle() {
-            let next = next_prompt(agent);
-            let Some(text) = PROMPTS.get(next) else {
-                return Ok(());
-            };
-            at = Some((next as u64 + 1) * 1_000);
-            vec![Input::Prompt {
+    let mut sink = |output: &Output| -> Result<(), KitError> {
+        if let Output::Commit(commit) = output {
+            let (operation, receipt) = commit_output(store, &mut fence, commit.commit.clone())?;
+            on_commit(&operation, &receipt);
+        }
+        Ok(())
+    };
+    loop {
+        match script::serve(agent, &mut SessionScript, &mut sink) {
+            Ok(Stop::Idle) => {}
+            Ok(Stop::Waiting) => {
+                return Err(KitError(format!(
+                    "the agent is stuck: run {:?} is active with no action and no ticket",
+                    agent.active_run_id()
+                )));
+            }
+            Err(ServeError::Sink(error)) => return Err(error),
+            Err(ServeError::Rejected { error, .. }) => return Err(error.into()),
+        }
+        let next = next_prompt(agent);
+        let Some(text) = PROMPTS.get(next) else {
+            return Ok(());
+        };
+        agent.handle(
+            Input::Prompt {
                 message: UserMessage::text(*text),
                 run_id: None,
-            }]
-        } else {
-            return Err(KitError(format!(
-                "the agent is stuck: run {:?} is active with no action and no ticket",
-                agent.active_run_id()
-            )));
-        };
-        for input in inputs {
-            let now_ms = at.unwrap_or(agent.clock_ms());
-            agent.handle(input, now_ms)?;
-            if let Some(next) = drain(agent, store, &mut fence, on_commit)? {
-                action = Some(next);
-            }
-        }
+            },
+            (next as u64 + 1) * 1_000,
+        )?;
     }
-    Err("the session did not end within 10,000 rounds".into())
 }
 
 /// Starts the session on `store`, or continues it with [`Agent::recover`] (Replay) when the

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use runcore::script::{self, ModelTurn, Script};
 use runcore::{
-    Action, Agent, CommitLog, MemoryStore, Output, PermissionDecision, ResumeResult, RunId,
+    Agent, CommitLog, MemoryStore, ModelRequest, Output, PermissionDecision, ResumeResult, RunId,
     ThreadId, ToolCall, UserMessage,
 };
 use runcore_restate::Tools;
@@ -383,38 +384,18 @@ pub fn single_process_run(
         .build()
         .expect("runtime");
     agent.prompt(UserMessage::text(prompt), 0).expect("prompt");
-    loop {
-        while let Some(output) = agent.poll() {
-            match output {
-                Output::Commit(commit) => {
-                    store
-                        .commit_operation(commit.into_operation())
-                        .expect("commit");
-                }
-                Output::Event(_) => {}
-                Output::Action(Action::CallModel { run_id, step, .. }) => {
-                    let request = agent.model_request().expect("request");
-                    match answer(request.messages) {
-                        Ok(message) => agent.model_done(&run_id, step, message).expect("done"),
-                        Err(error) => agent
-                            .model_failed(
-                                &run_id,
-                                step,
-                                "step_retries_exhausted",
-                                &error.to_string(),
-                            )
-                            .expect("failed"),
-                    }
-                }
-                Output::Action(Action::ExecuteTools { run_id, calls, .. }) => {
-                    for call in calls {
-                        let id = call.id.clone();
-                        let output = run_tool(&runtime, &tools, &run_id, call);
-                        agent.tool_done(&run_id, &id, output).expect("tool done");
-                    }
-                }
-            }
+    let mut script = SingleProcess {
+        runtime: &runtime,
+        tools: &tools,
+    };
+    let mut sink = |output: &Output| {
+        if let Output::Commit(commit) = output {
+            store.commit_operation(commit.as_ref().clone().into_operation())?;
         }
+        Ok::<(), runcore::StoreError>(())
+    };
+    loop {
+        script::serve(&mut agent, &mut script, &mut sink).expect("served");
         let Some(ticket) = agent.current_ticket().cloned() else {
             break;
         };
@@ -439,6 +420,25 @@ pub fn single_process_run(
         }
     }
     store
+}
+
+/// The worker's scripted model and tools, answered in this process.
+struct SingleProcess<'a> {
+    runtime: &'a tokio::runtime::Runtime,
+    tools: &'a ScriptedTools,
+}
+
+impl Script for SingleProcess<'_> {
+    fn model(&mut self, request: &ModelRequest<'_>) -> ModelTurn {
+        match answer(request.messages) {
+            Ok(message) => ModelTurn::answer(message),
+            Err(error) => ModelTurn::fail("step_retries_exhausted", error.to_string()),
+        }
+    }
+
+    fn tool(&mut self, run_id: &RunId, call: &ToolCall) -> runcore::ToolOutput {
+        run_tool(self.runtime, self.tools, run_id, call.clone())
+    }
 }
 
 fn run_tool(

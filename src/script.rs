@@ -1,0 +1,464 @@
+//! A scripted host: the one host loop behind the tests, the demo, the benchmarks and the
+//! comparison workloads.
+//!
+//! A real host calls a model, runs tools and asks people; a scripted one takes every answer
+//! from a [`Script`], a plain value with no I/O, so the same script gives the same run in any
+//! process. This module is the host side of the driving contract written once:
+//!
+//! - [`drain`] polls the agent until it is empty, hands every [`Output`] to a sink *in order*
+//!   (so a sink that persists commits persists each one before anything after it is acted on)
+//!   and returns the action handed out, if any;
+//! - [`serve`] answers every action from the script (host inputs that arrive alongside first,
+//!   then the model's deltas and its answer, or the tools' results in call order), draining
+//!   after each input, answers tickets with [`Script::resume`], and returns when the agent is
+//!   idle or waits on something the script does not answer.
+//!
+//! Starting runs stays with the caller (a prompt, a continue, a recovery): `serve` only answers
+//! what the agent asks for. Every input is given at the agent's own clock
+//! ([`Agent::clock_ms`]); a script that needs time to pass gives its inputs itself.
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use runcore::script::{self, ModelTurn, Script, Stop};
+//! use runcore::{
+//!     Agent, AgentConfig, AssistantBlock, AssistantMessage, ModelRequest, Output, RunId,
+//!     StopReason, ToolCall, ToolOutput, ToolSpec, UserMessage,
+//! };
+//! use serde_json::json;
+//!
+//! /// Calls `echo` once, then answers with the tool's text.
+//! struct EchoOnce;
+//!
+//! impl Script for EchoOnce {
+//!     fn model(&mut self, request: &ModelRequest<'_>) -> ModelTurn {
+//!         match request.step {
+//!             1 => ModelTurn::answer(AssistantMessage::new(
+//!                 vec![AssistantBlock::tool_call("c1", "echo", json!({"text": "hi"}))],
+//!                 StopReason::ToolUse,
+//!             )),
+//!             _ => ModelTurn::streamed(vec!["the tool said ".into(), "hi".into()],
+//!                 AssistantMessage::text("the tool said hi")),
+//!         }
+//!     }
+//!     fn tool(&mut self, _run: &RunId, call: &ToolCall) -> ToolOutput {
+//!         ToolOutput::text(call.id.clone(), "hi")
+//!     }
+//! }
+//!
+//! let config = AgentConfig::default().with_tool("echo", ToolSpec::auto("echoes"));
+//! let mut agent = Agent::new(config)?;
+//! agent.prompt(UserMessage::text("say hi"), 0)?;
+//! let mut commits = 0;
+//! let stop = script::serve(&mut agent, &mut EchoOnce, &mut |output: &Output| {
+//!     if matches!(output, Output::Commit(_)) {
+//!         commits += 1; // a real sink writes it to a store here
+//!     }
+//!     Ok::<(), Infallible>(())
+//! })?;
+//! assert_eq!(stop, Stop::Idle);
+//! assert_eq!(agent.transcript().len(), 4); // prompt, call, result, answer
+//! assert!(commits >= 2);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use crate::agent::{Action, Agent, Input, ModelRequest, Output};
+use crate::error::AgentError;
+use crate::ids::{RunId, Step};
+use crate::message::{AssistantMessage, ToolCall, ToolOutput};
+use crate::resume::{ResumeResult, ResumeTicket};
+
+/// What a scripted model does for one call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelTurn {
+    /// Stream these deltas (`model_delta`, in order), then answer (`model_done`).
+    Answer {
+        /// The streamed pieces; live only, never committed.
+        deltas: Vec<String>,
+        /// The answer.
+        message: AssistantMessage,
+    },
+    /// The call fails (`model_failed`) with the provider's code and text.
+    Fail {
+        /// The provider's code.
+        code: String,
+        /// Its text.
+        message: String,
+    },
+}
+
+impl ModelTurn {
+    /// An answer with nothing streamed before it.
+    pub fn answer(message: AssistantMessage) -> ModelTurn {
+        ModelTurn::Answer {
+            deltas: Vec::new(),
+            message,
+        }
+    }
+
+    /// An answer streamed as `deltas` first.
+    pub fn streamed(deltas: Vec<String>, message: AssistantMessage) -> ModelTurn {
+        ModelTurn::Answer { deltas, message }
+    }
+
+    /// A failed call.
+    pub fn fail(code: impl Into<String>, message: impl Into<String>) -> ModelTurn {
+        ModelTurn::Fail {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Hands `f` the inputs that give this turn to the agent as the answer of `run_id`'s call
+    /// `step`, in order: one `model_delta` per delta, then `model_done`; or one
+    /// `model_failed`. The first error of `f` stops it and is returned.
+    pub fn each_input<E>(
+        self,
+        run_id: &RunId,
+        step: Step,
+        mut f: impl FnMut(Input) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match self {
+            ModelTurn::Answer { deltas, message } => {
+                for text in deltas {
+                    f(Input::ModelDelta {
+                        run_id: run_id.clone(),
+                        step,
+                        text,
+                    })?;
+                }
+                f(Input::ModelDone {
+                    run_id: run_id.clone(),
+                    step,
+                    message,
+                })
+            }
+            ModelTurn::Fail { code, message } => f(Input::ModelFailed {
+                run_id: run_id.clone(),
+                step,
+                code,
+                message,
+            }),
+        }
+    }
+
+    /// The inputs of [`each_input`](ModelTurn::each_input), collected.
+    pub fn into_inputs(self, run_id: &RunId, step: Step) -> Vec<Input> {
+        let mut inputs = Vec::new();
+        let _ = self.each_input(run_id, step, |input| {
+            inputs.push(input);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        inputs
+    }
+}
+
+/// Where a scripted host's answers come from. Only [`model`](Script::model) and
+/// [`tool`](Script::tool) must be written; the rest default to "nothing".
+pub trait Script {
+    /// What the model does for the call `request` describes (its run, step and context).
+    fn model(&mut self, request: &ModelRequest<'_>) -> ModelTurn;
+
+    /// What the tool returns for `call`, one of run `run_id`'s batch. The output must name
+    /// `call`'s id.
+    fn tool(&mut self, run_id: &RunId, call: &ToolCall) -> ToolOutput;
+
+    /// The answer to the ticket the active run waits on, or `None` to leave it waiting
+    /// ([`serve`] then returns [`Stop::Waiting`]). The default answers nothing.
+    fn resume(&mut self, ticket: &ResumeTicket) -> Option<ResumeResult> {
+        let _ = ticket;
+        None
+    }
+
+    /// Host inputs that arrive while `action` is out, given before its answer: a steer during
+    /// a tool batch, a follow-up during a model call, an abort. The default adds none.
+    fn alongside(&mut self, action: &Action, inputs: &mut Vec<Input>) {
+        let _ = (action, inputs);
+    }
+}
+
+/// Polls `agent` until it is empty, handing every output to `sink` in order, and returns the
+/// last action handed out (a host acts on it only after every output before it was handled).
+/// The first error of `sink` stops the drain and is returned; outputs after it stay queued.
+pub fn drain<E>(
+    agent: &mut Agent,
+    sink: &mut impl FnMut(&Output) -> Result<(), E>,
+) -> Result<Option<Action>, E> {
+    let mut action = None;
+    while let Some(output) = agent.poll() {
+        sink(&output)?;
+        if let Output::Action(next) = output {
+            action = Some(next);
+        }
+    }
+    Ok(action)
+}
+
+/// Why [`serve`] returned normally.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// No run is active.
+    Idle,
+    /// A run is active and nothing the script answers is asked for: a ticket the script left
+    /// waiting, a remote wait, a timer, or a run whose action was handed out before `serve`
+    /// was called.
+    Waiting,
+}
+
+/// Why [`serve`] stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError<E> {
+    /// The sink failed on an output; nothing after that output was acted on.
+    #[error("the host's sink failed: {0}")]
+    Sink(#[source] E),
+    /// The agent rejected an input the script gave.
+    #[error("the agent rejected the scripted {kind} input: {error}")]
+    Rejected {
+        /// The input's kind (`model_done`, `tool_done`, …).
+        kind: &'static str,
+        /// What the agent said.
+        #[source]
+        error: AgentError,
+    },
+}
+
+/// Drives `agent` from `script` until it is idle or waits on something the script does not
+/// answer. It drains first (every output to `sink`, in order), then answers each action handed
+/// out, in the order a host gives the inputs:
+///
+/// 1. what arrives [`alongside`](Script::alongside) the action;
+/// 2. for a model call, the [`ModelTurn`] the script makes of the agent's
+///    [`model_request`](Agent::model_request); for a tool batch, every tool's result in call
+///    order;
+///
+/// and it answers a ticket with [`Script::resume`]. Every input is given at the agent's clock
+/// and followed by a drain, except a `model_delta`: a delta never commits or hands out an
+/// action, so the deltas of one turn are given back to back and their events come out with
+/// the drain after the turn's answer. A run started before the call, or an action already
+/// handed out but not polled, is picked up by the first drain.
+///
+/// Termination follows from the agent's own budget: every answered action moves a run on,
+/// and a run ends within its `max_steps`.
+pub fn serve<S: Script + ?Sized, E>(
+    agent: &mut Agent,
+    script: &mut S,
+    sink: &mut impl FnMut(&Output) -> Result<(), E>,
+) -> Result<Stop, ServeError<E>> {
+    let mut action = drain(agent, sink).map_err(ServeError::Sink)?;
+    loop {
+        let mut next = None;
+        if let Some(action) = action.take() {
+            let mut alongside = Vec::new();
+            script.alongside(&action, &mut alongside);
+            for input in alongside {
+                give(agent, input, sink, &mut next)?;
+            }
+            match action {
+                Action::CallModel { run_id, step, .. } => {
+                    // `None` only when something alongside ended the call.
+                    let turn = match agent.model_request() {
+                        Some(request) if *request.run_id == run_id && request.step == step => {
+                            script.model(&request)
+                        }
+                        _ => return Ok(Stop::Waiting),
+                    };
+                    turn.each_input(&run_id, step, |input| give(agent, input, sink, &mut next))?;
+                }
+                Action::ExecuteTools { run_id, calls, .. } => {
+                    for call in &calls {
+                        let output = script.tool(&run_id, call);
+                        give(
+                            agent,
+                            Input::tool_done(run_id.clone(), output),
+                            sink,
+                            &mut next,
+                        )?;
+                    }
+                }
+            }
+        } else if agent.is_idle() {
+            return Ok(Stop::Idle);
+        } else if let Some(result) = agent.current_ticket().and_then(|t| script.resume(t)) {
+            give(agent, Input::ResumeTicket { result }, sink, &mut next)?;
+        } else {
+            return Ok(Stop::Waiting);
+        }
+        action = next;
+    }
+}
+
+/// One input at the agent's clock, then a drain (none after a `model_delta`, see [`serve`]);
+/// an action the drain hands out lands in `next`.
+#[inline(always)]
+fn give<E>(
+    agent: &mut Agent,
+    input: Input,
+    sink: &mut impl FnMut(&Output) -> Result<(), E>,
+    next: &mut Option<Action>,
+) -> Result<(), ServeError<E>> {
+    let kind = input.kind();
+    let delta = matches!(input, Input::ModelDelta { .. });
+    agent
+        .handle(input, agent.clock_ms())
+        .map_err(|error| ServeError::Rejected { kind, error })?;
+    if !delta && let Some(action) = drain(agent, sink).map_err(ServeError::Sink)? {
+        *next = Some(action);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::AgentConfig;
+    use crate::agent::ToolSpec;
+    use crate::message::{AssistantBlock, StopReason, UserMessage};
+    use crate::resume::AwaitTarget;
+    use serde_json::json;
+
+    /// Calls `tool` once with id `c1`, then answers "done"; tool outputs name `tool_id`.
+    struct OneCall {
+        tool: &'static str,
+        tool_id: &'static str,
+        allow: bool,
+        turns: Vec<Step>,
+    }
+
+    impl Script for OneCall {
+        fn model(&mut self, request: &ModelRequest<'_>) -> ModelTurn {
+            self.turns.push(request.step);
+            if request.step == 1 {
+                ModelTurn::answer(AssistantMessage::new(
+                    vec![AssistantBlock::tool_call("c1", self.tool, json!({}))],
+                    StopReason::ToolUse,
+                ))
+            } else {
+                ModelTurn::streamed(
+                    vec!["do".into(), "ne".into()],
+                    AssistantMessage::text("done"),
+                )
+            }
+        }
+        fn tool(&mut self, _run_id: &RunId, _call: &ToolCall) -> ToolOutput {
+            ToolOutput::text(self.tool_id, "ok")
+        }
+        fn resume(&mut self, ticket: &ResumeTicket) -> Option<ResumeResult> {
+            matches!(ticket.target(), AwaitTarget::ToolCall { .. })
+                .then_some(())
+                .filter(|()| self.allow)
+                .map(|()| ResumeResult::allow())
+        }
+    }
+
+    fn agent() -> Agent {
+        let config = AgentConfig::default()
+            .with_tool("echo", ToolSpec::auto("echo"))
+            .with_tool("rm", ToolSpec::gated("rm", None));
+        let mut agent = Agent::new(config).unwrap();
+        agent.prompt(UserMessage::text("go"), 0).unwrap();
+        agent
+    }
+
+    fn script(tool: &'static str, tool_id: &'static str, allow: bool) -> OneCall {
+        OneCall {
+            tool,
+            tool_id,
+            allow,
+            turns: Vec::new(),
+        }
+    }
+
+    fn kinds(outputs: &[String]) -> String {
+        outputs.join(" ")
+    }
+
+    fn recording(log: &mut Vec<String>) -> impl FnMut(&Output) -> Result<(), ()> + '_ {
+        |output| {
+            log.push(match output {
+                Output::Commit(_) => "commit".to_owned(),
+                Output::Event(_) => "event".to_owned(),
+                Output::Action(Action::CallModel { step, .. }) => format!("model{step}"),
+                Output::Action(Action::ExecuteTools { .. }) => "tools".to_owned(),
+            });
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn serve_answers_every_action_and_stops_idle() {
+        let mut agent = agent();
+        let mut s = script("echo", "c1", false);
+        let mut log = Vec::new();
+        let stop = serve(&mut agent, &mut s, &mut recording(&mut log)).unwrap();
+        assert_eq!(stop, Stop::Idle);
+        assert_eq!(s.turns, vec![1, 2]);
+        assert_eq!(agent.transcript().len(), 4);
+        let log = kinds(&log);
+        assert!(log.contains("model1") && log.contains("tools") && log.contains("model2"));
+        // Every output was handed to the sink before the next action: the last is a commit
+        // or an event, never an unanswered action.
+        assert!(!log.ends_with("model2"), "{log}");
+    }
+
+    #[test]
+    fn serve_leaves_a_ticket_the_script_does_not_answer_waiting() {
+        let mut agent = agent();
+        let mut s = script("rm", "c1", false);
+        let stop = serve(&mut agent, &mut s, &mut |_: &Output| Ok::<(), ()>(())).unwrap();
+        assert_eq!(stop, Stop::Waiting);
+        assert!(agent.current_ticket().is_some());
+        // With the answer, the same agent goes on to the end.
+        s.allow = true;
+        let stop = serve(&mut agent, &mut s, &mut |_: &Output| Ok::<(), ()>(())).unwrap();
+        assert_eq!(stop, Stop::Idle);
+        assert_eq!(s.turns, vec![1, 2]);
+    }
+
+    #[test]
+    fn a_rejected_input_and_a_failing_sink_stop_serve() {
+        let mut first = agent();
+        let err = serve(
+            &mut first,
+            &mut script("echo", "c9", false),
+            &mut |_: &Output| Ok::<(), ()>(()),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ServeError::Rejected {
+                    kind: "tool_done",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+
+        let mut second = agent();
+        let mut seen = 0;
+        let err = serve(
+            &mut second,
+            &mut script("echo", "c1", false),
+            &mut |_: &Output| {
+                seen += 1;
+                if seen == 3 { Err("full") } else { Ok(()) }
+            },
+        )
+        .unwrap_err();
+        assert!(matches!(err, ServeError::Sink("full")), "{err}");
+        assert_eq!(seen, 3, "nothing after the failing output was handed on");
+    }
+
+    #[test]
+    fn a_turn_becomes_deltas_then_its_answer() {
+        let run = RunId::new("r");
+        let kinds: Vec<&str> =
+            ModelTurn::streamed(vec!["a".into(), "b".into()], AssistantMessage::text("ab"))
+                .into_inputs(&run, 3)
+                .iter()
+                .map(Input::kind)
+                .collect();
+        assert_eq!(kinds, ["model_delta", "model_delta", "model_done"]);
+        let failed = ModelTurn::fail("x", "y").into_inputs(&run, 3);
+        assert!(matches!(&failed[..], [Input::ModelFailed { step: 3, .. }]));
+    }
+}
