@@ -13,9 +13,10 @@
 mod support;
 
 use runcore::driver::{ContextMode, SentContext, render_output_line};
+use runcore::script::{self, ModelOnly, ModelTurn};
 use runcore::{
-    Action, Agent, AgentConfig, AssistantMessage, CommitLog, MemoryStore, Output, RecoveryPolicy,
-    ThreadId, UserMessage,
+    Agent, AgentConfig, AssistantMessage, CommitLog, MemoryStore, ModelRequest, Output,
+    RecoveryPolicy, StoreError, ThreadId, UserMessage,
 };
 use std::time::Duration;
 
@@ -29,7 +30,8 @@ fn step(agent: &mut Agent, store: &mut MemoryStore, answer: bool, sent: &mut Sen
 }
 
 /// [`step`], rendering the lines only when `sent` is given (building a long thread renders
-/// nothing: that would cost the square of its length).
+/// nothing: that would cost the square of its length). With `answer`, every model call is
+/// answered ([`script::serve`]); without, the call handed out is left waiting.
 fn drain(
     agent: &mut Agent,
     store: &mut MemoryStore,
@@ -37,23 +39,23 @@ fn drain(
     mut sent: Option<&mut SentContext>,
 ) -> usize {
     let mut bytes = 0;
-    while let Some(output) = agent.poll() {
+    let mut sink = |agent: &Agent, output: &Output| {
         if let Some(sent) = sent.as_deref_mut() {
-            bytes += render_output_line(agent, &output, ContextMode::Full, sent).len();
+            bytes += render_output_line(agent, output, ContextMode::Full, sent).len();
         }
         match output {
-            Output::Commit(commit) => {
-                store
-                    .commit_operation(commit.into_operation())
-                    .expect("accepted");
-            }
-            Output::Action(Action::CallModel { run_id, step, .. }) if answer => {
-                agent
-                    .model_done(&run_id, step, AssistantMessage::text("answer"))
-                    .expect("answer");
-            }
-            _ => {}
+            Output::Commit(commit) => store
+                .commit_operation(commit.as_ref().clone().into_operation())
+                .map(drop),
+            _ => Ok::<(), StoreError>(()),
         }
+    };
+    if answer {
+        let mut model =
+            ModelOnly(|_: &ModelRequest<'_>| ModelTurn::answer(AssistantMessage::text("answer")));
+        script::serve(agent, &mut model, &mut sink).expect("served");
+    } else {
+        script::drain(agent, &mut sink).expect("drained");
     }
     bytes
 }

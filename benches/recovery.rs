@@ -8,9 +8,10 @@
 
 mod support;
 
+use runcore::script::{self, ModelOnly, ModelTurn};
 use runcore::{
-    Agent, AgentConfig, AssistantMessage, CommitLog, MemoryStore, Output, RecoveryPolicy, ThreadId,
-    UserMessage,
+    Agent, AgentConfig, AssistantMessage, CommitLog, MemoryStore, ModelRequest, Output,
+    RecoveryPolicy, StoreError, ThreadId, UserMessage,
 };
 use support::{per_item, report, time};
 
@@ -18,24 +19,20 @@ use support::{per_item, report, time};
 /// agent.
 fn fill(store: &mut MemoryStore, thread: &str, runs: u32) -> Agent {
     let mut agent = Agent::new(AgentConfig::for_thread(thread)).expect("valid config");
+    let mut commit = |_: &Agent, output: &Output| match output {
+        Output::Commit(commit) => store
+            .commit_operation(commit.as_ref().clone().into_operation())
+            .map(drop),
+        _ => Ok::<(), StoreError>(()),
+    };
     for i in 0..runs {
         agent
             .prompt(UserMessage::text(format!("question {i}")), u64::from(i))
             .expect("idle");
-        while let Some(output) = agent.poll() {
-            match output {
-                Output::Commit(commit) => {
-                    store
-                        .commit_operation(commit.into_operation())
-                        .expect("accepted");
-                }
-                Output::Action(runcore::Action::CallModel { run_id, step, .. }) => {
-                    let answer = AssistantMessage::text(format!("answer {i}"));
-                    agent.model_done(&run_id, step, answer).expect("answer");
-                }
-                _ => {}
-            }
-        }
+        let mut answer = ModelOnly(|_: &ModelRequest<'_>| {
+            ModelTurn::answer(AssistantMessage::text(format!("answer {i}")))
+        });
+        script::serve(&mut agent, &mut answer, &mut commit).expect("served");
     }
     agent
 }

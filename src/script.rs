@@ -49,7 +49,7 @@
 //! let mut agent = Agent::new(config)?;
 //! agent.prompt(UserMessage::text("say hi"), 0)?;
 //! let mut commits = 0;
-//! let stop = script::serve(&mut agent, &mut EchoOnce, &mut |output: &Output| {
+//! let stop = script::serve(&mut agent, &mut EchoOnce, &mut |_: &Agent, output: &Output| {
 //!     if matches!(output, Output::Commit(_)) {
 //!         commits += 1; // a real sink writes it to a store here
 //!     }
@@ -176,16 +176,57 @@ pub trait Script {
     }
 }
 
+/// A script with a model and no tools: `F` makes every model turn. It suits a thread whose
+/// config declares no tools (benchmarks, long threads); should the model call a tool anyway,
+/// the call gets an error result saying so, and the run goes on.
+///
+/// ```
+/// use std::convert::Infallible;
+/// use runcore::script::{self, ModelOnly, ModelTurn, Stop};
+/// use runcore::{Agent, AgentConfig, AssistantMessage, ModelRequest, Output, UserMessage};
+///
+/// let mut agent = Agent::new(AgentConfig::default())?;
+/// agent.prompt(UserMessage::text("hello"), 0)?;
+/// let mut replies =
+///     ModelOnly(|_: &ModelRequest<'_>| ModelTurn::answer(AssistantMessage::text("hi")));
+/// let stop = script::serve(&mut agent, &mut replies, &mut |_: &Agent, _: &Output| {
+///     Ok::<(), Infallible>(())
+/// })?;
+/// assert_eq!(stop, Stop::Idle);
+/// assert_eq!(agent.transcript().len(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ModelOnly<F>(pub F);
+
+impl<F: FnMut(&ModelRequest<'_>) -> ModelTurn> Script for ModelOnly<F> {
+    fn model(&mut self, request: &ModelRequest<'_>) -> ModelTurn {
+        (self.0)(request)
+    }
+
+    fn tool(&mut self, _run_id: &RunId, call: &ToolCall) -> ToolOutput {
+        ToolOutput::error(
+            call.id.clone(),
+            format!(
+                "this script runs no tools (the model called `{}`)",
+                call.name
+            ),
+        )
+    }
+}
+
 /// Polls `agent` until it is empty, handing every output to `sink` in order, and returns the
 /// last action handed out (a host acts on it only after every output before it was handled).
-/// The first error of `sink` stops the drain and is returned; outputs after it stay queued.
+/// The sink also sees the agent as it is once that output was polled, so it can render a line
+/// that needs the agent (a model call's context, for one). The first error of `sink` stops the
+/// drain and is returned; outputs after it stay queued.
 pub fn drain<E>(
     agent: &mut Agent,
-    sink: &mut impl FnMut(&Output) -> Result<(), E>,
+    sink: &mut impl FnMut(&Agent, &Output) -> Result<(), E>,
 ) -> Result<Option<Action>, E> {
     let mut action = None;
     while let Some(output) = agent.poll() {
-        sink(&output)?;
+        sink(agent, &output)?;
         if let Output::Action(next) = output {
             action = Some(next);
         }
@@ -241,7 +282,7 @@ pub enum ServeError<E> {
 pub fn serve<S: Script + ?Sized, E>(
     agent: &mut Agent,
     script: &mut S,
-    sink: &mut impl FnMut(&Output) -> Result<(), E>,
+    sink: &mut impl FnMut(&Agent, &Output) -> Result<(), E>,
 ) -> Result<Stop, ServeError<E>> {
     let mut action = drain(agent, sink).map_err(ServeError::Sink)?;
     loop {
@@ -254,14 +295,17 @@ pub fn serve<S: Script + ?Sized, E>(
             }
             match action {
                 Action::CallModel { run_id, step, .. } => {
-                    // `None` only when something alongside ended the call.
-                    let turn = match agent.model_request() {
-                        Some(request) if *request.run_id == run_id && request.step == step => {
-                            script.model(&request)
-                        }
-                        _ => return Ok(Stop::Waiting),
-                    };
-                    turn.each_input(&run_id, step, |input| give(agent, input, sink, &mut next))?;
+                    // No request (or another one) only when something given alongside ended
+                    // or moved the call; what the agent asks for now is checked below.
+                    let turn = agent
+                        .model_request()
+                        .filter(|request| *request.run_id == run_id && request.step == step)
+                        .map(|request| script.model(&request));
+                    if let Some(turn) = turn {
+                        turn.each_input(&run_id, step, |input| {
+                            give(agent, input, sink, &mut next)
+                        })?;
+                    }
                 }
                 Action::ExecuteTools { run_id, calls, .. } => {
                     for call in &calls {
@@ -292,7 +336,7 @@ pub fn serve<S: Script + ?Sized, E>(
 fn give<E>(
     agent: &mut Agent,
     input: Input,
-    sink: &mut impl FnMut(&Output) -> Result<(), E>,
+    sink: &mut impl FnMut(&Agent, &Output) -> Result<(), E>,
     next: &mut Option<Action>,
 ) -> Result<(), ServeError<E>> {
     let kind = input.kind();
@@ -371,8 +415,8 @@ mod tests {
         outputs.join(" ")
     }
 
-    fn recording(log: &mut Vec<String>) -> impl FnMut(&Output) -> Result<(), ()> + '_ {
-        |output| {
+    fn recording(log: &mut Vec<String>) -> impl FnMut(&Agent, &Output) -> Result<(), ()> + '_ {
+        |_, output| {
             log.push(match output {
                 Output::Commit(_) => "commit".to_owned(),
                 Output::Event(_) => "event".to_owned(),
@@ -403,14 +447,53 @@ mod tests {
     fn serve_leaves_a_ticket_the_script_does_not_answer_waiting() {
         let mut agent = agent();
         let mut s = script("rm", "c1", false);
-        let stop = serve(&mut agent, &mut s, &mut |_: &Output| Ok::<(), ()>(())).unwrap();
+        let stop = serve(&mut agent, &mut s, &mut |_: &Agent, _: &Output| {
+            Ok::<(), ()>(())
+        })
+        .unwrap();
         assert_eq!(stop, Stop::Waiting);
         assert!(agent.current_ticket().is_some());
         // With the answer, the same agent goes on to the end.
         s.allow = true;
-        let stop = serve(&mut agent, &mut s, &mut |_: &Output| Ok::<(), ()>(())).unwrap();
+        let stop = serve(&mut agent, &mut s, &mut |_: &Agent, _: &Output| {
+            Ok::<(), ()>(())
+        })
+        .unwrap();
         assert_eq!(stop, Stop::Idle);
         assert_eq!(s.turns, vec![1, 2]);
+    }
+
+    /// [`OneCall`] with an abort given alongside its first model call.
+    struct AbortAtFirstCall(OneCall);
+
+    impl Script for AbortAtFirstCall {
+        fn model(&mut self, request: &ModelRequest<'_>) -> ModelTurn {
+            self.0.model(request)
+        }
+        fn tool(&mut self, run_id: &RunId, call: &ToolCall) -> ToolOutput {
+            self.0.tool(run_id, call)
+        }
+        fn alongside(&mut self, action: &Action, inputs: &mut Vec<Input>) {
+            if matches!(action, Action::CallModel { step: 1, .. }) {
+                inputs.push(Input::Abort);
+            }
+        }
+    }
+
+    #[test]
+    fn an_abort_given_alongside_a_model_call_ends_the_run_at_its_answer() {
+        let mut agent = agent();
+        let mut s = AbortAtFirstCall(script("echo", "c1", false));
+        let stop = serve(&mut agent, &mut s, &mut |_: &Agent, _: &Output| {
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        // The abort is cooperative: the call already out is still answered, and the run ends
+        // at that boundary instead of running the tool the answer asked for.
+        assert_eq!(stop, Stop::Idle);
+        assert_eq!(s.0.turns, vec![1]);
+        let (_, cause) = agent.last_end().expect("the run ended");
+        assert_eq!(*cause, crate::EndCause::Cancelled);
     }
 
     #[test]
@@ -419,7 +502,7 @@ mod tests {
         let err = serve(
             &mut first,
             &mut script("echo", "c9", false),
-            &mut |_: &Output| Ok::<(), ()>(()),
+            &mut |_: &Agent, _: &Output| Ok::<(), ()>(()),
         )
         .unwrap_err();
         assert!(
@@ -438,7 +521,7 @@ mod tests {
         let err = serve(
             &mut second,
             &mut script("echo", "c1", false),
-            &mut |_: &Output| {
+            &mut |_: &Agent, _: &Output| {
                 seen += 1;
                 if seen == 3 { Err("full") } else { Ok(()) }
             },
@@ -446,6 +529,53 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, ServeError::Sink("full")), "{err}");
         assert_eq!(seen, 3, "nothing after the failing output was handed on");
+    }
+
+    #[test]
+    fn the_sink_sees_the_agent_after_each_output() {
+        let mut agent = agent();
+        let mut requests = Vec::new();
+        let stop = serve(
+            &mut agent,
+            &mut script("echo", "c1", false),
+            &mut |agent: &Agent, output: &Output| {
+                if let Output::Action(Action::CallModel { step, .. }) = output {
+                    // The call just handed out is the one the agent describes.
+                    let request = agent.model_request().ok_or("no request")?;
+                    requests.push((*step, request.step, request.context().count()));
+                }
+                Ok::<(), &str>(())
+            },
+        )
+        .unwrap();
+        assert_eq!(stop, Stop::Idle);
+        assert_eq!(requests, vec![(1, 1, 1), (2, 2, 3)]);
+    }
+
+    #[test]
+    fn a_model_only_script_answers_a_stray_tool_call_with_an_error() {
+        let mut agent = agent();
+        let mut turns = 0;
+        let mut s = ModelOnly(|request: &ModelRequest<'_>| {
+            turns += 1;
+            if request.step == 1 {
+                ModelTurn::answer(AssistantMessage::new(
+                    vec![AssistantBlock::tool_call("c1", "echo", json!({}))],
+                    StopReason::ToolUse,
+                ))
+            } else {
+                ModelTurn::answer(AssistantMessage::text("done"))
+            }
+        });
+        let stop = serve(&mut agent, &mut s, &mut |_: &Agent, _: &Output| {
+            Ok::<(), ()>(())
+        });
+        assert_eq!(stop.unwrap(), Stop::Idle);
+        assert_eq!(turns, 2);
+        let result = agent.transcript()[2]
+            .as_tool_result()
+            .expect("a tool result");
+        assert!(result.is_error, "{result:?}");
     }
 
     #[test]

@@ -45,6 +45,7 @@ mod common;
 use common::harness::{Harness, Reply, check_pairing};
 use proptest::prelude::*;
 use proptest::sample::Index;
+use runcore::script::ModelTurn;
 use runcore::*;
 use serde_json::json;
 
@@ -287,7 +288,7 @@ impl Scenario {
         &self.runs[run - 1].steps[step as usize - 1]
     }
 
-    fn reply(&self, run: usize, step: Step) -> Reply {
+    fn reply(&self, run: usize, step: Step) -> ModelTurn {
         let calls = |tools: &[usize]| -> Vec<AssistantBlock> {
             tools
                 .iter()
@@ -302,14 +303,14 @@ impl Scenario {
                 .collect()
         };
         match &self.step(run, step).answer {
-            Answer::Text => Reply::Text(format!("answer r{run}s{step}")),
+            Answer::Text => Reply::text(&format!("answer r{run}s{step}")),
             Answer::Calls(tools) => {
-                Reply::Message(AssistantMessage::new(calls(tools), StopReason::ToolUse))
+                ModelTurn::answer(AssistantMessage::new(calls(tools), StopReason::ToolUse))
             }
             Answer::Length(tools) => {
-                Reply::Message(AssistantMessage::new(calls(tools), StopReason::Length))
+                ModelTurn::answer(AssistantMessage::new(calls(tools), StopReason::Length))
             }
-            Answer::ErrorStop => Reply::Message(AssistantMessage {
+            Answer::ErrorStop => ModelTurn::answer(AssistantMessage {
                 error_message: Some("the provider failed".into()),
                 ..AssistantMessage::new(Vec::new(), StopReason::Error)
             }),
@@ -380,7 +381,7 @@ fn drive_with_ending(h: &mut Harness, scenario: &Scenario, plan: &mut EndingPlan
                 Some(Ending::ModelFailure) => {
                     h.pending_model = None;
                     plan.applied_to = Some(run_id.clone());
-                    let reply = Reply::Fail("overloaded".into(), "the model is overloaded".into());
+                    let reply = ModelTurn::fail("overloaded", "the model is overloaded");
                     h.answer_model(&run_id, step, reply);
                     continue;
                 }

@@ -24,9 +24,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Instant;
 
+use runcore::script::{self, ModelTurn, Script, ServeError, Stop};
 use runcore::{
-    Action, Agent, AgentConfig, AssistantBlock, AssistantMessage, CommitLog, Output, StopReason,
-    ToolOutput, UserMessage,
+    Action, Agent, AgentConfig, AssistantBlock, AssistantMessage, CommitLog, ModelRequest, Output,
+    RunId, StopReason, ToolCall, ToolOutput, UserMessage,
 };
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use serde_json::{Value, json};
@@ -147,8 +148,50 @@ fn steps_per_second(label: &str, args: &[&str], n: u32) {
     );
 }
 
+/// The w1 session as a script: every model call writes 1 KB of text and calls `echo`, until
+/// the thread holds `messages - 1` messages; then it answers "done".
+struct W1 {
+    messages: usize,
+    text: String,
+    tool_text: String,
+}
+
+impl Script for W1 {
+    fn model(&mut self, request: &ModelRequest<'_>) -> ModelTurn {
+        if request.context().count() >= self.messages.saturating_sub(1) {
+            return ModelTurn::answer(AssistantMessage::text("done"));
+        }
+        let step = request.step;
+        ModelTurn::answer(AssistantMessage::new(
+            vec![
+                AssistantBlock::text(self.text.clone()),
+                AssistantBlock::tool_call(
+                    format!("call-{step}").as_str(),
+                    "echo",
+                    json!({ "i": step }),
+                ),
+            ],
+            StopReason::ToolUse,
+        ))
+    }
+
+    fn tool(&mut self, _run_id: &RunId, call: &ToolCall) -> ToolOutput {
+        ToolOutput::text(call.id.clone(), self.tool_text.clone())
+    }
+}
+
+/// Why [`build_store`]'s sink stopped the session.
+#[derive(Debug)]
+enum Held {
+    /// At the last model call, on purpose (`ended` false).
+    AtLastCall,
+    /// The store refused a commit.
+    Store(runcore::StoreError),
+}
+
 /// Commits a w1 session of about `messages` messages on thread `t` straight into SQLite; with
-/// `ended` false the run is left waiting for its next model call.
+/// `ended` false the run is left waiting for its next model call (the sink stops the session
+/// when that call is handed out, so nothing after it is acted on).
 fn build_store(path: &Path, messages: usize, ended: bool) {
     let mut store = SqliteStore::open(
         path,
@@ -161,47 +204,29 @@ fn build_store(path: &Path, messages: usize, ended: bool) {
         ..AgentConfig::for_thread("t")
     };
     let mut agent = Agent::new(config).expect("config");
-    let text = "d".repeat(1000);
-    let tool_text = "t".repeat(100);
-    agent.prompt(UserMessage::text("go"), 0).expect("prompt");
-    'drain: while let Some(output) = agent.poll() {
-        match output {
-            Output::Commit(commit) => {
-                store
-                    .commit_operation(commit.into_operation())
-                    .expect("commit");
-            }
-            Output::Action(Action::CallModel { run_id, step, .. }) => {
-                if agent.transcript().len() >= messages.saturating_sub(1) {
-                    if !ended {
-                        break 'drain;
-                    }
-                    agent
-                        .model_done(&run_id, step, AssistantMessage::text("done"))
-                        .expect("answer");
-                    continue;
-                }
-                let message = AssistantMessage::new(
-                    vec![
-                        AssistantBlock::text(text.clone()),
-                        AssistantBlock::tool_call(
-                            format!("call-{step}").as_str(),
-                            "echo",
-                            json!({ "i": step }),
-                        ),
-                    ],
-                    StopReason::ToolUse,
-                );
-                agent.model_done(&run_id, step, message).expect("answer");
-            }
-            Output::Action(Action::ExecuteTools { run_id, calls, .. }) => {
-                for call in calls {
-                    let output = ToolOutput::text(call.id.clone(), tool_text.clone());
-                    agent.tool_done(&run_id, &call.id, output).expect("result");
-                }
-            }
-            Output::Event(_) => {}
+    let mut session = W1 {
+        messages,
+        text: "d".repeat(1000),
+        tool_text: "t".repeat(100),
+    };
+    let mut sink = |agent: &Agent, output: &Output| match output {
+        Output::Commit(commit) => store
+            .commit_operation(commit.as_ref().clone().into_operation())
+            .map(drop)
+            .map_err(Held::Store),
+        Output::Action(Action::CallModel { .. })
+            if !ended && agent.transcript().len() >= messages.saturating_sub(1) =>
+        {
+            Err(Held::AtLastCall)
         }
+        _ => Ok(()),
+    };
+    agent.prompt(UserMessage::text("go"), 0).expect("prompt");
+    match script::serve(&mut agent, &mut session, &mut sink) {
+        Ok(Stop::Idle) if ended => {}
+        Err(ServeError::Sink(Held::AtLastCall)) if !ended => {}
+        Err(ServeError::Sink(Held::Store(error))) => panic!("the store refused a commit: {error}"),
+        other => panic!("the w1 session did not build: {other:?}"),
     }
 }
 

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
 use runcore::driver::{ContextMode, error_line, idle_line, render_output_line};
+use runcore::script::{self, ModelTurn};
 use runcore::{
     Action, Agent, AgentConfig, AssistantBlock, AssistantMessage, CallId, CheckpointReader,
     CommitLog, CommittedThreadView, EventScope, Input, MemoryStore, Message, Output,
@@ -218,62 +219,56 @@ impl<S: CommitLog + CheckpointReader + runcore::ThreadClaims> Host<S> {
         Ok(result?)
     }
 
-    /// Drains the agent; every commit is applied to the store, fenced, before its line.
+    /// Drains the agent ([`script::drain`]); every commit is applied to the store, fenced,
+    /// before its line, and the action handed out is kept for the narrative to answer.
     fn drain(&mut self) -> DemoResult<()> {
-        while let Some(output) = self.agent.poll() {
-            let text = if self.json {
-                render_output_line(&self.agent, &output, ContextMode::Full, &mut self.sent)
-            } else {
-                format!("            {}", output_text(&output))
-            };
-            match output {
-                Output::Commit(commit) => {
-                    // The fenced operation the agent supplies with the commit (SPEC §7.1).
-                    self.store.commit_operation(commit.into_operation())?;
-                }
-                Output::Event(_) => {}
-                Output::Action(Action::CallModel { run_id, step, .. }) => {
-                    self.model_call = Some((run_id, step));
-                }
-                Output::Action(Action::ExecuteTools { run_id, calls, .. }) => {
-                    self.tool_run = Some(run_id);
-                    self.tool_calls = calls;
-                }
+        let (json, store, sent, out) = (self.json, &mut self.store, &mut self.sent, &mut self.out);
+        let mut sink = |agent: &Agent, output: &Output| {
+            if let Output::Commit(commit) = output {
+                // The fenced operation the agent supplies with the commit (SPEC §7.1).
+                store.commit_operation(commit.as_ref().clone().into_operation())?;
             }
-            self.line(text);
+            if json {
+                out.push_str(&render_output_line(agent, output, ContextMode::Full, sent));
+            } else {
+                out.push_str("            ");
+                out.push_str(&output_text(output));
+            }
+            out.push('\n');
+            Ok::<(), runcore::StoreError>(())
+        };
+        match script::drain(&mut self.agent, &mut sink)? {
+            Some(Action::CallModel { run_id, step, .. }) => self.model_call = Some((run_id, step)),
+            Some(Action::ExecuteTools { run_id, calls, .. }) => {
+                self.tool_run = Some(run_id);
+                self.tool_calls = calls;
+            }
+            None => {}
         }
         Ok(())
     }
 
+    /// The model answers the call out as `deltas` then `message`, 40 ms apart
+    /// ([`ModelTurn::each_input`]).
     fn model(&mut self, at_ms: u64, deltas: &[&str], message: AssistantMessage) -> DemoResult<()> {
         let Some((run_id, step)) = self.model_call.take() else {
             return Err("the demo expected a model call".into());
         };
-        for (i, delta) in deltas.iter().enumerate() {
-            let input = Input::ModelDelta {
-                run_id: run_id.clone(),
-                step,
-                text: (*delta).to_owned(),
+        let deltas = deltas.iter().map(|delta| (*delta).to_owned()).collect();
+        let mut at = at_ms;
+        ModelTurn::streamed(deltas, message).each_input(&run_id, step, |input| {
+            let label = match &input {
+                Input::ModelDelta { text, .. } => format!("model streams {text:?}"),
+                Input::ModelDone { message, .. } => format!(
+                    "model answers step {step}: {}",
+                    message_text(&Message::from(message.clone()))
+                ),
+                other => format!("model: {}", other.kind()),
             };
-            self.input(
-                at_ms + i as u64 * 40,
-                &format!("model streams {delta:?}"),
-                input,
-            )?;
-        }
-        let label = format!(
-            "model answers step {step}: {}",
-            message_text(&Message::from(message.clone()))
-        );
-        self.input(
-            at_ms + deltas.len() as u64 * 40,
-            &label,
-            Input::ModelDone {
-                run_id,
-                step,
-                message,
-            },
-        )
+            self.input(at, &label, input)?;
+            at += 40;
+            DemoResult::Ok(())
+        })
     }
 
     fn tool(&mut self, at_ms: u64, call_id: &str, text: &str) -> DemoResult<()> {

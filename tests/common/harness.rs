@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use runcore::MemoryStore;
+use runcore::script::ModelTurn;
 use runcore::{
     Action, Agent, AgentConfig, AgentError, AgentEvent, AgentState, AgentStatus, AssistantBlock,
     AssistantMessage, CallId, CommitLog, CommittedThreadView, EndCause, Input, LoopEvent, Message,
@@ -26,43 +27,39 @@ use runcore::{
 };
 use serde_json::Value;
 
-/// One scripted model answer.
-#[derive(Debug, Clone)]
-pub enum Reply {
-    /// Stream these deltas, then answer with the inner reply.
-    Deltas(Vec<String>, Box<Reply>),
-    /// A text answer with `stop`.
-    Text(String),
-    /// Tool calls `(id, name, arguments)` with `tool_use`.
-    Calls(Vec<(String, String, Value)>),
-    /// Any assistant message.
-    Message(AssistantMessage),
-    /// `model_failed`.
-    Fail(String, String),
-}
+/// Scripted model turns ([`ModelTurn`], the crate's scripted host vocabulary) in the short
+/// forms the scenarios use.
+pub struct Reply;
 
 impl Reply {
-    pub fn text(t: &str) -> Reply {
-        Reply::Text(t.to_owned())
+    /// A text answer with `stop`.
+    pub fn text(t: &str) -> ModelTurn {
+        ModelTurn::answer(AssistantMessage::text(t))
     }
 
-    pub fn call(id: &str, name: &str, args: Value) -> Reply {
-        Reply::Calls(vec![(id.to_owned(), name.to_owned(), args)])
+    /// One tool call with `tool_use`.
+    pub fn call(id: &str, name: &str, args: Value) -> ModelTurn {
+        Reply::tool_calls(vec![(id, name, args)])
     }
 
-    pub fn calls(calls: &[(&str, &str)]) -> Reply {
-        Reply::Calls(
+    /// Tool calls `(id, name)` with empty arguments and `tool_use`.
+    pub fn calls(calls: &[(&str, &str)]) -> ModelTurn {
+        Reply::tool_calls(
             calls
                 .iter()
-                .map(|(id, name)| {
-                    (
-                        (*id).to_owned(),
-                        (*name).to_owned(),
-                        Value::Object(Default::default()),
-                    )
-                })
+                .map(|(id, name)| (*id, *name, Value::Object(Default::default())))
                 .collect(),
         )
+    }
+
+    fn tool_calls(calls: Vec<(&str, &str, Value)>) -> ModelTurn {
+        ModelTurn::answer(AssistantMessage::new(
+            calls
+                .into_iter()
+                .map(|(id, name, args)| AssistantBlock::tool_call(id, name, args))
+                .collect(),
+            StopReason::ToolUse,
+        ))
     }
 }
 
@@ -314,7 +311,7 @@ pub struct Harness {
     pub store: MemoryStore,
     pub reducer: AgentState,
     pub trace: Vec<String>,
-    pub model: VecDeque<Reply>,
+    pub model: VecDeque<ModelTurn>,
     /// Scripted tool outputs by tool name (default: `"<name> ok"`).
     pub tool_outputs: BTreeMap<String, ToolOutputScript>,
     pub tool_order: ToolOrder,
@@ -427,7 +424,7 @@ impl Harness {
         Ok(h)
     }
 
-    pub fn script(&mut self, replies: impl IntoIterator<Item = Reply>) -> &mut Self {
+    pub fn script(&mut self, replies: impl IntoIterator<Item = ModelTurn>) -> &mut Self {
         self.model.extend(replies);
         self
     }
@@ -681,64 +678,25 @@ impl Harness {
         false
     }
 
-    pub fn answer_model(&mut self, run_id: &RunId, step: Step, reply: Reply) {
-        match reply {
-            Reply::Deltas(deltas, inner) => {
-                for d in deltas {
-                    self.input(
-                        &format!("model_delta step {step} {d:?}"),
-                        Input::ModelDelta {
-                            run_id: run_id.clone(),
-                            step,
-                            text: d,
-                        },
-                    )
-                    .expect("delta accepted");
-                }
-                self.answer_model(run_id, step, *inner);
-            }
-            Reply::Fail(code, message) => {
-                self.input(
-                    &format!("model_failed step {step} {code}"),
-                    Input::ModelFailed {
-                        run_id: run_id.clone(),
-                        step,
-                        code,
-                        message,
-                    },
-                )
-                .expect("model_failed accepted");
-            }
-            other => {
-                let message = match other {
-                    Reply::Text(t) => AssistantMessage::text(t),
-                    Reply::Calls(calls) => AssistantMessage::new(
-                        calls
-                            .into_iter()
-                            .map(|(id, name, args)| {
-                                AssistantBlock::tool_call(id.as_str(), name, args)
-                            })
-                            .collect(),
-                        StopReason::ToolUse,
-                    ),
-                    Reply::Message(m) => m,
-                    _ => unreachable!(),
-                };
-                let label = format!(
+    /// Gives `turn` as the answer of `run_id`'s call `step`, one input at a time
+    /// ([`ModelTurn::each_input`]), each labelled in the trace and drained.
+    pub fn answer_model(&mut self, run_id: &RunId, step: Step, turn: ModelTurn) {
+        turn.each_input(run_id, step, |input| {
+            let label = match &input {
+                Input::ModelDelta { text, .. } => format!("model_delta step {step} {text:?}"),
+                Input::ModelFailed { code, .. } => format!("model_failed step {step} {code}"),
+                Input::ModelDone { message, .. } => format!(
                     "model_done step {step}: {}",
                     render_message(&Message::from(message.clone()))
-                );
-                self.input(
-                    &label,
-                    Input::ModelDone {
-                        run_id: run_id.clone(),
-                        step,
-                        message,
-                    },
-                )
-                .expect("model_done accepted");
-            }
-        }
+                ),
+                other => other.kind().to_owned(),
+            };
+            let kind = input.kind();
+            self.input(&label, input)
+                .unwrap_or_else(|e| panic!("{kind} rejected: {e}"));
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .unwrap_or_else(|never| match never {});
     }
 
     pub fn tool_output(&self, call: &ToolCall) -> ToolOutput {

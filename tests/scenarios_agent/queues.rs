@@ -8,6 +8,7 @@ use crate::support::{
     answer_model_with_by_hand, assistant_text, count_model_calls, execute_tools_actions,
     is_input_closed, kinds, lines, poll_until, reject, result_of, results, run, steer_input,
 };
+use runcore::script::ModelTurn;
 use runcore::*;
 use serde_json::json;
 
@@ -230,7 +231,7 @@ fn a11_queued_input_rejected_when_idle_and_after_input_closed() {
 fn a11_error_run_queues_are_returned_unconsumed() {
     let mut h = Harness::new(AgentConfig::default());
     h.script([
-        Reply::Fail("overloaded".into(), "try later".into()),
+        ModelTurn::fail("overloaded", "try later"),
         Reply::text("fresh"),
     ]);
     h.prompt("q1").unwrap();
@@ -375,7 +376,7 @@ fn max_steps_text_stop_with_follow_up_queued() {
 fn length_stop_with_tool_calls_truncates_and_continues() {
     let mut h = Harness::new(AgentConfig::default());
     h.script([
-        Reply::Message(AssistantMessage::new(
+        ModelTurn::answer(AssistantMessage::new(
             vec![
                 AssistantBlock::text("let me"),
                 AssistantBlock::tool_call("c1", "write", json!({"text": "hal"})),
@@ -410,7 +411,7 @@ fn length_stop_with_tool_calls_truncates_and_continues() {
 #[test]
 fn model_aborted_stop_reason_ends_cancelled() {
     let mut h = Harness::new(AgentConfig::default());
-    h.script([Reply::Message(AssistantMessage::new(
+    h.script([ModelTurn::answer(AssistantMessage::new(
         vec![
             AssistantBlock::text("partial"),
             AssistantBlock::tool_call("c1", "echo", json!({})),
@@ -431,7 +432,7 @@ fn model_aborted_stop_reason_ends_cancelled() {
 #[test]
 fn model_error_stop_reason_ends_error() {
     let mut h = Harness::new(AgentConfig::default());
-    h.script([Reply::Message(AssistantMessage {
+    h.script([ModelTurn::answer(AssistantMessage {
         error_message: Some("context overflow".into()),
         ..AssistantMessage::new(
             vec![AssistantBlock::tool_call("c1", "echo", json!({}))],

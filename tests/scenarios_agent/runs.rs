@@ -9,6 +9,7 @@ use crate::support::{
     execute_tools_actions, is_input_closed, is_run_end, is_run_start, is_tool_start, kinds, lines,
     poll_until, prompt_input, reject, result_of, results, run, run_bounds,
 };
+use runcore::script::ModelTurn;
 use runcore::*;
 use serde_json::json;
 
@@ -96,7 +97,7 @@ fn a03_model_failure_keeps_earlier_tool_facts() {
     let mut h = Harness::new(AgentConfig::default());
     h.script([
         Reply::call("c1", "echo", json!({"x": 1})),
-        Reply::Fail("rate_limited".into(), "slow down".into()),
+        ModelTurn::fail("rate_limited", "slow down"),
         Reply::text("fine now"),
     ]);
     h.prompt("q1").unwrap();
@@ -557,10 +558,7 @@ fn a08_model_ignores_abort_with_tool_calls() {
 #[test]
 fn a08_model_failure_after_abort_is_cancelled() {
     let mut h = Harness::new(AgentConfig::default());
-    h.script([Reply::Fail(
-        "request_cancelled".into(),
-        "the host cancelled".into(),
-    )]);
+    h.script([ModelTurn::fail("request_cancelled", "the host cancelled")]);
     h.prompt("go").unwrap();
     h.abort().unwrap();
     h.drive();

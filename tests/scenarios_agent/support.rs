@@ -1,7 +1,8 @@
 //! Helpers shared by the scenario modules: inputs, polling by hand, rejection checks and
 //! renderings for readable order assertions.
 
-use crate::common::harness::{Harness, Reply, render_cause, render_message};
+use crate::common::harness::{Harness, render_cause, render_message};
+use runcore::script::ModelTurn;
 use runcore::*;
 
 /// The id the agent mints for its `n`th run on the default thread.
@@ -85,7 +86,7 @@ pub(crate) fn is_tool_start(event: &AgentEvent) -> bool {
 /// Answers the outstanding model call with `message` (the harness forgets the call).
 pub(crate) fn answer_model_with(h: &mut Harness, message: AssistantMessage) {
     let (run_id, step) = h.pending_model.take().expect("a model call is outstanding");
-    h.answer_model(&run_id, step, Reply::Message(message));
+    h.answer_model(&run_id, step, ModelTurn::answer(message));
 }
 
 /// Answers the outstanding model call with text without draining.

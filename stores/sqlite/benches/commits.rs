@@ -20,11 +20,13 @@
 //! `-- throughput` for the first part only). It takes about a minute on a 2-core machine,
 //! most of it filling the 100,000-message thread.
 
+use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
+use runcore::script::{self, ModelOnly, ModelTurn};
 use runcore::{
-    Action, Agent, AgentConfig, AssistantMessage, AuditDraft, CommitLog, CommitOperation,
-    MemoryStore, Message, Output, RecoveryPolicy, RunDisposition, StoreError, ThreadCommit,
+    Agent, AgentConfig, AssistantMessage, AuditDraft, CommitLog, CommitOperation, MemoryStore,
+    Message, ModelRequest, Output, RecoveryPolicy, RunDisposition, StoreError, ThreadCommit,
     ThreadId, UserMessage,
 };
 use runcore_sqlite::{OpenCheck, SqliteOptions, SqliteStore, Synchronous};
@@ -116,20 +118,22 @@ fn long_thread(thread: &str, runs: usize) -> Vec<CommitOperation> {
             .prompt(UserMessage::text(format!("question {i}")), i as u64)
             .expect("idle");
         run_commits = 0;
-        while let Some(output) = agent.poll() {
-            match output {
-                Output::Commit(commit) => {
-                    let version = ops.len() as u64;
-                    ops.push(CommitOperation::new(commit.commit, run_commits, version));
-                    run_commits += 1;
-                }
-                Output::Action(Action::CallModel { run_id, step, .. }) => {
-                    let answer = AssistantMessage::text(format!("answer {i}"));
-                    agent.model_done(&run_id, step, answer).expect("answer");
-                }
-                _ => {}
+        let mut collect = |_: &Agent, output: &Output| {
+            if let Output::Commit(commit) = output {
+                let version = ops.len() as u64;
+                ops.push(CommitOperation::new(
+                    commit.commit.clone(),
+                    run_commits,
+                    version,
+                ));
+                run_commits += 1;
             }
-        }
+            Ok::<(), Infallible>(())
+        };
+        let mut answer = ModelOnly(|_: &ModelRequest<'_>| {
+            ModelTurn::answer(AssistantMessage::text(format!("answer {i}")))
+        });
+        script::serve(&mut agent, &mut answer, &mut collect).expect("served");
     }
     debug_assert!(run_commits > 0);
     ops

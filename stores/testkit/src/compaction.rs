@@ -7,6 +7,7 @@
 //! commit) and compares its model call with the live agent's; then finishes the run and
 //! checks a new run of the recovered, idle thread still starts from the summary.
 
+use runcore::script;
 use runcore::{
     Agent, AgentConfig, AssistantBlock, AssistantMessage, AuditDraft, CallId, CheckpointReader,
     CommitLog, EventScope, Message, Output, RecoveryPolicy, RunId, StopReason, ThreadId,
@@ -24,21 +25,20 @@ fn fail(what: impl Into<String>) -> KitError {
     KitError(what.into())
 }
 
-fn drain<S: CommitLog>(agent: &mut Agent, store: &mut S) -> Result<Vec<Output>, KitError> {
-    let mut outputs = Vec::new();
-    while let Some(output) = agent.poll() {
-        if let Output::Commit(commit) = &output {
-            store
-                .commit_operation(commit.as_ref().clone().into_operation())
-                .map_err(|e| {
-                    fail(format!(
-                        "the store refused a compaction session commit: {e}"
-                    ))
-                })?;
-        }
-        outputs.push(output);
-    }
-    Ok(outputs)
+/// Every output of `agent` now ([`script::drain`]), each commit written to `store` in order.
+fn drain<S: CommitLog>(agent: &mut Agent, store: &mut S) -> Result<(), KitError> {
+    let mut commit = |_: &Agent, output: &Output| match output {
+        Output::Commit(commit) => store
+            .commit_operation(commit.as_ref().clone().into_operation())
+            .map(drop)
+            .map_err(|e| {
+                fail(format!(
+                    "the store refused a compaction session commit: {e}"
+                ))
+            }),
+        _ => Ok(()),
+    };
+    script::drain(agent, &mut commit).map(drop)
 }
 
 fn context(agent: &Agent) -> Result<Vec<Message>, KitError> {

@@ -366,7 +366,7 @@ pub fn drive<S: CommitLog + CommittedThreadView>(
     on_commit: OnCommit<'_>,
 ) -> Result<(), KitError> {
     let mut fence = Fence::read(store, agent.thread_id())?;
-    let mut sink = |output: &Output| -> Result<(), KitError> {
+    let mut sink = |_: &Agent, output: &Output| -> Result<(), KitError> {
         if let Output::Commit(commit) = output {
             let (operation, receipt) = commit_output(store, &mut fence, commit.commit.clone())?;
             on_commit(&operation, &receipt);

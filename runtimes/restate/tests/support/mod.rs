@@ -388,7 +388,7 @@ pub fn single_process_run(
         runtime: &runtime,
         tools: &tools,
     };
-    let mut sink = |output: &Output| {
+    let mut sink = |_: &Agent, output: &Output| {
         if let Output::Commit(commit) = output {
             store.commit_operation(commit.as_ref().clone().into_operation())?;
         }
