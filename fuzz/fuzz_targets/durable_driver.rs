@@ -9,12 +9,13 @@
 use libfuzzer_sys::fuzz_target;
 use runcore::driver::{DurableDriver, DurableOptions, idle_line};
 use runcore::{
-    CheckpointReader, CommitLog, CommitOperation, CommitReceipt, CommitRecord, CommittedThreadView,
-    MemoryStore, SharedStore, StoreError, ThreadCommit, ThreadId,
+    CommitLog, CommitOperation, CommitReceipt, CommitRecord, CommittedThreadView, Intercept,
+    Intercepted, MemoryStore, SharedStore, StoreError, ThreadCommit, ThreadId,
 };
 use serde_json::Value;
 
-/// `MemoryStore`, refusing the commits whose number has its bit set in `refuse`.
+/// `MemoryStore`, refusing the commits whose number has its bit set in `refuse`; every other
+/// port is the store's ([`Intercepted`] forwards it).
 struct Flaky {
     inner: SharedStore<MemoryStore>,
     refuse: u8,
@@ -29,7 +30,14 @@ impl Flaky {
     }
 }
 
-impl CommitLog for Flaky {
+impl Intercept for Flaky {
+    type Inner = SharedStore<MemoryStore>;
+    fn inner(&self) -> &Self::Inner {
+        &self.inner
+    }
+    fn inner_mut(&mut self) -> &mut Self::Inner {
+        &mut self.inner
+    }
     fn commit(&mut self, commit: ThreadCommit) -> Result<CommitRecord, StoreError> {
         match self.refused() {
             Some(error) => Err(error),
@@ -44,54 +52,12 @@ impl CommitLog for Flaky {
     }
 }
 
-impl CommittedThreadView for Flaky {
-    fn committed_messages(&self, thread: &ThreadId) -> Result<Vec<runcore::Message>, StoreError> {
-        self.inner.committed_messages(thread)
-    }
-    fn run(&self, run: &runcore::RunId) -> Result<Option<runcore::RunRecord>, StoreError> {
-        self.inner.run(run)
-    }
-    fn latest_run(&self, thread: &ThreadId) -> Result<Option<runcore::RunRecord>, StoreError> {
-        self.inner.latest_run(thread)
-    }
-    fn resume_ticket(&self, run: &runcore::RunId) -> Result<Option<runcore::ResumeTicket>, StoreError> {
-        self.inner.resume_ticket(run)
-    }
-    fn committed_state(&self, thread: &ThreadId) -> Result<Vec<runcore::StateCommand>, StoreError> {
-        self.inner.committed_state(thread)
-    }
-    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-        self.inner.thread_version(thread)
-    }
-    fn threads(&self, after: Option<&ThreadId>, limit: usize) -> Result<Vec<runcore::ThreadSummary>, StoreError> {
-        self.inner.threads(after, limit)
-    }
-    fn pending_tickets(&self, after: Option<&runcore::RunId>, limit: usize) -> Result<Vec<runcore::ResumeTicket>, StoreError> {
-        self.inner.pending_tickets(after, limit)
-    }
-    fn transcript_snapshot(&self, thread: &ThreadId) -> Result<runcore::TranscriptSnapshotRef, StoreError> {
-        self.inner.transcript_snapshot(thread)
-    }
-    fn verify_transcript_snapshot(&self, snapshot: &runcore::TranscriptSnapshotRef) -> Result<(), StoreError> {
-        self.inner.verify_transcript_snapshot(snapshot)
-    }
-    fn transcript_slice(&self, snapshot: &runcore::TranscriptSnapshotRef, ranges: &[std::ops::Range<usize>]) -> Result<Vec<runcore::Message>, StoreError> {
-        self.inner.transcript_slice(snapshot, ranges)
-    }
-}
-
-impl CheckpointReader for Flaky {
-    fn list_events(&self, scope: &runcore::EventScope, from: Option<u64>, limit: usize) -> Result<Vec<runcore::EventRecord>, StoreError> {
-        self.inner.list_events(scope, from, limit)
-    }
-}
-
 fuzz_target!(|data: &[u8]| {
     let Some((&refuse, lines)) = data.split_first() else {
         return;
     };
     let shared = SharedStore::new(MemoryStore::new());
-    let store = Flaky { inner: shared.clone(), refuse, commits: 0 };
+    let store = Intercepted(Flaky { inner: shared.clone(), refuse, commits: 0 });
     let thread = ThreadId::new("t");
     let options = DurableOptions::new(runcore::AgentConfig::for_thread("t"));
     let Ok((mut driver, started)) = DurableDriver::start(store, options) else {
