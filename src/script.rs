@@ -496,6 +496,53 @@ mod tests {
         assert_eq!(*cause, crate::EndCause::Cancelled);
     }
 
+    /// [`OneCall`] whose host answers step 1's call and its tool batch itself, alongside the
+    /// call: when `serve` looks, the same run already asks for step 2.
+    struct AnsweredAlongside(OneCall);
+
+    impl Script for AnsweredAlongside {
+        fn model(&mut self, request: &ModelRequest<'_>) -> ModelTurn {
+            self.0.model(request)
+        }
+        fn tool(&mut self, run_id: &RunId, call: &ToolCall) -> ToolOutput {
+            self.0.tool(run_id, call)
+        }
+        fn alongside(&mut self, action: &Action, inputs: &mut Vec<Input>) {
+            if let Action::CallModel {
+                run_id, step: 1, ..
+            } = action
+            {
+                let message = AssistantMessage::new(
+                    vec![AssistantBlock::tool_call("c1", "echo", json!({}))],
+                    StopReason::ToolUse,
+                );
+                inputs.push(Input::ModelDone {
+                    run_id: run_id.clone(),
+                    step: 1,
+                    message,
+                });
+                inputs.push(Input::tool_done(
+                    run_id.clone(),
+                    ToolOutput::text("c1", "ok"),
+                ));
+            }
+        }
+    }
+
+    #[test]
+    fn a_call_moved_on_alongside_is_answered_at_the_step_the_agent_asks_for() {
+        let mut agent = agent();
+        let mut s = AnsweredAlongside(script("echo", "c1", false));
+        let mut log = Vec::new();
+        let stop = serve(&mut agent, &mut s, &mut recording(&mut log)).unwrap();
+        // Step 1 was answered alongside, so the script's model is asked once, for step 2 (the
+        // same run's next call), never with step 1's answer given at step 2.
+        assert_eq!(stop, Stop::Idle);
+        assert_eq!(s.0.turns, vec![2]);
+        assert_eq!(agent.transcript().len(), 4);
+        assert!(kinds(&log).contains("model2"), "{log:?}");
+    }
+
     #[test]
     fn a_rejected_input_and_a_failing_sink_stop_serve() {
         let mut first = agent();
