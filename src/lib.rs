@@ -215,7 +215,7 @@ pub use store::claims::{
     MAX_CLAIM_ID_BYTES, MAX_LEASE_MS, check_claim_request, check_commit_claim, check_lease,
     check_token, decide_claim, decide_release, decide_renew, due_order,
 };
-pub use store::intercept::{Intercept, Intercepted};
+pub use store::intercept::{Intercept, InterceptHandles, Intercepted};
 pub use store::memory::MemoryStore;
 pub use store::ports::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, Store, StoreError,

@@ -46,7 +46,7 @@ use std::ops::Range;
 
 use crate::store::ports::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
-    ThreadClaims, ThreadSummary, TranscriptSnapshotRef,
+    StoreHandles, ThreadClaims, ThreadSummary, TranscriptSnapshotRef,
 };
 use crate::{
     Claim, ClaimRequest, CommitOperation, CommitReceipt, CommitRecord, DueWork, Message,
@@ -348,6 +348,26 @@ where
     }
 }
 
+/// An [`Intercept`] wrapper that can open another handle onto its store's log (a new
+/// connection under a wrapper of the same kind). With it, [`Intercepted<Self>`] is a
+/// [`StoreHandles`] store, which the durable driver and the claims kit need for a second
+/// writer, a sweep or a reader beside the owner.
+pub trait InterceptHandles: Intercept + Sized {
+    /// A wrapper like this one over another handle onto the same log; the inner store's
+    /// [`StoreHandles::open_handle`] gives that handle.
+    fn open_handle(&self) -> Result<Self, StoreError>;
+}
+
+impl<W> StoreHandles for Intercepted<W>
+where
+    W: InterceptHandles + Send,
+    W::Inner: CommitLog + CheckpointReader + ThreadClaims,
+{
+    fn open_handle(&self) -> Result<Self, StoreError> {
+        self.0.open_handle().map(Intercepted)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,5 +442,50 @@ mod tests {
         // Overridden: counted, then forwarded.
         assert!(store.run(&RunId::new("t/run-1")).unwrap().is_some());
         assert_eq!(store.0.runs_read.get(), 1);
+    }
+
+    /// A wrapper that tags each handle with how many handles opened before it.
+    struct Numbered {
+        store: crate::SharedStore<MemoryStore>,
+        number: usize,
+        opened: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl Intercept for Numbered {
+        type Inner = crate::SharedStore<MemoryStore>;
+        fn inner(&self) -> &Self::Inner {
+            &self.store
+        }
+        fn inner_mut(&mut self) -> &mut Self::Inner {
+            &mut self.store
+        }
+    }
+
+    impl InterceptHandles for Numbered {
+        fn open_handle(&self) -> Result<Self, StoreError> {
+            let before = self
+                .opened
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(Numbered {
+                store: self.store.open_handle()?,
+                number: before + 1,
+                opened: std::sync::Arc::clone(&self.opened),
+            })
+        }
+    }
+
+    #[test]
+    fn a_wrapper_with_handles_opens_handles_onto_the_same_log() {
+        let mut first = Intercepted(Numbered {
+            store: crate::SharedStore::new(MemoryStore::new()),
+            number: 0,
+            opened: std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        });
+        let second = first.open_handle().unwrap();
+        assert_eq!(second.0.number, 1);
+        first.commit(commit("t/run-1")).unwrap();
+        // The second handle reads what the first committed: one log under both wrappers.
+        assert_eq!(second.thread_version(&ThreadId::new("t")).unwrap(), 1);
+        assert_eq!(first.open_handle().unwrap().0.number, 2);
     }
 }

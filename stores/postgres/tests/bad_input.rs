@@ -90,7 +90,7 @@ fn a_schema_from_a_newer_build_is_refused_at_open_naming_the_version() {
         return;
     };
     let store = server.scratch();
-    let schema = store.guard().schema().to_owned();
+    let schema = store.0.guard().schema().to_owned();
     let mut sql = server.client_in(&schema);
     sql.execute("UPDATE runcore_schema SET version = 99", &[])
         .expect("set the version");
@@ -137,7 +137,7 @@ fn a_connection_lost_mid_commit_writes_nothing_and_the_next_commit_is_fenced() {
 
     // Hold, uncommitted, a row where the victim's message goes, so the victim's commit takes
     // its sequences, moves the thread's head and then waits in the middle of its transaction.
-    let mut locker = server.client_in(store.guard().schema());
+    let mut locker = server.client_in(store.0.guard().schema());
     let locker_pid = backend_pid(&mut locker);
     let mut held = locker.transaction().expect("begin");
     held.execute(
@@ -282,7 +282,7 @@ fn rows_that_runcore_did_not_write_are_errors_not_panics() {
     let mut store = server.scratch();
     let thread = ThreadId::new("t");
     store.commit(commit("t", "r", "hello")).expect("commit");
-    let mut sql = server.client_in(store.guard().schema());
+    let mut sql = server.client_in(store.0.guard().schema());
 
     sql.batch_execute("UPDATE runcore_messages SET message = 'not json'")
         .expect("corrupt the message");
@@ -386,7 +386,7 @@ fn a_commit_waiting_on_its_own_rows_does_not_hold_up_other_threads() {
     store
         .commit(commit("t", "r", "first"))
         .expect("first commit");
-    let mut sql = server.client_in(store.guard().schema());
+    let mut sql = server.client_in(store.0.guard().schema());
     // A row, uncommitted, where the next message of `t` goes: the commit on `t` waits on it
     // in the middle of its write, after it took its sequences.
     let mut held = sql.transaction().expect("begin");

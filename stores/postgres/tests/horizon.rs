@@ -67,7 +67,7 @@ fn a_reader_paging_beside_writers_on_distinct_threads_misses_and_doubles_nothing
     // commits finish out of sequence order all the time: a reader paging past a committed
     // event while a smaller one is still in flight would miss it.
     server
-        .client_in(store.guard().schema())
+        .client_in(store.0.guard().schema())
         .batch_execute(
             "CREATE FUNCTION linger() RETURNS trigger LANGUAGE plpgsql AS $$
              BEGIN PERFORM pg_sleep(random() * 0.004); RETURN NULL; END $$;
@@ -233,7 +233,7 @@ fn a_later_commit_stays_hidden_until_an_earlier_one_in_flight_ends() {
         return;
     };
     let mut store = server.scratch();
-    let mut raw: Client = server.client_in(store.guard().schema());
+    let mut raw: Client = server.client_in(store.0.guard().schema());
     store.commit(commit("a", "a/run", 0, 1)).expect("first");
     let first = sequences(
         &store
@@ -285,7 +285,7 @@ fn a_rolled_back_transactions_gap_neither_blocks_nor_confuses_readers() {
         return;
     };
     let mut store = server.scratch();
-    let mut raw: Client = server.client_in(store.guard().schema());
+    let mut raw: Client = server.client_in(store.0.guard().schema());
     store.commit(commit("a", "a/run", 0, 2)).expect("first");
     let first = sequences(
         &store
@@ -351,7 +351,7 @@ fn the_write_refuses_a_transaction_that_already_has_an_id() {
         return;
     };
     let mut store = server.scratch();
-    let mut raw: Client = server.client_in(store.guard().schema());
+    let mut raw: Client = server.client_in(store.0.guard().schema());
     // A transaction that wrote before calling the write would have its id from before the
     // commit mutex, out of order with the sequences: refused, before anything is taken.
     let mut tx = raw.transaction().expect("begin");

@@ -141,7 +141,7 @@ fn counters_at_their_end_reject_the_commit_and_write_nothing() {
     };
     let mut store = server.scratch();
     store.commit(commit("t", "r")).expect("first commit");
-    let mut sql = server.client_in(store.guard().schema());
+    let mut sql = server.client_in(store.0.guard().schema());
     let thread = ThreadId::new("t");
     let overflow = |counter: &str| {
         Err(StoreError::Rejected(CommitError::CounterOverflow {

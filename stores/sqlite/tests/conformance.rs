@@ -2,18 +2,19 @@
 //! file (each case in its own temporary directory, removed when the case and every handle it
 //! opened are done), once on an in-memory store.
 
+use runcore::Intercepted;
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
-use runcore_store_testkit::Guarded;
+use runcore_store_testkit::{Guarded, guarded};
 use tempfile::TempDir;
 
 /// A fresh store file in a fresh directory under cargo's per-target temporary directory.
-fn on_file(synchronous: Synchronous) -> Guarded<SqliteStore, TempDir> {
+fn on_file(synchronous: Synchronous) -> Intercepted<Guarded<SqliteStore, TempDir>> {
     let dir = TempDir::with_prefix_in("sqlite-conformance-", env!("CARGO_TARGET_TMPDIR"))
         .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}"));
     let options = SqliteOptions::default().with_synchronous(synchronous);
     let store = SqliteStore::open(dir.path().join("store.sqlite"), options)
         .unwrap_or_else(|e| panic!("cannot open a fresh store: {e}"));
-    Guarded::new(store, dir)
+    guarded(store, dir)
 }
 
 /// The suite on a file at the default durability (FULL).

@@ -11,7 +11,7 @@
 //!   `Agent::recover` and compares it with an uncrashed run ([`crash::finish_with_recover`]).
 //! - [`compaction`]: a compacted thread written to the backend and recovered from it with the
 //!   same model context (SPEC §8.9).
-//! - [`Guarded`]: a store wrapper that keeps a guard (such as a `tempfile::TempDir`, removed
+//! - [`Guarded`] (built by [`guarded`]): a store wrapper that keeps a guard (such as a `tempfile::TempDir`, removed
 //!   on drop) alive for as long as any handle of the store lives (so
 //!   `runcore::conformance_tests!` can run against a real file per case).
 //!
@@ -52,13 +52,13 @@
 //! And in `tests/conformance.rs`, one store per case in its own temporary directory:
 //!
 //! ```ignore
-//! use runcore_store_testkit::Guarded;
+//! use runcore_store_testkit::guarded;
 //! use tempfile::TempDir;
 //!
 //! runcore::conformance_tests!(|| {
 //!     let dir = TempDir::with_prefix("my-backend-conformance-").unwrap();
 //!     let store = my_backend::Store::open(dir.path().join("store.db")).unwrap();
-//!     Guarded::new(store, dir)
+//!     guarded(store, dir)
 //! });
 //! ```
 #![warn(missing_docs)]
@@ -70,5 +70,5 @@ pub mod crash;
 mod guarded;
 pub mod session;
 
-pub use guarded::Guarded;
+pub use guarded::{Guarded, guarded};
 pub use session::KitError;

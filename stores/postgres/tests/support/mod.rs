@@ -16,8 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use postgres::{Client, NoTls};
+use runcore::Intercepted;
 use runcore_postgres::{PostgresStore, URL_ENV};
-use runcore_store_testkit::Guarded;
+use runcore_store_testkit::{Guarded, guarded};
 
 /// True when the environment says this is CI (`CI=true`, as CI services set it).
 pub fn in_ci() -> bool {
@@ -79,7 +80,7 @@ impl Server {
     pub fn scratch_named(&self, schema: &str) -> Scratch {
         let store = PostgresStore::connect_in_schema(&self.url, schema)
             .unwrap_or_else(|e| panic!("cannot open a store at {URL_ENV}: {e}"));
-        Guarded::new(store, self.schema_guard(schema))
+        guarded(store, self.schema_guard(schema))
     }
 
     /// A guard that drops `schema` (if it exists by then) when it is dropped.
@@ -150,4 +151,4 @@ impl Drop for SchemaGuard {
 }
 
 /// A [`PostgresStore`] in a schema of its own, dropped with the last handle.
-pub type Scratch = Guarded<PostgresStore, SchemaGuard>;
+pub type Scratch = Intercepted<Guarded<PostgresStore, SchemaGuard>>;
