@@ -463,10 +463,10 @@ mod tests {
         assert_eq!(s.turns, vec![1, 2]);
     }
 
-    /// [`OneCall`] with an abort given alongside its first model call.
-    struct AbortAtFirstCall(OneCall);
+    /// [`OneCall`] with host inputs of its own given alongside an action.
+    struct Alongside<F>(OneCall, F);
 
-    impl Script for AbortAtFirstCall {
+    impl<F: FnMut(&Action, &mut Vec<Input>)> Script for Alongside<F> {
         fn model(&mut self, request: &ModelRequest<'_>) -> ModelTurn {
             self.0.model(request)
         }
@@ -474,16 +474,21 @@ mod tests {
             self.0.tool(run_id, call)
         }
         fn alongside(&mut self, action: &Action, inputs: &mut Vec<Input>) {
-            if matches!(action, Action::CallModel { step: 1, .. }) {
-                inputs.push(Input::Abort);
-            }
+            (self.1)(action, inputs)
+        }
+    }
+
+    /// An abort given alongside the first model call.
+    fn abort_at_first_call(action: &Action, inputs: &mut Vec<Input>) {
+        if matches!(action, Action::CallModel { step: 1, .. }) {
+            inputs.push(Input::Abort);
         }
     }
 
     #[test]
     fn an_abort_given_alongside_a_model_call_ends_the_run_at_its_answer() {
         let mut agent = agent();
-        let mut s = AbortAtFirstCall(script("echo", "c1", false));
+        let mut s = Alongside(script("echo", "c1", false), abort_at_first_call);
         let stop = serve(&mut agent, &mut s, &mut |_: &Agent, _: &Output| {
             Ok::<(), ()>(())
         })
@@ -496,43 +501,33 @@ mod tests {
         assert_eq!(*cause, crate::EndCause::Cancelled);
     }
 
-    /// [`OneCall`] whose host answers step 1's call and its tool batch itself, alongside the
-    /// call: when `serve` looks, the same run already asks for step 2.
-    struct AnsweredAlongside(OneCall);
-
-    impl Script for AnsweredAlongside {
-        fn model(&mut self, request: &ModelRequest<'_>) -> ModelTurn {
-            self.0.model(request)
-        }
-        fn tool(&mut self, run_id: &RunId, call: &ToolCall) -> ToolOutput {
-            self.0.tool(run_id, call)
-        }
-        fn alongside(&mut self, action: &Action, inputs: &mut Vec<Input>) {
-            if let Action::CallModel {
-                run_id, step: 1, ..
-            } = action
-            {
-                let message = AssistantMessage::new(
-                    vec![AssistantBlock::tool_call("c1", "echo", json!({}))],
-                    StopReason::ToolUse,
-                );
-                inputs.push(Input::ModelDone {
-                    run_id: run_id.clone(),
-                    step: 1,
-                    message,
-                });
-                inputs.push(Input::tool_done(
-                    run_id.clone(),
-                    ToolOutput::text("c1", "ok"),
-                ));
-            }
+    /// The host answers step 1's call and its tool batch itself, alongside the call: when
+    /// `serve` looks, the same run already asks for step 2.
+    fn answer_step_one_alongside(action: &Action, inputs: &mut Vec<Input>) {
+        if let Action::CallModel {
+            run_id, step: 1, ..
+        } = action
+        {
+            let message = AssistantMessage::new(
+                vec![AssistantBlock::tool_call("c1", "echo", json!({}))],
+                StopReason::ToolUse,
+            );
+            inputs.push(Input::ModelDone {
+                run_id: run_id.clone(),
+                step: 1,
+                message,
+            });
+            inputs.push(Input::tool_done(
+                run_id.clone(),
+                ToolOutput::text("c1", "ok"),
+            ));
         }
     }
 
     #[test]
     fn a_call_moved_on_alongside_is_answered_at_the_step_the_agent_asks_for() {
         let mut agent = agent();
-        let mut s = AnsweredAlongside(script("echo", "c1", false));
+        let mut s = Alongside(script("echo", "c1", false), answer_step_one_alongside);
         let mut log = Vec::new();
         let stop = serve(&mut agent, &mut s, &mut recording(&mut log)).unwrap();
         // Step 1 was answered alongside, so the script's model is asked once, for step 2 (the
