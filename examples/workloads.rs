@@ -21,8 +21,9 @@
 //!   same calls answered, and nothing else (no events, commits or checks): the floor the
 //!   core's cost is measured against, in the same run.
 //!
-//! The host side is minimal on purpose (outputs are drained and dropped, as a host that
-//! forwards them elsewhere would), so the figures are the core's own cost.
+//! The host is `runcore::script::serve` with a sink that drops every output, as a host that
+//! forwards them elsewhere would, so the figures are the core's own cost plus the scripted
+//! host's.
 //!
 //! Instructions, which do not depend on the machine's load, are counted by
 //! `scripts/count-instructions.sh [N]` (callgrind, the workload function only): it prints all

@@ -216,7 +216,9 @@ impl<F: FnMut(&ModelRequest<'_>) -> ModelTurn> Script for ModelOnly<F> {
 }
 
 /// Polls `agent` until it is empty, handing every output to `sink` in order, and returns the
-/// last action handed out (a host acts on it only after every output before it was handled).
+/// action handed out, if any (a host acts on it only after every output before it was
+/// handled). An action is always the last output before the agent is empty, so the drain ends
+/// with it.
 /// The sink also sees the agent as it is once that output was polled, so it can render a line
 /// that needs the agent (a model call's context, for one). The first error of `sink` stops the
 /// drain and is returned; outputs after it stay queued.
@@ -224,14 +226,15 @@ pub fn drain<E>(
     agent: &mut Agent,
     sink: &mut impl FnMut(&Agent, &Output) -> Result<(), E>,
 ) -> Result<Option<Action>, E> {
-    let mut action = None;
     while let Some(output) = agent.poll() {
         sink(agent, &output)?;
-        if let Output::Action(next) = output {
-            action = Some(next);
+        if let Output::Action(action) = output {
+            // It is handed out only once every other output was polled, and the phase it
+            // leaves (the call or the batch out) hands out nothing more: the agent is empty.
+            return Ok(Some(action));
         }
     }
-    Ok(action)
+    Ok(None)
 }
 
 /// Why [`serve`] returned normally.
@@ -301,10 +304,33 @@ pub fn serve<S: Script + ?Sized, E>(
                         .model_request()
                         .filter(|request| *request.run_id == run_id && request.step == step)
                         .map(|request| script.model(&request));
-                    if let Some(turn) = turn {
-                        turn.each_input(&run_id, step, |input| {
-                            give(agent, input, sink, &mut next)
-                        })?;
+                    match turn {
+                        Some(ModelTurn::Answer { deltas, message }) => {
+                            for text in deltas {
+                                agent
+                                    .model_delta_owned(&run_id, step, text)
+                                    .map_err(|error| ServeError::Rejected {
+                                        kind: "model_delta",
+                                        error,
+                                    })?;
+                            }
+                            let done = Input::ModelDone {
+                                run_id,
+                                step,
+                                message,
+                            };
+                            give(agent, done, sink, &mut next)?;
+                        }
+                        Some(ModelTurn::Fail { code, message }) => {
+                            let failed = Input::ModelFailed {
+                                run_id,
+                                step,
+                                code,
+                                message,
+                            };
+                            give(agent, failed, sink, &mut next)?;
+                        }
+                        None => {}
                     }
                 }
                 Action::ExecuteTools { run_id, calls, .. } => {
@@ -330,8 +356,8 @@ pub fn serve<S: Script + ?Sized, E>(
     }
 }
 
-/// One input at the agent's clock, then a drain (none after a `model_delta`, see [`serve`]);
-/// an action the drain hands out lands in `next`.
+/// One input at the agent's clock, then a drain; an action the drain hands out lands in
+/// `next`. (A model turn's deltas do not come here: see [`serve`].)
 #[inline(always)]
 fn give<E>(
     agent: &mut Agent,
@@ -340,11 +366,10 @@ fn give<E>(
     next: &mut Option<Action>,
 ) -> Result<(), ServeError<E>> {
     let kind = input.kind();
-    let delta = matches!(input, Input::ModelDelta { .. });
     agent
         .handle(input, agent.clock_ms())
         .map_err(|error| ServeError::Rejected { kind, error })?;
-    if !delta && let Some(action) = drain(agent, sink).map_err(ServeError::Sink)? {
+    if let Some(action) = drain(agent, sink).map_err(ServeError::Sink)? {
         *next = Some(action);
     }
     Ok(())
@@ -618,6 +643,54 @@ mod tests {
             .as_tool_result()
             .expect("a tool result");
         assert!(result.is_error, "{result:?}");
+    }
+
+    #[test]
+    fn a_drain_ends_at_the_action_it_hands_out_and_leaves_the_agent_empty() {
+        let mut agent = agent();
+        let mut log = Vec::new();
+        let action = drain(&mut agent, &mut recording(&mut log)).unwrap();
+        assert!(matches!(action, Some(Action::CallModel { step: 1, .. })));
+        assert_eq!(log.last().map(String::as_str), Some("model1"), "{log:?}");
+        assert!(
+            log.len() > 1,
+            "the run's start comes before its call: {log:?}"
+        );
+        assert!(agent.poll().is_none());
+        // Nothing to hand out now: an empty drain hands the sink nothing.
+        let mut after = Vec::new();
+        assert!(
+            drain(&mut agent, &mut recording(&mut after))
+                .unwrap()
+                .is_none()
+        );
+        assert!(after.is_empty(), "{after:?}");
+    }
+
+    #[test]
+    fn serve_streams_a_turns_deltas_in_order_before_its_answer() {
+        use crate::agent::{AgentEvent, LoopEvent};
+        let mut agent = agent();
+        let mut seen = Vec::new();
+        let stop = serve(
+            &mut agent,
+            &mut script("echo", "c1", false),
+            &mut |_: &Agent, output: &Output| {
+                if let Output::Event(AgentEvent::Loop { event, .. }) = output {
+                    match event {
+                        LoopEvent::TextDelta { step, text } => seen.push(format!("{step}:{text}")),
+                        LoopEvent::AssistantMessage { step, .. } => {
+                            seen.push(format!("{step}:answer"))
+                        }
+                        _ => {}
+                    }
+                }
+                Ok::<(), ()>(())
+            },
+        )
+        .unwrap();
+        assert_eq!(stop, Stop::Idle);
+        assert_eq!(seen, ["1:answer", "2:do", "2:ne", "2:answer"]);
     }
 
     #[test]

@@ -363,16 +363,11 @@ impl Agent {
         step: Step,
         text: &str,
     ) -> Result<(), AgentError> {
-        // Checked before the text is copied, so a rejected delta costs no allocation.
+        // Checked before the text is copied, so a rejected delta costs no allocation. At the
+        // agent's own clock, so `handle`'s clock rule has nothing to do.
         self.expect_model(run_id, step, "model_delta")?;
-        self.handle(
-            Input::ModelDelta {
-                run_id: run_id.clone(),
-                step,
-                text: text.to_owned(),
-            },
-            self.thread.clock_ms,
-        )
+        self.push_delta(run_id.clone(), step, text.to_owned());
+        Ok(())
     }
 
     /// The model's answer to the outstanding call.
