@@ -17,7 +17,7 @@
 //! figures are the core's cost plus that host's. (Until 2026-12-03 they kept a hand-written
 //! loop: `serve` then cost +12.7% on w1 and +4.9% on w2. Streamed deltas now move their text
 //! straight into their event, and a drain ends at the action it hands out, so on `serve` w1
-//! counts 21,152 instructions per item and w2 8,220, at N = 10,000: −0.3% and +1.7% against
+//! counts 21,184 instructions per item and w2 8,220, at N = 10,000: −0.1% and +1.7% against
 //! the hand-written loop of the commit before.)
 
 use std::convert::Infallible;
@@ -25,9 +25,25 @@ use std::convert::Infallible;
 use runcore::script::{self, ModelOnly, ModelTurn, Script, Stop};
 use runcore::{
     Agent, AgentConfig, AssistantBlock, AssistantMessage, Message, ModelRequest, Output, RunId,
-    StopReason, ToolCall, ToolOutput, UserMessage,
+    Step, StopReason, ToolCall, ToolOutput, UserMessage,
 };
 use serde_json::json;
+
+/// w1's answer at a `step` before the last: `text`, then one `echo` call `{"i": step}` with
+/// the id `call-{step}`. (The durable driver's bench writes its w1 session with it too.)
+pub fn echo_answer(text: String, step: Step) -> AssistantMessage {
+    AssistantMessage::new(
+        vec![
+            AssistantBlock::text(text),
+            AssistantBlock::tool_call(
+                format!("call-{step}").as_str(),
+                "echo",
+                json!({ "i": step }),
+            ),
+        ],
+        StopReason::ToolUse,
+    )
+}
 
 /// w1's script: every call but the last streams 20 deltas, then calls `echo` once; the last
 /// answers with text only.
@@ -45,17 +61,7 @@ impl Script for LongRun {
         self.steps = step;
         std::hint::black_box(request.messages.len());
         if step < self.n {
-            let message = AssistantMessage::new(
-                vec![
-                    AssistantBlock::text(self.text.clone()),
-                    AssistantBlock::tool_call(
-                        format!("call-{step}").as_str(),
-                        "echo",
-                        json!({ "i": step }),
-                    ),
-                ],
-                StopReason::ToolUse,
-            );
+            let message = echo_answer(self.text.clone(), step);
             ModelTurn::streamed(vec![self.delta.clone(); 20], message)
         } else {
             ModelTurn::answer(AssistantMessage::text("done"))

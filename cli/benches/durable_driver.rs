@@ -26,11 +26,16 @@ use std::time::Instant;
 
 use runcore::script::{self, ModelTurn, Script, ServeError, Stop};
 use runcore::{
-    Action, Agent, AgentConfig, AssistantBlock, AssistantMessage, CommitLog, ModelRequest, Output,
-    RunId, StopReason, ToolCall, ToolOutput, UserMessage,
+    Action, Agent, AgentConfig, AssistantMessage, CommitLog, ModelRequest, Output, RunId, ToolCall,
+    ToolOutput, UserMessage,
 };
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use serde_json::{Value, json};
+
+/// The comparison workloads of the core crate; only w1's answer is used here.
+#[allow(dead_code)]
+#[path = "../../benches/support/workloads.rs"]
+mod workloads;
 
 const RUNCORE: &str = env!("CARGO_BIN_EXE_runcore");
 
@@ -161,18 +166,7 @@ impl Script for W1 {
         if request.context().count() >= self.messages.saturating_sub(1) {
             return ModelTurn::answer(AssistantMessage::text("done"));
         }
-        let step = request.step;
-        ModelTurn::answer(AssistantMessage::new(
-            vec![
-                AssistantBlock::text(self.text.clone()),
-                AssistantBlock::tool_call(
-                    format!("call-{step}").as_str(),
-                    "echo",
-                    json!({ "i": step }),
-                ),
-            ],
-            StopReason::ToolUse,
-        ))
+        ModelTurn::answer(workloads::echo_answer(self.text.clone(), request.step))
     }
 
     fn tool(&mut self, _run_id: &RunId, call: &ToolCall) -> ToolOutput {
