@@ -436,6 +436,12 @@ mod tests {
         }
     }
 
+    /// Serves the one-`echo` script on a fresh [`agent`] to `sink`; it must end idle.
+    fn serve_echo<E: std::fmt::Debug>(sink: &mut impl FnMut(&Agent, &Output) -> Result<(), E>) {
+        let stop = serve(&mut agent(), &mut script("echo", "c1", false), sink).unwrap();
+        assert_eq!(stop, Stop::Idle);
+    }
+
     fn kinds(outputs: &[String]) -> String {
         outputs.join(" ")
     }
@@ -600,22 +606,15 @@ mod tests {
 
     #[test]
     fn the_sink_sees_the_agent_after_each_output() {
-        let mut agent = agent();
         let mut requests = Vec::new();
-        let stop = serve(
-            &mut agent,
-            &mut script("echo", "c1", false),
-            &mut |agent: &Agent, output: &Output| {
-                if let Output::Action(Action::CallModel { step, .. }) = output {
-                    // The call just handed out is the one the agent describes.
-                    let request = agent.model_request().ok_or("no request")?;
-                    requests.push((*step, request.step, request.context().count()));
-                }
-                Ok::<(), &str>(())
-            },
-        )
-        .unwrap();
-        assert_eq!(stop, Stop::Idle);
+        serve_echo(&mut |agent: &Agent, output: &Output| {
+            if let Output::Action(Action::CallModel { step, .. }) = output {
+                // The call just handed out is the one the agent describes.
+                let request = agent.model_request().ok_or("no request")?;
+                requests.push((*step, request.step, request.context().count()));
+            }
+            Ok::<(), &str>(())
+        });
         assert_eq!(requests, vec![(1, 1, 1), (2, 2, 3)]);
     }
 
@@ -670,26 +669,17 @@ mod tests {
     #[test]
     fn serve_streams_a_turns_deltas_in_order_before_its_answer() {
         use crate::agent::{AgentEvent, LoopEvent};
-        let mut agent = agent();
         let mut seen = Vec::new();
-        let stop = serve(
-            &mut agent,
-            &mut script("echo", "c1", false),
-            &mut |_: &Agent, output: &Output| {
-                if let Output::Event(AgentEvent::Loop { event, .. }) = output {
-                    match event {
-                        LoopEvent::TextDelta { step, text } => seen.push(format!("{step}:{text}")),
-                        LoopEvent::AssistantMessage { step, .. } => {
-                            seen.push(format!("{step}:answer"))
-                        }
-                        _ => {}
-                    }
+        serve_echo(&mut |_: &Agent, output: &Output| {
+            if let Output::Event(AgentEvent::Loop { event, .. }) = output {
+                match event {
+                    LoopEvent::TextDelta { step, text } => seen.push(format!("{step}:{text}")),
+                    LoopEvent::AssistantMessage { step, .. } => seen.push(format!("{step}:answer")),
+                    _ => {}
                 }
-                Ok::<(), ()>(())
-            },
-        )
-        .unwrap();
-        assert_eq!(stop, Stop::Idle);
+            }
+            Ok::<(), ()>(())
+        });
         assert_eq!(seen, ["1:answer", "2:do", "2:ne", "2:answer"]);
     }
 
