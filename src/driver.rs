@@ -32,9 +32,11 @@ use crate::error::AgentError;
 use crate::ids::{RunId, Step, ThreadId};
 use crate::message::{Message, ToolCall};
 
+mod commit_line;
 mod durable;
 mod sweep;
 
+pub use commit_line::{CommitLineError, StoreWrite};
 pub use durable::{
     ClaimOptions, DurableDriver, DurableLines, DurableOptions, DurableStartError, SessionEnded,
     store_error_line,
@@ -578,44 +580,58 @@ fn context_from(whole: ContextMessages<'_>, base: usize) -> ContextMessages<'_> 
     }
 }
 
-/// Renders one output of `agent` as its driver JSON line. In delta mode `sent` is what
-/// earlier `call_model` lines carried; it is advanced.
+/// The driver's line for one output of `agent`, as the driver's own [`OutputLine`] type: what
+/// [`render_output_line`] writes, for a binding that turns it into its language's objects
+/// instead of JSON text. In delta mode `sent` is what earlier `call_model` lines carried; it
+/// is advanced. `scratch` is room for a commit's canonical JSON
+/// ([`ThreadCommit::payload_hash_with`](crate::ThreadCommit::payload_hash_with)), kept between
+/// calls by a caller that renders many outputs.
+pub fn output_line<'a>(
+    agent: &'a Agent,
+    output: &'a Output,
+    context: ContextMode,
+    sent: &mut SentContext,
+    scratch: &mut Vec<u8>,
+) -> OutputLine<'a> {
+    match output {
+        Output::Action(Action::CallModel {
+            run_id,
+            step,
+            final_step,
+        }) => call_model_line(agent, run_id, *step, *final_step, context, sent),
+        Output::Action(Action::ExecuteTools {
+            run_id,
+            step,
+            calls,
+        }) => OutputLine::ExecuteTools {
+            run_id,
+            step: *step,
+            calls,
+        },
+        Output::Commit(commit) => OutputLine::Commit {
+            commit: &commit.commit,
+            ordinal: commit.ordinal,
+            expected_thread_version: commit.expected_thread_version,
+            payload_hash: commit.commit.payload_hash_with(scratch),
+        },
+        Output::Event(event) => OutputLine::Event { event },
+    }
+}
+
+/// Renders one output of `agent` as its driver JSON line (without its `\n`): [`output_line`],
+/// written. In delta mode `sent` is what earlier `call_model` lines carried; it is advanced.
 pub fn render_output_line(
     agent: &Agent,
     output: &Output,
     context: ContextMode,
     sent: &mut SentContext,
 ) -> String {
-    match output {
-        Output::Action(Action::CallModel {
-            run_id,
-            step,
-            final_step,
-        }) => to_line(&call_model_line(
-            agent,
-            run_id,
-            *step,
-            *final_step,
-            context,
-            sent,
-        )),
-        Output::Action(Action::ExecuteTools {
-            run_id,
-            step,
-            calls,
-        }) => to_line(&OutputLine::ExecuteTools {
-            run_id,
-            step: *step,
-            calls,
-        }),
-        Output::Commit(commit) => to_line(&OutputLine::Commit {
-            commit: &commit.commit,
-            ordinal: commit.ordinal,
-            expected_thread_version: commit.expected_thread_version,
-            payload_hash: commit.payload_hash(),
-        }),
-        Output::Event(event) => to_line(&OutputLine::Event { event }),
-    }
+    render_line(&output_line(agent, output, context, sent, &mut Vec::new()))
+}
+
+/// An output line as the JSON text the driver writes (without its `\n`).
+pub fn render_line(line: &OutputLine<'_>) -> String {
+    to_line(line)
 }
 
 /// The `error` line for a rejected input.

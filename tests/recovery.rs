@@ -711,6 +711,7 @@ fn snapshot_envelope_errors() {
             },
             "{label}"
         );
+        assert_eq!(err.code(), "newer_version");
         lines.push(format!("{label}: {err}"));
     }
     let err = Agent::restore(AgentSnapshot {
@@ -731,6 +732,7 @@ fn snapshot_envelope_errors() {
             supported: AGENT_SCHEMA_VERSION,
         }
     );
+    assert_eq!(err.code(), "unsupported_version");
     lines.push(format!("an older version: {err}"));
 
     // The envelope deserializes only through the same checks: an inconsistent agent or a
@@ -739,6 +741,7 @@ fn snapshot_envelope_errors() {
     inconsistent["agent"]["committed"] = json!(5);
     let err = Agent::restore_json(&inconsistent.to_string()).unwrap_err();
     assert!(matches!(err, SnapshotError::Inconsistent(_)), "{err:?}");
+    assert_eq!(err.code(), "inconsistent");
     lines.push(format!("an inconsistent agent: {err}"));
     for (label, text) in [
         ("inconsistent", inconsistent.to_string()),
@@ -778,6 +781,7 @@ fn snapshot_envelope_errors() {
             matches!(err, SnapshotError::Malformed(_)),
             "{label}: expected Malformed, got {err:?}"
         );
+        assert_eq!(err.code(), "malformed");
         lines.push(format!("{label}: malformed"));
     }
     assert_eq!(Agent::restore_json(&json), Ok(agent));

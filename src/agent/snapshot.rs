@@ -182,6 +182,19 @@ pub enum SnapshotError {
     Inconsistent(String),
 }
 
+impl SnapshotError {
+    /// The error's stable code, as the bindings give it to their callers: `newer_version`,
+    /// `unsupported_version`, `malformed` or `inconsistent`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SnapshotError::NewerVersion { .. } => "newer_version",
+            SnapshotError::UnsupportedVersion { .. } => "unsupported_version",
+            SnapshotError::Malformed(_) => "malformed",
+            SnapshotError::Inconsistent(_) => "inconsistent",
+        }
+    }
+}
+
 impl Agent {
     /// The snapshot envelope (a copy of the whole state).
     pub fn snapshot(&self) -> AgentSnapshot {

@@ -5,7 +5,9 @@
 
 use napi::bindgen_prelude::Uint32ArraySlice;
 use napi_derive::napi;
-use runcore::driver::{ContextMode, Driver, InputLine, SentContext, call_model_line};
+use runcore::driver::{
+    ContextMode, Driver, InputLine, SentContext, call_model_line, output_line, render_line,
+};
 use runcore::{
     Agent, AssistantBlock, AssistantMessage, CallId, ContentBlock, Input, RecoverError, RunId,
     StopReason, ThreadId, UserMessage,
@@ -16,9 +18,7 @@ use crate::errors::{
     agent_error, bad_argument, guard, internal, invalid_json, parse_json, snapshot_error,
     store_error,
 };
-use crate::shared_candidates::{
-    agent_config, config_line, output_line, parse_context, parse_policy, render_output,
-};
+use crate::shared_candidates::{agent_config, config_line, parse_context, parse_policy};
 use crate::store::NativeStore;
 use crate::tape::Tape;
 
@@ -338,13 +338,13 @@ impl NativeAgent {
     fn next_line(&mut self) -> Option<String> {
         let output = self.driver.poll()?;
         let context = self.driver.context();
-        Some(render_output(
+        Some(render_line(&output_line(
             self.driver.agent(),
             &output,
             context,
             &mut self.sent,
             &mut self.canonical,
-        ))
+        )))
     }
 
     /// Writes `output`'s line on the tape.

@@ -8,7 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use runcore::{AgentError, SnapshotError, StoreError};
 use serde_json::{Value, json};
 
-use crate::shared_candidates::{error_body, snapshot_error_code};
+use crate::shared_candidates::error_body;
 
 /// The prefix `index.js` recognises.
 const MARK: &str = "runcore:";
@@ -44,9 +44,7 @@ pub fn store_error_with_code(code: &str, message: &str) -> napi::Error {
 
 /// A snapshot that cannot be restored.
 pub fn snapshot_error(error: &SnapshotError) -> napi::Error {
-    thrown(
-        json!({"kind": "snapshot", "code": snapshot_error_code(error), "message": error.to_string()}),
-    )
+    thrown(json!({"kind": "snapshot", "code": error.code(), "message": error.to_string()}))
 }
 
 /// A bad argument (a wrong name of a policy or mode): JavaScript's `TypeError`.

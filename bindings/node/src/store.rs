@@ -5,6 +5,7 @@
 use std::ops::Range;
 
 use napi_derive::napi;
+use runcore::driver::StoreWrite;
 use runcore::{
     CheckpointReader, CommitLog, CommittedThreadView, EventScope, MemoryStore, RunId, StoreError,
     ThreadId, TranscriptSnapshotRef,
@@ -17,7 +18,7 @@ use serde::de::DeserializeOwned;
 use crate::errors::{
     bad_argument, guard, internal, invalid_json, store_error, store_error_with_code,
 };
-use crate::shared_candidates::{Backend, DynStore, SharedStore, StoreWrite, store_write_of_output};
+use crate::shared_candidates::{Backend, DynStore, SharedStore};
 
 /// A store: the write side and the read ports.
 #[napi]
@@ -101,7 +102,8 @@ impl NativeStore {
     #[napi]
     pub fn commit(&self, output: String) -> napi::Result<String> {
         let output = decode("commit output", &output)?;
-        let write = store_write_of_output(output).map_err(invalid_json)?;
+        let write =
+            StoreWrite::from_output_line(output).map_err(|e| invalid_json(e.to_string()))?;
         let mut shared = self.shared.clone();
         let written = guard(move || match write {
             StoreWrite::Fenced(operation) => {

@@ -5,10 +5,10 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
-use runcore::driver::{ContextMode, InputLine, OutputLine, call_model_line};
+use runcore::driver::{ContextMode, InputLine, OutputLine, call_model_line, output_line};
 use runcore::{
-    Action, Agent, AgentConfig, AssistantMessage, CallId, ContentBlock, Input, Output,
-    RecoveryPolicy, RunId, Step, ThreadId, UserMessage,
+    Agent, AgentConfig, AssistantMessage, CallId, ContentBlock, Input, RecoveryPolicy, RunId, Step,
+    ThreadId, UserMessage,
 };
 use serde_json::{Map, Value};
 
@@ -193,36 +193,13 @@ impl PyAgent {
                 return Ok(None);
             };
             // The driver's own output type, straight to Python objects (no JSON text between).
-            let line = match &output {
-                Output::Action(Action::CallModel {
-                    run_id,
-                    step,
-                    final_step,
-                }) => call_model_line(
-                    &this.agent,
-                    run_id,
-                    *step,
-                    *final_step,
-                    this.context,
-                    &mut this.sent,
-                ),
-                Output::Action(Action::ExecuteTools {
-                    run_id,
-                    step,
-                    calls,
-                }) => OutputLine::ExecuteTools {
-                    run_id,
-                    step: *step,
-                    calls,
-                },
-                Output::Commit(commit) => OutputLine::Commit {
-                    commit: &commit.commit,
-                    ordinal: commit.ordinal,
-                    expected_thread_version: commit.expected_thread_version,
-                    payload_hash: crate::convert::payload_hash(&commit.commit, &mut this.canonical),
-                },
-                Output::Event(event) => OutputLine::Event { event },
-            };
+            let line = output_line(
+                &this.agent,
+                &output,
+                this.context,
+                &mut this.sent,
+                &mut this.canonical,
+            );
             to_python(py, &mut this.keys, &line).map(Some)
         })
     }

@@ -269,11 +269,3 @@ impl<'de, 'py> serde::de::Visitor<'de> for Key<'py> {
         Ok(PyString::new(self.0, v))
     }
 }
-
-/// The payload hash of a commit (SPEC §7.1), as the core computes it
-/// ([`runcore::ThreadCommit::payload_hash_with`]). `buffer` is scratch space kept between
-/// calls, so that writing a commit allocates next to nothing (large temporary allocations are
-/// slow in a long-lived process's heap).
-pub fn payload_hash(commit: &runcore::ThreadCommit, buffer: &mut Vec<u8>) -> String {
-    commit.payload_hash_with(buffer)
-}

@@ -109,7 +109,7 @@ create_exception!(
     runcore,
     SnapshotError,
     PyException,
-    "A snapshot that cannot be restored: `.kind` is `newer_version`, `malformed` or `inconsistent`."
+    "A snapshot that cannot be restored: `.kind` is `newer_version`, `unsupported_version`, `malformed` or `inconsistent`."
 );
 
 /// Registers the exception classes on the module.
@@ -249,11 +249,7 @@ pub fn store_error_with_code(code: &str, message: &str) -> PyErr {
 
 /// The exception for a snapshot that cannot be restored.
 pub fn snapshot_error(error: &CoreSnapshotError) -> PyErr {
-    let kind = match error {
-        CoreSnapshotError::NewerVersion { .. } => "newer_version",
-        CoreSnapshotError::Malformed(_) => "malformed",
-        _ => "inconsistent",
-    };
+    let kind = error.code();
     let err = SnapshotError::new_err(error.to_string());
     Python::attach(|py| {
         let value = err.value(py);

@@ -10,10 +10,10 @@ use std::sync::MutexGuard;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use runcore::driver::{CommitLineError, StoreWrite};
 use runcore::{
-    CheckpointReader, Claim, ClaimRequest, CommitError, CommitLog, CommitOperation,
-    CommittedThreadView, EventScope, MemoryStore, RunId, StoreError, ThreadClaims, ThreadCommit,
-    ThreadId, TranscriptSnapshotRef,
+    CheckpointReader, Claim, ClaimRequest, CommitError, CommitLog, CommittedThreadView, EventScope,
+    MemoryStore, RunId, StoreError, ThreadClaims, ThreadId, TranscriptSnapshotRef,
 };
 use serde_json::Value;
 
@@ -139,44 +139,19 @@ impl PyStore {
         py: Python<'py>,
         output: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let Value::Object(mut output) = from_py(output)? else {
-            return Err(PyTypeError::new_err(
-                "commit() takes a commit output dict ({\"type\": \"commit\", \"commit\": ...})",
-            ));
-        };
-        match output.get("type") {
-            Some(Value::String(kind)) if kind == "commit" => {}
-            Some(Value::String(kind)) => {
-                return Err(PyValueError::new_err(format!(
-                    "commit() takes a commit output, got a {kind:?} output"
-                )));
-            }
-            _ => {
-                return Err(PyValueError::new_err(
-                    "commit() takes a commit output ({\"type\": \"commit\", \"commit\": ...})",
-                ));
-            }
-        }
-        let commit: ThreadCommit =
-            serde_json::from_value(output.remove("commit").unwrap_or_default())
-                .map_err(|e| PyValueError::new_err(format!("not a valid commit: {e}")))?;
-        let field = |name: &str| output.get(name).and_then(Value::as_u64);
-        match (field("ordinal"), field("expected_thread_version")) {
-            (Some(ordinal), Some(version)) => {
-                let operation = CommitOperation::new(commit, ordinal, version);
-                if let Some(Value::String(hash)) = output.get("payload_hash")
-                    && *hash != operation.payload_hash
-                {
-                    return Err(PyValueError::new_err(format!(
-                        "the output's payload_hash {hash} is not its commit's hash {}: the \
-                         commit was changed after the agent emitted it",
-                        operation.payload_hash
-                    )));
-                }
+        let write =
+            StoreWrite::from_output_line(from_py(output)?).map_err(|error| match error {
+                CommitLineError::NotAnObject => PyTypeError::new_err(
+                    "commit() takes a commit output dict ({\"type\": \"commit\", \"commit\": ...})",
+                ),
+                error => PyValueError::new_err(error.to_string()),
+            })?;
+        match write {
+            StoreWrite::Fenced(operation) => {
                 let receipt = self.write(py, move |store| store.commit_operation(operation))?;
                 serde_to_py(py, &receipt)
             }
-            _ => {
+            StoreWrite::Plain(commit) => {
                 let record = self.write(py, move |store| store.commit(commit))?;
                 serde_to_py(py, &record)
             }

@@ -252,6 +252,9 @@ def test_snapshot_restore_round_trip_mid_run():
     with pytest.raises(runcore.SnapshotError) as e:
         runcore.Agent.restore("nope")
     assert e.value.kind == "malformed"
+    with pytest.raises(runcore.SnapshotError) as e:
+        runcore.Agent.restore('{"schema_version": 0, "agent": {}}')
+    assert e.value.kind == "unsupported_version"
 
 
 # ----- approvals, timers, continue --------------------------------------------------------------

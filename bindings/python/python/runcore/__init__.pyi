@@ -464,7 +464,7 @@ class ClaimHeld(StoreError):
     thread_id: Optional[str]
 
 class SnapshotError(Exception):
-    """A snapshot that cannot be restored; `.kind`: newer_version, malformed, inconsistent."""
+    """A snapshot that cannot be restored; `.kind`: newer_version, unsupported_version, malformed, inconsistent."""
 
     kind: str
     message: str
