@@ -40,15 +40,12 @@ pub fn main(command: &str, run: &str, url: &str, decision: PermissionDecision) -
     claim.request_id = format!("{command}.{}.{now_ms}", std::process::id());
     match runcore::answer_permission(backend.as_mut(), &run, decision, &claim, now_ms) {
         Ok(answered) => {
-            let mut line = serde_json::to_string(&answered).unwrap_or_default();
+            let mut line = crate::inspect::json_line(&answered);
             line.push('\n');
             crate::write_stdout(&line)
         }
         Err(error) => {
-            eprintln!(
-                "{}",
-                serde_json::to_string(&error.body()).unwrap_or_default()
-            );
+            eprintln!("{}", crate::inspect::json_line(&error.body()));
             match error {
                 AnswerError::Refused(_) => ExitCode::from(EXIT_REFUSED),
                 AnswerError::Held { .. } => ExitCode::from(crate::drive::EXIT_CLAIM_HELD),

@@ -41,7 +41,7 @@ pub fn write_events(
 ) -> Result<(), EventsError> {
     runcore_console::shapes::for_each_event_page(store, scope, from, limit, |page| {
         for event in page {
-            let line = serde_json::to_string(event).unwrap_or_default();
+            let line = json_line(event);
             writeln!(out, "{line}").map_err(EventsError::Io)?;
         }
         Ok(())
@@ -52,10 +52,22 @@ pub fn write_events(
 pub fn json_lines<T: Serialize>(items: &[T]) -> String {
     let mut text = String::new();
     for item in items {
-        text.push_str(&serde_json::to_string(item).unwrap_or_default());
+        text.push_str(&json_line(item));
         text.push('\n');
     }
     text
+}
+
+/// `value` as one line of JSON (without its `\n`). Everything this binary prints is plain
+/// data with string keys, so serializing cannot fail; were it to, a debug build stops here and
+/// a release build prints an `internal` error object rather than an empty line a reader would
+/// misread.
+pub fn json_line<T: Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|error| {
+        debug_assert!(false, "a value failed to serialize as JSON: {error}");
+        r#"{"error":{"kind":"internal","message":"a value failed to serialize as JSON"}}"#
+            .to_owned()
+    })
 }
 
 /// A table: a header row and rows, columns padded to their widest cell (the last column is

@@ -36,7 +36,7 @@ pub fn sweep_command(
         Ok(items) => {
             let mut text = String::new();
             for item in items {
-                text.push_str(&serde_json::to_string(&item).unwrap_or_default());
+                text.push_str(&crate::inspect::json_line(&item));
                 text.push('\n');
             }
             write_stdout(&text)

@@ -253,8 +253,13 @@ impl Tape {
         self.text.truncate(text);
         self.ascii = ascii;
         self.open_keys.clear();
-        // Plain data: what the driver writes (the empty line if even serde_json fails).
-        let json = serde_json::to_string(value).unwrap_or_default();
+        // Plain data with string keys, as the driver writes it: serializing cannot fail. Were
+        // it to, a debug build stops here and a release build gives `null`, never an empty
+        // text that `JSON.parse` would throw on.
+        let json = serde_json::to_string(value).unwrap_or_else(|error| {
+            debug_assert!(false, "a value failed to serialize as JSON: {error}");
+            "null".to_owned()
+        });
         self.string_op(TAG_JSON, &json);
     }
 
