@@ -50,9 +50,8 @@ fn main() -> ExitCode {
                 Some(SchemaPart::Input) => input_line_schema(),
                 Some(SchemaPart::Output) => output_line_schema(),
             };
-            let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
-            text.push('\n');
-            write_stdout(&text)
+            // A `Value` writes infallibly; `{:#}` is serde_json's pretty form.
+            write_stdout(&format!("{schema:#}\n"))
         }
         Command::Demo(args) => demo::main(args),
         Command::Threads(args) => inspect(Inspect::Threads, &args.store, args.json),
