@@ -373,7 +373,8 @@ fn invalid_json(message: impl Into<String>) -> ErrorBody {
     }
 }
 
-fn to_line(line: &OutputLine<'_>) -> String {
+/// An output line as the JSON text the driver writes (without its `\n`).
+pub fn render_line(line: &OutputLine<'_>) -> String {
     // Our own plain data with string keys: serialization cannot fail. Were it to, a debug
     // build stops here, and a release build writes an `internal` error line rather than an
     // empty one a host would misread.
@@ -422,7 +423,7 @@ impl Driver {
         self.line = self.line.saturating_add(1);
         let line = self.line;
         if let Err(error) = self.apply_line(bytes) {
-            sink(to_line(&OutputLine::Error { line, error }));
+            sink(render_line(&OutputLine::Error { line, error }));
         }
         self.drain_into(sink);
         sink(idle_line(line, self.agent.poll_timeout()));
@@ -629,14 +630,9 @@ pub fn render_output_line(
     render_line(&output_line(agent, output, context, sent, &mut Vec::new()))
 }
 
-/// An output line as the JSON text the driver writes (without its `\n`).
-pub fn render_line(line: &OutputLine<'_>) -> String {
-    to_line(line)
-}
-
 /// The `error` line for a rejected input.
 pub fn error_line(line: u64, error: &AgentError) -> String {
-    to_line(&OutputLine::Error {
+    render_line(&OutputLine::Error {
         line,
         error: error_body(error),
     })
@@ -645,7 +641,7 @@ pub fn error_line(line: u64, error: &AgentError) -> String {
 /// The `idle` line that closes input line `line`, with the agent's
 /// [`poll_timeout`](Agent::poll_timeout) after it.
 pub fn idle_line(line: u64, timeout_ms: Option<u64>) -> String {
-    to_line(&OutputLine::Idle { line, timeout_ms })
+    render_line(&OutputLine::Idle { line, timeout_ms })
 }
 
 fn json_kind(value: &Value) -> &'static str {

@@ -307,12 +307,12 @@ pub fn serve<S: Script + ?Sized, E>(
                     match turn {
                         Some(ModelTurn::Answer { deltas, message }) => {
                             for text in deltas {
-                                agent
-                                    .model_delta_owned(&run_id, step, text)
-                                    .map_err(|error| ServeError::Rejected {
+                                agent.on_model_delta(&run_id, step, text).map_err(|error| {
+                                    ServeError::Rejected {
                                         kind: "model_delta",
                                         error,
-                                    })?;
+                                    }
+                                })?;
                             }
                             let done = Input::ModelDone {
                                 run_id,

@@ -17,7 +17,7 @@
 //! figures are the core's cost plus that host's. (Until 2026-12-03 they kept a hand-written
 //! loop: `serve` then cost +12.7% on w1 and +4.9% on w2. Streamed deltas now move their text
 //! straight into their event, and a drain ends at the action it hands out, so on `serve` w1
-//! counts 21,195 instructions per item and w2 8,220, at N = 10,000: −0.1% and +1.7% against
+//! counts 21,270 instructions per item and w2 8,231, at N = 10,000: +0.3% and +1.8% against
 //! the hand-written loop of the commit before.)
 
 use std::convert::Infallible;

@@ -33,14 +33,7 @@ pub fn sweep_command(
         config: AgentConfig::default(),
     };
     match sweep(store.as_mut(), &options, wall_clock_ms()) {
-        Ok(items) => {
-            let mut text = String::new();
-            for item in items {
-                text.push_str(&crate::inspect::json_line(&item));
-                text.push('\n');
-            }
-            write_stdout(&text)
-        }
+        Ok(items) => write_stdout(&crate::inspect::json_lines(&items)),
         Err(error) => {
             eprintln!("runcore sweep: cannot list due work: {error}");
             ExitCode::from(3)

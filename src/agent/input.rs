@@ -257,7 +257,7 @@ impl Agent {
             Input::FollowUp { message } => self.on_queue_input(message, false),
             Input::Abort => self.on_abort(),
             Input::Pause => self.on_pause(),
-            Input::ModelDelta { run_id, step, text } => self.on_model_delta(run_id, step, text),
+            Input::ModelDelta { run_id, step, text } => self.on_model_delta(&run_id, step, text),
             Input::ModelDone {
                 run_id,
                 step,

@@ -498,21 +498,10 @@ impl Agent {
         }
     }
 
-    fn on_model_delta(
-        &mut self,
-        run_id: RunId,
-        step: Step,
-        text: String,
-    ) -> Result<(), AgentError> {
-        self.expect_model(&run_id, step, "model_delta")?;
-        self.push_delta(run_id, step, text);
-        Ok(())
-    }
-
-    /// A delta for the outstanding call, its text moved in: what [`Agent::model_delta`] does
-    /// once the text is copied, and what a scripted host gives without building an [`Input`]
-    /// (a delta is at the agent's own clock, so `handle`'s clock rule has nothing to do).
-    pub(crate) fn model_delta_owned(
+    /// `model_delta` with its text moved in (no copy): the input's handler, and what a scripted
+    /// host gives without building an [`Input`] (a delta is at the agent's own clock, so
+    /// `handle`'s clock rule has nothing to do).
+    pub(crate) fn on_model_delta(
         &mut self,
         run_id: &RunId,
         step: Step,

@@ -26,7 +26,7 @@
 use serde_json::{Map, Value};
 
 use super::{
-    ContextMode, Driver, ErrorBody, InputLine, OutputLine, error_line, idle_line, to_line,
+    ContextMode, Driver, ErrorBody, InputLine, OutputLine, error_line, idle_line, render_line,
 };
 use crate::agent::{Agent, AgentConfig, Input, Output, RecoverError, RecoveryPolicy};
 use crate::commit::CommitError;
@@ -307,7 +307,7 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
         }
         let line = self.driver.next_line();
         let applied = match Driver::parse_line(bytes) {
-            Err(error) => Err(to_line(&OutputLine::Error { line, error })),
+            Err(error) => Err(render_line(&OutputLine::Error { line, error })),
             Ok(mut parsed) => {
                 let names_thread = parsed.thread.is_some();
                 let checked = match &mut parsed.input {
@@ -556,7 +556,7 @@ fn claim_lost_line(line: u64, epoch: u64, current_epoch: Option<u64>) -> String 
             "the thread's claim (epoch {epoch}) could not be renewed within its lease; this driver acts no further"
         ),
     };
-    to_line(&OutputLine::Error {
+    render_line(&OutputLine::Error {
         line,
         error: ErrorBody {
             kind: "store".into(),
@@ -638,7 +638,7 @@ pub fn store_error_line(line: u64, error: &StoreError) -> String {
              from what is committed"
         ),
     };
-    to_line(&OutputLine::Error {
+    render_line(&OutputLine::Error {
         line,
         error: ErrorBody {
             kind: "store".into(),
