@@ -143,9 +143,8 @@ fn error_body(answer: &Value) -> Value {
 
 fn version(store: &SharedStore, thread: &str) -> u64 {
     store
-        .lock()
-        .expect("lock")
-        .thread_version(&ThreadId::from(thread))
+        .call_blocking(|store| store.thread_version(&ThreadId::from(thread)))
+        .expect("the call")
         .expect("version")
 }
 
@@ -153,9 +152,10 @@ fn transcript(store: &SharedStore, thread: &str) -> Vec<Message> {
     let mut config = scripted_config(Some(600_000));
     config.thread_id = ThreadId::from(thread);
     let agent = store
-        .lock()
-        .expect("lock")
-        .recover(config, &ThreadId::from(thread), RecoveryPolicy::Replay)
+        .call_blocking(|store| {
+            store.recover(config, &ThreadId::from(thread), RecoveryPolicy::Replay)
+        })
+        .expect("the call")
         .expect("recover");
     agent.transcript().to_vec()
 }
