@@ -2,12 +2,14 @@
 //! this test process (so a test can count attempts and put a store behind it that refuses):
 //! a misuse input is a terminal error carrying the §10 kind and message, and the thread is
 //! unchanged; a transient model or tool failure is retried by policy and then becomes data;
-//! a store that refuses a commit ends the invocation with a terminal error naming it.
+//! a store that refuses a commit ends the invocation with a terminal error naming it; a store
+//! call that panics or fails fails only its own invocation (retried until the cause is gone),
+//! never the other threads'.
 
 mod support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use restate_sdk::prelude::{Endpoint, HttpServer};
@@ -356,4 +358,124 @@ fn a_store_that_refuses_a_commit_ends_the_invocation_with_a_terminal_error_namin
     );
     // The object's first commit and the intruder's; nothing of the refused one.
     assert_eq!(version(&c.store, "fenced"), 2);
+}
+
+/// A store with a fault switch for two threads: while it is on, every call on thread
+/// `panics` panics inside the store (as the PostgreSQL client did when it was called on an
+/// async thread) and every call on thread `fails` answers `unavailable`; the other threads
+/// are served normally throughout.
+struct FaultSwitch {
+    inner: MemoryStore,
+    on: Arc<AtomicBool>,
+    faults: Arc<AtomicUsize>,
+}
+
+impl FaultSwitch {
+    fn fault(&self, thread: &ThreadId) -> Result<(), StoreError> {
+        if !self.on.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        match thread.as_str() {
+            "panics" => {
+                self.faults.fetch_add(1, Ordering::SeqCst);
+                panic!("the store's client panicked (a fault switched on by the test)")
+            }
+            "fails" => {
+                self.faults.fetch_add(1, Ordering::SeqCst);
+                Err(StoreError::unavailable(
+                    "the store went away (a fault switched on)",
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl ThreadStore for FaultSwitch {
+    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
+        self.fault(thread)?;
+        ThreadStore::thread_version(&self.inner, thread)
+    }
+
+    fn recover(
+        &self,
+        config: AgentConfig,
+        thread: &ThreadId,
+        policy: RecoveryPolicy,
+    ) -> Result<Agent, RecoverError> {
+        self.fault(thread).map_err(RecoverError::Store)?;
+        ThreadStore::recover(&self.inner, config, thread, policy)
+    }
+
+    fn commit_operation(
+        &mut self,
+        operation: CommitOperation,
+    ) -> Result<CommitReceipt, StoreError> {
+        self.fault(&operation.commit.thread_id)?;
+        CommitLog::commit_operation(&mut self.inner, operation)
+    }
+}
+
+#[test]
+fn a_failing_handler_fails_only_its_invocation_and_finishes_once_the_cause_is_gone() {
+    let on = Arc::new(AtomicBool::new(true));
+    let faults = Arc::new(AtomicUsize::new(0));
+    let store = FaultSwitch {
+        inner: MemoryStore::new(),
+        on: on.clone(),
+        faults: faults.clone(),
+    };
+    let Some(c) = cluster("fault", Box::new(store)) else {
+        return;
+    };
+    let healthy = ["ok-1", "ok-2", "ok-3"];
+    for thread in ["panics", "fails"].iter().chain(&healthy) {
+        let (status, answer) = c
+            .server
+            .call(thread, "prompt/send", r#"{"text":"lookup 2"}"#, None);
+        assert!((200..300).contains(&status), "{thread}: {status} {answer}");
+    }
+    // The other threads finish while the two keep failing (and are retried).
+    for thread in healthy {
+        c.server.wait_for(thread, Duration::from_secs(60), |s| {
+            s["status"] == "idle" && s["last_end"]["cause"]["type"] == "natural_end"
+        });
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while faults.load(Ordering::SeqCst) < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the failed invocations were not retried"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for thread in ["panics", "fails"] {
+        assert_eq!(
+            version(&c.store, thread),
+            0,
+            "{thread}: nothing committed yet"
+        );
+        assert!(c.server.state(thread)["last_end"].is_null(), "{thread}");
+    }
+    // The shared store was not poisoned by the panics: it still answers.
+    assert_eq!(version(&c.store, "ok-1"), version(&c.store, "ok-2"));
+
+    // The cause removed, both finish by Restate's retries, as the healthy ones did.
+    on.store(false, Ordering::SeqCst);
+    for thread in ["panics", "fails"] {
+        let view = c.server.wait_for(thread, Duration::from_secs(60), |s| {
+            s["status"] == "idle" && s["last_end"].is_object()
+        });
+        assert_eq!(view["last_end"]["cause"]["type"], "natural_end", "{view}");
+        assert_eq!(
+            version(&c.store, thread),
+            version(&c.store, "ok-1"),
+            "{thread}"
+        );
+        assert_eq!(
+            transcript(&c.store, thread).len(),
+            transcript(&c.store, "ok-1").len(),
+            "{thread}"
+        );
+    }
 }
