@@ -22,6 +22,7 @@ use runcore_restate::script::{ScriptedModel, ScriptedTools, scripted_config};
 use runcore_restate::{
     Model, ModelCall, SharedStore, StepFuture, ThreadHost, ThreadObject, ThreadStore, Tools, shared,
 };
+use runcore_store_blocking::BlockingError;
 use serde_json::Value;
 use support::{Server, server_binary, temp_dir};
 
@@ -450,14 +451,20 @@ fn a_failing_handler_fails_only_its_invocation_and_finishes_once_the_cause_is_go
         std::thread::sleep(Duration::from_millis(20));
     }
     for thread in ["panics", "fails"] {
-        assert_eq!(
-            version(&c.store, thread),
-            0,
-            "{thread}: nothing committed yet"
-        );
-        assert!(c.server.state(thread)["last_end"].is_null(), "{thread}");
+        let view = c.server.state(thread);
+        assert_eq!(view["version"], 0, "{thread}: nothing saved yet: {view}");
+        assert!(view["last_end"].is_null(), "{thread}: {view}");
     }
-    // The shared store was not poisoned by the panics: it still answers.
+    // A panicking store call is an error of that call; the shared store was not poisoned by
+    // the panics and still answers for the other threads.
+    let panicked = c
+        .store
+        .call_blocking(|store| store.thread_version(&ThreadId::from("panics")));
+    assert!(
+        matches!(&panicked, Err(BlockingError::Panicked(text)) if text.contains("fault switched on")),
+        "{panicked:?}"
+    );
+    assert!(version(&c.store, "ok-1") > 0);
     assert_eq!(version(&c.store, "ok-1"), version(&c.store, "ok-2"));
 
     // The cause removed, both finish by Restate's retries, as the healthy ones did.
