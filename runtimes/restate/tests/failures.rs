@@ -486,3 +486,184 @@ fn a_failing_handler_fails_only_its_invocation_and_finishes_once_the_cause_is_go
         );
     }
 }
+
+/// A TCP proxy in front of the PostgreSQL server that a test can cut (every connection
+/// through it closed, new ones refused at once) and restore: the store going away and coming
+/// back, without stopping the server other tests share.
+struct Proxy {
+    port: u16,
+    up: Arc<AtomicBool>,
+    open: Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(target: String) -> Proxy {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let port = listener.local_addr().expect("address").port();
+        let up = Arc::new(AtomicBool::new(true));
+        let open = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (accept_up, accept_open) = (up.clone(), open.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                if !accept_up.load(Ordering::SeqCst) {
+                    continue; // dropped: the connection is refused
+                }
+                let Ok(server) = std::net::TcpStream::connect(&target) else {
+                    continue;
+                };
+                let (Ok(c2), Ok(s2), Ok(c3), Ok(s3)) = (
+                    client.try_clone(),
+                    server.try_clone(),
+                    client.try_clone(),
+                    server.try_clone(),
+                ) else {
+                    continue;
+                };
+                if let Ok(mut open) = accept_open.lock() {
+                    open.push(c3);
+                    open.push(s3);
+                }
+                let (mut from_client, mut to_server) = (client, server);
+                let (mut from_server, mut to_client) = (s2, c2);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from_client, &mut to_server);
+                    let _ = to_server.shutdown(std::net::Shutdown::Both);
+                });
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from_server, &mut to_client);
+                    let _ = to_client.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        Proxy { port, up, open }
+    }
+
+    /// Closes every connection through the proxy and refuses new ones.
+    fn cut(&self) {
+        self.up.store(false, Ordering::SeqCst);
+        for stream in self.open.lock().expect("the proxy's list").drain(..) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Lets connections through again.
+    fn restore(&self) {
+        self.up.store(true, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_store_that_goes_away_mid_invocation_fails_it_and_the_thread_finishes_once_it_is_back() {
+    let Some(binary) = server_binary() else {
+        return;
+    };
+    let Some(direct) = support::postgres_store("outage") else {
+        return;
+    };
+    // postgresql://user@HOST:PORT/db?… → the same through the proxy.
+    let authority = |url: &str| -> Option<(usize, usize)> {
+        let start = url.find("://")? + 3;
+        let end = start + url[start..].find('/')?;
+        let host = url[start..end]
+            .rfind('@')
+            .map_or(start, |at| start + at + 1);
+        Some((host, end))
+    };
+    let (host, end) = authority(&direct).expect("RUNCORE_PG_URL names host:port");
+    let proxy = Proxy::start(direct[host..end].to_owned());
+    let url = format!(
+        "{}127.0.0.1:{}{}",
+        &direct[..host],
+        proxy.port,
+        &direct[end..]
+    );
+
+    let dir = temp_dir("outage");
+    let server = Server::start(binary, dir.path());
+    let record = dir.path().join("tools");
+    let gate = dir.path().join("gate");
+    let tools = ScriptedTools {
+        gate: Some(Arc::new(gate.clone())),
+        ..ScriptedTools::recording(record.clone(), Duration::ZERO).expect("record dir")
+    };
+    let store = runcore_restate::open_store(&url).expect("open through the proxy");
+    let host = ThreadHost::new(
+        scripted_config(Some(600_000)),
+        Arc::new(ScriptedModel::default()),
+        Arc::new(tools),
+        store.clone(),
+    );
+    let endpoint = InProcess::serve(host);
+    server.register(endpoint.port);
+
+    let (status, answer) = server.call("outage", "prompt/send", r#"{"text":"lookup 2"}"#, None);
+    assert!((200..300).contains(&status), "{status} {answer}");
+    // The second call is held at the gate: the first call's result is committed.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(record.join("starts.log"))
+        .is_ok_and(|t| t.lines().any(|l| l.ends_with(":call-2")))
+    {
+        assert!(std::time::Instant::now() < deadline, "call-2 never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    // The store goes away; the call completes; its commit fails, and so do the retries.
+    proxy.cut();
+    std::fs::write(&gate, b"open").expect("open the gate");
+    std::thread::sleep(Duration::from_millis(1500));
+    let view = server.state("outage");
+    assert!(
+        view["last_end"].is_null(),
+        "finished without its store: {view}"
+    );
+
+    // Back: the thread finishes, as a single-process run of the same script does.
+    proxy.restore();
+    let view = server.wait_for("outage", Duration::from_secs(60), |s| {
+        s["status"] == "idle" && s["last_end"].is_object()
+    });
+    assert_eq!(view["last_end"]["cause"]["type"], "natural_end", "{view}");
+    let reference =
+        support::single_process_run("outage", "lookup 2", 600_000, support::Answer::None);
+    let thread = ThreadId::from("outage");
+    let stored = runcore_store_url::open(
+        &runcore_store_url::StoreUrl::parse(&direct).expect("a store URL"),
+        runcore_store_url::Access::Read,
+    )
+    .expect("open the store");
+    use runcore::CommittedThreadView;
+    assert_eq!(
+        stored.committed_messages(&thread).expect("messages"),
+        reference.committed_messages(&thread).expect("reference")
+    );
+    assert_eq!(
+        CommittedThreadView::thread_version(&stored, &thread).expect("version"),
+        CommittedThreadView::thread_version(&reference, &thread).expect("reference")
+    );
+    drop(endpoint);
+    drop(store);
+}
+
+#[test]
+fn a_worker_given_an_unreachable_store_exits_2_with_one_line_naming_it() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_runcore-restate-worker"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "postgresql://nobody:s3cret@127.0.0.1:1/db",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run the worker");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(output.stdout.is_empty());
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr
+            .starts_with("runcore-restate-worker: --store postgresql://nobody:***@127.0.0.1:1/db"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+}
