@@ -33,8 +33,11 @@ use crate::shared_candidates::{Backend, DynStore, SharedStore};
 /// it with the thrown error `index.js` turns into `StoreError` / `InternalError`.
 pub struct StoreCall {
     shared: SharedStore,
-    call: Option<Box<dyn FnOnce(&SharedStore) -> napi::Result<String> + Send>>,
+    call: Option<Call>,
 }
+
+/// The work of a [`StoreCall`]: the store in, the promise's JSON text (or its error) out.
+type Call = Box<dyn FnOnce(&SharedStore) -> napi::Result<String> + Send>;
 
 impl Task for StoreCall {
     type Output = String;
