@@ -80,6 +80,10 @@ pub enum BlockingError {
     /// The blocking task was cancelled (the runtime is shutting down).
     #[error("a store call did not finish: the runtime is shutting down")]
     Cancelled,
+    /// [`Blocking::call`] was awaited outside a tokio runtime (a synchronous caller wants
+    /// [`Blocking::call_blocking`]).
+    #[error("a store call was made outside a tokio runtime")]
+    NoRuntime,
 }
 
 impl<S: Send + 'static> Blocking<S> {
@@ -108,15 +112,17 @@ impl<S: Send + 'static> Blocking<S> {
         }
     }
 
-    /// Runs `f` on the store on tokio's blocking pool and answers its result. Must be called
-    /// inside a tokio runtime (it is the async host's crossing).
+    /// Runs `f` on the store on tokio's blocking pool and answers its result. It is the async
+    /// host's crossing: outside a tokio runtime it answers [`BlockingError::NoRuntime`].
     pub async fn call<T, F>(&self, f: F) -> Result<T, BlockingError>
     where
         F: FnOnce(&mut S) -> T + Send + 'static,
         T: Send + 'static,
     {
         let inner = Arc::clone(&self.inner);
-        match tokio::task::spawn_blocking(move || inner.run(f)).await {
+        let runtime =
+            tokio::runtime::Handle::try_current().map_err(|_| BlockingError::NoRuntime)?;
+        match runtime.spawn_blocking(move || inner.run(f)).await {
             Ok(answer) => answer,
             // `run` catches the panics of `f`; this is one of the reopen or of the lock's
             // own bookkeeping.
@@ -189,6 +195,7 @@ fn panic_text(payload: &Box<dyn Any + Send>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn runtime() -> tokio::runtime::Runtime {
@@ -250,6 +257,19 @@ mod tests {
         assert_eq!(rt.block_on(store.call(|s| *s)).unwrap(), 1);
         assert_eq!(opened.load(Ordering::SeqCst), 2);
         assert_eq!(store.call_blocking(|s| *s).unwrap(), 1);
+    }
+
+    #[test]
+    fn a_call_outside_a_runtime_is_an_error_not_a_panic() {
+        let store = Blocking::new(1u8);
+        // A future polled by hand, with no runtime around it.
+        let waker = std::task::Waker::noop();
+        let mut context = std::task::Context::from_waker(waker);
+        let mut call = std::pin::pin!(store.call(|s| *s));
+        match call.as_mut().poll(&mut context) {
+            std::task::Poll::Ready(Err(BlockingError::NoRuntime)) => {}
+            other => panic!("expected NoRuntime, got {other:?}"),
+        }
     }
 
     #[test]
