@@ -139,7 +139,7 @@ mod tests {
         assert_eq!(events[0].event.as_deref(), Some("a"));
         assert_eq!(events[0].data, "1\n2");
         assert_eq!(events[1].data, "x");
-        assert_eq!(events[1].offset, 40);
+        assert_eq!(events[1].offset, 36);
     }
 
     #[test]
