@@ -201,13 +201,13 @@ fn assistant_items(
                 if refusal {
                     parts.push(json!({"type": "refusal", "refusal": text}));
                 } else {
-                    let annotations = meta
-                        .and_then(|m| m.get("annotations"))
-                        .cloned()
-                        .unwrap_or_else(|| json!([]));
-                    parts.push(json!({
-                        "type": "output_text", "text": text, "annotations": annotations,
-                    }));
+                    let mut part = Map::new();
+                    part.insert("type".into(), Value::from("output_text"));
+                    part.insert("text".into(), Value::from(text.as_str()));
+                    if let Some(annotations) = meta.and_then(|m| m.get("annotations")) {
+                        part.insert("annotations".into(), annotations.clone());
+                    }
+                    parts.push(Value::Object(part));
                 }
             }
             AssistantBlock::Thinking { .. } | AssistantBlock::RedactedThinking { .. } => {
@@ -216,7 +216,7 @@ fn assistant_items(
                     m.get("type").and_then(Value::as_str) == Some("reasoning")
                 });
                 match item {
-                    Some(item) if same => input.push(Value::Object(item.clone())),
+                    Some(item) if same => input.push(reasoning_item(item)),
                     Some(_) => left_out.push(LeftOut {
                         message: index,
                         block: Some(block),
@@ -265,6 +265,27 @@ fn assistant_items(
         }
     }
     close(&mut open, input);
+}
+
+/// A reasoning item as it is sent back: its `id`, `summary`, `encrypted_content` and
+/// (reasoning text) `content` as they came; the output-only `status`, and empty or null
+/// fields, are not sent.
+fn reasoning_item(item: &Map<String, Value>) -> Value {
+    let mut sent = Map::new();
+    sent.insert("type".into(), Value::from("reasoning"));
+    for key in ["id", "summary", "encrypted_content", "content"] {
+        match item.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(parts)) if parts.is_empty() && key == "content" => {}
+            Some(value) => {
+                sent.insert(key.into(), value.clone());
+            }
+        }
+    }
+    if !sent.contains_key("summary") {
+        sent.insert("summary".into(), json!([]));
+    }
+    Value::Object(sent)
 }
 
 /// One output item being streamed, by `output_index`.
