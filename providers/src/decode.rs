@@ -308,7 +308,11 @@ impl<P: Protocol> StreamDecoder<P> {
         let body: Value = match serde_json::from_slice(&self.buffer) {
             Ok(body) => body,
             Err(error) => {
-                let offset = byte_offset(&self.buffer, error.line(), error.column());
+                let offset = if error.is_eof() {
+                    self.buffer.len()
+                } else {
+                    byte_offset(&self.buffer, error.line(), error.column())
+                };
                 self.report.format_error = Some(FormatError {
                     offset,
                     expected: format!("expected a {} JSON body: {error}", P::API.name()),
