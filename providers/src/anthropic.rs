@@ -20,9 +20,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use runcore::{
-    AssistantBlock, AssistantMessage, ContentBlock, Message, Meta, StopReason, Usage,
-};
+use runcore::{AssistantBlock, AssistantMessage, ContentBlock, Message, Meta, StopReason, Usage};
 use serde_json::{Map, Value, json};
 
 use crate::decode::{BodyError, Deltas, EventOutcome, Protocol, StreamDecoder};
@@ -255,9 +253,17 @@ fn assistant_content(
 #[derive(Debug)]
 enum Block {
     Text(String),
-    Thinking { thinking: String, signature: String },
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
     Redacted(String),
-    ToolUse { id: String, name: String, json: String, start: Value },
+    ToolUse {
+        id: String,
+        name: String,
+        json: String,
+        start: Value,
+    },
     /// A block type runcore has no block for (server tools, …): not kept.
     Other,
 }
@@ -429,7 +435,9 @@ fn usage(start: Option<&Value>, delta: Option<&Value>) -> Option<Usage> {
     };
     let thinking = delta
         .and_then(|d| nested_count(d, "output_tokens_details", "thinking_tokens"))
-        .or_else(|| start.and_then(|s| nested_count(s, "output_tokens_details", "thinking_tokens")));
+        .or_else(|| {
+            start.and_then(|s| nested_count(s, "output_tokens_details", "thinking_tokens"))
+        });
     let cache_write = read("cache_creation_input_tokens");
     let cache_read = read("cache_read_input_tokens");
     Some(Usage {

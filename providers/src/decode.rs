@@ -182,7 +182,8 @@ impl<P: Protocol> StreamDecoder<P> {
                 .position(|b| !b.is_ascii_whitespace())
                 .unwrap_or(rest.len());
             // Leading whitespace is kept for a JSON body (offsets stay true) and harmless to SSE.
-            self.buffer.extend_from_slice(rest.get(..skip).unwrap_or_default());
+            self.buffer
+                .extend_from_slice(rest.get(..skip).unwrap_or_default());
             rest = rest.get(skip..).unwrap_or_default();
             let Some(&first) = rest.first() else {
                 return;
@@ -212,9 +213,9 @@ impl<P: Protocol> StreamDecoder<P> {
                 self.report.ignored = self.report.ignored.saturating_add(1);
                 continue;
             }
-            let outcome = self
-                .protocol
-                .event(event.event.as_deref(), &event.data, &mut self.deltas);
+            let outcome =
+                self.protocol
+                    .event(event.event.as_deref(), &event.data, &mut self.deltas);
             match outcome {
                 EventOutcome::Used => self.understood += 1,
                 EventOutcome::Ignored => {
@@ -349,5 +350,7 @@ fn byte_offset(body: &[u8], line: usize, column: usize) -> usize {
             offset = index + 1;
         }
     }
-    offset.saturating_add(column.saturating_sub(1)).min(body.len())
+    offset
+        .saturating_add(column.saturating_sub(1))
+        .min(body.len())
 }

@@ -99,13 +99,21 @@ fn classify(kind: Option<&str>, code: Option<&str>, message: Option<&str>) -> Op
     if is(&["overloaded_error", "overloaded"]) {
         return Some(FailureCode::Overloaded);
     }
-    if is(&["rate_limit_error", "rate_limit_exceeded", "insufficient_quota"]) {
+    if is(&[
+        "rate_limit_error",
+        "rate_limit_exceeded",
+        "insufficient_quota",
+    ]) {
         return Some(FailureCode::RateLimited);
     }
     if is(&["api_error", "server_error", "internal_error"]) {
         return Some(FailureCode::ServerError);
     }
-    if is(&["authentication_error", "permission_error", "invalid_api_key"]) {
+    if is(&[
+        "authentication_error",
+        "permission_error",
+        "invalid_api_key",
+    ]) {
         return Some(FailureCode::Authentication);
     }
     if is(&["not_found_error", "model_not_found"]) {
@@ -201,12 +209,21 @@ mod tests {
         assert_eq!(code(429, ""), "rate_limited");
         assert_eq!(code(529, ""), "overloaded");
         assert_eq!(
-            code(500, r#"{"type":"error","error":{"type":"overloaded_error","message":"x"}}"#),
+            code(
+                500,
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"x"}}"#
+            ),
             "overloaded"
         );
-        assert_eq!(code(400, r#"{"error":{"code":"context_length_exceeded"}}"#), "context_length_exceeded");
         assert_eq!(
-            code(400, r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 2 tokens > 1 maximum"}}"#),
+            code(400, r#"{"error":{"code":"context_length_exceeded"}}"#),
+            "context_length_exceeded"
+        );
+        assert_eq!(
+            code(
+                400,
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 2 tokens > 1 maximum"}}"#
+            ),
             "context_length_exceeded"
         );
         assert_eq!(code(400, "nope"), "invalid_request");
@@ -219,7 +236,11 @@ mod tests {
 
     #[test]
     fn in_stream_table() {
-        let code = |kind| Failure::in_stream(Some(kind), None, Some("m")).code.as_str();
+        let code = |kind| {
+            Failure::in_stream(Some(kind), None, Some("m"))
+                .code
+                .as_str()
+        };
         assert_eq!(code("overloaded_error"), "overloaded");
         assert_eq!(code("api_error"), "server_error");
         assert_eq!(code("something_new"), "stream_error");

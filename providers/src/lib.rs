@@ -80,9 +80,9 @@ mod sse;
 mod wire;
 
 pub use context::{CallModelContext, ToolDefinition};
-pub use decode::{DecodeReport, FormatError, StreamDecoder};
 #[doc(hidden)]
 pub use decode::{BodyError, Deltas, EventOutcome, Protocol};
+pub use decode::{DecodeReport, FormatError, StreamDecoder};
 pub use encode::{EncodeError, Encoded, LeftOut, Options};
 pub use failure::{Failure, FailureCode};
 
@@ -129,7 +129,11 @@ impl Api {
     }
 
     /// Encodes `context` as this API's request body.
-    pub fn encode(self, context: &CallModelContext, options: &Options) -> Result<Encoded, EncodeError> {
+    pub fn encode(
+        self,
+        context: &CallModelContext,
+        options: &Options,
+    ) -> Result<Encoded, EncodeError> {
         match self {
             Api::Anthropic => anthropic::encode(context, options),
             Api::OpenAiChat => openai_chat::encode(context, options),
@@ -138,13 +142,22 @@ impl Api {
     }
 
     /// A decoder of this API's response with HTTP status `status`.
-    pub fn decoder(self, run_id: impl Into<runcore::RunId>, step: runcore::Step, status: u16) -> AnyDecoder {
+    pub fn decoder(
+        self,
+        run_id: impl Into<runcore::RunId>,
+        step: runcore::Step,
+        status: u16,
+    ) -> AnyDecoder {
         match self {
-            Api::Anthropic => AnyDecoder::Anthropic(anthropic::Decoder::with_status(run_id, step, status)),
-            Api::OpenAiChat => AnyDecoder::OpenAiChat(openai_chat::Decoder::with_status(run_id, step, status)),
-            Api::OpenAiResponses => {
-                AnyDecoder::OpenAiResponses(openai_responses::Decoder::with_status(run_id, step, status))
+            Api::Anthropic => {
+                AnyDecoder::Anthropic(anthropic::Decoder::with_status(run_id, step, status))
             }
+            Api::OpenAiChat => {
+                AnyDecoder::OpenAiChat(openai_chat::Decoder::with_status(run_id, step, status))
+            }
+            Api::OpenAiResponses => AnyDecoder::OpenAiResponses(
+                openai_responses::Decoder::with_status(run_id, step, status),
+            ),
         }
     }
 }

@@ -97,7 +97,8 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
                                 parts.push(json!({"type": "text", "text": text}));
                             }
                         }
-                        AssistantBlock::Thinking { .. } | AssistantBlock::RedactedThinking { .. } => {
+                        AssistantBlock::Thinking { .. }
+                        | AssistantBlock::RedactedThinking { .. } => {
                             left_out.push(LeftOut {
                                 message: index,
                                 block: Some(block),
@@ -270,7 +271,8 @@ impl ChatCompletions {
                 meta: Meta::new(),
             });
         }
-        let mut message = AssistantMessage::new(content, stop_reason(self.finish_reason.as_deref()));
+        let mut message =
+            AssistantMessage::new(content, stop_reason(self.finish_reason.as_deref()));
         message.usage = self.usage.as_ref().map(usage);
         message.model = self.model.take();
         message.response_id = self.id.take();

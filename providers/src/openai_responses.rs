@@ -135,7 +135,11 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
     if options.stream {
         body.insert("stream".into(), Value::Bool(true));
     }
-    merge_extra(&mut body, &options.extra, &["input", "instructions", "tools"])?;
+    merge_extra(
+        &mut body,
+        &options.extra,
+        &["input", "instructions", "tools"],
+    )?;
     Ok(Encoded {
         body: Value::Object(body),
         left_out,
@@ -159,6 +163,10 @@ fn item_meta(block: &AssistantBlock) -> Option<&Map<String, Value>> {
     block.meta().get(META_KEY).and_then(Value::as_object)
 }
 
+/// An output message item being filled while encoding: its id (when sent), the item's fields,
+/// its content parts.
+type OpenMessage = (Option<Value>, Map<String, Value>, Vec<Value>);
+
 fn assistant_items(
     message: &AssistantMessage,
     index: usize,
@@ -167,10 +175,9 @@ fn assistant_items(
     input: &mut Vec<Value>,
     left_out: &mut Vec<LeftOut>,
 ) {
-    // The output message item being filled: its id (when sent) and content parts.
-    let mut open: Option<(Option<Value>, Map<String, Value>, Vec<Value>)> = None;
-    let close = |open: &mut Option<(Option<Value>, Map<String, Value>, Vec<Value>)>,
-                 input: &mut Vec<Value>| {
+    // The output message item being filled.
+    let mut open: Option<OpenMessage> = None;
+    let close = |open: &mut Option<OpenMessage>, input: &mut Vec<Value>| {
         if let Some((_, item, parts)) = open.take() {
             let mut item = item;
             item.insert("content".into(), Value::Array(parts));
@@ -196,8 +203,8 @@ fn assistant_items(
                     }
                     (id.clone(), item, Vec::new())
                 });
-                let refusal = meta.and_then(|m| m.get("part")).and_then(|p| p.as_str())
-                    == Some("refusal");
+                let refusal =
+                    meta.and_then(|m| m.get("part")).and_then(|p| p.as_str()) == Some("refusal");
                 if refusal {
                     parts.push(json!({"type": "refusal", "refusal": text}));
                 } else {
@@ -212,9 +219,8 @@ fn assistant_items(
             }
             AssistantBlock::Thinking { .. } | AssistantBlock::RedactedThinking { .. } => {
                 close(&mut open, input);
-                let item = meta.filter(|m| {
-                    m.get("type").and_then(Value::as_str) == Some("reasoning")
-                });
+                let item =
+                    meta.filter(|m| m.get("type").and_then(Value::as_str) == Some("reasoning"));
                 match item {
                     Some(item) if same => input.push(reasoning_item(item)),
                     Some(_) => left_out.push(LeftOut {
@@ -535,7 +541,9 @@ fn blocks(output: &[Value]) -> Vec<AssistantBlock> {
 }
 
 fn failed(response: Option<&Value>) -> Failure {
-    let error = response.and_then(|r| r.get("error")).unwrap_or(&Value::Null);
+    let error = response
+        .and_then(|r| r.get("error"))
+        .unwrap_or(&Value::Null);
     Failure::in_stream(None, text(error, "code"), text(error, "message"))
 }
 

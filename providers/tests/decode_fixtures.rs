@@ -24,12 +24,18 @@ fn joined(inputs: &[Input], wanted: DeltaKind) -> String {
 
 fn streamed_fixtures_decode(api: Api) {
     let mut decoded = 0;
-    for exchange in exchanges(api).iter().filter(|e| e.streamed() && e.status == 200) {
+    for exchange in exchanges(api)
+        .iter()
+        .filter(|e| e.streamed() && e.status == 200)
+    {
         let (inputs, report) = decode(api, exchange.status, exchange.response.as_bytes());
         assert_one_terminal(&inputs);
         assert_eq!(report.format_error, None, "{}", exchange.name());
         let Some(Input::ModelDone { message, .. }) = inputs.last() else {
-            panic!("{}: every recorded stream is a complete answer: {inputs:?}", exchange.name());
+            panic!(
+                "{}: every recorded stream is a complete answer: {inputs:?}",
+                exchange.name()
+            );
         };
         // The live deltas add up to the committed text.
         let text: String = message
@@ -40,7 +46,12 @@ fn streamed_fixtures_decode(api: Api) {
                 _ => None,
             })
             .collect();
-        assert_eq!(joined(&inputs, DeltaKind::Text), text, "{}", exchange.name());
+        assert_eq!(
+            joined(&inputs, DeltaKind::Text),
+            text,
+            "{}",
+            exchange.name()
+        );
         if api == Api::Anthropic {
             let thinking: String = message
                 .content
@@ -50,7 +61,12 @@ fn streamed_fixtures_decode(api: Api) {
                     _ => None,
                 })
                 .collect();
-            assert_eq!(joined(&inputs, DeltaKind::Thinking), thinking, "{}", exchange.name());
+            assert_eq!(
+                joined(&inputs, DeltaKind::Thinking),
+                thinking,
+                "{}",
+                exchange.name()
+            );
         }
         snapshot_json!(
             format!("{}__{}", api.name(), exchange.name()),
@@ -86,7 +102,10 @@ fn openai_responses_streamed_fixtures() {
 fn json_bodies_and_error_envelopes() {
     for api in Api::ALL {
         let mut failures = Vec::new();
-        for exchange in exchanges(api).iter().filter(|e| !e.streamed() || e.status != 200) {
+        for exchange in exchanges(api)
+            .iter()
+            .filter(|e| !e.streamed() || e.status != 200)
+        {
             let (inputs, report) = decode(api, exchange.status, exchange.response.as_bytes());
             assert_one_terminal(&inputs);
             if exchange.status == 200 {
@@ -121,7 +140,12 @@ fn byte_at_a_time_is_the_same() {
         for exchange in exchanges(api).iter().filter(|e| e.streamed()) {
             let body = exchange.response.as_bytes();
             let whole = decode(api, exchange.status, body);
-            assert_eq!(decode_chunked(api, exchange.status, body, &[1]), whole, "{}", exchange.name());
+            assert_eq!(
+                decode_chunked(api, exchange.status, body, &[1]),
+                whole,
+                "{}",
+                exchange.name()
+            );
         }
     }
 }

@@ -20,7 +20,13 @@ fn done(inputs: &[Input]) -> &AssistantMessage {
 fn calls(message: &AssistantMessage) -> Vec<(String, String, Value)> {
     message
         .tool_calls()
-        .map(|c| (c.id.to_string(), c.name.to_string(), Value::clone(&c.arguments)))
+        .map(|c| {
+            (
+                c.id.to_string(),
+                c.name.to_string(),
+                Value::clone(&c.arguments),
+            )
+        })
         .collect()
 }
 
@@ -32,7 +38,9 @@ fn sse(events: &[Value]) -> String {
 fn terminal_at(api: Api, body: &str) -> Option<usize> {
     match api {
         Api::Anthropic => body.find("event: message_stop"),
-        Api::OpenAiChat => body.find("\"finish_reason\":\"").or_else(|| body.find("data: [DONE]")),
+        Api::OpenAiChat => body
+            .find("\"finish_reason\":\"")
+            .or_else(|| body.find("data: [DONE]")),
         Api::OpenAiResponses => body
             .find("event: response.completed")
             .or_else(|| body.find("event: response.incomplete")),
@@ -44,7 +52,10 @@ fn terminal_at(api: Api, body: &str) -> Option<usize> {
 fn every_recorded_stream_cut_short_fails_incomplete() {
     let mut cuts = 0;
     for api in Api::ALL {
-        for exchange in exchanges(api).iter().filter(|e| e.streamed() && e.status == 200) {
+        for exchange in exchanges(api)
+            .iter()
+            .filter(|e| e.streamed() && e.status == 200)
+        {
             let body = exchange.response.as_str();
             let Some(end) = terminal_at(api, body) else {
                 panic!("{}: no terminal event", exchange.name());
@@ -85,8 +96,10 @@ fn anthropic_error_event_mid_stream() {
     let (inputs, _) = decode(Api::Anthropic, 200, body.as_bytes());
     assert_one_terminal(&inputs);
     assert!(matches!(&inputs[0], Input::ModelDelta { text, .. } if text == "Hel"));
-    assert!(matches!(inputs.last(), Some(Input::ModelFailed { code, message, .. })
-        if code == "overloaded" && message == "overloaded_error: Overloaded"));
+    assert!(
+        matches!(inputs.last(), Some(Input::ModelFailed { code, message, .. })
+        if code == "overloaded" && message == "overloaded_error: Overloaded")
+    );
     let other = body.replace("overloaded_error", "some_new_error");
     let (inputs, _) = decode(Api::Anthropic, 200, other.as_bytes());
     assert_eq!(failure_code(&inputs), Some("stream_error"));
@@ -110,8 +123,10 @@ fn responses_error_and_failed_events() {
     let body = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"model\":\"m\",\"status\":\"in_progress\",\"output\":[]}}\n\n\
         event: error\ndata: {\"type\":\"error\",\"code\":\"rate_limit_exceeded\",\"message\":\"slow down\"}\n\n";
     let (inputs, _) = decode(Api::OpenAiResponses, 200, body.as_bytes());
-    assert!(matches!(inputs.last(), Some(Input::ModelFailed { code, message, .. })
-        if code == "rate_limited" && message == "rate_limit_exceeded: slow down"));
+    assert!(
+        matches!(inputs.last(), Some(Input::ModelFailed { code, message, .. })
+        if code == "rate_limited" && message == "rate_limit_exceeded: slow down")
+    );
     let failed = "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":\"r\",\"status\":\"failed\",\"output\":[],\"error\":{\"code\":\"server_error\",\"message\":\"oops\"}}}\n\n";
     let (inputs, _) = decode(Api::OpenAiResponses, 200, failed.as_bytes());
     assert_eq!(failure_code(&inputs), Some("server_error"));
@@ -156,7 +171,8 @@ fn error_envelope_for_each_status() {
         let openai = r#"{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
         let (inputs, _) = decode(api, 400, openai.as_bytes());
         assert_eq!(failure_code(&inputs), Some("context_length_exceeded"));
-        let overloaded = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        let overloaded =
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         let (inputs, _) = decode(api, 500, overloaded.as_bytes());
         assert_eq!(failure_code(&inputs), Some("overloaded"));
     }
@@ -201,7 +217,10 @@ fn chat_length_with_cut_arguments() {
 
 #[test]
 fn responses_incomplete_is_length_or_stop() {
-    for (reason, stop) in [("max_output_tokens", StopReason::Length), ("content_filter", StopReason::Stop)] {
+    for (reason, stop) in [
+        ("max_output_tokens", StopReason::Length),
+        ("content_filter", StopReason::Stop),
+    ] {
         let body = format!(
             "event: response.incomplete\ndata: {}\n\n",
             json!({"type":"response.incomplete","response":{"id":"r","model":"m","status":"incomplete","incomplete_details":{"reason":reason},"output":[{"type":"message","id":"msg_1","status":"incomplete","role":"assistant","content":[{"type":"output_text","text":"part","annotations":[]}]}]}})
@@ -219,8 +238,12 @@ fn responses_incomplete_is_length_or_stop() {
 fn chat_interleaved_parallel_calls() {
     let chunk = |calls: Value| json!({"id":"c","model":"m","choices":[{"index":0,"delta":{"tool_calls":calls},"finish_reason":null}]});
     let body = sse(&[
-        chunk(json!([{"index":0,"id":"call_a","type":"function","function":{"name":"fa","arguments":""}}])),
-        chunk(json!([{"index":1,"id":"call_b","type":"function","function":{"name":"fb","arguments":"{\"b\""}}])),
+        chunk(
+            json!([{"index":0,"id":"call_a","type":"function","function":{"name":"fa","arguments":""}}]),
+        ),
+        chunk(
+            json!([{"index":1,"id":"call_b","type":"function","function":{"name":"fb","arguments":"{\"b\""}}]),
+        ),
         chunk(json!([{"index":0,"function":{"arguments":"{\"a\":1}"}}])),
         chunk(json!([{"index":1,"function":{"arguments":":2}"}}])),
         json!({"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}),
@@ -250,7 +273,10 @@ fn responses_interleaved_calls_by_item_id() {
         json!({"type":"response.function_call_arguments.delta","item_id":"fc_b","delta":"2}"}),
         json!({"type":"response.completed","response":{"id":"r","model":"m","status":"completed","output":[],"usage":{"input_tokens":10,"output_tokens":3,"input_tokens_details":{"cached_tokens":4},"output_tokens_details":{"reasoning_tokens":1}}}}),
     ];
-    let body: String = events.iter().map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or(""))).collect();
+    let body: String = events
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or("")))
+        .collect();
     let (inputs, _) = decode(Api::OpenAiResponses, 200, body.as_bytes());
     let message = done(&inputs);
     assert_eq!(message.stop_reason, StopReason::ToolUse);
@@ -268,7 +294,14 @@ fn responses_interleaved_calls_by_item_id() {
         .collect();
     assert_eq!(fc_ids, vec![json!("fc_a"), json!("fc_b")]);
     let usage = message.usage.expect("usage");
-    assert_eq!((usage.input_tokens, usage.cache_read_tokens, usage.reasoning_tokens), (10, Some(4), Some(1)));
+    assert_eq!(
+        (
+            usage.input_tokens,
+            usage.cache_read_tokens,
+            usage.reasoning_tokens
+        ),
+        (10, Some(4), Some(1))
+    );
 }
 
 /// Comments, `ping`, unknown event types and `\r\n` line ends change nothing; the ignored
@@ -292,12 +325,55 @@ fn noise_is_ignored_and_counted() {
 #[test]
 fn not_the_format() {
     for api in Api::ALL {
-        for (body, offset) in [("hello world\n", 0), ("  {\"nope\": 1}", 2), ("data: {\"a\":\n\ndata: x\n\n", 0), ("{\"a\":", 5)] {
+        for (body, offset) in [
+            ("hello world\n", 0),
+            ("  {\"nope\": 1}", 2),
+            ("data: {\"a\":\n\ndata: x\n\n", 0),
+            ("{\"a\":", 5),
+        ] {
             let (inputs, report) = decode(api, 200, body.as_bytes());
             assert_one_terminal(&inputs);
             assert!(failure_code(&inputs).is_some(), "{api:?} {body}");
-            let error = report.format_error.unwrap_or_else(|| panic!("{api:?} {body:?}: a format error"));
+            let error = report
+                .format_error
+                .unwrap_or_else(|| panic!("{api:?} {body:?}: a format error"));
             assert_eq!(error.offset, offset, "{api:?} {body:?}: {error}");
+        }
+    }
+}
+
+mod arbitrary_bytes {
+    use super::*;
+    use common::decode_chunked;
+    use proptest::prelude::*;
+
+    fn body() -> impl Strategy<Value = Vec<u8>> {
+        let pieces = prop_oneof![
+            Just(b"data: ".to_vec()),
+            Just(b"event: ".to_vec()),
+            Just(b"\n\n".to_vec()),
+            Just(b"\r\n".to_vec()),
+            Just(b"{\"type\":\"message_stop\"}".to_vec()),
+            Just(b"{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"\xc3\xa9\"}}".to_vec()),
+            Just(b"{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"function\":{\"arguments\":\"{\"}}]},\"finish_reason\":\"tool_calls\"}]}".to_vec()),
+            Just(b"{\"type\":\"response.completed\",\"response\":{\"output\":[{\"type\":\"function_call\"}]}}".to_vec()),
+            Just(b"[DONE]".to_vec()),
+            proptest::collection::vec(any::<u8>(), 0..12),
+        ];
+        proptest::collection::vec(pieces, 0..24).prop_map(|pieces| pieces.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// The fuzz target's property on stable: never a panic, exactly one terminal input,
+        /// last, and the same inputs whatever the chunking.
+        #[test]
+        fn any_body_ends_in_one_terminal(body in body(), api in 0usize..3, status in prop_oneof![Just(200u16), Just(429u16), Just(500u16)], chunk in 1usize..9) {
+            let api = Api::ALL[api];
+            let whole = decode(api, status, &body);
+            assert_one_terminal(&whole.0);
+            prop_assert_eq!(decode_chunked(api, status, &body, &[chunk]), whole);
         }
     }
 }

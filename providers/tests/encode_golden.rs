@@ -73,7 +73,12 @@ fn tool_name(messages: &[Message], call_id: &str) -> String {
         .unwrap_or_default()
 }
 
-fn tool_result(messages: &[Message], call_id: &str, content: Vec<Value>, is_error: bool) -> Result<Message, Skip> {
+fn tool_result(
+    messages: &[Message],
+    call_id: &str,
+    content: Vec<Value>,
+    is_error: bool,
+) -> Result<Message, Skip> {
     message(json!({
         "role": "tool_result", "call_id": call_id, "tool_name": tool_name(messages, call_id),
         "content": content, "is_error": is_error, "outcome": "executed",
@@ -81,8 +86,15 @@ fn tool_result(messages: &[Message], call_id: &str, content: Vec<Value>, is_erro
 }
 
 /// The transcript, system prompt and options of recorded request `index` of a conversation.
-fn context(api: Api, conversation: &[Exchange], index: usize) -> Result<(CallModelContext, Options), Skip> {
-    let request = conversation[index].request.as_ref().ok_or("no request recorded")?;
+fn context(
+    api: Api,
+    conversation: &[Exchange],
+    index: usize,
+) -> Result<(CallModelContext, Options), Skip> {
+    let request = conversation[index]
+        .request
+        .as_ref()
+        .ok_or("no request recorded")?;
     let mut answers = Vec::new();
     for earlier in &conversation[..index] {
         answers.push(decoded_answer(api, earlier)?);
@@ -101,7 +113,9 @@ fn context(api: Api, conversation: &[Exchange], index: usize) -> Result<(CallMod
             }
             for turn in request["messages"].as_array().ok_or("no messages")? {
                 match turn["role"].as_str() {
-                    Some("assistant") => messages.push(answers.next().ok_or("more answers than responses")?),
+                    Some("assistant") => {
+                        messages.push(answers.next().ok_or("more answers than responses")?)
+                    }
                     Some("user") => {
                         let mut plain = Vec::new();
                         let content = match &turn["content"] {
@@ -128,7 +142,12 @@ fn context(api: Api, conversation: &[Exchange], index: usize) -> Result<(CallMod
             }
         }
         Api::OpenAiChat => {
-            for (position, turn) in request["messages"].as_array().ok_or("no messages")?.iter().enumerate() {
+            for (position, turn) in request["messages"]
+                .as_array()
+                .ok_or("no messages")?
+                .iter()
+                .enumerate()
+            {
                 match turn["role"].as_str() {
                     Some("system") if position == 0 => {
                         let texts = blocks(&turn["content"], api)?;
@@ -137,28 +156,45 @@ fn context(api: Api, conversation: &[Exchange], index: usize) -> Result<(CallMod
                         };
                         system_prompt = only["text"].as_str().map(str::to_owned);
                     }
-                    Some("system") => messages.push(message(json!({"role": "system", "content": blocks(&turn["content"], api)?}))?),
-                    Some("user") => messages.push(message(json!({"role": "user", "content": blocks(&turn["content"], api)?}))?),
-                    Some("assistant") => messages.push(answers.next().ok_or("more answers than responses")?),
+                    Some("system") => messages.push(message(
+                        json!({"role": "system", "content": blocks(&turn["content"], api)?}),
+                    )?),
+                    Some("user") => messages.push(message(
+                        json!({"role": "user", "content": blocks(&turn["content"], api)?}),
+                    )?),
+                    Some("assistant") => {
+                        messages.push(answers.next().ok_or("more answers than responses")?)
+                    }
                     Some("tool") => {
                         let call = turn["tool_call_id"].as_str().unwrap_or_default();
-                        messages.push(tool_result(&messages, call, blocks(&turn["content"], api)?, false)?);
+                        messages.push(tool_result(
+                            &messages,
+                            call,
+                            blocks(&turn["content"], api)?,
+                            false,
+                        )?);
                     }
                     _ => return Err("a role runcore has no message for (developer, function)"),
                 }
             }
         }
         Api::OpenAiResponses => {
-            system_prompt = request.get("instructions").and_then(Value::as_str).map(str::to_owned);
+            system_prompt = request
+                .get("instructions")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
             let items = match &request["input"] {
                 Value::Array(items) => items.clone(),
-                Value::String(text) => vec![json!({"type": "message", "role": "user", "content": text})],
+                Value::String(text) => {
+                    vec![json!({"type": "message", "role": "user", "content": text})]
+                }
                 _ => return Err("no input"),
             };
             let mut in_answer = false;
             for item in &items {
-                let answer_item = matches!(item["type"].as_str(), Some("reasoning" | "function_call"))
-                    || item["role"] == "assistant";
+                let answer_item =
+                    matches!(item["type"].as_str(), Some("reasoning" | "function_call"))
+                        || item["role"] == "assistant";
                 if answer_item {
                     if !in_answer {
                         messages.push(answers.next().ok_or("more answers than responses")?);
@@ -170,11 +206,20 @@ fn context(api: Api, conversation: &[Exchange], index: usize) -> Result<(CallMod
                 match (item["type"].as_str(), item["role"].as_str()) {
                     (Some("function_call_output"), _) => {
                         let call = item["call_id"].as_str().unwrap_or_default();
-                        let output = item["output"].as_str().ok_or("a non-text function output")?;
-                        messages.push(tool_result(&messages, call, vec![json!({"type": "text", "text": output})], false)?);
+                        let output = item["output"]
+                            .as_str()
+                            .ok_or("a non-text function output")?;
+                        messages.push(tool_result(
+                            &messages,
+                            call,
+                            vec![json!({"type": "text", "text": output})],
+                            false,
+                        )?);
                     }
                     (_, Some(role @ ("user" | "system"))) => {
-                        messages.push(message(json!({"role": role, "content": blocks(&item["content"], api)?}))?);
+                        messages.push(message(
+                            json!({"role": role, "content": blocks(&item["content"], api)?}),
+                        )?);
                     }
                     _ => return Err("an input item runcore has no message for"),
                 }
@@ -199,8 +244,17 @@ fn context(api: Api, conversation: &[Exchange], index: usize) -> Result<(CallMod
             }
             Ok(ToolDefinition {
                 name: definition["name"].as_str().unwrap_or_default().to_owned(),
-                description: definition.get("description").and_then(Value::as_str).map(str::to_owned),
-                parameters: definition.get(if api == Api::Anthropic { "input_schema" } else { "parameters" }).cloned(),
+                description: definition
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                parameters: definition
+                    .get(if api == Api::Anthropic {
+                        "input_schema"
+                    } else {
+                        "parameters"
+                    })
+                    .cloned(),
             })
         })
         .collect::<Result<Vec<_>, Skip>>()?;
@@ -212,7 +266,14 @@ fn context(api: Api, conversation: &[Exchange], index: usize) -> Result<(CallMod
         Api::OpenAiResponses => request.get("reasoning"),
     }
     .cloned();
-    Ok((CallModelContext { system_prompt, messages, tools }, options))
+    Ok((
+        CallModelContext {
+            system_prompt,
+            messages,
+            tools,
+        },
+        options,
+    ))
 }
 
 /// Drops the keys the comparison ignores (see the module doc), recursively.
@@ -253,7 +314,10 @@ fn normalize(value: &Value) -> Value {
 fn golden(api: Api) {
     let mut conversations: BTreeMap<String, Vec<Exchange>> = BTreeMap::new();
     for exchange in exchanges(api) {
-        conversations.entry(exchange.cassette.clone()).or_default().push(exchange);
+        conversations
+            .entry(exchange.cassette.clone())
+            .or_default()
+            .push(exchange);
     }
     let mut compared = Vec::new();
     let mut skipped: BTreeMap<&str, Vec<String>> = BTreeMap::new();
@@ -279,15 +343,18 @@ fn golden(api: Api) {
                     continue;
                 }
                 if ours != theirs {
-                    mismatches.push(format!(
-                        "{name} {key}:\n ours:   {ours}\n theirs: {theirs}"
-                    ));
+                    mismatches.push(format!("{name} {key}:\n ours:   {ours}\n theirs: {theirs}"));
                 }
             }
             compared.push(json!({"exchange": name, "left_out": encoded.left_out}));
         }
     }
-    assert!(mismatches.is_empty(), "{} mismatches:\n{}", mismatches.len(), mismatches.join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "{} mismatches:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
     assert!(!compared.is_empty());
     snapshot_json!(
         format!("{}__coverage", api.name()),

@@ -42,7 +42,11 @@ impl Exchange {
 
 /// The fixture file of `api`.
 pub fn exchanges(api: Api) -> Vec<Exchange> {
-    let path = format!("{}/tests/fixtures/{}.jsonl", env!("CARGO_MANIFEST_DIR"), api.name());
+    let path = format!(
+        "{}/tests/fixtures/{}.jsonl",
+        env!("CARGO_MANIFEST_DIR"),
+        api.name()
+    );
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     text.lines()
         .filter(|line| !line.trim().is_empty())
@@ -51,13 +55,22 @@ pub fn exchanges(api: Api) -> Vec<Exchange> {
 }
 
 /// Decodes `body` fed in the given chunk sizes (cycled), with `status`.
-pub fn decode_chunked(api: Api, status: u16, body: &[u8], sizes: &[usize]) -> (Vec<Input>, DecodeReport) {
+pub fn decode_chunked(
+    api: Api,
+    status: u16,
+    body: &[u8],
+    sizes: &[usize],
+) -> (Vec<Input>, DecodeReport) {
     let mut decoder = api.decoder("run-1", 1, status);
     let mut inputs = Vec::new();
     let mut rest = body;
     let mut turn = 0;
     while !rest.is_empty() {
-        let size = sizes.get(turn % sizes.len().max(1)).copied().unwrap_or(usize::MAX).max(1);
+        let size = sizes
+            .get(turn % sizes.len().max(1))
+            .copied()
+            .unwrap_or(usize::MAX)
+            .max(1);
         let (chunk, tail) = rest.split_at(size.min(rest.len()));
         inputs.extend(decoder.feed(chunk));
         rest = tail;
@@ -81,12 +94,17 @@ pub fn assert_one_terminal(inputs: &[Input]) {
         .count();
     assert_eq!(terminals, 1, "exactly one terminal input: {inputs:?}");
     assert!(
-        matches!(inputs.last(), Some(Input::ModelDone { .. } | Input::ModelFailed { .. })),
+        matches!(
+            inputs.last(),
+            Some(Input::ModelDone { .. } | Input::ModelFailed { .. })
+        ),
         "the terminal input comes last"
     );
-    assert!(inputs[..inputs.len() - 1]
-        .iter()
-        .all(|i| matches!(i, Input::ModelDelta { .. })));
+    assert!(
+        inputs[..inputs.len() - 1]
+            .iter()
+            .all(|i| matches!(i, Input::ModelDelta { .. }))
+    );
 }
 
 /// The failure code, if the decode failed.
