@@ -217,16 +217,16 @@ impl<P: Protocol> StreamDecoder<P> {
                 self.protocol
                     .event(event.event.as_deref(), &event.data, &mut self.deltas);
             match outcome {
-                EventOutcome::Used => self.understood += 1,
+                EventOutcome::Used => self.understood = self.understood.saturating_add(1),
                 EventOutcome::Ignored => {
                     self.report.ignored = self.report.ignored.saturating_add(1);
                 }
                 EventOutcome::Terminal => {
-                    self.understood += 1;
+                    self.understood = self.understood.saturating_add(1);
                     self.terminal = true;
                 }
                 EventOutcome::Failed(failure) => {
-                    self.understood += 1;
+                    self.understood = self.understood.saturating_add(1);
                     self.failure = Some(failure);
                 }
                 EventOutcome::NotFormat(expected) => {

@@ -359,7 +359,7 @@ pub struct Responses {
     items: BTreeMap<u64, Item>,
     /// Item id → output index, for events that name only the item.
     by_id: BTreeMap<String, u64>,
-    /// The response object of the latest lifecycle event (the terminal one at the end).
+    /// The response object of the terminal event.
     response: Option<Value>,
 }
 
@@ -371,16 +371,16 @@ impl Responses {
         self.items.entry(index).or_default()
     }
 
-    fn set_item(&mut self, value: &Value, done: bool) {
-        let Some(item) = value.get("item") else {
+    fn set_item(&mut self, value: &mut Value, done: bool) {
+        let index = count(value, "output_index").unwrap_or(self.items.len() as u64);
+        let Some(item) = value.get_mut("item").map(Value::take) else {
             return;
         };
-        let index = count(value, "output_index").unwrap_or(self.items.len() as u64);
-        if let Some(id) = text(item, "id") {
+        if let Some(id) = text(&item, "id") {
             self.by_id.insert(id.to_owned(), index);
         }
         let entry = self.items.entry(index).or_default();
-        entry.item = item.clone();
+        entry.item = item;
         entry.done = done;
     }
 
@@ -551,7 +551,7 @@ impl Protocol for Responses {
     const API: Api = Api::OpenAiResponses;
 
     fn event(&mut self, name: Option<&str>, data: &str, deltas: &mut Deltas) -> EventOutcome {
-        let Ok(value) = serde_json::from_str::<Value>(data) else {
+        let Ok(mut value) = serde_json::from_str::<Value>(data) else {
             return EventOutcome::NotFormat(format!(
                 "expected JSON in the data of a Responses event, found {:?}",
                 data.chars().take(40).collect::<String>()
@@ -560,11 +560,11 @@ impl Protocol for Responses {
         let kind = text(&value, "type").or(name).unwrap_or_default();
         let piece = text(&value, "delta").unwrap_or_default();
         match kind {
-            "response.created" | "response.in_progress" | "response.queued" => {
-                self.response = value.get("response").cloned();
-            }
-            "response.output_item.added" => self.set_item(&value, false),
-            "response.output_item.done" => self.set_item(&value, true),
+            // The lifecycle events before the end carry nothing the answer needs: its id and
+            // model come again in the terminal event.
+            "response.created" | "response.in_progress" | "response.queued" => {}
+            "response.output_item.added" => self.set_item(&mut value, false),
+            "response.output_item.done" => self.set_item(&mut value, true),
             "response.output_text.delta" | "response.refusal.delta" => {
                 let index = count(&value, "content_index").unwrap_or(0);
                 let item = self.item_for(&value);
@@ -600,7 +600,7 @@ impl Protocol for Responses {
             | "response.reasoning_text.done"
             | "response.refusal.done" => {}
             "response.completed" | "response.incomplete" => {
-                self.response = value.get("response").cloned();
+                self.response = value.get_mut("response").map(Value::take);
                 return EventOutcome::Terminal;
             }
             "response.failed" => return EventOutcome::Failed(failed(value.get("response"))),

@@ -40,27 +40,34 @@ pub(crate) struct SseParser {
 impl SseParser {
     /// Feeds bytes; returns the events completed by them.
     pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) {
-        for &byte in bytes {
-            let at = self.offset;
-            self.offset = self.offset.saturating_add(1);
-            match byte {
-                b'\n' if self.after_cr => {
-                    self.after_cr = false;
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            // The line's bytes up to the next line end are copied at once.
+            let end = rest
+                .iter()
+                .position(|&b| b == b'\n' || b == b'\r')
+                .unwrap_or(rest.len());
+            let (text, tail) = rest.split_at(end);
+            if !text.is_empty() {
+                if self.line.is_empty() {
                     self.line_start = self.offset;
                 }
-                b'\n' | b'\r' => {
-                    self.after_cr = byte == b'\r';
-                    self.end_line(out);
-                    self.line_start = self.offset;
-                }
-                _ => {
-                    self.after_cr = false;
-                    if self.line.is_empty() {
-                        self.line_start = at;
-                    }
-                    self.line.push(byte);
-                }
+                self.after_cr = false;
+                self.line.extend_from_slice(text);
+                self.offset = self.offset.saturating_add(text.len());
             }
+            let Some((&byte, tail)) = tail.split_first() else {
+                break;
+            };
+            self.offset = self.offset.saturating_add(1);
+            if byte == b'\n' && self.after_cr {
+                self.after_cr = false;
+            } else {
+                self.after_cr = byte == b'\r';
+                self.end_line(out);
+            }
+            self.line_start = self.offset;
+            rest = tail;
         }
     }
 
