@@ -197,8 +197,8 @@ pub use error::{AgentError, UnknownName};
 pub use hash::sha256_hex;
 pub use ids::{CallId, RunId, Step, ThreadId, ToolName};
 pub use message::{
-    AssistantBlock, AssistantMessage, ContentBlock, Message, ResultOutcome, Role, StopReason,
-    SystemMessage, ToolCall, ToolOutput, ToolResultMessage, Usage, UserMessage,
+    AssistantBlock, AssistantMessage, ContentBlock, DeltaKind, Message, Meta, ResultOutcome, Role,
+    StopReason, SystemMessage, ToolCall, ToolOutput, ToolResultMessage, Usage, UserMessage,
 };
 pub use resume::{
     AwaitTarget, PauseReason, PendingTool, PermissionDecision, RemoteInputReason, ResultKind,

@@ -11,6 +11,20 @@ use serde_json::Value;
 
 use crate::ids::{CallId, ToolName};
 
+/// Host and codec data on a message or an assistant block (SPEC §2.1): a JSON object the core
+/// stores, hashes with the commit and returns exactly, and never reads. Absent when empty, so a
+/// message without it serializes (and hashes) exactly as before `meta` existed.
+///
+/// Codecs keep in it what they must send back and has no field of its own (an OpenAI Responses
+/// reasoning item's id and encrypted content, a function-call item id); hosts keep their own
+/// (a timestamp, a cost, a trace id).
+pub type Meta = serde_json::Map<String, Value>;
+
+/// Whether `meta` is empty (and so left out of the serialized message).
+pub(crate) fn meta_is_empty(meta: &Meta) -> bool {
+    meta.is_empty()
+}
+
 /// A block of user, system or tool-result content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -61,11 +75,30 @@ pub enum AssistantBlock {
     Text {
         /// The text.
         text: String,
+        /// Host and codec data (§2.1), returned exactly; absent when empty.
+        #[serde(default, skip_serializing_if = "meta_is_empty")]
+        meta: Meta,
     },
     /// Model reasoning, kept in the transcript as the provider returned it.
     Thinking {
         /// The reasoning text.
         thinking: String,
+        /// The provider's opaque signature over the reasoning, kept byte for byte (Anthropic
+        /// requires it back with tool use).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+        /// Host and codec data (§2.1), returned exactly; absent when empty.
+        #[serde(default, skip_serializing_if = "meta_is_empty")]
+        meta: Meta,
+    },
+    /// Reasoning the provider returned encrypted instead of as text: kept byte for byte, never
+    /// shown as text.
+    RedactedThinking {
+        /// The provider's opaque data.
+        data: String,
+        /// Host and codec data (§2.1), returned exactly; absent when empty.
+        #[serde(default, skip_serializing_if = "meta_is_empty")]
+        meta: Meta,
     },
     /// A tool call the model asked for.
     ToolCall {
@@ -73,18 +106,56 @@ pub enum AssistantBlock {
         id: CallId,
         /// The tool's name.
         name: ToolName,
-        /// The call's arguments, as JSON.
+        /// The call's arguments, as JSON. A JSON object; anything else (a codec passes
+        /// arguments that did not parse on as their raw text) is answered `malformed` without
+        /// being executed (SPEC §13).
         // Shared: the batch, the `tool_start` event and the `execute_tools` action hold this
         // value, not copies of it.
         #[cfg_attr(feature = "schema", schemars(with = "Value"))]
         arguments: Arc<Value>,
+        /// Host and codec data (§2.1), returned exactly; absent when empty.
+        #[serde(default, skip_serializing_if = "meta_is_empty")]
+        meta: Meta,
     },
 }
 
 impl AssistantBlock {
     /// A text block.
     pub fn text(text: impl Into<String>) -> Self {
-        AssistantBlock::Text { text: text.into() }
+        AssistantBlock::Text {
+            text: text.into(),
+            meta: Meta::new(),
+        }
+    }
+
+    /// A thinking block without a signature.
+    pub fn thinking(thinking: impl Into<String>) -> Self {
+        AssistantBlock::Thinking {
+            thinking: thinking.into(),
+            signature: None,
+            meta: Meta::new(),
+        }
+    }
+
+    /// The block's `meta` (§2.1).
+    pub fn meta(&self) -> &Meta {
+        match self {
+            AssistantBlock::Text { meta, .. }
+            | AssistantBlock::Thinking { meta, .. }
+            | AssistantBlock::RedactedThinking { meta, .. }
+            | AssistantBlock::ToolCall { meta, .. } => meta,
+        }
+    }
+
+    /// The block with `meta` set (§2.1).
+    pub fn with_meta(mut self, new_meta: Meta) -> Self {
+        match &mut self {
+            AssistantBlock::Text { meta, .. }
+            | AssistantBlock::Thinking { meta, .. }
+            | AssistantBlock::RedactedThinking { meta, .. }
+            | AssistantBlock::ToolCall { meta, .. } => *meta = new_meta,
+        }
+        self
     }
 
     /// A tool-call block (`arguments` is a `Value` or an already shared `Arc<Value>`).
@@ -97,9 +168,31 @@ impl AssistantBlock {
             id: id.into(),
             name: name.into(),
             arguments: arguments.into(),
+            meta: Meta::new(),
         }
     }
 }
+
+/// What a streamed `model_delta` carries (§2.1): answer text (the default) or reasoning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum DeltaKind {
+    /// Answer text, announced as `text_delta` and folded into `streaming_text`.
+    #[default]
+    Text,
+    /// Reasoning, announced as `thinking_delta` and folded into `streaming_thinking`.
+    Thinking,
+}
+
+impl DeltaKind {
+    /// Whether this is the default kind (left out of the serialized delta).
+    pub fn is_text(&self) -> bool {
+        matches!(self, DeltaKind::Text)
+    }
+}
+
+crate::error::named_enum!(DeltaKind, "kind", { Text => "text", Thinking => "thinking" });
 
 /// Why the model stopped producing output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -118,17 +211,26 @@ pub enum StopReason {
     Aborted,
 }
 
-/// Token usage as the provider reported it.
+/// Token usage as the provider reported it (SPEC §2.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Usage {
-    /// Prompt tokens.
+    /// Every prompt token, cached ones included.
     #[serde(default)]
     pub input_tokens: u64,
-    /// Completion tokens.
+    /// Completion tokens (reasoning included).
     #[serde(default)]
     pub output_tokens: u64,
+    /// How many of `input_tokens` were read from a prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_tokens: Option<u64>,
+    /// How many of `input_tokens` were written to a prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
+    /// How many of `output_tokens` were reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
 }
 
 /// A system message (instructions; also the only role allowed as resume context).
@@ -141,6 +243,9 @@ pub struct SystemMessage {
     /// Optional host-supplied stable identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// Host data (§2.1), returned exactly and never read by the core; absent when empty.
+    #[serde(default, skip_serializing_if = "meta_is_empty")]
+    pub meta: Meta,
 }
 
 /// A user message.
@@ -153,6 +258,9 @@ pub struct UserMessage {
     /// Optional host-supplied stable identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// Host data (§2.1), returned exactly and never read by the core; absent when empty.
+    #[serde(default, skip_serializing_if = "meta_is_empty")]
+    pub meta: Meta,
 }
 
 impl UserMessage {
@@ -161,6 +269,7 @@ impl UserMessage {
         UserMessage {
             content: vec![ContentBlock::text(text)],
             id: None,
+            meta: Meta::new(),
         }
     }
 }
@@ -171,6 +280,7 @@ impl SystemMessage {
         SystemMessage {
             content: vec![ContentBlock::text(text)],
             id: None,
+            meta: Meta::new(),
         }
     }
 
@@ -199,6 +309,19 @@ pub struct AssistantMessage {
     /// Optional host-supplied stable identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// The model that answered, as the provider named it (§2.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The provider's id for the response (§2.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
+    /// The provider's own stop reason, verbatim (`end_turn`, `pause_turn`, `refusal`,
+    /// `content_filter`, …); `stop_reason` stays the closed §2 set (§2.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_stop_reason: Option<String>,
+    /// Host and codec data (§2.1), returned exactly and never read by the core; absent when empty.
+    #[serde(default, skip_serializing_if = "meta_is_empty")]
+    pub meta: Meta,
 }
 
 impl AssistantMessage {
@@ -210,6 +333,10 @@ impl AssistantMessage {
             error_message: None,
             usage: None,
             id: None,
+            model: None,
+            response_id: None,
+            provider_stop_reason: None,
+            meta: Meta::new(),
         }
     }
 
@@ -225,6 +352,7 @@ impl AssistantMessage {
                 id,
                 name,
                 arguments,
+                ..
             } => Some(ToolCall {
                 id: id.clone(),
                 name: name.clone(),
@@ -320,6 +448,9 @@ pub struct ToolResultMessage {
     /// Optional host-supplied stable identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// Host data (§2.1), returned exactly and never read by the core; absent when empty.
+    #[serde(default, skip_serializing_if = "meta_is_empty")]
+    pub meta: Meta,
 }
 
 impl ToolResultMessage {
@@ -339,6 +470,7 @@ impl ToolResultMessage {
             details: None,
             outcome,
             id: None,
+            meta: Meta::new(),
         }
     }
 
@@ -396,6 +528,18 @@ impl ToolResultMessage {
             call.name.clone(),
             ResultOutcome::Interrupted,
             "Interrupted: the tool call was started but its outcome is unknown.",
+        )
+    }
+
+    /// `malformed`: the model's call has arguments that are not a JSON object (a codec passed
+    /// text that did not parse on as it came), so it was never executed (SPEC §13).
+    pub fn malformed_arguments(call: &ToolCall) -> Self {
+        Self::synthetic(
+            call.id.clone(),
+            call.name.clone(),
+            ResultOutcome::Malformed,
+            "Not executed: the tool call's arguments are not a JSON object. Re-issue the call \
+             with its arguments as one valid JSON object.",
         )
     }
 
@@ -480,6 +624,16 @@ impl Message {
             Message::User(m) => m.id.as_deref(),
             Message::Assistant(m) => m.id.as_deref(),
             Message::ToolResult(m) => m.id.as_deref(),
+        }
+    }
+
+    /// The message's `meta` (§2.1): host and codec data, empty when absent.
+    pub fn meta(&self) -> &Meta {
+        match self {
+            Message::System(m) => &m.meta,
+            Message::User(m) => &m.meta,
+            Message::Assistant(m) => &m.meta,
+            Message::ToolResult(m) => &m.meta,
         }
     }
 
@@ -722,6 +876,7 @@ impl ToolOutput {
             details: self.details,
             outcome: ResultOutcome::Executed,
             id: None,
+            meta: Meta::new(),
         }
     }
 }

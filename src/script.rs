@@ -64,7 +64,7 @@
 use crate::agent::{Action, Agent, Input, ModelRequest, Output};
 use crate::error::AgentError;
 use crate::ids::{RunId, Step};
-use crate::message::{AssistantMessage, ToolCall, ToolOutput};
+use crate::message::{AssistantMessage, DeltaKind, ToolCall, ToolOutput};
 use crate::resume::{ResumeResult, ResumeTicket};
 
 /// What a scripted model does for one call.
@@ -124,6 +124,7 @@ impl ModelTurn {
                         run_id: run_id.clone(),
                         step,
                         text,
+                        kind: DeltaKind::Text,
                     })?;
                 }
                 f(Input::ModelDone {
@@ -307,12 +308,12 @@ pub fn serve<S: Script + ?Sized, E>(
                     match turn {
                         Some(ModelTurn::Answer { deltas, message }) => {
                             for text in deltas {
-                                agent.on_model_delta(&run_id, step, text).map_err(|error| {
-                                    ServeError::Rejected {
+                                agent
+                                    .on_model_delta(&run_id, step, DeltaKind::Text, text)
+                                    .map_err(|error| ServeError::Rejected {
                                         kind: "model_delta",
                                         error,
-                                    }
-                                })?;
+                                    })?;
                             }
                             let done = Input::ModelDone {
                                 run_id,

@@ -191,7 +191,7 @@ fn every_keep_from_rule_is_invalid_input_naming_it_and_changes_nothing() {
     assert!(reason(&mut agent, 2).contains("tool_result of call c1"));
     let empty = UserMessage {
         content: vec![],
-        id: None,
+        ..UserMessage::text("")
     };
     assert_eq!(
         agent.compact(empty, 3, 0).unwrap_err().kind(),

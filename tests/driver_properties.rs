@@ -18,8 +18,8 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use runcore::driver::{ContextMode, Driver, error_line, idle_line, render_output_line};
 use runcore::{
-    Agent, AgentConfig, AssistantBlock, AssistantMessage, Input, PermissionDecision, ResumeResult,
-    RunId, StopReason, ToolOutput, ToolSpec, UserMessage,
+    Agent, AgentConfig, AssistantBlock, AssistantMessage, DeltaKind, Input, PermissionDecision,
+    ResumeResult, RunId, StopReason, ToolOutput, ToolSpec, UserMessage,
 };
 use serde_json::{Value, json};
 
@@ -49,7 +49,8 @@ enum Cmd {
     FollowUp(String),
     Abort,
     Pause,
-    ModelDelta(Target, String),
+    /// A streamed piece: reasoning when the flag is set (§2.1), else text.
+    ModelDelta(Target, String, bool),
     ModelText(Target, StopReason),
     /// Tool calls `call-{i}`; `true` names the gated tool.
     ModelCalls(Target, Vec<(u8, bool)>),
@@ -188,9 +189,14 @@ impl Cmd {
             Cmd::FollowUp(text) => json!({"type": "follow_up", "text": text}),
             Cmd::Abort => json!({"type": "abort"}),
             Cmd::Pause => json!({"type": "pause"}),
-            Cmd::ModelDelta(target, text) => {
+            Cmd::ModelDelta(target, text, thinking) => {
                 let (run, step) = resolve(target, agent);
-                json!({"type": "model_delta", "run_id": run, "step": step, "text": text})
+                let mut line =
+                    json!({"type": "model_delta", "run_id": run, "step": step, "text": text});
+                if *thinking {
+                    line["kind"] = json!("thinking");
+                }
+                line
             }
             Cmd::ModelText(target, stop) => {
                 let (run, step) = resolve(target, agent);
@@ -295,13 +301,18 @@ impl Cmd {
             ),
             Cmd::Abort => (Input::Abort, None),
             Cmd::Pause => (Input::Pause, None),
-            Cmd::ModelDelta(target, text) => {
+            Cmd::ModelDelta(target, text, thinking) => {
                 let (run_id, step) = resolve(target, agent);
                 (
                     Input::ModelDelta {
                         run_id,
                         step,
                         text: text.clone(),
+                        kind: if *thinking {
+                            DeltaKind::Thinking
+                        } else {
+                            DeltaKind::Text
+                        },
                     },
                     None,
                 )
@@ -476,7 +487,8 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         2 => short_text().prop_map(Cmd::FollowUp),
         1 => Just(Cmd::Abort),
         1 => Just(Cmd::Pause),
-        2 => (target(), short_text()).prop_map(|(t, text)| Cmd::ModelDelta(t, text)),
+        2 => (target(), short_text(), any::<bool>())
+            .prop_map(|(t, text, thinking)| Cmd::ModelDelta(t, text, thinking)),
         5 => (target(), stop_reason()).prop_map(|(t, stop)| Cmd::ModelText(t, stop)),
         5 => (target(), prop::collection::vec((1u8..=3, any::<bool>()), 1..=3))
             .prop_map(|(t, calls)| Cmd::ModelCalls(t, calls)),
@@ -650,7 +662,30 @@ fn generated_sessions_reach_deep_states() {
 
     let mut runner = TestRunner::deterministic();
     let mut seen = std::collections::BTreeSet::new();
-    for _ in 0..64 {
+    let expected = [
+        "call_model",
+        "execute_tools",
+        "commit",
+        "awaiting",
+        "resumed",
+        "tool_end",
+        "natural_end",
+        "cancelled",
+        "invalid_json",
+        "unexpected_outcome",
+        "busy",
+        "max_steps",
+        "stopped",
+        "indeterminate",
+        "message_appended",
+        "thinking_delta",
+    ];
+    // Sessions until every expected kind was seen (a bounded number: the generator is
+    // deterministic, so this always ends the same way).
+    for _ in 0..512 {
+        if expected.iter().all(|kind| seen.contains(*kind)) {
+            break;
+        }
         let lines = lines().new_tree(&mut runner).expect("a tree").current();
         let mut driver = Driver::new();
         for line in &lines {
@@ -674,23 +709,8 @@ fn generated_sessions_reach_deep_states() {
             }
         }
     }
-    for expected in [
-        "call_model",
-        "execute_tools",
-        "commit",
-        "awaiting",
-        "resumed",
-        "tool_end",
-        "natural_end",
-        "cancelled",
-        "invalid_json",
-        "unexpected_outcome",
-        "busy",
-        "max_steps",
-        "stopped",
-        "indeterminate",
-        "message_appended",
-    ] {
+
+    for expected in expected {
         assert!(
             seen.contains(expected),
             "never reached {expected}: {seen:?}"

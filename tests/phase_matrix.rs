@@ -330,6 +330,7 @@ fn input(kind: &str, agent: &Agent, now_ms: u64) -> Input {
             run_id,
             step,
             text: "delta".into(),
+            kind: runcore::DeltaKind::Text,
         },
         "model_done" => Input::ModelDone {
             run_id,

@@ -105,6 +105,7 @@ impl Axis {
                 Message::from(SystemMessage {
                     content: vec![],
                     id: Some("ctx-0".into()),
+                    meta: Default::default(),
                 }),
             ),
         }
@@ -467,6 +468,7 @@ fn context_messages_need_content_and_unique_non_blank_ids() {
     let empty = Message::from(SystemMessage {
         content: vec![],
         id: Some("e".into()),
+        meta: Default::default(),
     });
     let blank_text = Message::from(SystemMessage::text("  \n").with_id("b"));
     let no_id = Message::system("no id");
@@ -500,12 +502,14 @@ fn context_messages_need_content_and_unique_non_blank_ids() {
             mime_type: "image/png".into(),
         }],
         id: Some("img".into()),
+        meta: Default::default(),
     });
     assert_eq!(with_context(vec![image]), Ok(()));
     // Roles are checked over every message before content and ids.
     let empty_first = Message::from(SystemMessage {
         content: vec![],
         id: None,
+        meta: Default::default(),
     });
     assert_eq!(
         with_context(vec![empty_first, Message::user("u")]),
@@ -582,7 +586,7 @@ fn reference(ticket: Option<&ResumeTicket>, cmd: &ResumeCommand) -> Result<(), &
 fn context_message() -> impl Strategy<Value = Message> {
     prop_oneof![
         3 => ("[ab ]{0,2}", "[a-c ]{0,2}").prop_map(|(id, text)| {
-            Message::from(SystemMessage { content: vec![ContentBlock::text(text)], id: Some(id) })
+            Message::from(SystemMessage { content: vec![ContentBlock::text(text)], id: Some(id), meta: Default::default() })
         }),
         1 => message(),
     ]

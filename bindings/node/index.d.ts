@@ -13,11 +13,38 @@ export interface Message {
   [key: string]: Json | undefined;
 }
 
+/**
+ * An assistant content block: `text`, `thinking` (with the provider's `signature`),
+ * `redacted_thinking` or `tool_call`; each may carry `meta`, a JSON object the core keeps and
+ * returns exactly (SPEC §2.1).
+ */
+export type AssistantBlock =
+  | { type: 'text'; text: string; meta?: { [key: string]: Json } }
+  | { type: 'thinking'; thinking: string; signature?: string; meta?: { [key: string]: Json } }
+  | { type: 'redacted_thinking'; data: string; meta?: { [key: string]: Json } }
+  | { type: 'tool_call'; id: string; name: string; arguments: Json; meta?: { [key: string]: Json } };
+
+/** Token usage (SPEC §2.1): `input_tokens` counts every prompt token, cached ones included. */
+export interface Usage {
+  input_tokens: number;
+  output_tokens: number;
+  cache_read_tokens?: number;
+  cache_write_tokens?: number;
+  reasoning_tokens?: number;
+}
+
 /** An assistant message as `modelDone` takes it (`role` optional). */
 export interface AssistantMessage {
   role?: 'assistant';
-  content: Array<{ [key: string]: Json }>;
+  content: Array<AssistantBlock | { [key: string]: Json }>;
   stop_reason: string;
+  error_message?: string;
+  usage?: Usage;
+  id?: string;
+  model?: string;
+  response_id?: string;
+  provider_stop_reason?: string;
+  meta?: { [key: string]: Json };
   [key: string]: Json | undefined;
 }
 
@@ -163,7 +190,12 @@ export class Agent {
   followUp(text: string, options?: At): void;
   abort(options?: At): void;
   pause(options?: At): void;
-  modelDelta(runId: string, step: number, text: string, options?: At): void;
+  modelDelta(
+    runId: string,
+    step: number,
+    text: string,
+    options?: At & { kind?: 'text' | 'thinking' },
+  ): void;
   modelDone(runId: string, step: number, message: AssistantMessage, options?: At): void;
   modelFailed(runId: string, step: number, code: string, message: string, options?: At): void;
   toolProgress(runId: string, callId: string, content: string | ContentBlock[], options?: At): void;

@@ -409,8 +409,15 @@ class Agent {
     this.#line(withNow({ type: 'pause' }, nowMs));
   }
 
-  /** Streamed text of the outstanding model call. */
-  modelDelta(runId, step, text, { nowMs } = {}) {
+  /**
+   * Streamed text of the outstanding model call; `kind: 'thinking'` for streamed reasoning
+   * (a `thinking_delta` event).
+   */
+  modelDelta(runId, step, text, { nowMs, kind } = {}) {
+    if (kind !== undefined && kind !== 'text') {
+      this.#line(withNow({ type: 'model_delta', run_id: runId, step, text, kind }, nowMs));
+      return;
+    }
     if (isText(runId) && isStep(step) && isText(text) &&
         (nowMs === undefined || isNow(nowMs))) {
       try {

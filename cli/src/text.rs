@@ -46,8 +46,9 @@ pub fn message_text(message: &Message) -> String {
                 .content
                 .iter()
                 .map(|b| match b {
-                    AssistantBlock::Text { text } => format!("{text:?}"),
+                    AssistantBlock::Text { text, .. } => format!("{text:?}"),
                     AssistantBlock::Thinking { .. } => "(thinking)".to_owned(),
+                    AssistantBlock::RedactedThinking { .. } => "(redacted thinking)".to_owned(),
                     AssistantBlock::ToolCall { id, name, .. } => format!("call {name} [{id}]"),
                 })
                 .collect();
@@ -156,6 +157,7 @@ pub fn output_text(output: &Output) -> String {
         ),
         Output::Event(AgentEvent::Loop { event, .. }) => match event {
             LoopEvent::TextDelta { text, .. } => format!("event   text {text:?}"),
+            LoopEvent::ThinkingDelta { text, .. } => format!("event   thinking {text:?}"),
             LoopEvent::AssistantMessage { .. } => "event   assistant message".to_owned(),
             LoopEvent::MessageAppended { origin, message } => {
                 format!("event   appended ({origin:?}): {}", message_text(message))

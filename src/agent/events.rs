@@ -197,6 +197,13 @@ pub enum LoopEvent {
         /// The text piece.
         text: String,
     },
+    /// Streamed model reasoning (live only, §2.1; the assistant message is the record).
+    ThinkingDelta {
+        /// The step.
+        step: Step,
+        /// The reasoning piece.
+        text: String,
+    },
     /// The model's answer, appended to the transcript.
     AssistantMessage {
         /// The step.

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::AgentError;
 use crate::ids::{CallId, RunId, Step};
-use crate::message::{AssistantMessage, ContentBlock, ToolOutput, UserMessage};
+use crate::message::{AssistantMessage, ContentBlock, DeltaKind, ToolOutput, UserMessage};
 use crate::resume::{ResumeCommand, ResumeResult};
 
 use super::Agent;
@@ -72,6 +72,9 @@ pub enum Input {
         step: Step,
         /// The text piece.
         text: String,
+        /// Answer text (the default) or reasoning (§2.1).
+        #[serde(default, skip_serializing_if = "DeltaKind::is_text")]
+        kind: DeltaKind,
     },
     /// [`Agent::model_done`].
     ModelDone {
@@ -257,7 +260,12 @@ impl Agent {
             Input::FollowUp { message } => self.on_queue_input(message, false),
             Input::Abort => self.on_abort(),
             Input::Pause => self.on_pause(),
-            Input::ModelDelta { run_id, step, text } => self.on_model_delta(&run_id, step, text),
+            Input::ModelDelta {
+                run_id,
+                step,
+                text,
+                kind,
+            } => self.on_model_delta(&run_id, step, kind, text),
             Input::ModelDone {
                 run_id,
                 step,
@@ -366,7 +374,20 @@ impl Agent {
         // Checked before the text is copied, so a rejected delta costs no allocation. At the
         // agent's own clock, so `handle`'s clock rule has nothing to do.
         self.expect_model(run_id, step, "model_delta")?;
-        self.push_delta(run_id.clone(), step, text.to_owned());
+        self.push_delta(run_id.clone(), step, DeltaKind::Text, text.to_owned());
+        Ok(())
+    }
+
+    /// Streamed reasoning of the outstanding model call (live only, §2.1): a `model_delta` of
+    /// kind `thinking`, announced as a `thinking_delta` event.
+    pub fn model_thinking_delta(
+        &mut self,
+        run_id: &RunId,
+        step: Step,
+        text: &str,
+    ) -> Result<(), AgentError> {
+        self.expect_model(run_id, step, "model_delta")?;
+        self.push_delta(run_id.clone(), step, DeltaKind::Thinking, text.to_owned());
         Ok(())
     }
 
@@ -615,7 +636,11 @@ mod summary_content {
     ) -> Result<UserMessage, D::Error> {
         Ok(match Repr::deserialize(deserializer)? {
             Repr::Text(text) => UserMessage::text(text),
-            Repr::Blocks(content) => UserMessage { content, id: None },
+            Repr::Blocks(content) => UserMessage {
+                content,
+                id: None,
+                meta: crate::message::Meta::new(),
+            },
             Repr::Message(message) => message,
         })
     }

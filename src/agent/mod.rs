@@ -6,7 +6,7 @@ use std::fmt;
 
 use crate::error::AgentError;
 use crate::ids::{CallId, RunId, Step, ThreadId};
-use crate::message::{AssistantMessage, ContentBlock, Message, ToolOutput, UserMessage};
+use crate::message::{AssistantMessage, ContentBlock, DeltaKind, Message, ToolOutput, UserMessage};
 use crate::resume::ResumeTicket;
 use crate::run::{EndCause, RunState};
 
@@ -505,19 +505,22 @@ impl Agent {
         &mut self,
         run_id: &RunId,
         step: Step,
+        kind: DeltaKind,
         text: String,
     ) -> Result<(), AgentError> {
         self.expect_model(run_id, step, "model_delta")?;
-        self.push_delta(run_id.clone(), step, text);
+        self.push_delta(run_id.clone(), step, kind, text);
         Ok(())
     }
 
-    fn push_delta(&mut self, run_id: RunId, step: Step, text: String) {
+    fn push_delta(&mut self, run_id: RunId, step: Step, kind: DeltaKind, text: String) {
         self.mark_streamed();
-        self.outbox.push_back(Output::Event(AgentEvent::Loop {
-            run_id,
-            event: LoopEvent::TextDelta { step, text },
-        }));
+        let event = match kind {
+            DeltaKind::Text => LoopEvent::TextDelta { step, text },
+            DeltaKind::Thinking => LoopEvent::ThinkingDelta { step, text },
+        };
+        self.outbox
+            .push_back(Output::Event(AgentEvent::Loop { run_id, event }));
     }
 
     fn on_model_done(

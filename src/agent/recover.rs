@@ -302,7 +302,7 @@ impl Agent {
             head.commits,
         );
         let batch = || {
-            let mut batch = Batch::gated(steps, open_calls.clone(), |name| {
+            let mut batch = Batch::answered(steps, open_calls.clone(), |name| {
                 agent.thread.config.policy(name)
             });
             for entry in &mut batch.calls {

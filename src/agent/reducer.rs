@@ -10,8 +10,8 @@
 //!   appended (a continued run has none), streaming text and pending ids cleared, awaiting cleared, diagnostics kept.
 //! - A `loop` or `run_end` event whose run id is not the active run (or while Idle) leaves the
 //!   state unchanged: late events of an old run are ignored.
-//! - `text_delta` appends to `streaming_text`; `assistant_message` clears it and appends the
-//!   message; `message_appended` appends; `tool_start` adds the id to the pending ids;
+//! - `text_delta` appends to `streaming_text` and `thinking_delta` to `streaming_thinking`
+//!   (§2.1); `assistant_message` clears both and appends the message; `message_appended` appends; `tool_start` adds the id to the pending ids;
 //!   `tool_end` and `synthetic_result` remove it; `awaiting` and `resumed` move the status;
 //!   `compacted` moves `context_start` (the messages stay whole);
 //!   `run_end` → Idle with `last_end`, pending ids cleared.
@@ -59,6 +59,10 @@ pub struct AgentState {
     pub last_end: Option<EndCause>,
     /// Text streamed for the current model call.
     pub streaming_text: String,
+    /// Reasoning streamed for the current model call (§2.1); absent from the serialized state
+    /// when empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub streaming_thinking: String,
     /// Calls started and not yet answered, in start order.
     pub pending_tool_call_ids: Vec<CallId>,
     /// What the active run waits for.
@@ -96,13 +100,16 @@ pub fn reduce(mut state: AgentState, event: &AgentEvent) -> AgentState {
                 state.messages.push(message.clone());
             }
             state.streaming_text.clear();
+            state.streaming_thinking.clear();
             state.pending_tool_call_ids.clear();
             state.awaiting = None;
         }
         AgentEvent::Loop { run_id, event } if state.is_active(run_id) => match event {
             LoopEvent::TextDelta { text, .. } => state.streaming_text.push_str(text),
+            LoopEvent::ThinkingDelta { text, .. } => state.streaming_thinking.push_str(text),
             LoopEvent::AssistantMessage { message, .. } => {
                 state.streaming_text.clear();
+                state.streaming_thinking.clear();
                 state.messages.push(Message::Assistant(message.clone()));
             }
             LoopEvent::MessageAppended { message, .. } => state.messages.push(message.clone()),
@@ -130,6 +137,7 @@ pub fn reduce(mut state: AgentState, event: &AgentEvent) -> AgentState {
             state.last_end = Some(result.cause.clone());
             state.pending_tool_call_ids.clear();
             state.streaming_text.clear();
+            state.streaming_thinking.clear();
             state.awaiting = None;
             state.active_run_id = None;
         }

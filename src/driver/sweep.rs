@@ -290,6 +290,10 @@ mod tests {
             error_message: None,
             usage: None,
             id: None,
+            meta: Default::default(),
+            model: None,
+            response_id: None,
+            provider_stop_reason: None,
         };
         for output in agent.drain() {
             if let Output::Commit(commit) = output {

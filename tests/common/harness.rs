@@ -156,8 +156,9 @@ pub fn render_message(message: &Message) -> String {
                 .content
                 .iter()
                 .map(|b| match b {
-                    AssistantBlock::Text { text } => format!("{text:?}"),
+                    AssistantBlock::Text { text, .. } => format!("{text:?}"),
                     AssistantBlock::Thinking { .. } => "<thinking>".to_owned(),
+                    AssistantBlock::RedactedThinking { .. } => "<redacted thinking>".to_owned(),
                     AssistantBlock::ToolCall { id, name, .. } => format!("call {id}:{name}"),
                 })
                 .collect();

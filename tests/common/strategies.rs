@@ -12,7 +12,7 @@ use serde_json::Value;
 use runcore::{
     AssistantBlock, AssistantMessage, AuditDraft, AwaitTarget, COMMIT_SCHEMA_VERSION, CallId,
     CommitError, CommitOperation, CommitReceipt, CommitRecord, ContentBlock, EndCause, EventRecord,
-    EventScope, Failure, MergePolicy, Message, OperationId, PauseReason, PendingTool,
+    EventScope, Failure, MergePolicy, Message, Meta, OperationId, PauseReason, PendingTool,
     PermissionDecision, RemoteInputReason, ResultKind, ResultOutcome, ResumeCommand, ResumeError,
     ResumeResult, ResumeTicket, Role, RunDisposition, RunId, RunRecord, RunState, StateAction,
     StateCommand, StateScope, StopReason, SystemMessage, ThreadCommit, ThreadId, ToolCall,
@@ -71,15 +71,31 @@ pub fn content_block() -> impl Strategy<Value = ContentBlock> {
     ]
 }
 
+/// A `meta` object (§2.1): mostly absent, sometimes a few keys of any JSON.
+pub fn meta() -> impl Strategy<Value = Meta> {
+    prop_oneof![
+        3 => Just(Meta::new()),
+        1 => vec((id_text(), json_value()), 1..3).prop_map(|pairs| pairs.into_iter().collect()),
+    ]
+}
+
 pub fn assistant_block() -> impl Strategy<Value = AssistantBlock> {
     prop_oneof![
-        text().prop_map(|text| AssistantBlock::Text { text }),
-        text().prop_map(|thinking| AssistantBlock::Thinking { thinking }),
-        (call_id(), text(), json_value()).prop_map(|(id, name, arguments)| {
+        (text(), meta()).prop_map(|(text, meta)| AssistantBlock::Text { text, meta }),
+        (text(), option::of(text()), meta()).prop_map(|(thinking, signature, meta)| {
+            AssistantBlock::Thinking {
+                thinking,
+                signature,
+                meta,
+            }
+        }),
+        (text(), meta()).prop_map(|(data, meta)| AssistantBlock::RedactedThinking { data, meta }),
+        (call_id(), text(), json_value(), meta()).prop_map(|(id, name, arguments, meta)| {
             AssistantBlock::ToolCall {
                 id,
                 name: name.into(),
                 arguments: arguments.into(),
+                meta,
             }
         }),
     ]
@@ -121,19 +137,54 @@ fn message_id() -> impl Strategy<Value = Option<String>> {
 }
 
 pub fn usage() -> impl Strategy<Value = Usage> {
-    (any::<u64>(), any::<u64>()).prop_map(|(input_tokens, output_tokens)| Usage {
-        input_tokens,
-        output_tokens,
-    })
+    (
+        any::<u64>(),
+        any::<u64>(),
+        option::of(any::<u64>()),
+        option::of(any::<u64>()),
+        option::of(any::<u64>()),
+    )
+        .prop_map(
+            |(
+                input_tokens,
+                output_tokens,
+                cache_read_tokens,
+                cache_write_tokens,
+                reasoning_tokens,
+            )| {
+                Usage {
+                    input_tokens,
+                    output_tokens,
+                    cache_read_tokens,
+                    cache_write_tokens,
+                    reasoning_tokens,
+                }
+            },
+        )
 }
 
 pub fn system_message() -> impl Strategy<Value = SystemMessage> {
-    (vec(content_block(), 0..3), message_id())
-        .prop_map(|(content, id)| SystemMessage { content, id })
+    (vec(content_block(), 0..3), message_id(), meta())
+        .prop_map(|(content, id, meta)| SystemMessage { content, id, meta })
 }
 
 pub fn user_message() -> impl Strategy<Value = UserMessage> {
-    (vec(content_block(), 0..3), message_id()).prop_map(|(content, id)| UserMessage { content, id })
+    (vec(content_block(), 0..3), message_id(), meta()).prop_map(|(content, id, meta)| UserMessage {
+        content,
+        id,
+        meta,
+    })
+}
+
+/// The optional provider fields of an assistant message (§2.1).
+fn provider_fields() -> impl Strategy<Value = (Option<String>, Option<String>, Option<String>, Meta)>
+{
+    (
+        option::of(text()),
+        option::of(text()),
+        option::of(text()),
+        meta(),
+    )
 }
 
 pub fn assistant_message() -> impl Strategy<Value = AssistantMessage> {
@@ -143,14 +194,26 @@ pub fn assistant_message() -> impl Strategy<Value = AssistantMessage> {
         option::of(text()),
         option::of(usage()),
         message_id(),
+        provider_fields(),
     )
         .prop_map(
-            |(content, stop_reason, error_message, usage, id)| AssistantMessage {
+            |(
                 content,
                 stop_reason,
                 error_message,
                 usage,
                 id,
+                (model, response_id, provider_stop_reason, meta),
+            )| AssistantMessage {
+                content,
+                stop_reason,
+                error_message,
+                usage,
+                id,
+                model,
+                response_id,
+                provider_stop_reason,
+                meta,
             },
         )
 }
@@ -164,16 +227,20 @@ pub fn tool_result_message() -> impl Strategy<Value = ToolResultMessage> {
         option::of(present_json_value()),
         result_outcome(),
         message_id(),
+        meta(),
     )
         .prop_map(
-            |(call_id, tool_name, content, is_error, details, outcome, id)| ToolResultMessage {
-                call_id,
-                tool_name: tool_name.into(),
-                content,
-                is_error,
-                details,
-                outcome,
-                id,
+            |(call_id, tool_name, content, is_error, details, outcome, id, meta)| {
+                ToolResultMessage {
+                    call_id,
+                    tool_name: tool_name.into(),
+                    content,
+                    is_error,
+                    details,
+                    outcome,
+                    id,
+                    meta,
+                }
             },
         )
 }

@@ -70,6 +70,7 @@ fn misuse_errors_change_nothing() {
                     run_id: run(1),
                     step: 1,
                     text: "x".into(),
+                    kind: Default::default(),
                 },
                 "unexpected_outcome",
             ),

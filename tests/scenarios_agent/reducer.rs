@@ -167,6 +167,7 @@ fn a01_reducer_follows_a_live_run() {
                 run_id: run(1),
                 step: 1,
                 text: piece.into(),
+                kind: Default::default(),
             },
         )
         .unwrap();

@@ -113,6 +113,7 @@ fn expected_result(call: &ToolCall, answer: ToolAnswer) -> ToolResultMessage {
         details: None,
         outcome: ResultOutcome::Executed,
         id: None,
+        meta: Default::default(),
     }
 }
 

@@ -332,6 +332,7 @@ fn untimed_input(t: &Transition) -> Input {
             run_id: RunId::new(run.as_str()),
             step: *step,
             text: text.clone(),
+            kind: runcore::DeltaKind::Text,
         },
         Transition::ModelDone { run, step, reply } => Input::ModelDone {
             run_id: RunId::new(run.as_str()),

@@ -440,6 +440,7 @@ impl NativeAgent {
             run_id: RunId::new(run_id),
             step,
             text,
+            kind: runcore::DeltaKind::Text,
         };
         self.apply(input, now_ms)
     }

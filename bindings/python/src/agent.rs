@@ -7,8 +7,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
 use runcore::driver::{ContextMode, InputLine, OutputLine, call_model_line, output_line};
 use runcore::{
-    Agent, AgentConfig, AssistantMessage, CallId, ContentBlock, Input, RecoveryPolicy, RunId, Step,
-    ThreadId, UserMessage,
+    Agent, AgentConfig, AssistantMessage, CallId, ContentBlock, DeltaKind, Input, RecoveryPolicy,
+    RunId, Step, ThreadId, UserMessage,
 };
 use serde_json::{Map, Value};
 
@@ -277,19 +277,25 @@ impl PyAgent {
         self.handle_input(Input::Pause, now_ms)
     }
 
-    /// Streamed text of the outstanding model call.
-    #[pyo3(signature = (run_id, step, text, *, now_ms = None))]
+    /// Streamed text of the outstanding model call; `kind="thinking"` for streamed reasoning
+    /// (a `thinking_delta` event).
+    #[pyo3(signature = (run_id, step, text, *, kind = "text", now_ms = None))]
     fn model_delta(
         &mut self,
         run_id: &str,
         step: u64,
         text: &str,
+        kind: &str,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
+        let kind: DeltaKind = kind
+            .parse()
+            .map_err(|error: runcore::UnknownName| PyValueError::new_err(error.to_string()))?;
         let input = Input::ModelDelta {
             run_id: RunId::new(run_id),
             step: step_of(step)?,
             text: text.to_owned(),
+            kind,
         };
         self.handle_input(input, now_ms)
     }

@@ -62,6 +62,31 @@ impl Batch {
         Batch { step, calls }
     }
 
+    /// The batch of a completed answer's `calls`: as [`Batch::gated`], except that a call whose
+    /// arguments are not a JSON object (a codec passes unparseable arguments on as their raw
+    /// text, SPEC §13) already has its `malformed` result: it is never executed or asked about.
+    pub(crate) fn answered(
+        step: Step,
+        calls: Vec<ToolCall>,
+        policy_of: impl Fn(&str) -> ToolPolicy,
+    ) -> Self {
+        let mut batch = Self::gated(step, calls, policy_of);
+        for entry in &mut batch.calls {
+            if !entry.call.arguments.is_object() {
+                entry.slot = Slot::Done(ToolResultMessage::malformed_arguments(&entry.call));
+            }
+        }
+        batch
+    }
+
+    /// The calls answered `malformed` when the batch was made (see [`Batch::answered`]).
+    pub(crate) fn malformed_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        self.calls.iter().filter_map(|entry| match &entry.slot {
+            Slot::Done(result) if result.outcome == ResultOutcome::Malformed => Some(&entry.call),
+            _ => None,
+        })
+    }
+
     pub(crate) fn find(&self, call_id: &CallId) -> Option<&BatchCall> {
         self.calls.iter().find(|c| c.call.id == *call_id)
     }

@@ -65,7 +65,17 @@ impl Thread {
             StopReason::Stop | StopReason::ToolUse => {
                 // The calls are durable before any effect.
                 self.commit_running(&mut run, Vec::new(), tx);
-                let batch = Batch::gated(step, calls, |name| self.config.policy(name));
+                let batch = Batch::answered(step, calls, |name| self.config.policy(name));
+                for call in batch.malformed_calls() {
+                    tx.event(
+                        &run.run_id,
+                        LoopEvent::SyntheticResult {
+                            call_id: call.id.clone(),
+                            tool_name: call.name.clone(),
+                            outcome: ResultOutcome::Malformed,
+                        },
+                    );
+                }
                 match run.end_request.as_ref().map(EndRequest::cause) {
                     Some(cause) => {
                         Next::Ended(self.finish(run, Open::batch(batch), cause, Pairing::Skip, tx))
@@ -88,11 +98,8 @@ impl Thread {
         tx: &mut Tx<'_>,
     ) -> Next {
         let assistant = Arc::new(AssistantMessage {
-            content: Vec::new(),
-            stop_reason: StopReason::Error,
             error_message: Some(text.to_owned()),
-            usage: None,
-            id: None,
+            ..AssistantMessage::new(Vec::new(), StopReason::Error)
         });
         self.messages
             .push(Message::Assistant(Arc::clone(&assistant)));

@@ -15,7 +15,18 @@ JSON = Any
 
 ContentBlock = Dict[str, Any]
 """`{"type": "text", "text"}`, `{"type": "image", "data", "mime_type"}`, `{"type": "thinking",
-"thinking"}` or `{"type": "tool_call", "id", "name", "arguments"}`."""
+"thinking", "signature"?}`, `{"type": "redacted_thinking", "data"}` or `{"type": "tool_call",
+"id", "name", "arguments"}`; every assistant block may carry `"meta"` (a dict the core keeps and
+returns exactly, SPEC §2.1)."""
+
+class Usage(TypedDict):
+    """Token usage (SPEC §2.1): `input_tokens` counts every prompt token, cached ones included."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: NotRequired[int]
+    cache_write_tokens: NotRequired[int]
+    reasoning_tokens: NotRequired[int]
 
 Message = Dict[str, Any]
 """A message (SPEC §2): `{"role": "user" | "assistant" | "system" | "tool_result", ...}`."""
@@ -30,8 +41,12 @@ class AssistantMessage(TypedDict):
     stop_reason: Literal["stop", "length", "tool_use", "error", "aborted"]
     role: NotRequired[Literal["assistant"]]
     error_message: NotRequired[str]
-    usage: NotRequired[Dict[str, Any]]
+    usage: NotRequired[Usage]
     id: NotRequired[str]
+    model: NotRequired[str]
+    response_id: NotRequired[str]
+    provider_stop_reason: NotRequired[str]
+    meta: NotRequired[Dict[str, Any]]
 
 class ToolCall(TypedDict):
     """One call of an `execute_tools` batch."""
@@ -196,7 +211,10 @@ class Agent:
     def follow_up(self, text: str, *, now_ms: Optional[int] = None) -> None: ...
     def abort(self, *, now_ms: Optional[int] = None) -> None: ...
     def pause(self, *, now_ms: Optional[int] = None) -> None: ...
-    def model_delta(self, run_id: str, step: int, text: str, *, now_ms: Optional[int] = None) -> None: ...
+    def model_delta(
+        self, run_id: str, step: int, text: str, *, kind: Literal["text", "thinking"] = "text",
+        now_ms: Optional[int] = None,
+    ) -> None: ...
     def model_done(
         self, run_id: str, step: int, message: Union[AssistantMessage, Mapping[str, Any]], *,
         now_ms: Optional[int] = None,
