@@ -98,8 +98,10 @@ pub struct DecodeReport {
     /// Events (and SSE comments) that were understood as carrying nothing the codec needs
     /// (`ping`, comments, unknown event types), counted.
     pub ignored: usize,
-    /// Set when the body is not the API's format at all (a 2xx body only): the first place it
-    /// went wrong. The inputs still end in `model_failed`.
+    /// Set when a 2xx body is not the API's format at all (not JSON of its shape, or an SSE
+    /// stream with no event of the API): the first place it went wrong. The inputs still end
+    /// in `model_failed`. Never set once a delta was yielded, so a host may pass deltas on as
+    /// they arrive and still refuse such a body at the end.
     pub format_error: Option<FormatError>,
 }
 
@@ -132,6 +134,9 @@ pub struct StreamDecoder<P: Protocol> {
     report: DecodeReport,
     /// Events that meant something to the API (for "not the API's format at all").
     understood: usize,
+    /// The first SSE event whose data was not the API's: the format error if no event is
+    /// understood at all (a bad line inside a stream that is otherwise the API's is ignored).
+    first_bad: Option<FormatError>,
 }
 
 impl<P: Protocol> StreamDecoder<P> {
@@ -158,6 +163,7 @@ impl<P: Protocol> StreamDecoder<P> {
             failure: None,
             report: DecodeReport::default(),
             understood: 0,
+            first_bad: None,
         }
     }
 
@@ -231,8 +237,8 @@ impl<P: Protocol> StreamDecoder<P> {
                 }
                 EventOutcome::NotFormat(expected) => {
                     self.report.ignored = self.report.ignored.saturating_add(1);
-                    if self.report.format_error.is_none() {
-                        self.report.format_error = Some(FormatError {
+                    if self.first_bad.is_none() {
+                        self.first_bad = Some(FormatError {
                             offset: event.offset,
                             expected,
                         });
@@ -270,14 +276,15 @@ impl<P: Protocol> StreamDecoder<P> {
                 } else if self.terminal || self.protocol.complete() {
                     Ok(self.protocol.answer())
                 } else {
-                    if self.understood == 0 && self.report.format_error.is_none() {
-                        self.report.format_error = Some(FormatError {
+                    if self.understood == 0 {
+                        let first_bad = self.first_bad.take();
+                        self.report.format_error = Some(first_bad.unwrap_or_else(|| FormatError {
                             offset: 0,
                             expected: format!(
                                 "expected a {} SSE stream or JSON body, found no event of it",
                                 P::API.name()
                             ),
-                        });
+                        }));
                     }
                     Err(Failure::incomplete(P::API))
                 }

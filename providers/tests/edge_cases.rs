@@ -321,6 +321,19 @@ fn noise_is_ignored_and_counted() {
     assert_eq!(message.content, vec![AssistantBlock::text("hé")]);
 }
 
+/// A bad line inside a stream that is otherwise the API's is ignored and counted, not a
+/// format error.
+#[test]
+fn a_bad_line_inside_a_good_stream() {
+    let body = "data: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"c\"}}\n\n\
+        data: not json\n\n\
+        data: {\"type\":\"message_stop\"}\n\n";
+    let (inputs, report) = decode(Api::Anthropic, 200, body.as_bytes());
+    assert_eq!(report.format_error, None);
+    assert_eq!(report.ignored, 1);
+    assert_eq!(done(&inputs).stop_reason, StopReason::Stop);
+}
+
 /// A 2xx body that is not the API's format is a failure, with the offset of the problem.
 #[test]
 fn not_the_format() {
