@@ -281,7 +281,7 @@ impl<P: Protocol> StreamDecoder<P> {
                         self.report.format_error = Some(first_bad.unwrap_or_else(|| FormatError {
                             offset: 0,
                             expected: format!(
-                                "expected a {} SSE stream or JSON body, found no event of it",
+                                "expected an SSE stream or a JSON body of the {} API, found no event of it",
                                 P::API.name()
                             ),
                         }));
@@ -323,7 +323,7 @@ impl<P: Protocol> StreamDecoder<P> {
                 };
                 self.report.format_error = Some(FormatError {
                     offset,
-                    expected: format!("expected a {} JSON body: {error}", P::API.name()),
+                    expected: format!("expected a JSON body of the {} API: {error}", P::API.name()),
                 });
                 return Err(Failure::incomplete(P::API));
             }
