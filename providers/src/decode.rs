@@ -274,7 +274,7 @@ impl<P: Protocol> StreamDecoder<P> {
                 if let Some(failure) = self.failure.take() {
                     Err(failure)
                 } else if self.terminal || self.protocol.complete() {
-                    Ok(self.protocol.answer())
+                    checked(self.protocol.answer())
                 } else {
                     if self.understood == 0 {
                         let first_bad = self.first_bad.take();
@@ -329,7 +329,7 @@ impl<P: Protocol> StreamDecoder<P> {
             }
         };
         match self.protocol.body(&body) {
-            Ok(message) => Ok(message),
+            Ok(message) => checked(message),
             Err(BodyError::Failed(failure)) => Err(failure),
             Err(BodyError::NotFormat(expected)) => {
                 let offset = self
@@ -342,6 +342,34 @@ impl<P: Protocol> StreamDecoder<P> {
             }
         }
     }
+}
+
+/// The answer, if the core can take it: every tool call with an id and a name, ids unique
+/// within the message. A response that breaks this is broken (`stream_error`), never a
+/// `model_done` the core would refuse as misuse.
+fn checked(message: AssistantMessage) -> Result<AssistantMessage, Failure> {
+    let mut seen: Vec<&str> = Vec::new();
+    for call in message.content.iter() {
+        if let runcore::AssistantBlock::ToolCall { id, name, .. } = call {
+            let problem = if id.as_str().trim().is_empty() {
+                Some(format!("a tool call ({name}) has no id"))
+            } else if name.as_str().trim().is_empty() {
+                Some(format!("tool call {id} has no name"))
+            } else if seen.contains(&id.as_str()) {
+                Some(format!("tool call id {id} appears twice"))
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                return Err(Failure {
+                    code: crate::FailureCode::StreamError,
+                    message: format!("the response is broken: {problem}"),
+                });
+            }
+            seen.push(id.as_str());
+        }
+    }
+    Ok(message)
 }
 
 /// The byte offset of serde_json's 1-based line and column (column counts bytes).

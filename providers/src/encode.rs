@@ -116,7 +116,8 @@ pub(crate) fn merge_extra(
 }
 
 /// Whether the assistant message came from `api` and a model that `model` names: equal, or the
-/// dated snapshot of it the provider answers with (`gpt-4o-mini` → `gpt-4o-mini-2024-07-18`).
+/// dated snapshot of it the provider answers with (`gpt-4o-mini` → `gpt-4o-mini-2024-07-18`,
+/// `claude-sonnet-4` → `claude-sonnet-4-20250514`).
 /// Provider-opaque content (signatures, encrypted reasoning, item ids) is only sent back then.
 pub(crate) fn same_source(message: &AssistantMessage, api: Api, model: &str) -> bool {
     let from_api = message
@@ -126,15 +127,26 @@ pub(crate) fn same_source(message: &AssistantMessage, api: Api, model: &str) -> 
         .and_then(Value::as_str)
         == Some(api.name());
     let same_model = message.model.as_deref().is_some_and(|answered| {
-        answered == model
-            || answered
-                .strip_prefix(model)
-                .is_some_and(|rest| rest.starts_with('-'))
-            || model
-                .strip_prefix(answered)
-                .is_some_and(|rest| rest.starts_with('-'))
+        answered == model || is_dated(answered, model) || is_dated(model, answered)
     });
     from_api && same_model
+}
+
+/// Whether `long` is `short` with a date snapshot suffix (`-2024-07-18`, `-20250514`): the
+/// same model, not another version of it (`claude-sonnet-4` is not `claude-sonnet-4-5`).
+fn is_dated(long: &str, short: &str) -> bool {
+    long.strip_prefix(short)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|date| {
+            let digits = |part: &str, len: usize| {
+                part.len() == len && part.bytes().all(|b| b.is_ascii_digit())
+            };
+            match date.split('-').collect::<Vec<_>>().as_slice() {
+                [compact] => digits(compact, 8),
+                [year, month, day] => digits(year, 4) && digits(month, 2) && digits(day, 2),
+                _ => false,
+            }
+        })
 }
 
 /// The `meta` of a decoded message: which API the content came from.
@@ -213,4 +225,18 @@ pub(crate) fn empty_schema() -> Value {
 /// A base64 image as a data URL (the OpenAI APIs' image form).
 pub(crate) fn data_url(mime_type: &str, data: &str) -> String {
     format!("data:{mime_type};base64,{data}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dated_snapshots_are_the_same_model() {
+        assert!(is_dated("gpt-4o-mini-2024-07-18", "gpt-4o-mini"));
+        assert!(is_dated("claude-sonnet-4-20250514", "claude-sonnet-4"));
+        assert!(!is_dated("claude-sonnet-4-5", "claude-sonnet-4"));
+        assert!(!is_dated("claude-sonnet-4-5-20250929", "claude-sonnet-4"));
+        assert!(!is_dated("gpt-4o-mini", "gpt-4o"));
+    }
 }

@@ -321,6 +321,25 @@ fn noise_is_ignored_and_counted() {
     assert_eq!(message.content, vec![AssistantBlock::text("hé")]);
 }
 
+/// A tool call the core could not take (no id, no name, a repeated id) makes the response
+/// broken: `stream_error`, never a `model_done` the core would refuse.
+#[test]
+fn broken_tool_calls_are_a_stream_error() {
+    let chunk = |calls: Value| json!({"id":"c","model":"m","choices":[{"index":0,"delta":{"tool_calls":calls},"finish_reason":null}]});
+    for calls in [
+        json!([{"index":0,"function":{"name":"f","arguments":"{}"}}]),
+        json!([{"index":0,"id":"a","function":{"arguments":"{}"}}]),
+        json!([{"index":0,"id":"a","function":{"name":"f"}},{"index":1,"id":"a","function":{"name":"g"}}]),
+    ] {
+        let body = sse(&[
+            chunk(calls),
+            json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}),
+        ]);
+        let (inputs, _) = decode(Api::OpenAiChat, 200, body.as_bytes());
+        assert_eq!(failure_code(&inputs), Some("stream_error"));
+    }
+}
+
 /// A bad line inside a stream that is otherwise the API's is ignored and counted, not a
 /// format error.
 #[test]
