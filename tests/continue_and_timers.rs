@@ -61,7 +61,8 @@ fn continue_after_max_steps_starts_a_new_run_over_the_transcript() {
         start,
         &AgentEvent::RunStart {
             run_id: run(2),
-            message: None
+            message: None,
+            messages: Vec::new()
         }
     );
     assert_eq!(

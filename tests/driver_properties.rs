@@ -282,8 +282,9 @@ impl Cmd {
             ),
             Cmd::Prompt { text, now_ms } => (
                 Input::Prompt {
-                    message: UserMessage::text(text.clone()),
+                    message: Some(UserMessage::text(text.clone())),
                     run_id: None,
+                    messages: Vec::new(),
                 },
                 *now_ms,
             ),

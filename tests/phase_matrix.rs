@@ -315,8 +315,9 @@ fn input(kind: &str, agent: &Agent, now_ms: u64) -> Input {
     let step = agent.steps().filter(|s| *s > 0).unwrap_or(1);
     match kind {
         "prompt" => Input::Prompt {
-            message: UserMessage::text("new prompt"),
+            message: Some(UserMessage::text("new prompt")),
             run_id: None,
+            messages: Vec::new(),
         },
         "steer" => Input::Steer {
             message: UserMessage::text("steer"),

@@ -221,8 +221,9 @@ fn recover_takes_the_clock_from_a_host_event_of_the_head_run() {
     agent
         .handle(
             Input::Prompt {
-                message: UserMessage::text("hi"),
+                message: Some(UserMessage::text("hi")),
                 run_id: None,
+                messages: Vec::new(),
             },
             1_000,
         )

@@ -266,22 +266,26 @@ export interface TranscriptSnapshot {
   digest: string;
 }
 
-/** The commit log (SPEC §7, §7.1) and its read ports. */
+/**
+ * The commit log (SPEC §7, §7.1) and its read ports. Every method returns a promise: the call
+ * runs on libuv's thread pool, never on the JavaScript thread; a failure rejects with
+ * `StoreError` (a malformed argument with `InvalidJsonError` or `TypeError`).
+ */
 export abstract class Store {
-  commit(output: CommitOutput): { [key: string]: Json };
-  committedMessages(threadId: string): Message[];
-  run(runId: string): { [key: string]: Json } | null;
-  latestRun(threadId: string): { [key: string]: Json } | null;
-  resumeTicket(runId: string): { [key: string]: Json } | null;
-  runState(runId: string): Json;
-  committedState(threadId: string): Array<{ [key: string]: Json }>;
-  threadVersion(threadId: string): number;
-  threads(options?: { after?: string; limit?: number }): Array<{ [key: string]: Json }>;
-  pendingTickets(options?: { after?: string; limit?: number }): Array<{ [key: string]: Json }>;
-  listEvents(options?: { scope?: EventScope; after?: number; limit?: number }): Array<{ [key: string]: Json }>;
-  transcriptSnapshot(threadId: string): TranscriptSnapshot;
-  verifyTranscriptSnapshot(snapshot: TranscriptSnapshot): void;
-  transcriptSlice(snapshot: TranscriptSnapshot, ranges: Array<[number, number]>): Message[];
+  commit(output: CommitOutput): Promise<{ [key: string]: Json }>;
+  committedMessages(threadId: string): Promise<Message[]>;
+  run(runId: string): Promise<{ [key: string]: Json } | null>;
+  latestRun(threadId: string): Promise<{ [key: string]: Json } | null>;
+  resumeTicket(runId: string): Promise<{ [key: string]: Json } | null>;
+  runState(runId: string): Promise<Json>;
+  committedState(threadId: string): Promise<Array<{ [key: string]: Json }>>;
+  threadVersion(threadId: string): Promise<number>;
+  threads(options?: { after?: string; limit?: number }): Promise<Array<{ [key: string]: Json }>>;
+  pendingTickets(options?: { after?: string; limit?: number }): Promise<Array<{ [key: string]: Json }>>;
+  listEvents(options?: { scope?: EventScope; after?: number; limit?: number }): Promise<Array<{ [key: string]: Json }>>;
+  transcriptSnapshot(threadId: string): Promise<TranscriptSnapshot>;
+  verifyTranscriptSnapshot(snapshot: TranscriptSnapshot): Promise<void>;
+  transcriptSlice(snapshot: TranscriptSnapshot, ranges: Array<[number, number]>): Promise<Message[]>;
 }
 
 /** The in-memory reference store. */

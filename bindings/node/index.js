@@ -793,7 +793,10 @@ class Driver {
   }
 }
 
-/** The commit log (SPEC §7, §7.1) and its read ports, records as plain objects. */
+/**
+ * The commit log (SPEC §7, §7.1) and its read ports, records as plain objects. Every method
+ * returns a promise: the call runs on libuv's thread pool, never on the JavaScript thread.
+ */
 class Store {
   #native;
 
@@ -802,62 +805,64 @@ class Store {
     this.#native = handle;
   }
 
-  #read(name, ...args) {
+  async #call(name, ...args) {
+    let text;
     try {
-      return JSON.parse(this.#native[name](...args));
+      text = await this.#native[name](...args);
     } catch (e) {
       rethrow(e);
     }
+    return JSON.parse(text);
   }
 
-  /** Applies a `commit` output: fenced and idempotent (SPEC §7.1); returns the receipt. */
+  /** Applies a `commit` output: fenced and idempotent (SPEC §7.1); resolves to the receipt. */
   commit(output) {
-    return this.#read('commit', JSON.stringify(output));
+    return this.#call('commit', JSON.stringify(output));
   }
 
   /** The thread's committed messages. */
-  committedMessages(threadId) { return this.#read('committedMessages', threadId); }
+  committedMessages(threadId) { return this.#call('committedMessages', threadId); }
 
   /** One run's record, or `null`. */
-  run(runId) { return this.#read('run', runId); }
+  run(runId) { return this.#call('run', runId); }
 
   /** The thread's latest run's record, or `null`. */
-  latestRun(threadId) { return this.#read('latestRun', threadId); }
+  latestRun(threadId) { return this.#call('latestRun', threadId); }
 
   /** The run's resume ticket, or `null`. */
-  resumeTicket(runId) { return this.#read('resumeTicket', runId); }
+  resumeTicket(runId) { return this.#call('resumeTicket', runId); }
 
   /** The run's state, or `null`. */
-  runState(runId) { return this.#read('runState', runId); }
+  runState(runId) { return this.#call('runState', runId); }
 
   /** The thread's committed state commands. */
-  committedState(threadId) { return this.#read('committedState', threadId); }
+  committedState(threadId) { return this.#call('committedState', threadId); }
 
   /** The thread's commit count. */
-  threadVersion(threadId) { return this.#read('threadVersion', threadId); }
+  threadVersion(threadId) { return this.#call('threadVersion', threadId); }
 
   /** Threads in id order after `after`, at most `limit` (default 100). */
-  threads({ after, limit } = {}) { return this.#read('threads', after, limit); }
+  threads({ after, limit } = {}) { return this.#call('threads', after, limit); }
 
   /** Pending resume tickets in run-id order after `after`, at most `limit` (default 100). */
-  pendingTickets({ after, limit } = {}) { return this.#read('pendingTickets', after, limit); }
+  pendingTickets({ after, limit } = {}) { return this.#call('pendingTickets', after, limit); }
 
   /** Audit events of `scope` (`{type: "thread", id}`, `{type: "run", id}`; default all) after `after`. */
   listEvents({ scope, after, limit } = {}) {
-    return this.#read('listEvents', scope === undefined ? undefined : JSON.stringify(scope), after, limit);
+    return this.#call('listEvents', scope === undefined ? undefined : JSON.stringify(scope), after, limit);
   }
 
   /** Pins the thread's committed transcript prefix: `{thread_id, end, digest}`. */
-  transcriptSnapshot(threadId) { return this.#read('transcriptSnapshot', threadId); }
+  transcriptSnapshot(threadId) { return this.#call('transcriptSnapshot', threadId); }
 
-  /** Checks that a pinned prefix is still committed, unchanged (`StoreError` if not). */
-  verifyTranscriptSnapshot(snapshot) {
-    this.#read('verifyTranscriptSnapshot', JSON.stringify(snapshot));
+  /** Checks that a pinned prefix is still committed, unchanged (rejects with `StoreError` if not). */
+  async verifyTranscriptSnapshot(snapshot) {
+    await this.#call('verifyTranscriptSnapshot', JSON.stringify(snapshot));
   }
 
   /** The messages of `ranges` (`[start, end]` pairs) within a pinned prefix. */
   transcriptSlice(snapshot, ranges) {
-    return this.#read('transcriptSlice', JSON.stringify(snapshot), JSON.stringify(ranges));
+    return this.#call('transcriptSlice', JSON.stringify(snapshot), JSON.stringify(ranges));
   }
 
   /** @internal */

@@ -288,8 +288,9 @@ impl<S: CommitLog + CheckpointReader + runcore::ThreadClaims> Host<S> {
             at_ms,
             &format!("user prompts {text:?}"),
             Input::Prompt {
-                message: UserMessage::text(text),
+                message: Some(UserMessage::text(text)),
                 run_id: None,
+                messages: Vec::new(),
             },
         )
     }

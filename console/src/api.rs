@@ -9,11 +9,12 @@
 //!
 //! A write checks the token first (401, nothing read or written), then the body (400), then
 //! answers (409 for a run not awaiting a permission, with the §10 error; 409 for a fence).
-//! Store calls run on tokio's blocking pool behind one mutex: the backends are synchronous,
-//! and one console serves one operator.
+//! Store calls cross to the synchronous backends through the workspace's one crossing,
+//! `runcore_store_blocking::Blocking`: each on tokio's blocking pool, one at a time (one
+//! console serves one operator); a call that panics answers 500 and the next one works.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -25,6 +26,7 @@ use runcore::driver::ErrorBody;
 use runcore::{
     AnswerError, Answered, CheckpointReader, EventScope, PermissionDecision, RunId, ThreadId,
 };
+use runcore_store_blocking::Blocking;
 use serde_json::{Map, Value};
 
 use crate::html::{self, EventsQuery, Section};
@@ -46,7 +48,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 
 /// What every request shares: the store, its label (redacted) and the token.
 pub(crate) struct Shared<S> {
-    store: Mutex<S>,
+    store: Blocking<S>,
     store_label: String,
     token: Token,
 }
@@ -55,9 +57,13 @@ pub(crate) type AppState<S> = Arc<Shared<S>>;
 
 /// The shared state over `store`. The caller keeps a clone, so that the store is dropped
 /// outside the runtime (a blocking backend's client may not be dropped inside one).
-pub(crate) fn shared<S>(store: S, store_label: String, token: Token) -> AppState<S> {
+pub(crate) fn shared<S: Send + 'static>(
+    store: S,
+    store_label: String,
+    token: Token,
+) -> AppState<S> {
     Arc::new(Shared {
-        store: Mutex::new(store),
+        store: Blocking::new(store),
         store_label,
         token,
     })
@@ -225,7 +231,8 @@ fn page_response(status: StatusCode, html: String) -> Response {
     )
 }
 
-/// Runs `f` on the store on the blocking pool.
+/// Runs `f` on the store on the blocking pool; a call that panicked (or could not finish) is
+/// a 500, and leaves the store usable for the next request.
 async fn with_store<S, T>(
     state: &AppState<S>,
     f: impl FnOnce(&mut S) -> T + Send + 'static,
@@ -234,24 +241,12 @@ where
     S: Send + 'static,
     T: Send + 'static,
 {
-    let state = Arc::clone(state);
-    tokio::task::spawn_blocking(move || {
-        let mut store = state.store.lock().map_err(|_| {
-            Failure::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "an earlier request failed while holding the store",
-            )
-        })?;
-        Ok(f(&mut store))
-    })
-    .await
-    .unwrap_or_else(|e| {
-        Err(Failure::new(
+    state.store.call(f).await.map_err(|e| {
+        Failure::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal",
-            format!("a store call did not finish: {e}"),
-        ))
+            format!("a store call failed: {e}"),
+        )
     })
 }
 

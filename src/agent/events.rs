@@ -139,9 +139,13 @@ pub enum AgentEvent {
     RunStart {
         /// The run.
         run_id: RunId,
-        /// The prompt; absent when the run continues the transcript as it stands.
+        /// The prompt; absent when the run continues the transcript as it stands, or when
+        /// the prompt has several messages.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<Message>,
+        /// The prompt's messages when it has several (SPEC §8.10), in order; empty otherwise.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        messages: Vec<Message>,
     },
     /// Progress inside a run.
     Loop {

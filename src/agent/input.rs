@@ -35,11 +35,22 @@ pub enum Input {
     /// a default); only before the first run.
     Config(AgentConfig),
     /// [`Agent::prompt`] (or [`Agent::prompt_with_run_id`] when `run_id` is given).
+    ///
+    /// Exactly one of `text` and `messages` is given: one user message, or several (§8.10),
+    /// all committed in the run's first commit in order. Neither or both → `InvalidInput`.
     Prompt {
         /// The user message: a string (one text block) or a user message object.
-        #[serde(rename = "text", with = "user_text")]
+        #[serde(
+            rename = "text",
+            default,
+            skip_serializing_if = "Option::is_none",
+            with = "user_text::option"
+        )]
         #[cfg_attr(feature = "schema", schemars(schema_with = "user_text::schema"))]
-        message: UserMessage,
+        message: Option<UserMessage>,
+        /// Several user messages (SPEC §8.10), in order; instead of `text`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        messages: Vec<UserMessage>,
         /// A host-supplied run id (unique across all threads).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         run_id: Option<RunId>,
@@ -255,7 +266,11 @@ impl Agent {
     fn dispatch(&mut self, input: Input) -> Result<(), AgentError> {
         match input {
             Input::Config(config) => self.on_config(config),
-            Input::Prompt { message, run_id } => self.on_prompt(run_id, message).map(drop),
+            Input::Prompt {
+                message,
+                messages,
+                run_id,
+            } => self.on_prompt(run_id, message, messages).map(drop),
             Input::Steer { message } => self.on_queue_input(message, true),
             Input::FollowUp { message } => self.on_queue_input(message, false),
             Input::Abort => self.on_abort(),
@@ -320,7 +335,22 @@ impl Agent {
     // The run-starting methods take `handle`'s path to the `prompt` / `continue` handler
     // (`at`, then the handler `dispatch` calls) so that the handler's run id comes back.
     pub fn prompt(&mut self, message: UserMessage, now_ms: u64) -> Result<RunId, AgentError> {
-        self.at(now_ms, |agent| agent.on_prompt(None, message))
+        self.at(now_ms, |agent| {
+            agent.on_prompt(None, Some(message), Vec::new())
+        })
+    }
+
+    /// Starts a run with several user messages (SPEC §8.10), all committed in the run's first
+    /// commit in order; `run_id` as [`prompt_with_run_id`](Agent::prompt_with_run_id), or
+    /// `None` for a minted one. `InvalidInput` for an empty list or a message without content;
+    /// `Busy` while a run is active.
+    pub fn prompt_messages(
+        &mut self,
+        run_id: Option<RunId>,
+        messages: Vec<UserMessage>,
+        now_ms: u64,
+    ) -> Result<RunId, AgentError> {
+        self.at(now_ms, |agent| agent.on_prompt(run_id, None, messages))
     }
 
     /// Starts a run with a host-supplied run id (unique across all threads).
@@ -330,7 +360,9 @@ impl Agent {
         message: UserMessage,
         now_ms: u64,
     ) -> Result<RunId, AgentError> {
-        self.at(now_ms, |agent| agent.on_prompt(Some(run_id), message))
+        self.at(now_ms, |agent| {
+            agent.on_prompt(Some(run_id), Some(message), Vec::new())
+        })
     }
 
     /// Starts a new run from the current transcript without a new message (SPEC §8.8): only
@@ -574,7 +606,10 @@ mod user_text {
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
         match (message.content.as_slice(), &message.id) {
-            ([ContentBlock::Text { text }], None) => serializer.serialize_str(text),
+            // The shorthand only when it says it all: no id, no meta.
+            ([ContentBlock::Text { text }], None) if message.meta.is_empty() => {
+                serializer.serialize_str(text)
+            }
             _ => message.serialize(serializer),
         }
     }
@@ -595,6 +630,29 @@ mod user_text {
             "description": "The text (one text block), or a user message object.",
             "anyOf": [{"type": "string"}, message],
         })
+    }
+
+    /// The same for an optional field (`prompt`'s `text`, absent when `messages` is given).
+    pub(super) mod option {
+        use serde::{Deserializer, Serializer};
+
+        use crate::message::UserMessage;
+
+        pub(in super::super) fn serialize<S: Serializer>(
+            message: &Option<UserMessage>,
+            serializer: S,
+        ) -> Result<S::Ok, S::Error> {
+            match message {
+                Some(message) => super::serialize(message, serializer),
+                None => serializer.serialize_none(),
+            }
+        }
+
+        pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(
+            deserializer: D,
+        ) -> Result<Option<UserMessage>, D::Error> {
+            super::deserialize(deserializer).map(Some)
+        }
     }
 }
 
@@ -625,8 +683,11 @@ mod summary_content {
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
         match (message.content.as_slice(), &message.id) {
-            ([ContentBlock::Text { text }], None) => serializer.serialize_str(text),
-            (blocks, None) => blocks.serialize(serializer),
+            // The shorter forms only when they say it all: no id, no meta.
+            ([ContentBlock::Text { text }], None) if message.meta.is_empty() => {
+                serializer.serialize_str(text)
+            }
+            (blocks, None) if message.meta.is_empty() => blocks.serialize(serializer),
             _ => message.serialize(serializer),
         }
     }

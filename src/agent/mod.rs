@@ -337,10 +337,12 @@ impl Agent {
         Ok(())
     }
 
+    /// `prompt` with `text` (one message) or `messages` (several, §8.10): exactly one given.
     fn on_prompt(
         &mut self,
         run_id: Option<RunId>,
-        message: UserMessage,
+        message: Option<UserMessage>,
+        mut messages: Vec<UserMessage>,
     ) -> Result<RunId, AgentError> {
         if let Some(active) = &self.active {
             return Err(AgentError::Busy {
@@ -350,8 +352,32 @@ impl Agent {
         if run_id.as_ref().is_some_and(RunId::is_blank) {
             return Err(AgentError::invalid("prompt: the run id is empty"));
         }
-        check_user_message(&message, "the prompt")?;
-        self.start_run(run_id, Some(message))
+        match (message, messages.is_empty()) {
+            (Some(message), true) => {
+                check_user_message(&message, "the prompt")?;
+                messages.push(message);
+            }
+            (None, false) => {
+                for (index, message) in messages.iter().enumerate() {
+                    check_user_message(message, &format!("the prompt's messages[{index}]"))?;
+                }
+                self.thread.check_new_ids(
+                    messages.iter().map(|m| m.id.as_deref()),
+                    "the prompt's messages",
+                )?;
+            }
+            (None, true) => {
+                return Err(AgentError::invalid(
+                    "prompt: no message; give `text` or a non-empty `messages` list",
+                ));
+            }
+            (Some(_), false) => {
+                return Err(AgentError::invalid(
+                    "prompt: give `text` or `messages`, not both",
+                ));
+            }
+        }
+        self.start_run(run_id, messages)
     }
 
     /// `continue` (SPEC §8.8): a new run over the transcript as it stands.
@@ -377,7 +403,7 @@ impl Agent {
                 why_not,
             ));
         }
-        self.start_run(None, None)
+        self.start_run(None, Vec::new())
     }
 
     /// Mints (or takes) the run id, commits Running (with the prompt, if any) and announces
@@ -385,7 +411,7 @@ impl Agent {
     fn start_run(
         &mut self,
         run_id: Option<RunId>,
-        message: Option<UserMessage>,
+        messages: Vec<UserMessage>,
     ) -> Result<RunId, AgentError> {
         if let Some(id) = &run_id
             && self.run_id_used(id)
@@ -415,7 +441,7 @@ impl Agent {
         }
         thread.runs_started = n;
         let run = Run::new(run_id.clone(), thread.messages.len());
-        self.begin(run, message);
+        self.begin(run, messages);
         Ok(run_id)
     }
 

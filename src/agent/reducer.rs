@@ -7,7 +7,7 @@
 //!
 //! Rules:
 //! - `run_start` always applies: status Running, the active run id, the user message
-//!   appended (a continued run has none), streaming text and pending ids cleared, awaiting cleared, diagnostics kept.
+//!   or messages appended (a continued run has none), streaming text and pending ids cleared, awaiting cleared, diagnostics kept.
 //! - A `loop` or `run_end` event whose run id is not the active run (or while Idle) leaves the
 //!   state unchanged: late events of an old run are ignored.
 //! - `text_delta` appends to `streaming_text` and `thinking_delta` to `streaming_thinking`
@@ -93,12 +93,17 @@ impl AgentState {
 #[must_use]
 pub fn reduce(mut state: AgentState, event: &AgentEvent) -> AgentState {
     match event {
-        AgentEvent::RunStart { run_id, message } => {
+        AgentEvent::RunStart {
+            run_id,
+            message,
+            messages,
+        } => {
             state.status = AgentStatus::Running;
             state.active_run_id = Some(run_id.clone());
             if let Some(message) = message {
                 state.messages.push(message.clone());
             }
+            state.messages.extend(messages.iter().cloned());
             state.streaming_text.clear();
             state.streaming_thinking.clear();
             state.pending_tool_call_ids.clear();
@@ -156,6 +161,7 @@ mod tests {
         AgentEvent::RunStart {
             run_id: run.into(),
             message: Some(Message::user("hi")),
+            messages: Vec::new(),
         }
     }
 

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::error::AgentError;
 use crate::ids::RunId;
 use crate::message::Message;
 use crate::run::EndCause;
@@ -69,6 +70,40 @@ impl Thread {
     /// 0 when the thread was never compacted (SPEC §8.9).
     pub(crate) fn context_start(&self) -> usize {
         self.compaction.as_ref().map_or(0, Compaction::keep_from)
+    }
+
+    /// Checks that the ids of messages about to join the transcript are unique: none blank,
+    /// none repeated among them, none already in the transcript (§8.10). `what` names the
+    /// messages in the error, with the index of the first offending one.
+    pub(crate) fn check_new_ids<'a>(
+        &self,
+        ids: impl Iterator<Item = Option<&'a str>>,
+        what: &str,
+    ) -> Result<(), AgentError> {
+        let seen: BTreeSet<&str> = self.messages.iter().filter_map(Message::id).collect();
+        let mut fresh: BTreeSet<&str> = BTreeSet::new();
+        for (index, id) in ids.enumerate() {
+            let Some(id) = id else { continue };
+            if id.trim().is_empty() {
+                return Err(AgentError::invalid(format!(
+                    "{what}[{index}] has a blank id; omit it or give a non-blank one"
+                )));
+            }
+            if fresh.contains(id) {
+                return Err(AgentError::invalid(format!(
+                    "{what}[{index}]: message id {id:?} appears twice; message ids are unique \
+                     in a thread"
+                )));
+            }
+            if seen.contains(id) {
+                return Err(AgentError::invalid(format!(
+                    "{what}[{index}]: message id {id:?} is already in the thread's transcript; \
+                     message ids are unique in a thread"
+                )));
+            }
+            fresh.insert(id);
+        }
+        Ok(())
     }
 
     /// The transcript from the context start on.

@@ -48,6 +48,7 @@ mod concurrency;
 mod events;
 mod fences;
 mod listings;
+mod lossless;
 mod operations;
 mod reads;
 mod support;
@@ -72,6 +73,7 @@ pub use listings::{
     lost_ack_retry_appends_nothing, pending_tickets_listed_and_paged,
     thread_version_counts_commits, threads_listed_and_paged, two_writers_from_one_version,
 };
+pub use lossless::lossless_content_round_trips;
 pub use operations::{
     operation_duplicate_returns_stored_receipt, operation_ordinal_conflict_is_rejected,
     operation_payload_reuse_is_rejected, operation_version_conflict_is_rejected,
@@ -160,6 +162,7 @@ cases!(
     bad_claim_requests_are_refused,
     racing_owners_get_one_claim,
     due_work_lists_deadlines_and_orphans,
+    lossless_content_round_trips,
 );
 
 /// Runs every case, each against a fresh store from `make`, and returns `(name, result)` in
@@ -239,6 +242,7 @@ macro_rules! conformance_tests {
             bad_claim_requests_are_refused,
             racing_owners_get_one_claim,
             due_work_lists_deadlines_and_orphans,
+            lossless_content_round_trips,
         );
     };
 }

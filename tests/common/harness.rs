@@ -190,6 +190,7 @@ pub fn render_event(event: &AgentEvent) -> String {
         AgentEvent::RunStart {
             run_id,
             message: Some(message),
+            ..
         } => {
             format!("event run_start {run_id} {}", render_message(message))
         }
@@ -473,8 +474,9 @@ impl Harness {
         self.input_at(
             &format!("prompt {text:?}"),
             Input::Prompt {
-                message: UserMessage::text(text),
+                message: Some(UserMessage::text(text)),
                 run_id: None,
+                messages: Vec::new(),
             },
             now_ms,
         )

@@ -101,8 +101,9 @@ fn misuse_errors_change_nothing() {
             (
                 "prompt with an empty run id",
                 Input::Prompt {
-                    message: UserMessage::text("q"),
+                    message: Some(UserMessage::text("q")),
                     run_id: Some(RunId::new("")),
+                    messages: Vec::new(),
                 },
                 "invalid_input",
             ),
@@ -340,8 +341,9 @@ fn misuse_errors_change_nothing() {
             (
                 "prompt reusing the ended run's id",
                 Input::Prompt {
-                    message: UserMessage::text("q"),
+                    message: Some(UserMessage::text("q")),
                     run_id: Some(run(1)),
+                    messages: Vec::new(),
                 },
                 "invalid_input",
             ),
@@ -369,8 +371,9 @@ fn minted_run_id_never_repeats_a_host_supplied_one() {
     h.input(
         "prompt \"q1\" with run id thread-1/run-2",
         Input::Prompt {
-            message: UserMessage::text("q1"),
+            message: Some(UserMessage::text("q1")),
             run_id: Some(run(2)),
+            messages: Vec::new(),
         },
     )
     .unwrap();
@@ -387,8 +390,9 @@ fn minted_run_id_never_repeats_a_host_supplied_one() {
     let reused = h.input(
         "prompt \"q3\" with run id thread-1/run-1 again",
         Input::Prompt {
-            message: UserMessage::text("q3"),
+            message: Some(UserMessage::text("q3")),
             run_id: Some(run(1)),
+            messages: Vec::new(),
         },
     );
     assert!(matches!(reused, Err(AgentError::InvalidInput(_))));

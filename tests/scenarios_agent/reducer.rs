@@ -29,6 +29,7 @@ fn a01_reducer_derives_state() {
         AgentEvent::RunStart {
             run_id: r1.clone(),
             message: Some(Message::user("hi")),
+            messages: Vec::new(),
         },
         loop_event(
             &r1,
@@ -215,6 +216,7 @@ fn a02_reducer_ignores_events_of_an_older_run() {
     let start = |run_id: &RunId, text: &str| AgentEvent::RunStart {
         run_id: run_id.clone(),
         message: Some(Message::user(text)),
+        messages: Vec::new(),
     };
     let stale = vec![
         loop_event(
@@ -332,7 +334,9 @@ fn a02_reducer_ignores_events_of_an_older_run() {
 /// Whether `state` already reflects `event` (what an observer must see).
 fn reflects(state: &AgentState, event: &AgentEvent) -> bool {
     match event {
-        AgentEvent::RunStart { run_id, message } => {
+        AgentEvent::RunStart {
+            run_id, message, ..
+        } => {
             state.status == AgentStatus::Running
                 && state.active_run_id.as_ref() == Some(run_id)
                 && state.messages.last() == message.as_ref()

@@ -12,8 +12,9 @@ pub(crate) fn run(n: u64) -> RunId {
 
 pub(crate) fn prompt_input(text: &str) -> Input {
     Input::Prompt {
-        message: UserMessage::text(text),
+        message: Some(UserMessage::text(text)),
         run_id: None,
+        messages: Vec::new(),
     }
 }
 

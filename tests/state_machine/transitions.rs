@@ -295,8 +295,9 @@ pub fn input_for(t: &Transition) -> (Input, Option<u64>) {
     match t {
         Transition::Prompt { text, now_ms } => (
             Input::Prompt {
-                message: UserMessage::text(text.as_str()),
+                message: Some(UserMessage::text(text.as_str())),
                 run_id: None,
+                messages: Vec::new(),
             },
             Some(*now_ms),
         ),

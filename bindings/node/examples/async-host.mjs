@@ -116,7 +116,7 @@ for (;;) {
   }
   switch (output.type) {
     case 'commit':
-      store.commit(output); // durable before anything after it is acted on
+      await store.commit(output); // durable before anything after it is acted on
       commits += 1;
       break;
     case 'call_model':
@@ -145,8 +145,8 @@ for (;;) {
 const summary = {
   path,
   commits,
-  stored: store.threadVersion('async-demo'),
+  stored: await store.threadVersion('async-demo'),
   run_end: runEnd,
-  roles: store.committedMessages('async-demo').map((m) => m.role),
+  roles: (await store.committedMessages('async-demo')).map((m) => m.role),
 };
 console.log(JSON.stringify(summary));

@@ -420,7 +420,8 @@ impl NativeAgent {
         now_ms: Option<f64>,
     ) -> napi::Result<String> {
         let input = Input::Prompt {
-            message: UserMessage::text(text),
+            message: Some(UserMessage::text(text)),
+            messages: Vec::new(),
             run_id: run_id.map(RunId::from),
         };
         self.apply(input, now_ms)?;

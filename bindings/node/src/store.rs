@@ -1,9 +1,17 @@
 //! `NativeStore`, wrapped by `MemoryStore`, `SqliteStore` and `PostgresStore` in `index.js`:
 //! the commit log (SPEC §7, §7.1) and its read ports, every record as JSON text. The backend
 //! sits behind a [`SharedStore`], so a durable driver and this object share it.
+//!
+//! Every method that touches the store returns a promise: the call runs on libuv's thread
+//! pool through one napi [`AsyncTask`] ([`StoreCall`], this package's one crossing from the
+//! JavaScript thread to the blocking store ports; STYLE: "An async host meets a blocking port
+//! in one place"), never on the JavaScript thread, so a slow disk or database never stalls
+//! the event loop. Opening a store stays synchronous (a constructor cannot await).
 
 use std::ops::Range;
 
+use napi::bindgen_prelude::AsyncTask;
+use napi::{Env, Task};
 use napi_derive::napi;
 use runcore::driver::StoreWrite;
 use runcore::{
@@ -19,6 +27,36 @@ use crate::errors::{
     bad_argument, guard, internal, invalid_json, store_error, store_error_with_code,
 };
 use crate::shared_candidates::{Backend, DynStore, SharedStore};
+
+/// One store call, run on libuv's thread pool: its answer is the JSON text the promise
+/// resolves to; a store error, or a panic (caught there: it never unwinds into Node), rejects
+/// it with the thrown error `index.js` turns into `StoreError` / `InternalError`.
+pub struct StoreCall {
+    shared: SharedStore,
+    call: Option<Call>,
+}
+
+/// The work of a [`StoreCall`]: the store in, the promise's JSON text (or its error) out.
+type Call = Box<dyn FnOnce(&SharedStore) -> napi::Result<String> + Send>;
+
+impl Task for StoreCall {
+    type Output = String;
+    type JsValue = String;
+
+    fn compute(&mut self) -> napi::Result<String> {
+        let call = self
+            .call
+            .take()
+            .ok_or_else(|| internal("a store call was run twice"))?;
+        let shared = &self.shared;
+        guard(move || call(shared))
+            .map_err(|()| internal("runcore panicked (a bug) in a store call"))?
+    }
+
+    fn resolve(&mut self, _env: Env, output: String) -> napi::Result<String> {
+        Ok(output)
+    }
+}
 
 /// A store: the write side and the read ports.
 #[napi]
@@ -41,20 +79,22 @@ impl NativeStore {
         }
     }
 
-    /// Runs `f` on the locked store (a panic becomes `InternalError`) and writes its result as
-    /// JSON text.
+    /// A task that runs `f` on the locked store off the JavaScript thread and answers its
+    /// result as JSON text.
     fn read<T: Serialize>(
         &self,
-        f: impl FnOnce(&DynStore) -> Result<T, StoreError>,
-    ) -> napi::Result<String> {
-        let shared = &self.shared;
-        let result = guard(|| {
-            let store = shared.lock()?;
-            f(&store)
+        f: impl FnOnce(&DynStore) -> Result<T, StoreError> + Send + 'static,
+    ) -> AsyncTask<StoreCall> {
+        AsyncTask::new(StoreCall {
+            shared: self.shared.clone(),
+            call: Some(Box::new(move |shared: &SharedStore| {
+                let value = {
+                    let store = shared.lock().map_err(|e| store_error(&e))?;
+                    f(&store).map_err(|e| store_error(&e))?
+                };
+                serde_json::to_string(&value).map_err(|e| internal(e.to_string()))
+            })),
         })
-        .map_err(|()| internal("runcore panicked (a bug) in a store read"))?;
-        let value = result.map_err(|e| store_error(&e))?;
-        serde_json::to_string(&value).map_err(|e| internal(e.to_string()))
     }
 }
 
@@ -99,95 +139,100 @@ impl NativeStore {
     /// Applies a `commit` output (its JSON text): fenced and idempotent when it carries
     /// `ordinal` and `expected_thread_version`, a plain commit otherwise. Returns the receipt
     /// (or record) as JSON text.
-    #[napi]
-    pub fn commit(&self, output: String) -> napi::Result<String> {
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn commit(&self, output: String) -> napi::Result<AsyncTask<StoreCall>> {
         let output = decode("commit output", &output)?;
         let write =
             StoreWrite::from_output_line(output).map_err(|e| invalid_json(e.to_string()))?;
-        let mut shared = self.shared.clone();
-        let written = guard(move || match write {
-            StoreWrite::Fenced(operation) => {
-                shared.commit_operation(operation).and_then(|receipt| {
-                    serde_json::to_string(&receipt)
-                        .map_err(|e| StoreError::unavailable(e.to_string()))
-                })
-            }
-            StoreWrite::Plain(commit) => shared.commit(commit).and_then(|record| {
-                serde_json::to_string(&record).map_err(|e| StoreError::unavailable(e.to_string()))
-            }),
-        })
-        .map_err(|()| internal("runcore panicked (a bug) in a commit"))?;
-        written.map_err(|e| store_error(&e))
+        Ok(AsyncTask::new(StoreCall {
+            shared: self.shared.clone(),
+            call: Some(Box::new(move |shared: &SharedStore| {
+                let mut shared = shared.clone();
+                let written = match write {
+                    StoreWrite::Fenced(operation) => shared
+                        .commit_operation(operation)
+                        .map(|receipt| serde_json::to_string(&receipt)),
+                    StoreWrite::Plain(commit) => shared
+                        .commit(commit)
+                        .map(|record| serde_json::to_string(&record)),
+                };
+                written
+                    .map_err(|e| store_error(&e))?
+                    .map_err(|e| internal(e.to_string()))
+            })),
+        }))
     }
 
     /// The thread's committed messages.
-    #[napi]
-    pub fn committed_messages(&self, thread_id: String) -> napi::Result<String> {
-        self.read(|s| s.committed_messages(&ThreadId::new(thread_id)))
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn committed_messages(&self, thread_id: String) -> AsyncTask<StoreCall> {
+        self.read(move |s| s.committed_messages(&ThreadId::new(thread_id)))
     }
 
     /// One run's record, or `null`.
-    #[napi]
-    pub fn run(&self, run_id: String) -> napi::Result<String> {
-        self.read(|s| s.run(&RunId::new(run_id)))
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn run(&self, run_id: String) -> AsyncTask<StoreCall> {
+        self.read(move |s| s.run(&RunId::new(run_id)))
     }
 
     /// The thread's latest run's record, or `null`.
-    #[napi]
-    pub fn latest_run(&self, thread_id: String) -> napi::Result<String> {
-        self.read(|s| s.latest_run(&ThreadId::new(thread_id)))
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn latest_run(&self, thread_id: String) -> AsyncTask<StoreCall> {
+        self.read(move |s| s.latest_run(&ThreadId::new(thread_id)))
     }
 
     /// The run's resume ticket, or `null`.
-    #[napi]
-    pub fn resume_ticket(&self, run_id: String) -> napi::Result<String> {
-        self.read(|s| s.resume_ticket(&RunId::new(run_id)))
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn resume_ticket(&self, run_id: String) -> AsyncTask<StoreCall> {
+        self.read(move |s| s.resume_ticket(&RunId::new(run_id)))
     }
 
     /// The run's state, or `null`.
-    #[napi]
-    pub fn run_state(&self, run_id: String) -> napi::Result<String> {
-        self.read(|s| s.run_state(&RunId::new(run_id)))
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn run_state(&self, run_id: String) -> AsyncTask<StoreCall> {
+        self.read(move |s| s.run_state(&RunId::new(run_id)))
     }
 
     /// The thread's committed state commands.
-    #[napi]
-    pub fn committed_state(&self, thread_id: String) -> napi::Result<String> {
-        self.read(|s| s.committed_state(&ThreadId::new(thread_id)))
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn committed_state(&self, thread_id: String) -> AsyncTask<StoreCall> {
+        self.read(move |s| s.committed_state(&ThreadId::new(thread_id)))
     }
 
     /// The thread's commit count.
-    #[napi]
-    pub fn thread_version(&self, thread_id: String) -> napi::Result<String> {
-        self.read(|s| s.thread_version(&ThreadId::new(thread_id)))
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn thread_version(&self, thread_id: String) -> AsyncTask<StoreCall> {
+        self.read(move |s| s.thread_version(&ThreadId::new(thread_id)))
     }
 
     /// Threads in id order after `after`, at most `limit` (default 100).
-    #[napi]
-    pub fn threads(&self, after: Option<String>, limit: Option<u32>) -> napi::Result<String> {
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn threads(&self, after: Option<String>, limit: Option<u32>) -> AsyncTask<StoreCall> {
         let after = after.map(ThreadId::new);
-        self.read(|s| s.threads(after.as_ref(), limit_of(limit)))
+        let limit = limit_of(limit);
+        self.read(move |s| s.threads(after.as_ref(), limit))
     }
 
     /// Pending tickets in run-id order after `after`, at most `limit` (default 100).
-    #[napi]
+    #[napi(ts_return_type = "Promise<string>")]
     pub fn pending_tickets(
         &self,
         after: Option<String>,
         limit: Option<u32>,
-    ) -> napi::Result<String> {
+    ) -> AsyncTask<StoreCall> {
         let after = after.map(RunId::new);
-        self.read(|s| s.pending_tickets(after.as_ref(), limit_of(limit)))
+        let limit = limit_of(limit);
+        self.read(move |s| s.pending_tickets(after.as_ref(), limit))
     }
 
     /// Audit events of `scope` (JSON text; `null`: all) with `sequence > after`.
-    #[napi]
+    #[napi(ts_return_type = "Promise<string>")]
     pub fn list_events(
         &self,
         scope: Option<String>,
         after: Option<f64>,
         limit: Option<u32>,
-    ) -> napi::Result<String> {
+    ) -> napi::Result<AsyncTask<StoreCall>> {
         let scope = match scope {
             Some(text) => decode::<EventScope>("event scope", &text)?,
             None => EventScope::All,
@@ -201,28 +246,36 @@ impl NativeStore {
             }
             None => None,
         };
-        self.read(|s| s.list_events(&scope, after, limit_of(limit)))
+        let limit = limit_of(limit);
+        Ok(self.read(move |s| s.list_events(&scope, after, limit)))
     }
 
     /// Pins the thread's committed transcript prefix.
-    #[napi]
-    pub fn transcript_snapshot(&self, thread_id: String) -> napi::Result<String> {
-        self.read(|s| s.transcript_snapshot(&ThreadId::new(thread_id)))
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn transcript_snapshot(&self, thread_id: String) -> AsyncTask<StoreCall> {
+        self.read(move |s| s.transcript_snapshot(&ThreadId::new(thread_id)))
     }
 
     /// Checks that a pinned prefix (JSON text) is still committed, unchanged.
-    #[napi]
-    pub fn verify_transcript_snapshot(&self, snapshot: String) -> napi::Result<String> {
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn verify_transcript_snapshot(
+        &self,
+        snapshot: String,
+    ) -> napi::Result<AsyncTask<StoreCall>> {
         let snapshot: TranscriptSnapshotRef = decode("transcript snapshot", &snapshot)?;
-        self.read(|s| s.verify_transcript_snapshot(&snapshot))
+        Ok(self.read(move |s| s.verify_transcript_snapshot(&snapshot)))
     }
 
     /// The messages of `ranges` (JSON text of `[start, end]` pairs) within a pinned prefix.
-    #[napi]
-    pub fn transcript_slice(&self, snapshot: String, ranges: String) -> napi::Result<String> {
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn transcript_slice(
+        &self,
+        snapshot: String,
+        ranges: String,
+    ) -> napi::Result<AsyncTask<StoreCall>> {
         let snapshot: TranscriptSnapshotRef = decode("transcript snapshot", &snapshot)?;
         let pairs: Vec<(usize, usize)> = decode("list of [start, end] ranges", &ranges)?;
         let ranges: Vec<Range<usize>> = pairs.into_iter().map(|(a, b)| a..b).collect();
-        self.read(|s| s.transcript_slice(&snapshot, &ranges))
+        Ok(self.read(move |s| s.transcript_slice(&snapshot, &ranges)))
     }
 }

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 
 import { PACKAGE, runcore } from './helpers.mjs';
 
-test('the async host example finishes its run with every commit in SQLite', (t) => {
+test('the async host example finishes its run with every commit in SQLite', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'runcore-async-test-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const path = join(dir, 'runs.db');
@@ -23,8 +23,8 @@ test('the async host example finishes its run with every commit in SQLite', (t) 
   assert.equal(summary.run_end.result.steps, 3);
   assert.equal(summary.stored, summary.commits);
   const store = new runcore.SqliteStore(path);
-  assert.equal(store.threadVersion('async-demo'), summary.commits);
-  const messages = store.committedMessages('async-demo');
+  assert.equal(await store.threadVersion('async-demo'), summary.commits);
+  const messages = await store.committedMessages('async-demo');
   assert.deepEqual(messages.map((m) => m.role),
     ['user', 'assistant', 'tool_result', 'tool_result', 'user', 'assistant', 'tool_result', 'assistant']);
   const results = Object.fromEntries(messages.filter((m) => m.role === 'tool_result').map((m) => [m.call_id ?? m.tool_call_id, m]));

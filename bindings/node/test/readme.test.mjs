@@ -31,15 +31,15 @@ test('the README host is about 20 lines', () => {
   assert.ok(lines >= 15 && lines <= 30, `${lines} lines`);
 });
 
-test('the README host runs and finishes its run, every commit in SQLite', (t) => {
+test('the README host runs and finishes its run, every commit in SQLite', async (t) => {
   const dir = hostFolder(t);
   const run = spawnSync(process.execPath, ['host.mjs'], { cwd: dir, encoding: 'utf8' });
   assert.equal(run.status, 0, run.stderr);
   assert.match(run.stdout, /run_end/);
   assert.match(run.stdout, /It is noon\./);
   const store = new runcore.SqliteStore(join(dir, 'runs.db'));
-  assert.deepEqual(store.committedMessages('demo').map((m) => m.role), ['user', 'assistant', 'tool_result', 'assistant']);
-  assert.equal(store.latestRun('demo').state.type, 'ended');
+  assert.deepEqual((await store.committedMessages('demo')).map((m) => m.role), ['user', 'assistant', 'tool_result', 'assistant']);
+  assert.equal((await store.latestRun('demo')).state.type, 'ended');
 });
 
 test('the README host type-checks (tsc --noEmit, checkJs, strict)', (t) => {

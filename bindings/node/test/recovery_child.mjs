@@ -8,9 +8,9 @@ if (path !== undefined) {
   const { Agent, SqliteStore } = runcore;
   const store = new SqliteStore(path);
   const agent = new Agent({ thread_id: 'killed', tools: { search: { description: 'Search' } } });
-  const handleAll = () => {
+  const handleAll = async () => {
     for (const output of agent.drain()) {
-      if (output.type === 'commit') store.commit(output);
+      if (output.type === 'commit') await store.commit(output);
       if (output.type === 'call_model' && output.step === 1) {
         agent.modelDone(output.run_id, 1, {
           content: [{ type: 'tool_call', id: 'c1', name: 'search', arguments: { q: 'x' } }],
@@ -25,5 +25,5 @@ if (path !== undefined) {
     }
   };
   agent.prompt('find x', { nowMs: 1000 });
-  handleAll();
+  await handleAll();
 }

@@ -19,12 +19,12 @@ function tempDir(t) {
 }
 
 /** Runs a prompt to its end on `agent`, committing to `store`; returns the commit outputs. */
-function oneRun(agent, store, text) {
+async function oneRun(agent, store, text) {
   const commits = [];
   const run = agent.prompt(text);
   for (const output of agent.drain()) {
     if (output.type === 'commit') {
-      store.commit(output);
+      await store.commit(output);
       commits.push(output);
     }
     if (output.type === 'call_model') {
@@ -34,65 +34,97 @@ function oneRun(agent, store, text) {
   return commits;
 }
 
-function exercise(store, thread) {
+async function exercise(store, thread) {
   const agent = new Agent({ thread_id: thread });
-  const commits = oneRun(agent, store, 'hello');
+  const commits = await oneRun(agent, store, 'hello');
   assert.ok(commits.length >= 2);
-  assert.equal(store.threadVersion(thread), commits.length);
-  const messages = store.committedMessages(thread);
+  assert.equal(await store.threadVersion(thread), commits.length);
+  const messages = await store.committedMessages(thread);
   assert.deepEqual(messages.map((m) => m.role), ['user', 'assistant']);
   assert.deepEqual(messages, agent.transcript());
-  const latest = store.latestRun(thread);
+  const latest = await store.latestRun(thread);
   assert.equal(latest.id, `${thread}/run-1`);
   assert.equal(latest.state.type, 'ended');
-  assert.deepEqual(store.run(latest.id), latest);
-  assert.equal(store.run('no-such-run'), null);
-  assert.equal(store.resumeTicket(latest.id), null);
-  assert.ok(store.runState(latest.id).type === 'ended');
-  assert.deepEqual(store.committedState(thread), []);
-  assert.ok(store.threads().some((s) => s.thread_id === thread));
-  assert.deepEqual(store.pendingTickets(), []);
-  const events = store.listEvents({ scope: { type: 'thread', id: thread } });
+  assert.deepEqual(await store.run(latest.id), latest);
+  assert.equal(await store.run('no-such-run'), null);
+  assert.equal(await store.resumeTicket(latest.id), null);
+  assert.ok((await store.runState(latest.id)).type === 'ended');
+  assert.deepEqual(await store.committedState(thread), []);
+  assert.ok((await store.threads()).some((s) => s.thread_id === thread));
+  assert.deepEqual(await store.pendingTickets(), []);
+  const events = await store.listEvents({ scope: { type: 'thread', id: thread } });
   assert.ok(events.length > 0);
   assert.ok(events.every((e, i) => i === 0 || e.sequence > events[i - 1].sequence));
-  const pinned = store.transcriptSnapshot(thread);
+  const pinned = await store.transcriptSnapshot(thread);
   assert.equal(pinned.end, 2);
-  store.verifyTranscriptSnapshot(pinned);
-  assert.deepEqual(store.transcriptSlice(pinned, [[1, 2]]), [messages[1]]);
+  assert.equal(await store.verifyTranscriptSnapshot(pinned), undefined);
+  assert.deepEqual(await store.transcriptSlice(pinned, [[1, 2]]), [messages[1]]);
+  await assert.rejects(
+    store.verifyTranscriptSnapshot({ ...pinned, digest: 'f'.repeat(64) }),
+    (e) => e instanceof StoreError && e.code === 'transcript',
+  );
   // A retry of the same fenced commit is a duplicate; a changed one is refused.
-  const receipt = store.commit(commits[0]);
+  const receipt = await store.commit(commits[0]);
   assert.equal(receipt.duplicate, true);
-  assert.equal(store.threadVersion(thread), commits.length);
+  assert.equal(await store.threadVersion(thread), commits.length);
   const changed = structuredClone(commits[0]);
   changed.commit.messages[0].content[0].text = 'changed';
-  assert.throws(() => store.commit(changed), runcore.InvalidJsonError);
+  await assert.rejects(store.commit(changed), runcore.InvalidJsonError);
   // A stale writer is fenced off.
   const other = new Agent({ thread_id: thread });
   other.prompt('a stale writer', { runId: 'stale' });
   const stale = other.pollAll().find((o) => o.type === 'commit');
-  assert.throws(() => store.commit(stale), (e) => e instanceof StoreError && e.code === 'version_conflict');
-  assert.throws(() => store.commit({ type: 'event' }), runcore.InvalidJsonError);
+  await assert.rejects(store.commit(stale), (e) => e instanceof StoreError && e.code === 'version_conflict');
+  await assert.rejects(store.commit({ type: 'event' }), runcore.InvalidJsonError);
+  await assert.rejects(store.listEvents({ after: -1 }), TypeError);
 }
 
-test('MemoryStore: commits and read ports', () => {
-  exercise(new MemoryStore(), 'mem');
+/** Resolves once the event loop has turned: a timer fires only while the JS thread is free. */
+function tick() {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+test('MemoryStore: commits and read ports', async () => {
+  await exercise(new MemoryStore(), 'mem');
 });
 
-test('SqliteStore: commits and read ports, and a second handle sees them', (t) => {
+test('store calls return promises and run off the JavaScript thread', async (t) => {
+  const store = new SqliteStore(join(tempDir(t), 'offthread.db'));
+  const agent = new Agent({ thread_id: 'off' });
+  agent.prompt('hello');
+  const commit = agent.pollAll().find((o) => o.type === 'commit');
+  const pending = store.commit(commit);
+  assert.ok(pending instanceof Promise);
+  // Many reads in flight at once: the event loop keeps turning while they run.
+  let turns = 0;
+  let done = false;
+  const spin = (async () => { while (!done) { await tick(); turns += 1; } })();
+  const reads = [];
+  for (let i = 0; i < 200; i += 1) reads.push(store.committedMessages('off'));
+  await pending;
+  const answers = await Promise.all(reads);
+  done = true;
+  await spin;
+  assert.ok(turns > 0, 'the event loop turned while the store calls ran');
+  assert.ok(answers.every((m) => Array.isArray(m)));
+  assert.deepEqual(await store.committedMessages('off'), agent.transcript().slice(0, 1));
+});
+
+test('SqliteStore: commits and read ports, and a second handle sees them', async (t) => {
   const path = join(tempDir(t), 'runs.db');
-  exercise(new SqliteStore(path), 'lite');
-  assert.equal(new SqliteStore(path, { synchronous: 'normal' }).threadVersion('lite') > 0, true);
+  await exercise(new SqliteStore(path), 'lite');
+  assert.equal(await new SqliteStore(path, { synchronous: 'normal' }).threadVersion('lite') > 0, true);
   assert.throws(() => new SqliteStore(path, { synchronous: 'sometimes' }), TypeError);
   assert.throws(() => new SqliteStore(join(tempDir(t), 'no', 'such', 'dir.db')), (e) => e instanceof StoreError && e.code === 'open');
 });
 
-test('a durable Driver stores each commit before returning its line', (t) => {
+test('a durable Driver stores each commit before returning its line', async (t) => {
   const store = new SqliteStore(join(tempDir(t), 'd.db'));
   const driver = new Driver({ thread_id: 'd' }, { store });
   assert.deepEqual(driver.startup, [{ type: 'idle', line: 0 }]);
   const out = driver.send({ type: 'prompt', text: 'hi', now_ms: 1000 });
   assert.equal(out[0].type, 'commit');
-  assert.equal(store.threadVersion('d'), 1);
+  assert.equal(await store.threadVersion('d'), 1);
   // A second driver on the thread writes first: the first one's next commit is refused and
   // its session ends.
   const second = new Driver({ thread_id: 'd' }, { store: new SqliteStore(join(store.path)) });
@@ -125,7 +157,7 @@ test('SqliteStore: recovery after the writing Node process was SIGKILLed finishe
   const path = join(tempDir(t), 'killed.db');
   await killedChild(path);
   const store = new SqliteStore(path);
-  const version = store.threadVersion('killed');
+  const version = await store.threadVersion('killed');
   assert.ok(version >= 2, `committed before the kill: ${version}`);
   const config = { tools: { search: { description: 'Search' } } };
   const agent = Agent.recover(store, 'killed', 'replay', { config });
@@ -133,11 +165,11 @@ test('SqliteStore: recovery after the writing Node process was SIGKILLed finishe
   const tools = replayed.find((o) => o.type === 'execute_tools');
   assert.ok(tools, JSON.stringify(replayed));
   assert.equal(tools.calls[0].id, 'c1');
-  assert.equal(store.threadVersion('killed'), version, 'replay stores nothing');
+  assert.equal(await store.threadVersion('killed'), version, 'replay stores nothing');
   agent.toolDone(tools.run_id, 'c1', 'found x');
   let ended = null;
   for (const output of agent.drain()) {
-    if (output.type === 'commit') store.commit(output);
+    if (output.type === 'commit') await store.commit(output);
     if (output.type === 'call_model') {
       agent.modelDone(output.run_id, output.step, { content: [{ type: 'text', text: 'x is here' }], stop_reason: 'stop' });
     }
@@ -145,8 +177,8 @@ test('SqliteStore: recovery after the writing Node process was SIGKILLed finishe
   }
   assert.equal(ended.result.cause.type, 'natural_end');
   assert.ok(agent.isIdle);
-  assert.deepEqual(store.latestRun('killed').state, { type: 'ended', cause: { type: 'natural_end' } });
-  assert.deepEqual(store.committedMessages('killed').map((m) => m.role), ['user', 'assistant', 'tool_result', 'assistant']);
+  assert.deepEqual((await store.latestRun('killed')).state, { type: 'ended', cause: { type: 'natural_end' } });
+  assert.deepEqual((await store.committedMessages('killed')).map((m) => m.role), ['user', 'assistant', 'tool_result', 'assistant']);
 });
 
 test('SqliteStore: a seal recovery after SIGKILL ends the batch indeterminate', async (t) => {
@@ -159,7 +191,7 @@ test('SqliteStore: a seal recovery after SIGKILL ends the batch indeterminate', 
   assert.equal(driver.startup.at(-1).type, 'idle');
 });
 
-test('PostgresStore: commits and read ports (RUNCORE_PG_URL)', (t) => {
+test('PostgresStore: commits and read ports (RUNCORE_PG_URL)', async (t) => {
   const url = process.env.RUNCORE_PG_URL;
   if (!url) {
     if (IN_CI) assert.fail('RUNCORE_PG_URL is not set: under CI=true the PostgreSQL test must run');
@@ -169,7 +201,7 @@ test('PostgresStore: commits and read ports (RUNCORE_PG_URL)', (t) => {
   const schema = `node_${process.pid}_${Date.now()}`;
   const store = new PostgresStore(url, { schema });
   assert.equal(store.schema, schema);
-  exercise(store, 'pg');
+  await exercise(store, 'pg');
   const agent = Agent.recover(new PostgresStore(url, { schema }), 'pg', 'replay');
   assert.equal(agent.transcript().length, 2);
 });

@@ -241,7 +241,8 @@ impl PyAgent {
     ) -> PyResult<String> {
         // What the driver makes of `{"type": "prompt", "text": …, "run_id"?: …}`, built directly.
         let input = Input::Prompt {
-            message: UserMessage::text(text),
+            message: Some(UserMessage::text(text)),
+            messages: Vec::new(),
             run_id: run_id.map(RunId::from),
         };
         self.handle_input(input, now_ms)?;

@@ -97,6 +97,15 @@
 //! `runcore-sqlite` and `runcore-postgres`. Any other `CommitLog + CheckpointReader` store
 //! is a [`ThreadStore`] too.
 //!
+//! The store ports are synchronous; the handlers are async. They meet in one place, the
+//! workspace's crossing `runcore-store-blocking` ([`SharedStore`]): the `load` and `commit`
+//! steps run their store call on tokio's blocking pool, never on the worker's async thread
+//! (where the PostgreSQL client, which drives a runtime of its own, would panic). A store call
+//! that panics or fails (`unavailable`: the database went away) fails that step, so Restate
+//! retries the invocation by its policy; the panic is caught with the store's lock held, so
+//! nothing shared is poisoned and every other thread goes on, and a store opened by
+//! [`open_store`] is reopened before its next call.
+//!
 //! ## Versions
 //!
 //! `restate-sdk` 0.13.0 (service protocol 5–7) against the server `@restatedev/restate-server`

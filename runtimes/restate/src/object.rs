@@ -9,11 +9,12 @@ use runcore::{
     Action, Agent, AgentConfig, AgentError, AgentSnapshot, CommitOperation, CommitReceipt, Input,
     Output, RecoverError, RecoveryPolicy, ResumeCommand, StoreError, ThreadId, ToolOutput,
 };
+use runcore_store_blocking::BlockingError;
 use runcore_store_url::wall_clock_ms;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::host::{Model, ModelCall, StepError, Tools};
+use crate::host::{Model, ModelCall, StepError, ThreadStore, Tools};
 use crate::store::SharedStore;
 use crate::wire::{self, ResumeRequest, ThreadView};
 
@@ -223,9 +224,14 @@ impl ThreadObject {
             let store = self.host.store.clone();
             let config = (self.host.config)(&thread);
             let thread = thread.clone();
-            ctx.run(move || async move { load(&store, config, &thread, saved_version) })
-                .name("load")
-                .await?
+            ctx.run(move || async move {
+                store
+                    .call(move |store| load(&**store, config, &thread, saved_version))
+                    .await
+                    .map_err(blocking_failed)?
+            })
+            .name("load")
+            .await?
         };
         let (mut agent, mut version, mut timer_ms) = match (loaded.into_inner(), saved) {
             (Loaded::Saved, Some(saved)) => {
@@ -318,7 +324,12 @@ impl ThreadObject {
                     let operation = commit.into_operation();
                     let store = self.host.store.clone();
                     let receipt = ctx
-                        .run(move || async move { persist(&store, operation) })
+                        .run(move || async move {
+                            store
+                                .call(move |store| persist(&mut **store, operation))
+                                .await
+                                .map_err(blocking_failed)?
+                        })
                         .name("commit")
                         .await?;
                     *version = receipt.into_inner().record.thread_version;
@@ -431,15 +442,13 @@ fn parse_line(kind: &'static str, body: &[u8]) -> Result<Input, TerminalError> {
 
 /// The `load` step: compares the saved version with the store's and recovers when the store
 /// holds something the saved agent has not seen (or there is no saved agent).
+/// Runs on the blocking pool (see [`SharedStore`]).
 fn load(
-    store: &SharedStore,
+    store: &dyn ThreadStore,
     config: AgentConfig,
     thread: &ThreadId,
     saved_version: Option<u64>,
 ) -> Result<Json<Loaded>, HandlerError> {
-    let store = store
-        .lock()
-        .map_err(|_| TerminalError::new("the store lock was poisoned"))?;
     let version = store.thread_version(thread).map_err(retryable)?;
     if saved_version == Some(version) {
         return Ok(Json(Loaded::Saved));
@@ -467,13 +476,11 @@ fn load(
 
 /// The `commit` step: one fenced operation. A retry of the step after a lost answer gets the
 /// stored receipt (`duplicate`); a refusal is terminal; a backend failure is retried.
+/// Runs on the blocking pool (see [`SharedStore`]).
 fn persist(
-    store: &SharedStore,
+    store: &mut dyn ThreadStore,
     operation: CommitOperation,
 ) -> Result<Json<CommitReceipt>, HandlerError> {
-    let mut store = store
-        .lock()
-        .map_err(|_| TerminalError::new("the store lock was poisoned"))?;
     match store.commit_operation(operation) {
         Ok(receipt) => Ok(Json(receipt)),
         Err(StoreError::Unavailable { message, source }) => {
@@ -523,6 +530,13 @@ fn failure_parts(failure: &TerminalError) -> (String, String) {
         "step_retries_exhausted".to_owned(),
         failure.message().to_owned(),
     )
+}
+
+/// A store call that gave no answer (it panicked, the store could not be reopened after an
+/// earlier panic, the runtime is stopping): this attempt fails and Restate retries the step by
+/// its policy; nothing shared is left poisoned, so the other threads go on.
+fn blocking_failed(error: BlockingError) -> HandlerError {
+    HandlerError::from(error)
 }
 
 fn retryable(error: StoreError) -> HandlerError {

@@ -2,16 +2,21 @@
 //! worker processes may share the file) or `postgres://…` / `postgresql://…` (a cluster).
 //! As for `runcore drive --store`, a SQLite URL may end in `?synchronous=normal` (or `full`,
 //! the default).
+//!
+//! The handlers reach the store through [`SharedStore`], the workspace's one crossing from an
+//! async host to a blocking port (`runcore-store-blocking`): every call runs on tokio's
+//! blocking pool, never on the worker's async thread, and a panic in one is an error of that
+//! invocation, not a poisoned lock for every other thread.
 
-use std::sync::{Arc, Mutex};
-
+use runcore_store_blocking::Blocking;
 use runcore_store_url::{Access, StoreUrl};
 
 use crate::host::ThreadStore;
 
-/// A store shared by the handlers of one worker process. Each journaled step takes the lock
-/// for one synchronous store call and never holds it across an `.await`.
-pub type SharedStore = Arc<Mutex<Box<dyn ThreadStore>>>;
+/// A store shared by the handlers of one worker process. Each journaled step makes one
+/// synchronous store call on the blocking pool ([`Blocking::call`]); a call that panics fails
+/// its step (retried by Restate) and leaves the store usable.
+pub type SharedStore = Blocking<Box<dyn ThreadStore>>;
 
 /// Why a store URL could not be opened: the registry's one-line message
 /// (`runcore-store-url`), with any secret of the URL masked.
@@ -21,13 +26,19 @@ pub struct OpenStoreError(pub String);
 
 /// Opens `url` as a [`SharedStore`] through the workspace's one backend registry
 /// (`runcore-store-url`): the same URLs, checks and messages as `runcore drive --store`.
+/// After a call panics, the handle is dropped and the next call opens the URL again.
 pub fn open_store(url: &str) -> Result<SharedStore, OpenStoreError> {
     let url = StoreUrl::parse(url).map_err(OpenStoreError)?;
     let backend = runcore_store_url::open(&url, Access::Write).map_err(OpenStoreError)?;
-    Ok(shared(Box::new(backend)))
+    Ok(Blocking::reopening(Box::new(backend), move || {
+        runcore_store_url::open(&url, Access::Write)
+            .map(|backend| Box::new(backend) as Box<dyn ThreadStore>)
+            .map_err(runcore::StoreError::unavailable)
+    }))
 }
 
-/// Wraps any store as a [`SharedStore`] (tests, an embedder's own backend).
+/// Wraps any store as a [`SharedStore`] (tests, an embedder's own backend). The same handle
+/// is used again after a call panicked.
 pub fn shared(store: Box<dyn ThreadStore>) -> SharedStore {
-    Arc::new(Mutex::new(store))
+    Blocking::new(store)
 }

@@ -1,5 +1,7 @@
-//! End to end: two worker processes behind one port, a Restate server, a SQLite store.
-//! Sixteen threads are driven through the ingress with idempotency keys; half wait for an
+//! End to end: two worker processes behind one port, a Restate server, and a store — SQLite
+//! (one file the workers share) and PostgreSQL (a schema of its own on the server of
+//! `RUNCORE_PG_URL`, which `scripts/with-postgres.sh` starts; without it the PostgreSQL test
+//! skips with a note, except under `CI=true`, where it fails). Sixteen threads are driven through the ingress with idempotency keys; half wait for an
 //! approval, and of those half let the deadline pass. A worker is SIGKILLed mid-run; later
 //! the server is SIGKILLed and restarted on the same directory. Every thread must finish with
 //! exactly the commits a single-process run of the same script makes, no tool may complete
@@ -15,10 +17,11 @@ use std::time::{Duration, Instant};
 use runcore::{
     CheckpointReader, CommittedThreadView, EventScope, Message, ResultOutcome, RunState, ThreadId,
 };
-use runcore_sqlite::{SqliteOptions, SqliteStore};
+use runcore_store_url::{Access, StoreUrl};
 use serde_json::Value;
 use support::{
-    Answer, Server, free_port, server_binary, single_process_run, start_worker, temp_dir,
+    Answer, Server, free_port, postgres_store, server_binary, single_process_run, start_worker,
+    temp_dir,
 };
 
 const THREADS: usize = 16;
@@ -70,10 +73,31 @@ fn cli_json_lines(args: &[&str]) -> Vec<Value> {
 }
 
 #[test]
-fn a_crashed_cluster_run_equals_the_single_process_run() {
+fn a_crashed_cluster_run_on_sqlite_equals_the_single_process_run() {
     let Some(binary) = server_binary() else {
         return;
     };
+    let dir = temp_dir("e2e");
+    let store_url = format!("sqlite:{}", dir.path().join("store.db").display());
+    crashed_cluster_run(binary, &dir, &store_url);
+}
+
+#[test]
+fn a_crashed_cluster_run_on_postgres_equals_the_single_process_run() {
+    let Some(binary) = server_binary() else {
+        return;
+    };
+    let Some(store_url) = postgres_store("e2e") else {
+        return;
+    };
+    let dir = temp_dir("e2e-pg");
+    crashed_cluster_run(binary, &dir, &store_url);
+}
+
+/// The whole scenario on the store at `store_url` (`dir` holds the server's data, the tool
+/// records and the worker logs).
+fn crashed_cluster_run(binary: std::path::PathBuf, dir: &tempfile::TempDir, store_url: &str) {
+    let store_url = store_url.to_owned();
     let cli_present = runcore_cli().is_file();
     if !cli_present {
         assert_ne!(
@@ -86,9 +110,6 @@ fn a_crashed_cluster_run_equals_the_single_process_run() {
         );
     }
     let started = Instant::now();
-    let dir = temp_dir("e2e");
-    let store_path = dir.path().join("store.db");
-    let store_url = format!("sqlite:{}", store_path.display());
     let record = dir.path().join("tools");
     let mut server = Server::start(binary, dir.path());
 
@@ -218,7 +239,11 @@ fn a_crashed_cluster_run_equals_the_single_process_run() {
     let cluster_time = started.elapsed();
 
     // The store, read directly.
-    let store = SqliteStore::open(&store_path, SqliteOptions::default()).expect("open the store");
+    let store = runcore_store_url::open(
+        &StoreUrl::parse(&store_url).expect("a store URL"),
+        Access::Read,
+    )
+    .expect("open the store");
     let done = read_lines(&record.join("done.log"));
     let refused = read_lines(&record.join("refused.log"));
     assert!(
@@ -349,9 +374,10 @@ fn a_crashed_cluster_run_equals_the_single_process_run() {
         );
     }
     eprintln!(
-        "e2e: {THREADS} threads finished in {:.1} s; worker {} was SIGKILLed ({} tool starts, \
+        "e2e ({}): {THREADS} threads finished in {:.1} s; worker {} was SIGKILLed ({} tool starts, \
          {held_by_killed} in flight), worker {survivor} survived ({} tool starts); {restarted} \
          calls restarted; {} tools completed once each",
+        store_url.split(':').next().unwrap_or("?"),
         cluster_time.as_secs_f64(),
         busier,
         count_tool_lines(&logs[busier]),

@@ -2,12 +2,14 @@
 //! this test process (so a test can count attempts and put a store behind it that refuses):
 //! a misuse input is a terminal error carrying the §10 kind and message, and the thread is
 //! unchanged; a transient model or tool failure is retried by policy and then becomes data;
-//! a store that refuses a commit ends the invocation with a terminal error naming it.
+//! a store that refuses a commit ends the invocation with a terminal error naming it; a store
+//! call that panics or fails fails only its own invocation (retried until the cause is gone),
+//! never the other threads'.
 
 mod support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use restate_sdk::prelude::{Endpoint, HttpServer};
@@ -20,6 +22,7 @@ use runcore_restate::script::{ScriptedModel, ScriptedTools, scripted_config};
 use runcore_restate::{
     Model, ModelCall, SharedStore, StepFuture, ThreadHost, ThreadObject, ThreadStore, Tools, shared,
 };
+use runcore_store_blocking::BlockingError;
 use serde_json::Value;
 use support::{Server, server_binary, temp_dir};
 
@@ -143,9 +146,8 @@ fn error_body(answer: &Value) -> Value {
 
 fn version(store: &SharedStore, thread: &str) -> u64 {
     store
-        .lock()
-        .expect("lock")
-        .thread_version(&ThreadId::from(thread))
+        .call_blocking(|store| store.thread_version(&ThreadId::from(thread)))
+        .expect("the call")
         .expect("version")
 }
 
@@ -153,9 +155,10 @@ fn transcript(store: &SharedStore, thread: &str) -> Vec<Message> {
     let mut config = scripted_config(Some(600_000));
     config.thread_id = ThreadId::from(thread);
     let agent = store
-        .lock()
-        .expect("lock")
-        .recover(config, &ThreadId::from(thread), RecoveryPolicy::Replay)
+        .call_blocking(|store| {
+            store.recover(config, &ThreadId::from(thread), RecoveryPolicy::Replay)
+        })
+        .expect("the call")
         .expect("recover");
     agent.transcript().to_vec()
 }
@@ -356,4 +359,311 @@ fn a_store_that_refuses_a_commit_ends_the_invocation_with_a_terminal_error_namin
     );
     // The object's first commit and the intruder's; nothing of the refused one.
     assert_eq!(version(&c.store, "fenced"), 2);
+}
+
+/// A store with a fault switch for two threads: while it is on, every call on thread
+/// `panics` panics inside the store (as the PostgreSQL client did when it was called on an
+/// async thread) and every call on thread `fails` answers `unavailable`; the other threads
+/// are served normally throughout.
+struct FaultSwitch {
+    inner: MemoryStore,
+    on: Arc<AtomicBool>,
+    faults: Arc<AtomicUsize>,
+}
+
+impl FaultSwitch {
+    fn fault(&self, thread: &ThreadId) -> Result<(), StoreError> {
+        if !self.on.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        match thread.as_str() {
+            "panics" => {
+                self.faults.fetch_add(1, Ordering::SeqCst);
+                panic!("the store's client panicked (a fault switched on by the test)")
+            }
+            "fails" => {
+                self.faults.fetch_add(1, Ordering::SeqCst);
+                Err(StoreError::unavailable(
+                    "the store went away (a fault switched on)",
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl ThreadStore for FaultSwitch {
+    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
+        self.fault(thread)?;
+        ThreadStore::thread_version(&self.inner, thread)
+    }
+
+    fn recover(
+        &self,
+        config: AgentConfig,
+        thread: &ThreadId,
+        policy: RecoveryPolicy,
+    ) -> Result<Agent, RecoverError> {
+        self.fault(thread).map_err(RecoverError::Store)?;
+        ThreadStore::recover(&self.inner, config, thread, policy)
+    }
+
+    fn commit_operation(
+        &mut self,
+        operation: CommitOperation,
+    ) -> Result<CommitReceipt, StoreError> {
+        self.fault(&operation.commit.thread_id)?;
+        CommitLog::commit_operation(&mut self.inner, operation)
+    }
+}
+
+#[test]
+fn a_failing_handler_fails_only_its_invocation_and_finishes_once_the_cause_is_gone() {
+    let on = Arc::new(AtomicBool::new(true));
+    let faults = Arc::new(AtomicUsize::new(0));
+    let store = FaultSwitch {
+        inner: MemoryStore::new(),
+        on: on.clone(),
+        faults: faults.clone(),
+    };
+    let Some(c) = cluster("fault", Box::new(store)) else {
+        return;
+    };
+    let healthy = ["ok-1", "ok-2", "ok-3"];
+    for thread in ["panics", "fails"].iter().chain(&healthy) {
+        let (status, answer) = c
+            .server
+            .call(thread, "prompt/send", r#"{"text":"lookup 2"}"#, None);
+        assert!((200..300).contains(&status), "{thread}: {status} {answer}");
+    }
+    // The other threads finish while the two keep failing (and are retried).
+    for thread in healthy {
+        c.server.wait_for(thread, Duration::from_secs(60), |s| {
+            s["status"] == "idle" && s["last_end"]["cause"]["type"] == "natural_end"
+        });
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while faults.load(Ordering::SeqCst) < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the failed invocations were not retried"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for thread in ["panics", "fails"] {
+        let view = c.server.state(thread);
+        assert_eq!(view["version"], 0, "{thread}: nothing saved yet: {view}");
+        assert!(view["last_end"].is_null(), "{thread}: {view}");
+    }
+    // A panicking store call is an error of that call; the shared store was not poisoned by
+    // the panics and still answers for the other threads.
+    let panicked = c
+        .store
+        .call_blocking(|store| store.thread_version(&ThreadId::from("panics")));
+    assert!(
+        matches!(&panicked, Err(BlockingError::Panicked(text)) if text.contains("fault switched on")),
+        "{panicked:?}"
+    );
+    assert!(version(&c.store, "ok-1") > 0);
+    assert_eq!(version(&c.store, "ok-1"), version(&c.store, "ok-2"));
+
+    // The cause removed, both finish by Restate's retries, as the healthy ones did.
+    on.store(false, Ordering::SeqCst);
+    for thread in ["panics", "fails"] {
+        let view = c.server.wait_for(thread, Duration::from_secs(60), |s| {
+            s["status"] == "idle" && s["last_end"].is_object()
+        });
+        assert_eq!(view["last_end"]["cause"]["type"], "natural_end", "{view}");
+        assert_eq!(
+            version(&c.store, thread),
+            version(&c.store, "ok-1"),
+            "{thread}"
+        );
+        assert_eq!(
+            transcript(&c.store, thread).len(),
+            transcript(&c.store, "ok-1").len(),
+            "{thread}"
+        );
+    }
+}
+
+/// A TCP proxy in front of the PostgreSQL server that a test can cut (every connection
+/// through it closed, new ones refused at once) and restore: the store going away and coming
+/// back, without stopping the server other tests share.
+struct Proxy {
+    port: u16,
+    up: Arc<AtomicBool>,
+    open: Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(target: String) -> Proxy {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let port = listener.local_addr().expect("address").port();
+        let up = Arc::new(AtomicBool::new(true));
+        let open = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (accept_up, accept_open) = (up.clone(), open.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                if !accept_up.load(Ordering::SeqCst) {
+                    continue; // dropped: the connection is refused
+                }
+                let Ok(server) = std::net::TcpStream::connect(&target) else {
+                    continue;
+                };
+                let (Ok(c2), Ok(s2), Ok(c3), Ok(s3)) = (
+                    client.try_clone(),
+                    server.try_clone(),
+                    client.try_clone(),
+                    server.try_clone(),
+                ) else {
+                    continue;
+                };
+                if let Ok(mut open) = accept_open.lock() {
+                    open.push(c3);
+                    open.push(s3);
+                }
+                let (mut from_client, mut to_server) = (client, server);
+                let (mut from_server, mut to_client) = (s2, c2);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from_client, &mut to_server);
+                    let _ = to_server.shutdown(std::net::Shutdown::Both);
+                });
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from_server, &mut to_client);
+                    let _ = to_client.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        Proxy { port, up, open }
+    }
+
+    /// Closes every connection through the proxy and refuses new ones.
+    fn cut(&self) {
+        self.up.store(false, Ordering::SeqCst);
+        for stream in self.open.lock().expect("the proxy's list").drain(..) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Lets connections through again.
+    fn restore(&self) {
+        self.up.store(true, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_store_that_goes_away_mid_invocation_fails_it_and_the_thread_finishes_once_it_is_back() {
+    let Some(binary) = server_binary() else {
+        return;
+    };
+    let Some(direct) = support::postgres_store("outage") else {
+        return;
+    };
+    // postgresql://user@HOST:PORT/db?… → the same through the proxy.
+    let authority = |url: &str| -> Option<(usize, usize)> {
+        let start = url.find("://")? + 3;
+        let end = start + url[start..].find('/')?;
+        let host = url[start..end]
+            .rfind('@')
+            .map_or(start, |at| start + at + 1);
+        Some((host, end))
+    };
+    let (host, end) = authority(&direct).expect("RUNCORE_PG_URL names host:port");
+    let proxy = Proxy::start(direct[host..end].to_owned());
+    let url = format!(
+        "{}127.0.0.1:{}{}",
+        &direct[..host],
+        proxy.port,
+        &direct[end..]
+    );
+
+    let dir = temp_dir("outage");
+    let server = Server::start(binary, dir.path());
+    let record = dir.path().join("tools");
+    let gate = dir.path().join("gate");
+    let tools = ScriptedTools {
+        gate: Some(Arc::new(gate.clone())),
+        ..ScriptedTools::recording(record.clone(), Duration::ZERO).expect("record dir")
+    };
+    let store = runcore_restate::open_store(&url).expect("open through the proxy");
+    let host = ThreadHost::new(
+        scripted_config(Some(600_000)),
+        Arc::new(ScriptedModel::default()),
+        Arc::new(tools),
+        store.clone(),
+    );
+    let endpoint = InProcess::serve(host);
+    server.register(endpoint.port);
+
+    let (status, answer) = server.call("outage", "prompt/send", r#"{"text":"lookup 2"}"#, None);
+    assert!((200..300).contains(&status), "{status} {answer}");
+    // The second call is held at the gate: the first call's result is committed.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(record.join("starts.log"))
+        .is_ok_and(|t| t.lines().any(|l| l.ends_with(":call-2")))
+    {
+        assert!(std::time::Instant::now() < deadline, "call-2 never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    // The store goes away; the call completes; its commit fails, and so do the retries.
+    proxy.cut();
+    std::fs::write(&gate, b"open").expect("open the gate");
+    std::thread::sleep(Duration::from_millis(1500));
+    let view = server.state("outage");
+    assert!(
+        view["last_end"].is_null(),
+        "finished without its store: {view}"
+    );
+
+    // Back: the thread finishes, as a single-process run of the same script does.
+    proxy.restore();
+    let view = server.wait_for("outage", Duration::from_secs(60), |s| {
+        s["status"] == "idle" && s["last_end"].is_object()
+    });
+    assert_eq!(view["last_end"]["cause"]["type"], "natural_end", "{view}");
+    let reference =
+        support::single_process_run("outage", "lookup 2", 600_000, support::Answer::None);
+    let thread = ThreadId::from("outage");
+    let stored = runcore_store_url::open(
+        &runcore_store_url::StoreUrl::parse(&direct).expect("a store URL"),
+        runcore_store_url::Access::Read,
+    )
+    .expect("open the store");
+    use runcore::CommittedThreadView;
+    assert_eq!(
+        stored.committed_messages(&thread).expect("messages"),
+        reference.committed_messages(&thread).expect("reference")
+    );
+    assert_eq!(
+        CommittedThreadView::thread_version(&stored, &thread).expect("version"),
+        CommittedThreadView::thread_version(&reference, &thread).expect("reference")
+    );
+    drop(endpoint);
+    drop(store);
+}
+
+#[test]
+fn a_worker_given_an_unreachable_store_exits_2_with_one_line_naming_it() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_runcore-restate-worker"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "postgresql://nobody:s3cret@127.0.0.1:1/db",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run the worker");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(output.stdout.is_empty());
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr
+            .starts_with("runcore-restate-worker: --store postgresql://nobody:***@127.0.0.1:1/db"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret"), "{stderr}");
 }

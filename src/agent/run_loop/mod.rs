@@ -519,12 +519,16 @@ impl Agent {
     /// Starts `run` (checked and minted by the caller): commits Running with the prompt (none
     /// on `continue`) and the `run_started` fact, announces `run_start`, and decides the first
     /// model call.
-    pub(crate) fn begin(&mut self, mut run: Run, message: Option<UserMessage>) {
+    pub(crate) fn begin(&mut self, mut run: Run, messages: Vec<UserMessage>) {
         let thread = &mut self.thread;
-        let message = message.map(Message::from);
-        if let Some(message) = &message {
-            thread.messages.push(message.clone());
-        }
+        let mut messages: Vec<Message> = messages.into_iter().map(Message::from).collect();
+        thread.messages.extend(messages.iter().cloned());
+        // One prompt message rides in `message`, several in `messages` (§8.10).
+        let message = if messages.len() == 1 {
+            messages.pop()
+        } else {
+            None
+        };
         let started =
             AuditDraft::run_started(&run.run_id, run.transcript_start).with_now_ms(thread.clock_ms);
         // Room for the `run_state_changed` draft that assembling puts in front.
@@ -535,6 +539,7 @@ impl Agent {
         tx.push(AgentEvent::RunStart {
             run_id: run.run_id.clone(),
             message,
+            messages,
         });
         self.active = Some(ActiveRun {
             run,

@@ -152,5 +152,5 @@ mod statements;
 mod store;
 mod write;
 
-pub use schema::{SCHEMA_VERSION, SchemaTooNew};
+pub use schema::{NotAStore, SCHEMA_VERSION, SchemaTooNew};
 pub use store::{PostgresStore, URL_ENV};

@@ -351,6 +351,78 @@ impl fmt::Display for SchemaTooNew {
 
 impl std::error::Error for SchemaTooNew {}
 
+/// The database (or the schema asked for) holds no runcore store, and the store was opened
+/// to look, not to create ([`PostgresStore::open_existing`](crate::PostgresStore::open_existing)):
+/// nothing was created. Found as the `source` of the [`StoreError::Unavailable`] that opening
+/// returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotAStore {
+    /// The schema looked in: the one asked for, or the first existing schema of the
+    /// connection's `search_path` (`None` when no schema on it exists).
+    pub schema: Option<String>,
+}
+
+impl fmt::Display for NotAStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.schema {
+            Some(schema) => write!(
+                f,
+                "not a runcore store: schema {schema:?} holds no runcore tables (nothing was \
+                 created)"
+            ),
+            None => f.write_str(
+                "not a runcore store: no schema on the connection's search_path exists \
+                 (nothing was created)",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NotAStore {}
+
+/// Checks, changing nothing, that the connection's schema (or `schema`) holds runcore's
+/// tables; then brings them up to [`SCHEMA_VERSION`] as [`prepare`] does (an existing store
+/// of an older version is migrated; nothing is created where there was no store).
+pub(crate) fn prepare_existing(
+    client: &mut Client,
+    schema: Option<&str>,
+) -> Result<String, StoreError> {
+    let not_a_store = |schema: Option<String>| {
+        let error = NotAStore { schema };
+        StoreError::Unavailable {
+            message: error.to_string(),
+            source: Some(Box::new(error)),
+        }
+    };
+    // One statement, one snapshot: the schema looked in, and whether it has runcore_schema.
+    // A schema asked for is looked up by name (it is not created, so it may not exist).
+    let row = client
+        .query_opt(
+            "SELECT s.name,
+                    EXISTS (SELECT 1 FROM pg_catalog.pg_tables t
+                            WHERE t.schemaname = s.name AND t.tablename = 'runcore_schema')
+             FROM (SELECT coalesce($1::text, current_schema()::text) AS name) s
+             WHERE $1::text IS NULL
+                OR EXISTS (SELECT 1 FROM pg_catalog.pg_namespace n WHERE n.nspname = $1::text)",
+            &[&schema],
+        )
+        .map_err(|e| db_error("look for runcore's tables", e))?;
+    // No row: the schema asked for does not exist.
+    let Some(row) = row else {
+        return Err(not_a_store(schema.map(str::to_owned)));
+    };
+    let found_schema: Option<String> = row
+        .try_get(0)
+        .map_err(|e| db_error("read the schema's name", e))?;
+    let has_tables: bool = row
+        .try_get(1)
+        .map_err(|e| db_error("look for runcore's tables", e))?;
+    match found_schema {
+        Some(_) if has_tables => prepare(client, schema),
+        other => Err(not_a_store(other)),
+    }
+}
+
 /// Brings the schema of the connection's `search_path` (or of `schema`, created if missing
 /// and then put on the `search_path`) up to [`SCHEMA_VERSION`]; returns the schema's name.
 pub(crate) fn prepare(client: &mut Client, schema: Option<&str>) -> Result<String, StoreError> {

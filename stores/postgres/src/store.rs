@@ -52,6 +52,9 @@ pub struct PostgresStore {
 struct Target {
     config: Config,
     schema: Option<String>,
+    /// Whether opening may create runcore's tables (and the schema); `false` for a store
+    /// opened to look ([`PostgresStore::open_existing`]).
+    create: bool,
 }
 
 /// One open connection with its prepared statements.
@@ -71,7 +74,11 @@ impl Session {
             .config
             .connect(NoTls)
             .map_err(|e| db_error("connect to PostgreSQL", e))?;
-        let current = schema::prepare(&mut client, target.schema.as_deref())?;
+        let current = if target.create {
+            schema::prepare(&mut client, target.schema.as_deref())?
+        } else {
+            schema::prepare_existing(&mut client, target.schema.as_deref())?
+        };
         let sql = Statements::prepare(&mut client)?;
         let mut mutex = b"runcore-postgres: commit mutex\0".to_vec();
         mutex.extend_from_slice(current.as_bytes());
@@ -116,6 +123,7 @@ impl PostgresStore {
         Self::open(Target {
             config: parse(url)?,
             schema: None,
+            create: true,
         })
     }
 
@@ -125,6 +133,33 @@ impl PostgresStore {
         Self::open(Target {
             config: parse(url)?,
             schema: Some(schema.to_owned()),
+            create: true,
+        })
+    }
+
+    /// Opens the runcore store that already exists at `url` (in the schema the connection's
+    /// `search_path` selects), creating nothing: a database with no runcore tables is refused
+    /// with an error whose message says "not a runcore store" ([`NotAStore`](crate::NotAStore)
+    /// as its source), and nothing is created in it (SPEC §12.3: a store is never created by
+    /// looking). An existing store of an older schema version is migrated, as by
+    /// [`connect`](Self::connect). The commands that only look (and `sweep`, `approve`,
+    /// `deny`) open this way; reconnecting and [`open_handle`](StoreHandles::open_handle)
+    /// keep the mode.
+    pub fn open_existing(url: &str) -> Result<Self, StoreError> {
+        Self::open(Target {
+            config: parse(url)?,
+            schema: None,
+            create: false,
+        })
+    }
+
+    /// Like [`open_existing`](Self::open_existing), in `schema`: a schema that does not exist
+    /// or holds no runcore tables is refused, and neither it nor a table is created.
+    pub fn open_existing_in_schema(url: &str, schema: &str) -> Result<Self, StoreError> {
+        Self::open(Target {
+            config: parse(url)?,
+            schema: Some(schema.to_owned()),
+            create: false,
         })
     }
 

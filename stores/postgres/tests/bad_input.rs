@@ -440,3 +440,119 @@ fn a_commit_waiting_on_its_own_rows_does_not_hold_up_other_threads() {
     waiting.join().expect("the committing thread");
     assert_eq!(store.thread_version(&ThreadId::new("t")).expect("read"), 1);
 }
+
+/// Whether `schema` exists, and how many tables, sequences, indexes and functions it holds.
+fn schema_contents(sql: &mut Client, schema: &str) -> (bool, i64) {
+    let exists: bool = sql
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)",
+            &[&schema],
+        )
+        .expect("look for the schema")
+        .get(0);
+    let objects: i64 = sql
+        .query_one(
+            "SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                     WHERE n.nspname = $1)
+                  + (SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                     WHERE n.nspname = $1)",
+            &[&schema],
+        )
+        .expect("count the schema's objects")
+        .get(0);
+    (exists, objects)
+}
+
+fn not_a_store(error: &StoreError) -> Option<runcore_postgres::NotAStore> {
+    error
+        .source()
+        .and_then(|s| s.downcast_ref::<runcore_postgres::NotAStore>())
+        .cloned()
+}
+
+#[test]
+fn opening_to_look_creates_nothing_and_a_reconnect_keeps_looking() {
+    let Some(server) = support::server() else {
+        return;
+    };
+    let schema = server.unique_schema("look");
+    let _guard = server.schema_guard(&schema);
+    let mut sql = server.client();
+
+    // No such schema: refused, and not created.
+    let error = PostgresStore::open_existing_in_schema(&server.url, &schema)
+        .expect_err("there is no schema");
+    assert_eq!(
+        not_a_store(&error).and_then(|e| e.schema),
+        Some(schema.clone()),
+        "{error}"
+    );
+    assert!(error.to_string().contains("not a runcore store"), "{error}");
+    assert_eq!(schema_contents(&mut sql, &schema), (false, 0));
+
+    // An empty schema: refused, and left empty.
+    sql.batch_execute(&format!("CREATE SCHEMA {}", support::quote(&schema)))
+        .expect("create the schema");
+    let error = PostgresStore::open_existing_in_schema(&server.url, &schema)
+        .expect_err("the schema holds no store");
+    assert!(not_a_store(&error).is_some(), "{error}");
+    assert_eq!(schema_contents(&mut sql, &schema), (true, 0));
+
+    // Created by `connect_in_schema`, it opens; a commit through it lands.
+    drop(PostgresStore::connect_in_schema(&server.url, &schema).expect("create the store"));
+    let mut store =
+        PostgresStore::open_existing_in_schema(&server.url, &schema).expect("open the store");
+    store.commit(commit("t", "r1", "hello")).expect("commit");
+    assert_eq!(
+        store.thread_version(&ThreadId::new("t")).expect("version"),
+        1
+    );
+
+    // The tables dropped behind its back: reconnecting refuses, and creates nothing again.
+    sql.batch_execute(&format!(
+        "DROP SCHEMA {0} CASCADE; CREATE SCHEMA {0}",
+        support::quote(&schema)
+    ))
+    .expect("empty the schema");
+    let error = store.reconnect().expect_err("the store is gone");
+    assert!(not_a_store(&error).is_some(), "{error}");
+    assert_eq!(schema_contents(&mut sql, &schema), (true, 0));
+    let error = store.open_handle().expect_err("a second handle looks, too");
+    assert!(not_a_store(&error).is_some(), "{error}");
+}
+
+#[test]
+fn opening_to_look_on_the_search_path_refuses_a_database_without_a_store() {
+    let Some(server) = support::server() else {
+        return;
+    };
+    let schema = server.unique_schema("look_path");
+    let _guard = server.schema_guard(&schema);
+    let mut sql = server.client();
+    sql.batch_execute(&format!("CREATE SCHEMA {}", support::quote(&schema)))
+        .expect("create the schema");
+    let url = server.url_with(&format!("options=-c%20search_path%3D{schema}"));
+    let error = PostgresStore::open_existing(&url).expect_err("no store on the search_path");
+    assert_eq!(
+        not_a_store(&error).and_then(|e| e.schema),
+        Some(schema.clone()),
+        "{error}"
+    );
+    assert_eq!(schema_contents(&mut sql, &schema), (true, 0));
+    // A search_path naming no schema at all: refused, nothing created.
+    let missing = server.unique_schema("look_none");
+    let url = server.url_with(&format!("options=-c%20search_path%3D{missing}"));
+    let error = PostgresStore::open_existing(&url).expect_err("no schema on the search_path");
+    assert_eq!(
+        not_a_store(&error),
+        Some(runcore_postgres::NotAStore { schema: None })
+    );
+    assert_eq!(schema_contents(&mut sql, &missing), (false, 0));
+    // `connect` there creates the store; then looking opens it.
+    drop(
+        PostgresStore::connect(&server.url_with(&format!("options=-c%20search_path%3D{schema}")))
+            .expect("create"),
+    );
+    let url = server.url_with(&format!("options=-c%20search_path%3D{schema}"));
+    PostgresStore::open_existing(&url).expect("open the store");
+}

@@ -391,8 +391,9 @@ pub fn drive<S: CommitLog + CommittedThreadView>(
         };
         agent.handle(
             Input::Prompt {
-                message: UserMessage::text(*text),
+                message: Some(UserMessage::text(*text)),
                 run_id: None,
+                messages: Vec::new(),
             },
             (next as u64 + 1) * 1_000,
         )?;

@@ -9,7 +9,11 @@
 //! [`Synchronous`]): NORMAL survives a process crash, FULL also a power loss. Opening checks what the command line can see before the
 //! backend touches anything — the scheme, a missing parent directory (directories are never
 //! created), a directory where the file should be, a missing store for the commands that only
-//! read — so that a bad `--store` is one clear line and nothing is created or changed.
+//! read — so that a bad `--store` is one clear line and nothing is created or changed. For
+//! PostgreSQL the backend makes the last check itself: [`Access::Read`] opens with
+//! `PostgresStore::open_existing`, which refuses a database without runcore's tables ("not a
+//! runcore store") and creates nothing; only [`Access::Write`] (`drive`, `demo`, the Restate
+//! worker) creates the tables.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -189,8 +193,11 @@ fn mask_key_values(text: &str) -> String {
 pub enum Access {
     /// It writes: a missing SQLite file is created (`drive`, `demo`).
     Write,
-    /// It only reads: a store that does not exist is an error, and nothing is created
-    /// (`threads`, `show`, `pending`, `events`).
+    /// It does not create a store: one that does not exist is an error, and nothing is
+    /// created (`threads`, `show`, `pending`, `events`, `due`, the console, and `sweep`,
+    /// `approve`, `deny`, which write only into a store that exists). A SQLite file that is
+    /// missing or empty, a PostgreSQL database or schema without runcore's tables: "not a
+    /// runcore store" / "there is no store", exit 2 in the CLI.
     Read,
 }
 
@@ -245,9 +252,13 @@ pub fn open(url: &StoreUrl, access: Access) -> Result<Backend, String> {
         )
         .map(|store| Box::new(store) as Backend)
         .map_err(|e| format!("--store {url}: {}", redact_secrets(&error_chain(&e)))),
-        StoreUrl::Postgres(raw) => PostgresStore::connect(raw)
-            .map(|store| Box::new(store) as Backend)
-            .map_err(|e| format!("--store {url}: {}", redact_secrets(&error_chain(&e)))),
+        StoreUrl::Postgres(raw) => match access {
+            Access::Write => PostgresStore::connect(raw),
+            // Looking creates nothing: a database without runcore's tables is refused.
+            Access::Read => PostgresStore::open_existing(raw),
+        }
+        .map(|store| Box::new(store) as Backend)
+        .map_err(|e| format!("--store {url}: {}", redact_secrets(&error_chain(&e)))),
     }
 }
 

@@ -54,6 +54,43 @@ pub fn server_binary() -> Option<PathBuf> {
     None
 }
 
+/// Under `CI=true`.
+pub fn in_ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// A store URL on the PostgreSQL server of `RUNCORE_PG_URL`, in a new schema of its own (made
+/// here, so the workers' connections find it on their search_path). `None` with a note when
+/// the variable is unset; under `CI=true` that fails the test.
+pub fn postgres_store(label: &str) -> Option<String> {
+    let Ok(server) = std::env::var(runcore_postgres::URL_ENV) else {
+        assert!(
+            !in_ci(),
+            "{} is not set and CI=true: the PostgreSQL tests must run in CI (run them under \
+             scripts/with-postgres.sh)",
+            runcore_postgres::URL_ENV
+        );
+        eprintln!(
+            "note: {} is not set (run under scripts/with-postgres.sh); this test was skipped",
+            runcore_postgres::URL_ENV
+        );
+        return None;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let schema = format!("restate_{label}_{}_{nanos}", std::process::id());
+    runcore_postgres::PostgresStore::connect_in_schema(&server, &schema)
+        .expect("create a schema on the PostgreSQL server");
+    Some(in_schema(&server, &schema))
+}
+
+/// `server` with its search_path set to `schema` alone.
+pub fn in_schema(server: &str, schema: &str) -> String {
+    let separator = if server.contains('?') { '&' } else { '?' };
+    format!("{server}{separator}options=-c%20search_path%3D{schema}")
+}
+
 /// A fresh temporary directory, removed on drop.
 pub fn temp_dir(label: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
