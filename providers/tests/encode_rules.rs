@@ -272,3 +272,39 @@ fn driver_round_trip() {
     let delta = r#"{"type":"call_model","run_id":"r","step":2,"final_step":false,"base":3,"messages":[],"tools":[]}"#;
     assert!(serde_json::from_str::<CallModelContext>(delta).is_err());
 }
+
+/// The library path: the agent's request in, its answer back through `Agent::handle`.
+#[test]
+fn agent_round_trip() {
+    use runcore::{Action, Agent, AgentConfig, Output, UserMessage};
+    let mut agent = Agent::new(AgentConfig::default()).expect("an agent");
+    agent.prompt(UserMessage::text("hi"), 0).expect("a prompt");
+    let mut call = None;
+    while let Some(output) = agent.poll() {
+        if let Output::Action(Action::CallModel { run_id, step, .. }) = output {
+            call = Some((run_id, step));
+        }
+    }
+    let (run_id, step) = call.expect("a model call");
+    let request = agent.model_request().expect("an outstanding request");
+    let context = CallModelContext::from_request(&request);
+    let body = openai_chat::encode(&context, &Options::new("gpt-4o-mini"))
+        .expect("encodes")
+        .body;
+    assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
+
+    let mut decoder = openai_chat::Decoder::new(run_id, step);
+    let mut inputs = decoder.feed(b"data: {\"id\":\"c\",\"model\":\"gpt-4o-mini-2024-07-18\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hello\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
+    inputs.extend(decoder.finish());
+    for input in inputs {
+        agent.handle(input, 1).expect("the agent takes it");
+        while agent.poll().is_some() {}
+    }
+    assert!(agent.active_run_id().is_none(), "the run ended");
+    let last = agent
+        .transcript()
+        .last()
+        .and_then(Message::as_assistant)
+        .expect("the answer");
+    assert_eq!(last.model.as_deref(), Some("gpt-4o-mini-2024-07-18"));
+}
