@@ -30,7 +30,9 @@ pub struct Options {
     /// The API's `tool_choice`, sent as given (only when there are tools).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<Value>,
-    /// Merged into the body last, key by key, for parameters the codec does not know.
+    /// Merged into the body last, key by key, for parameters the codec does not know (or to
+    /// replace one it built, e.g. `system` with `cache_control` blocks); the transcript key
+    /// (`messages`, `input`) cannot be replaced.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub extra: Map<String, Value>,
 }
@@ -84,8 +86,10 @@ pub enum EncodeError {
     /// `options.model` is empty.
     #[error("options.model is required and must not be empty")]
     MissingModel,
-    /// `options.extra` tried to replace a key the codec builds from the context.
-    #[error("options.extra may not replace {key:?}: the codec builds it from the context")]
+    /// `options.extra` tried to replace the transcript.
+    #[error(
+        "options.extra may not replace {key:?}: the codec builds the transcript from the context"
+    )]
     ExtraReplacesContext {
         /// The key.
         key: String,
@@ -99,8 +103,10 @@ pub(crate) fn check_model(options: &Options) -> Result<(), EncodeError> {
     Ok(())
 }
 
-/// Merges `extra` into `body` last. Keys that carry the context itself are refused (a body
-/// whose messages came from somewhere else would break the call/result pairing).
+/// Merges `extra` into `body` last, key by key. Any key may be replaced (`system` with
+/// `cache_control` blocks, `tools` with built-in tools added) except the one that carries the
+/// transcript (`messages`, `input`): a transcript from somewhere else would break the
+/// call/result pairing the codec guarantees.
 pub(crate) fn merge_extra(
     body: &mut Map<String, Value>,
     extra: &Map<String, Value>,

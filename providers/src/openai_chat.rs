@@ -208,7 +208,7 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
         body.insert("stream".into(), Value::Bool(true));
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
-    merge_extra(&mut body, &options.extra, &["messages", "tools"])?;
+    merge_extra(&mut body, &options.extra, &["messages"])?;
     Ok(Encoded {
         body: Value::Object(body),
         left_out,

@@ -135,11 +135,7 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
     if options.stream {
         body.insert("stream".into(), Value::Bool(true));
     }
-    merge_extra(
-        &mut body,
-        &options.extra,
-        &["input", "instructions", "tools"],
-    )?;
+    merge_extra(&mut body, &options.extra, &["input"])?;
     Ok(Encoded {
         body: Value::Object(body),
         left_out,

@@ -308,3 +308,29 @@ fn agent_round_trip() {
         .expect("the answer");
     assert_eq!(last.model.as_deref(), Some("gpt-4o-mini-2024-07-18"));
 }
+
+/// `extra` may replace what the codec built (prompt caching on the system field), never the
+/// transcript.
+#[test]
+fn extra_replaces_all_but_the_transcript() {
+    let context = two_call_context("anthropic", "m");
+    let mut options = Options::new("m");
+    options.extra.insert(
+        "system".into(),
+        json!([{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}]),
+    );
+    let body = anthropic::encode(&context, &options).expect("encodes").body;
+    assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
+    for (api, key) in [
+        (Api::Anthropic, "messages"),
+        (Api::OpenAiChat, "messages"),
+        (Api::OpenAiResponses, "input"),
+    ] {
+        let mut options = Options::new("m");
+        options.extra.insert(key.into(), json!([]));
+        assert_eq!(
+            api.encode(&context, &options),
+            Err(EncodeError::ExtraReplacesContext { key: key.into() })
+        );
+    }
+}
