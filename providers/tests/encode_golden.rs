@@ -114,7 +114,7 @@ fn context(
             for turn in request["messages"].as_array().ok_or("no messages")? {
                 match turn["role"].as_str() {
                     Some("assistant") => {
-                        messages.push(answers.next().ok_or("more answers than responses")?)
+                        messages.push(answers.next().ok_or("a history seeded by the client (more assistant turns than earlier responses)")?)
                     }
                     Some("user") => {
                         let mut plain = Vec::new();
@@ -163,7 +163,7 @@ fn context(
                         json!({"role": "user", "content": blocks(&turn["content"], api)?}),
                     )?),
                     Some("assistant") => {
-                        messages.push(answers.next().ok_or("more answers than responses")?)
+                        messages.push(answers.next().ok_or("a history seeded by the client (more assistant turns than earlier responses)")?)
                     }
                     Some("tool") => {
                         let call = turn["tool_call_id"].as_str().unwrap_or_default();
@@ -197,7 +197,7 @@ fn context(
                         || item["role"] == "assistant";
                 if answer_item {
                     if !in_answer {
-                        messages.push(answers.next().ok_or("more answers than responses")?);
+                        messages.push(answers.next().ok_or("a history seeded by the client (more assistant turns than earlier responses)")?);
                     }
                     in_answer = true;
                     continue;
