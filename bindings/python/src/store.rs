@@ -240,7 +240,7 @@ impl PyStore {
             Ok(forked) => serde_to_py(py, &forked),
             Err(runcore::ForkError::Invalid(error)) => Err(crate::errors::agent_error(&error)),
             Err(runcore::ForkError::Store(error)) => Err(store_error(&error)),
-            Err(other) => Err(internal(&other.to_string())),
+            Err(other) => Err(internal(other.to_string())),
         }
     }
 
