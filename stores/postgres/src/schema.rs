@@ -67,10 +67,19 @@ CREATE TABLE runcore_versions (
     PRIMARY KEY (thread_id, version)
 );
 
+-- A head moved by anything but runcore's commit function (which takes the commit's sequence
+-- first) has no commit sequence in its session: no row is recorded for it.
 CREATE FUNCTION runcore_record_version() RETURNS trigger LANGUAGE plpgsql AS $version$
+DECLARE
+    v_commit bigint;
 BEGIN
+    BEGIN
+        v_commit := currval('runcore_commit_sequence');
+    EXCEPTION WHEN object_not_in_prerequisite_state THEN
+        RETURN NULL;
+    END;
     INSERT INTO runcore_versions (thread_id, version, commit_sequence, message_count)
-    VALUES (NEW.thread_id, NEW.version, currval('runcore_commit_sequence'), NEW.message_count);
+    VALUES (NEW.thread_id, NEW.version, v_commit, NEW.message_count);
     RETURN NULL;
 END
 $version$;
