@@ -108,13 +108,38 @@ test('bad arguments throw CodecError with a clear message', () => {
   assert.throws(() => new providers.anthropic.Decoder('r', 1).feed(42), TypeError);
 });
 
-test('every recorded body decodes to exactly one outcome', () => {
+test('every recorded body decodes to exactly one outcome, which the agent takes', () => {
   for (const [api, codec] of Object.entries(CODECS)) {
     for (const exchange of exchanges(api)) {
-      const decoder = new codec.Decoder('r', 1, exchange.status);
+      const agent = new Agent();
+      const runId = agent.prompt('hi');
+      const { step } = callModel(agent);
+      const decoder = new codec.Decoder(runId, step, exchange.status);
       const inputs = [...decoder.feed(Buffer.from(exchange.response)), ...decoder.finish()];
       const ends = inputs.filter((i) => i.type !== 'model_delta').map((i) => i.type);
       assert.ok(ends.length === 1 && ['model_done', 'model_failed'].includes(ends[0]), exchange.cassette);
+      for (const line of inputs) agent.handle(line);
+      assert.equal(agent.modelRequest(), null);
     }
+  }
+});
+
+test('any bytes with any status never crash the decoder', () => {
+  let seed = 33;
+  const next = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+  const pieces = ['data: ', 'event: ', '\n\n', '{', '}', '[DONE]', '"type":', '"message_start"', '"choices":[', '\r\n']
+    .map((p) => Buffer.from(p)).concat([Buffer.from([0xff, 0xfe]), Buffer.from([0])]);
+  const codecs = Object.values(CODECS);
+  for (let c = 0; c < 300; c += 1) {
+    const parts = [];
+    for (let i = next(40); i > 0; i -= 1) parts.push(next(10) < 7 ? pieces[next(pieces.length)] : Buffer.from([next(256)]));
+    const body = Buffer.concat(parts);
+    const status = [undefined, 200, 400, 429, 500, 529][next(6)];
+    const decoder = new codecs[next(3)].Decoder('r', 1, status);
+    const inputs = [];
+    for (let i = 0; i < body.length; i += 3) inputs.push(...decoder.feed(body.subarray(i, i + 3)));
+    inputs.push(...decoder.finish());
+    const ends = inputs.filter((i) => i.type !== 'model_delta').map((i) => i.type);
+    assert.ok(ends.length === 1, `case ${c}`);
   }
 });

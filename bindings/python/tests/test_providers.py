@@ -5,6 +5,7 @@ are; bad arguments raise `runcore.CodecError`, never crash."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -153,10 +154,34 @@ def test_bad_arguments_raise_codec_error():
         anthropic.Decoder("r", 1).feed("not bytes")  # type: ignore[arg-type]
 
 
-def test_every_recorded_body_decodes_to_one_outcome():
+def test_every_recorded_body_decodes_to_one_outcome_the_agent_takes():
     for api, module in MODULES.items():
         for exchange in exchanges(api):
-            decoder = module.Decoder("r", 1, status=exchange["status"])
+            agent = runcore.Agent()
+            run_id = agent.prompt("hi")
+            step = call_model(agent)["step"]
+            decoder = module.Decoder(run_id, step, status=exchange["status"])
             inputs = decoder.feed(exchange["response"].encode()) + decoder.finish()
             ends = [i["type"] for i in inputs if i["type"] != "model_delta"]
             assert ends in (["model_done"], ["model_failed"]), exchange["cassette"]
+            for line in inputs:  # thinking deltas, meta, signatures, usage: all accepted
+                agent.handle(line)
+            assert agent.model_request() is None
+
+
+def test_any_bytes_any_status_never_crash():
+    rng = random.Random(33)
+    pieces = [b"data: ", b"event: ", b"\n\n", b"{", b"}", b"[DONE]", b"\xff\xfe", b'"type":',
+              b'"message_start"', b'"response.completed"', b'"choices":[', b"\r\n", b"\x00"]
+    for case in range(300):
+        body = b"".join(rng.choice(pieces) if rng.random() < 0.7 else bytes([rng.randrange(256)])
+                        for _ in range(rng.randrange(40)))
+        status = rng.choice([None, 200, 201, 400, 429, 500, 529])
+        module = rng.choice(list(MODULES.values()))
+        decoder = module.Decoder("r", 1, status=status)
+        inputs = []
+        for i in range(0, len(body), 3):
+            inputs += decoder.feed(body[i:i + 3])
+        inputs += decoder.finish()
+        ends = [i["type"] for i in inputs if i["type"] != "model_delta"]
+        assert ends in (["model_done"], ["model_failed"]), (case, body)
