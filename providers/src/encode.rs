@@ -160,7 +160,7 @@ pub(crate) fn codec_meta(api: Api) -> Meta {
     let mut meta = Meta::new();
     let mut codec = Map::new();
     codec.insert("api".into(), Value::from(api.name()));
-    meta.insert(CODEC_META_KEY.into(), Value::Object(codec));
+    meta.insert(CODEC_META_KEY, Value::Object(codec));
     meta
 }
 

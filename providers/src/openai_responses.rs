@@ -436,7 +436,7 @@ fn usage(usage: &Value) -> Usage {
 
 fn with_meta(mut block: AssistantBlock, data: Map<String, Value>) -> AssistantBlock {
     let mut meta = Meta::new();
-    meta.insert(META_KEY.into(), Value::Object(data));
+    meta.insert(META_KEY, Value::Object(data));
     match &mut block {
         AssistantBlock::Text { meta: m, .. }
         | AssistantBlock::Thinking { meta: m, .. }

@@ -290,7 +290,11 @@ fn responses_interleaved_calls_by_item_id() {
     let fc_ids: Vec<_> = message
         .content
         .iter()
-        .map(|b| b.meta()["openai_responses"]["id"].clone())
+        .map(|b| {
+            b.meta()
+                .get("openai_responses")
+                .map_or(Value::Null, |m| m["id"].clone())
+        })
         .collect();
     assert_eq!(fc_ids, vec![json!("fc_a"), json!("fc_b")]);
     let usage = message.usage.expect("usage");

@@ -34,7 +34,7 @@ pub use recover::{RecoverError, RecoveryPolicy};
 pub use reducer::{AgentState, AgentStatus, reduce};
 pub use snapshot::{AGENT_SCHEMA_VERSION, AgentSnapshot, SnapshotError};
 
-use run_loop::{ActiveRun, Phase, Run, Transition, check_tool_call};
+use run_loop::{ActiveRun, Opening, Phase, Run, Transition, check_tool_call};
 use thread::Thread;
 
 /// One agent per thread: it keeps the committed transcript across runs and owns at most one
@@ -343,7 +343,7 @@ impl Agent {
         &mut self,
         run_id: Option<RunId>,
         message: Option<UserMessage>,
-        mut messages: Vec<UserMessage>,
+        messages: Vec<UserMessage>,
     ) -> Result<RunId, AgentError> {
         if let Some(active) = &self.active {
             return Err(AgentError::Busy {
@@ -353,10 +353,10 @@ impl Agent {
         if run_id.as_ref().is_some_and(RunId::is_blank) {
             return Err(AgentError::invalid("prompt: the run id is empty"));
         }
-        match (message, messages.is_empty()) {
+        let opening = match (message, messages.is_empty()) {
             (Some(message), true) => {
                 check_user_message(&message, "the prompt")?;
-                messages.push(message);
+                Opening::One(message)
             }
             (None, false) => {
                 for (index, message) in messages.iter().enumerate() {
@@ -366,6 +366,7 @@ impl Agent {
                     messages.iter().map(|m| m.id.as_deref()),
                     "the prompt's messages",
                 )?;
+                Opening::Many(messages)
             }
             (None, true) => {
                 return Err(AgentError::invalid(
@@ -377,8 +378,8 @@ impl Agent {
                     "prompt: give `text` or `messages`, not both",
                 ));
             }
-        }
-        self.start_run(run_id, messages)
+        };
+        self.start_run(run_id, opening)
     }
 
     /// `continue` (SPEC §8.8): a new run over the transcript as it stands.
@@ -404,16 +405,12 @@ impl Agent {
                 why_not,
             ));
         }
-        self.start_run(None, Vec::new())
+        self.start_run(None, Opening::Continue)
     }
 
     /// Mints (or takes) the run id, commits Running (with the prompt, if any) and announces
     /// `run_start`; returns the run's id. Every check was made before.
-    fn start_run(
-        &mut self,
-        run_id: Option<RunId>,
-        messages: Vec<UserMessage>,
-    ) -> Result<RunId, AgentError> {
+    fn start_run(&mut self, run_id: Option<RunId>, opening: Opening) -> Result<RunId, AgentError> {
         if let Some(id) = &run_id
             && self.run_id_used(id)
         {
@@ -423,7 +420,7 @@ impl Agent {
         }
         let run_id = self.mint_run_id(run_id)?;
         let run = Run::new(run_id.clone(), self.thread.messages.len());
-        self.begin(run, messages);
+        self.begin(run, opening);
         Ok(run_id)
     }
 

@@ -32,6 +32,8 @@ fn api_named(name: &str) -> napi::Result<Api> {
     })
 }
 
+// Only reached through the exported function below, which a test build does not register.
+#[cfg_attr(test, allow(dead_code))]
 fn encode_now(api: &str, call_model: &str, options: &str) -> napi::Result<String> {
     let api = api_named(api)?;
     let options: Value = serde_json::from_str(options)
@@ -65,6 +67,7 @@ fn encode_now(api: &str, call_model: &str, options: &str) -> napi::Result<String
 /// Encodes a `call_model` output (JSON text, full-context mode) as the request body of API
 /// `api`: the JSON text of `{"body": …, "left_out": […]}`.
 #[napi]
+#[cfg_attr(test, allow(dead_code))]
 pub fn provider_encode(api: String, call_model: String, options: String) -> napi::Result<String> {
     guard(|| encode_now(&api, &call_model, &options))
         .map_err(|()| internal("runcore panicked (a bug) in encode"))?

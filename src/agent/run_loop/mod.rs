@@ -421,6 +421,14 @@ impl Phase {
     }
 }
 
+/// What a new run begins with: nothing (a `continue`), the prompt's one message, or its
+/// several (§8.10). One message is the common case and costs no list.
+pub(crate) enum Opening {
+    Continue,
+    One(UserMessage),
+    Many(Vec<UserMessage>),
+}
+
 /// What comes after a transition: the run goes on in a new phase, or it has ended (its
 /// `Ended` commit and `run_end` emitted). A transition consumes the run and must return one of
 /// the two, so no path can drop a run without ending it.
@@ -521,15 +529,21 @@ impl Agent {
     /// Starts `run` (checked and minted by the caller): commits Running with the prompt (none
     /// on `continue`) and the `run_started` fact, announces `run_start`, and decides the first
     /// model call.
-    pub(crate) fn begin(&mut self, mut run: Run, messages: Vec<UserMessage>) {
+    pub(crate) fn begin(&mut self, mut run: Run, opening: Opening) {
         let thread = &mut self.thread;
-        let mut messages: Vec<Message> = messages.into_iter().map(Message::from).collect();
-        thread.messages.extend(messages.iter().cloned());
         // One prompt message rides in `message`, several in `messages` (§8.10).
-        let message = if messages.len() == 1 {
-            messages.pop()
-        } else {
-            None
+        let (message, messages) = match opening {
+            Opening::Continue => (None, Vec::new()),
+            Opening::One(message) => {
+                let message = Message::from(message);
+                thread.messages.push(message.clone());
+                (Some(message), Vec::new())
+            }
+            Opening::Many(messages) => {
+                let messages: Vec<Message> = messages.into_iter().map(Message::from).collect();
+                thread.messages.extend(messages.iter().cloned());
+                (None, messages)
+            }
         };
         let started =
             AuditDraft::run_started(&run.run_id, run.transcript_start).with_now_ms(thread.clock_ms);

@@ -14,7 +14,7 @@ use crate::store::{CheckpointReader, CommitLog, StoreError, transcript_digest};
 
 fn meta(value: Value) -> Meta {
     match value {
-        Value::Object(object) => object,
+        Value::Object(object) => Meta::from(object),
         _ => Meta::new(),
     }
 }
