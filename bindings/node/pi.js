@@ -901,6 +901,7 @@ class Agent {
       const resume = this.#run(async (host) => {
         await new Promise((resolve) => setImmediate(resolve));
         host.runId = this.#core.activeRunId;
+        host.started = true;
         await host.emit({ type: 'agent_start' });
         await host.openTurn();
         await host.pump();
@@ -1142,7 +1143,9 @@ class Agent {
       try {
         await body(host);
       } catch (error) {
-        if (host.end === null) await this.#failed(host, error, controller.signal.aborted);
+        // Before the run started (a refused prompt, a transcript that cannot be imported) the
+        // promise rejects; after, a failing hook or listener ends the run as pi's error message.
+        if (host.started && host.end === null) await this.#failed(host, error, controller.signal.aborted);
         else throw error;
       } finally {
         this.#coreLen = this.#messages.length;
@@ -1208,6 +1211,7 @@ class Agent {
       await this.#sync();
       host.prompts = messages;
       this.#native().handle({ type: 'prompt', messages: messages.map(toInput) });
+      host.started = true;
       await host.pump();
     });
   }
@@ -1220,6 +1224,7 @@ class Agent {
     await this.#run(async (host) => {
       await this.#sync();
       this.#native().handle({ type: 'continue' });
+      host.started = true;
       await host.pump();
     });
   }
