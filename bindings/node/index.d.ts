@@ -25,13 +25,13 @@ export type AssistantBlock =
   | { type: 'tool_call'; id: string; name: string; arguments: Json; meta?: { [key: string]: Json } };
 
 /** Token usage (SPEC §2.1): `input_tokens` counts every prompt token, cached ones included. */
-export interface Usage {
+export type Usage = {
   input_tokens: number;
   output_tokens: number;
   cache_read_tokens?: number;
   cache_write_tokens?: number;
   reasoning_tokens?: number;
-}
+};
 
 /** An assistant message as `modelDone` takes it (`role` optional). */
 export interface AssistantMessage {
@@ -256,6 +256,14 @@ export class Driver {
   snapshot(): string;
 }
 
+/** A thread claim (SPEC §7.2): one owner at a time, with an epoch that grows with every grant. */
+export interface Claim {
+  thread_id: string;
+  owner: string;
+  epoch: number;
+  expires_at_ms: number;
+}
+
 /** An event scope of `listEvents`. */
 export type EventScope = { type: 'all' } | { type: 'thread'; id: string } | { type: 'run'; id: string };
 
@@ -272,7 +280,14 @@ export interface TranscriptSnapshot {
  * `StoreError` (a malformed argument with `InvalidJsonError` or `TypeError`).
  */
 export abstract class Store {
-  commit(output: CommitOutput): Promise<{ [key: string]: Json }>;
+  commit(output: CommitOutput, options?: { claim?: Claim; nowMs?: number }): Promise<{ [key: string]: Json }>;
+  claimThread(
+    request: { threadId: string; owner: string; requestId?: string; leaseMs: number },
+    options?: { nowMs?: number },
+  ): Promise<Claim>;
+  renewClaim(claim: Claim, leaseMs: number, options?: { nowMs?: number }): Promise<Claim>;
+  releaseClaim(claim: Claim, options?: { nowMs?: number }): Promise<void>;
+  threadClaim(threadId: string, options?: { nowMs?: number }): Promise<Claim | null>;
   committedMessages(threadId: string): Promise<Message[]>;
   run(runId: string): Promise<{ [key: string]: Json } | null>;
   latestRun(threadId: string): Promise<{ [key: string]: Json } | null>;

@@ -253,6 +253,10 @@ export interface AgentOptions {
   store?: Store;
   /** The thread (required with `store`; default `"pi"`). */
   threadId?: string;
+  /** Durable mode: the claim's owner (default: host name, pid and a random id, unique per agent). */
+  owner?: string;
+  /** Durable mode: the claim's lease in milliseconds, renewed every third of it (default 30000). */
+  leaseMs?: number;
 }
 
 /** An event stream that ends with `agent_end`; `result()` resolves to the run's new messages. */
@@ -266,6 +270,10 @@ export class Agent {
   /** Queued messages the last run did not take (runcore's `run_end.unconsumed`). */
   readonly unconsumed: AgentMessage[];
   readonly signal: AbortSignal | undefined;
+  /** Durable mode: the thread's claim once granted, else `null`. */
+  readonly claim: import('./index.js').Claim | null;
+  /** Durable mode: waits for the active run, stops renewing and releases the claim. */
+  close(): Promise<void>;
   steeringMode: QueueMode;
   followUpMode: QueueMode;
   convertToLlm: (messages: AgentMessage[]) => Message[] | Promise<Message[]>;

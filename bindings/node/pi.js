@@ -9,6 +9,8 @@
 
 const { createRequire } = require('node:module');
 const { join } = require('node:path');
+const { hostname } = require('node:os');
+const { randomUUID } = require('node:crypto');
 const runcore = require('./index.js');
 
 const BUSY_PROMPT =
@@ -340,7 +342,7 @@ class Host {
   /**
    * @param {object} options
    * @param {() => runcore.Agent} options.core the native agent (read on every use)
-   * @param {runcore.Store | undefined} options.store
+   * @param {((output: object) => Promise<unknown>) | undefined} options.commit stores a commit
    * @param {AgentMessage[]} options.messages the transcript as pi messages (pushed to)
    * @param {(event: object) => Promise<void>} options.emit
    * @param {() => object} options.loop the loop configuration (model, hooks, tools, …)
@@ -372,7 +374,7 @@ class Host {
       if (output === null) return;
       switch (output.type) {
         case 'commit':
-          if (this.store) await this.store.commit(output);
+          if (this.commit) await this.commit(output);
           break;
         case 'event':
           await this.onEvent(output.event);
@@ -730,7 +732,7 @@ async function runLoop(core, prompts, context, config, emit, signal, streamFn) {
   const messages = [...context.messages];
   const host = new Host({
     core: () => native,
-    store: undefined,
+    commit: undefined,
     messages,
     emit,
     loop: () => loopConfig,
@@ -820,8 +822,12 @@ class Agent {
   #store;
   #threadId;
   #maxSteps;
-  #recovered = false;
   #unconsumed = [];
+  #owner;
+  #leaseMs;
+  #claim = null;
+  #renewal = null;
+  #opening = Promise.resolve();
 
   constructor(options = {}) {
     const initial = options.initialState ?? {};
@@ -871,8 +877,15 @@ class Agent {
       if (typeof this.#threadId !== 'string' || this.#threadId === '') {
         throw new TypeError('runcore/pi: a durable Agent needs a threadId');
       }
-      this.#recover();
+      this.#owner = options.owner ?? `${hostname()}:${process.pid}:${randomUUID()}`;
+      this.#leaseMs = options.leaseMs ?? 30000;
+      this.#open();
     }
+  }
+
+  /** Durable mode: stores a commit under this agent's claim. */
+  #commit(output) {
+    return this.#store.commit(output, { claim: this.#claim });
   }
 
   #config() {
@@ -885,28 +898,94 @@ class Agent {
   }
 
   /**
-   * Durable mode: rebuild the native agent from what the store committed (synchronous, so it
-   * happens in the constructor). A run that was active when the process died resumes under
-   * `replay` on a later tick: subscribe right after construction to see its events, and await
-   * `waitForIdle()`.
+   * Durable mode. In the constructor (synchronously): the transcript as committed, so
+   * `state.messages` holds it at once. Then (asynchronously, before any run of this agent):
+   * the thread's claim (SPEC §7.2; a live claim of another owner rejects every later `prompt`
+   * / `continue` with `StoreError` code `claim_held`), renewed every third of the lease, and
+   * the recovery under that claim. A run that was active when its process died resumes under
+   * `replay` as a run of this agent: subscribe right after construction to see its events, and
+   * await `waitForIdle()`.
    */
-  #recover() {
-    this.#core = runcore.Agent.recover(this.#store, this.#threadId, 'replay', { config: this.#config() });
-    this.#recovered = true;
-    const model = this.#state.model;
-    this.#messages = this.#core.transcript().map((m) => fromCore(m, model));
-    this.#coreLen = this.#messages.length;
-    this.#coreLast = this.#messages[this.#coreLen - 1];
-    if (this.#core.activeRunId !== null) {
+  #open() {
+    const preview = this.#recovered();
+    this.#messages = preview.messages;
+    this.#core = preview.core;
+    this.#setCommitted();
+    this.#opening = this.#claimAndRecover();
+    this.#opening.catch(() => {});
+    if (preview.core.activeRunId !== null) {
       const resume = this.#run(async (host) => {
-        await new Promise((resolve) => setImmediate(resolve));
-        host.runId = this.#core.activeRunId;
+        await this.#ready();
+        const core = this.#native();
+        if (core.activeRunId === null) return;
+        host.runId = core.activeRunId;
         host.started = true;
         await host.emit({ type: 'agent_start' });
         await host.openTurn();
         await host.pump();
       });
       resume.catch(() => {});
+    }
+  }
+
+  /** Claims the thread, starts renewing, and recovers it again under the claim. */
+  async #claimAndRecover() {
+    const store = this.#store;
+    this.#claim = await store.claimThread({ threadId: this.#threadId, owner: this.#owner, leaseMs: this.#leaseMs });
+    this.#renewal = setInterval(() => {
+      store.renewClaim(this.#claim, this.#leaseMs).then(
+        (claim) => {
+          this.#claim = claim;
+        },
+        () => clearInterval(this.#renewal),
+      );
+    }, Math.max(1, Math.floor(this.#leaseMs / 3)));
+    this.#renewal.unref?.();
+    // Recovered again under the claim: what another owner committed before it is included.
+    const claimed = this.#recovered();
+    if (claimed.messages.length !== this.#messages.length) {
+      this.#messages.splice(0, this.#messages.length, ...claimed.messages);
+    }
+    this.#core = claimed.core;
+    this.#setCommitted();
+  }
+
+  /** Durable mode: the claim is held (asked again when an earlier attempt was refused). */
+  async #ready() {
+    if (!this.#store) return;
+    try {
+      await this.#opening;
+    } catch {
+      if (this.#claim === null) this.#opening = this.#claimAndRecover();
+      await this.#opening;
+    }
+  }
+
+  #recovered() {
+    const core = runcore.Agent.recover(this.#store, this.#threadId, 'replay', { config: this.#config() });
+    const model = this.#state.model;
+    return { core, messages: core.transcript().map((m) => fromCore(m, model)) };
+  }
+
+  #setCommitted() {
+    this.#coreLen = this.#messages.length;
+    this.#coreLast = this.#messages[this.#coreLen - 1];
+  }
+
+  /** The thread's claim in durable mode (once granted), else `null`. */
+  get claim() {
+    return this.#claim;
+  }
+
+  /** Durable mode: stops renewing and releases the thread's claim (after the active run). */
+  async close() {
+    await this.waitForIdle();
+    if (this.#renewal !== null) clearInterval(this.#renewal);
+    this.#renewal = null;
+    if (this.#claim !== null) {
+      const claim = this.#claim;
+      this.#claim = null;
+      await this.#store.releaseClaim(claim);
     }
   }
 
@@ -1047,7 +1126,7 @@ class Agent {
     if (suffix.length > 0) {
       core.handle({ type: 'import', messages: suffix.map(toCore) });
       for (const output of core.drain()) {
-        if (output.type === 'commit' && this.#store) await this.#store.commit(output);
+        if (output.type === 'commit' && this.#store) await this.#commit(output);
       }
     }
     this.#coreLen = messages.length;
@@ -1130,7 +1209,7 @@ class Agent {
     const loop = this.#loopConfig();
     const host = new Host({
       core: () => this.#native(),
-      store: this.#store,
+      commit: this.#store ? (output) => this.#commit(output) : undefined,
       messages: this.#messages,
       emit: (event) => this.#emit(event),
       loop: () => loop,
@@ -1170,7 +1249,7 @@ class Agent {
       try {
         core.stop(aborted ? 'aborted' : 'host_error');
         for (const output of core.drain()) {
-          if (output.type === 'commit' && this.#store) await this.#store.commit(output);
+          if (output.type === 'commit' && this.#store) await this.#commit(output);
         }
       } catch {
         // The run could not be ended here (an outcome is outstanding); the error is still reported.
@@ -1208,6 +1287,7 @@ class Agent {
       messages = [{ role: 'user', content, timestamp: Date.now() }];
     }
     await this.#run(async (host) => {
+      await this.#ready();
       await this.#sync();
       host.prompts = messages;
       this.#native().handle({ type: 'prompt', messages: messages.map(toInput) });
@@ -1222,6 +1302,7 @@ class Agent {
     if (!last) throw new Error('No messages to continue from');
     if (last.role === 'assistant') throw new Error('Cannot continue from message role: assistant');
     await this.#run(async (host) => {
+      await this.#ready();
       await this.#sync();
       this.#native().handle({ type: 'continue' });
       host.started = true;

@@ -20,6 +20,7 @@ if (path !== undefined) {
   const agent = new pi.Agent({
     store,
     threadId: 'pi-killed',
+    leaseMs: 400,
     streamFn: scripted([assistant([toolCall('c1', 'search', { q: 'x' })], 'toolUse')]),
     initialState: { model: MODEL, tools: [hang] },
   });

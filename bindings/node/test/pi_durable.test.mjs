@@ -70,6 +70,15 @@ test('durable: a process SIGKILLed while a tool runs; the next Agent resumes the
   const store = new SqliteStore(path);
   const before = await store.threadVersion('pi-killed');
   assert.ok(before >= 2, `committed before the kill: ${before}`);
+  // The dead process's claim is live until its lease passes: until then the thread is refused.
+  const held = await store.threadClaim('pi-killed');
+  if (held !== null) {
+    const early = new pi.Agent({ store, threadId: 'pi-killed', streamFn: scripted([assistant('no')]), initialState: { model: MODEL } });
+    await early.waitForIdle();
+    await assert.rejects(early.prompt('x'), (e) => e instanceof runcore.StoreError && e.code === 'claim_held');
+    assert.equal(early.state.isStreaming, false);
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, held.expires_at_ms - Date.now() + 20)));
+  }
   const executed = [];
   const streamFn = scripted([assistant('x is here')]);
   const agent = new pi.Agent({
@@ -103,4 +112,33 @@ test('durable on MemoryStore: history appended to state.messages is imported and
   assert.deepEqual((await store.committedMessages('m')).map((m) => m.role), ['user', 'assistant', 'user', 'assistant']);
   agent.state.messages = [];
   await assert.rejects(agent.prompt('again'), /cannot be replaced/);
+});
+
+test('durable: the thread is claimed; a second owner gets ClaimHeld until the first closes', async (t) => {
+  const path = join(tempDir(t), 'claim.db');
+  const first = new pi.Agent({ store: new SqliteStore(path), threadId: 'c', streamFn: scripted([assistant('one')]), initialState: { model: MODEL } });
+  await first.prompt('hello');
+  assert.equal(first.claim.thread_id, 'c');
+  assert.equal(first.claim.epoch, 1);
+  const store = new SqliteStore(path);
+  const second = new pi.Agent({ store, threadId: 'c', streamFn: scripted([assistant('two')]), initialState: { model: MODEL } });
+  assert.deepEqual(second.state.messages.map((m) => m.role), ['user', 'assistant'], 'reading needs no claim');
+  await assert.rejects(second.prompt('me too'), (e) => e instanceof runcore.StoreError && e.code === 'claim_held');
+  assert.equal(second.state.isStreaming, false);
+  assert.equal(await store.threadVersion('c'), 2, 'nothing committed by the refused owner');
+  await first.close();
+  assert.equal(await store.threadClaim('c'), null);
+  const third = new pi.Agent({ store, threadId: 'c', streamFn: scripted([assistant('three')]), initialState: { model: MODEL } });
+  await third.prompt('now me');
+  assert.equal(third.claim.epoch, 2);
+  assert.deepEqual((await store.committedMessages('c')).map((m) => m.role), ['user', 'assistant', 'user', 'assistant']);
+  await third.close();
+  // A commit without the claim while another owner holds the thread is refused by the store.
+  const holder = await store.claimThread({ threadId: 'c', owner: 'someone', leaseMs: 10000 });
+  const raw = runcore.Agent.recover(store, 'c', 'replay', { config: { thread_id: 'c' } });
+  raw.prompt('sneak');
+  const commit = raw.pollAll().find((o) => o.type === 'commit');
+  await assert.rejects(store.commit(commit), (e) => e.code === 'claim_held');
+  await store.commit(commit, { claim: holder });
+  assert.equal(await store.threadVersion('c'), 5);
 });
