@@ -541,8 +541,13 @@ class Host {
     let answer;
     try {
       let messages = this.messages;
-      if (loop.transformContext) messages = await loop.transformContext(messages, this.signal);
-      const llmMessages = await loop.convertToLlm(messages);
+      let llmMessages;
+      if (loop.convertToLlm === defaultConvertToLlm && !loop.transformContext && loop.llmCache) {
+        llmMessages = convertIncrementally(loop.llmCache, messages);
+      } else {
+        if (loop.transformContext) messages = await loop.transformContext(messages, this.signal);
+        llmMessages = await loop.convertToLlm(messages);
+      }
       const context = { systemPrompt: loop.systemPrompt, messages: llmMessages, tools: loop.tools };
       let streamFn = loop.streamFn;
       if (!streamFn) {
@@ -771,7 +776,7 @@ function nativeWith(messages, config = {}) {
 
 function startLoop(prompts, context, config, signal, streamFn) {
   const stream = new AgentEventStream();
-  const core = nativeWith(context.messages, { max_steps: config.maxSteps ?? 32 });
+  const core = nativeWith(context.messages, { max_steps: config.maxSteps ?? 32, context: 'delta' });
   runLoop(core, prompts, context, config, async (event) => stream.push(event), signal, streamFn).then(
     (messages) => stream.end(messages),
     (error) => {
@@ -798,8 +803,32 @@ function agentLoopContinue(context, config, signal, streamFn) {
 
 // ----- Agent ---------------------------------------------------------------------------------------
 
+function isLlmMessage(m) {
+  return m.role === 'user' || m.role === 'assistant' || m.role === 'toolResult';
+}
+
 function defaultConvertToLlm(messages) {
-  return messages.filter((m) => m.role === 'user' || m.role === 'assistant' || m.role === 'toolResult');
+  return messages.filter(isLlmMessage);
+}
+
+/**
+ * `defaultConvertToLlm(messages)` in O(new messages): the agent's transcript only grows between
+ * model calls, so the messages seen before are not looked at again (an array that was replaced,
+ * shortened or changed at its last seen message is converted from the start).
+ */
+function convertIncrementally(cache, messages) {
+  if (cache.source !== messages || cache.scanned > messages.length ||
+      (cache.scanned > 0 && messages[cache.scanned - 1] !== cache.last)) {
+    cache.source = messages;
+    cache.scanned = 0;
+    cache.out = [];
+  }
+  for (let i = cache.scanned; i < messages.length; i++) {
+    if (isLlmMessage(messages[i])) cache.out.push(messages[i]);
+  }
+  cache.scanned = messages.length;
+  cache.last = messages[messages.length - 1];
+  return cache.out.slice();
 }
 
 const MODES = { all: 'all', 'one-at-a-time': 'one_at_a_time' };
@@ -828,6 +857,7 @@ class Agent {
   #claim = null;
   #renewal = null;
   #opening = Promise.resolve();
+  #llmCache = { source: null, scanned: 0, out: [], last: undefined };
 
   constructor(options = {}) {
     const initial = options.initialState ?? {};
@@ -891,6 +921,9 @@ class Agent {
   #config() {
     return {
       thread_id: this.#threadId,
+      // The JavaScript keeps the transcript (state.messages): a model request carries only
+      // what is new, never the whole transcript again.
+      context: 'delta',
       max_steps: this.#maxSteps,
       steering_mode: MODES[this.#steeringMode] ?? 'one_at_a_time',
       follow_up_mode: MODES[this.#followUpMode] ?? 'one_at_a_time',
@@ -1183,6 +1216,7 @@ class Agent {
       beforeToolCall: this.beforeToolCall,
       afterToolCall: this.afterToolCall,
       toolExecution: this.toolExecution,
+      llmCache: this.#llmCache,
       options: {
         reasoning: state.thinkingLevel === 'off' ? undefined : state.thinkingLevel,
         sessionId: this.sessionId,
