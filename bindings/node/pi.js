@@ -211,6 +211,12 @@ function toInput(message) {
   return input;
 }
 
+/** The `prompt` input for pi's prompt messages: one message, or several (SPEC §8.10). */
+function promptLine(messages) {
+  if (messages.length === 1) return { type: 'prompt', text: toInput(messages[0]) };
+  return { type: 'prompt', messages: messages.map(toInput) };
+}
+
 /** A runcore message as pi's message. */
 function fromCore(message, model = DEFAULT_MODEL) {
   const meta = message.meta ?? {};
@@ -751,7 +757,7 @@ async function runLoop(core, prompts, context, config, emit, signal, streamFn) {
     const all = [...prompts, ...initial];
     if (all.length > 0) {
       host.prompts = all;
-      native.handle({ type: 'prompt', messages: all.map(toInput) });
+      native.handle(promptLine(all));
     } else {
       native.handle({ type: 'continue' });
       host.prompts = [];
@@ -1324,7 +1330,7 @@ class Agent {
       await this.#ready();
       await this.#sync();
       host.prompts = messages;
-      this.#native().handle({ type: 'prompt', messages: messages.map(toInput) });
+      this.#native().handle(promptLine(messages));
       host.started = true;
       await host.pump();
     });
