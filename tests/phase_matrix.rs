@@ -237,7 +237,7 @@ fn reach_permission(a: &mut Agent) {
     let _ = a.drain();
 }
 
-const KINDS: [&str; 20] = [
+const KINDS: [&str; 21] = [
     "prompt",
     "steer",
     "follow_up",
@@ -258,6 +258,7 @@ const KINDS: [&str; 20] = [
     "timeout",
     "config",
     "compact",
+    "import",
 ];
 
 /// The row of `input` in [`KINDS`], by an exhaustive `match` (no `_` arm): a new variant of
@@ -285,6 +286,7 @@ fn row(input: &Input) -> usize {
         Input::Timeout => 17,
         Input::Config(_) => 18,
         Input::Compact { .. } => 19,
+        Input::Import { .. } => 20,
     }
 }
 
@@ -321,6 +323,9 @@ fn input(kind: &str, agent: &Agent, now_ms: u64) -> Input {
         },
         "steer" => Input::Steer {
             message: UserMessage::text("steer"),
+        },
+        "import" => Input::Import {
+            messages: vec![runcore::Message::user("imported")],
         },
         "follow_up" => Input::FollowUp {
             message: UserMessage::text("follow"),

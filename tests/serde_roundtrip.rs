@@ -425,6 +425,7 @@ fn every_field_less_input() -> Vec<Input> {
         | Input::Timeout => true,
         Input::Config(_)
         | Input::Prompt { .. }
+        | Input::Import { .. }
         | Input::Steer { .. }
         | Input::FollowUp { .. }
         | Input::ModelDelta { .. }

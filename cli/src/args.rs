@@ -186,6 +186,28 @@ pub enum Command {
     /// prints that line schema alone.
     #[command(verbatim_doc_comment)]
     Schema(SchemaArgs),
+    /// Provider codecs: a call_model line → a request body; a response body → input lines
+    ///
+    /// `runcore codec encode --api API [--model M] [--options JSON]` reads one call_model
+    /// output line (full context, as `runcore drive` prints it) on stdin and prints the
+    /// provider request body as one JSON line. What the body leaves out of the context
+    /// (thinking from another model, an unpaired tool call, …) is listed on stderr, one JSON
+    /// line each.
+    ///
+    /// `runcore codec decode --api API [--status N] --run-id R --step S` reads a response body
+    /// (SSE or JSON) on stdin and prints the input lines it yields: model_delta lines as they
+    /// arrive, then one model_done or model_failed, ready for `runcore drive`. A body cut
+    /// short, an error event inside it, or any body with a non-2xx --status is data
+    /// (model_failed, exit status 0); a 2xx body that is not the API's format at all → one
+    /// line on stderr naming the byte offset, nothing on stdout, exit status 1.
+    ///
+    /// API is anthropic, openai-chat or openai-responses (SPEC §13).
+    ///
+    /// Examples:
+    ///     runcore codec encode --api anthropic --model claude-sonnet-4-6 < call_model.json
+    ///     curl -sN … | runcore codec decode --api openai-chat --run-id thread-1/run-1 --step 1
+    #[command(verbatim_doc_comment)]
+    Codec(CodecArgs),
     /// Run a scripted session on a real SQLite file, with a real crash; print its timeline
     ///
     /// Runs two runs on one thread: parallel tools answered out of order with steering queued
@@ -565,4 +587,75 @@ mod tests {
             assert_eq!(error.exit_code(), 2, "{args:?}");
         }
     }
+}
+
+/// `runcore codec encode|decode`.
+#[derive(Debug, Args)]
+pub struct CodecArgs {
+    /// Encode a call_model line, or decode a response body
+    #[command(subcommand)]
+    pub action: CodecAction,
+}
+
+/// The two directions of a codec.
+#[derive(Debug, Subcommand)]
+pub enum CodecAction {
+    /// Read one call_model line on stdin; print the request body
+    Encode(CodecEncodeArgs),
+    /// Read a response body on stdin; print the input lines it yields
+    Decode(CodecDecodeArgs),
+}
+
+/// The provider API of a codec (SPEC §13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CodecApi {
+    /// Anthropic Messages
+    Anthropic,
+    /// OpenAI Chat Completions
+    OpenaiChat,
+    /// OpenAI Responses
+    OpenaiResponses,
+}
+
+impl CodecApi {
+    /// The codec crate's API.
+    pub fn api(self) -> runcore_providers::Api {
+        match self {
+            CodecApi::Anthropic => runcore_providers::Api::Anthropic,
+            CodecApi::OpenaiChat => runcore_providers::Api::OpenAiChat,
+            CodecApi::OpenaiResponses => runcore_providers::Api::OpenAiResponses,
+        }
+    }
+}
+
+/// `runcore codec encode`.
+#[derive(Debug, Args)]
+pub struct CodecEncodeArgs {
+    /// The provider API
+    #[arg(long, value_enum)]
+    pub api: CodecApi,
+    /// The model to call (or "model" in --options; --model wins)
+    #[arg(long, value_parser = NonEmptyStringValueParser::new())]
+    pub model: Option<String>,
+    /// Request options as a JSON object: model, max_tokens, stream (default true),
+    /// reasoning, tool_choice, extra (merged into the body last)
+    #[arg(long)]
+    pub options: Option<String>,
+}
+
+/// `runcore codec decode`.
+#[derive(Debug, Args)]
+pub struct CodecDecodeArgs {
+    /// The provider API
+    #[arg(long, value_enum)]
+    pub api: CodecApi,
+    /// The response's HTTP status (a status outside 2xx makes the body an error)
+    #[arg(long, default_value_t = 200)]
+    pub status: u16,
+    /// The run the inputs answer
+    #[arg(long, value_parser = NonEmptyStringValueParser::new())]
+    pub run_id: String,
+    /// The step the inputs answer
+    #[arg(long)]
+    pub step: u32,
 }

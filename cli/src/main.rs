@@ -7,6 +7,7 @@
 //! - `runcore approve RUN | deny RUN` with `--store URL`: a person answers a permission
 //!   ticket; `runcore console --store URL`: the operator console in the browser (§12.5).
 //! - `runcore schema`: JSON Schema (draft 2020-12) of the driver's lines.
+//! - `runcore codec encode|decode --api API`: the provider codecs (SPEC §12.6, §13).
 //! - `runcore demo [--json] [--store URL | --memory]`: a scripted session whose crash is real.
 //!
 //! Exit status: 0 success; 1 stdout or stdin failed; 2 a usage error or a bad `--store`
@@ -22,6 +23,7 @@ use runcore::{EventScope, PermissionDecision, RunId, ThreadId};
 
 mod approve;
 mod args;
+mod codec;
 mod console;
 mod demo;
 mod drive;
@@ -84,6 +86,7 @@ fn main() -> ExitCode {
             },
         ),
         Command::Console(args) => console::main(args),
+        Command::Codec(args) => codec::main(args),
     }
 }
 

@@ -631,6 +631,7 @@ fn help_prints_usage_and_exits_0() {
         ),
         ("schema", "Usage: runcore schema [PART]", "input"),
         ("demo", "Usage: runcore demo [OPTIONS]", "--memory"),
+        ("codec", "Usage: runcore codec <COMMAND>", "decode"),
     ] {
         for args in [
             vec!["help", command],

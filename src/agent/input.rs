@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::AgentError;
 use crate::ids::{CallId, RunId, Step};
-use crate::message::{AssistantMessage, ContentBlock, DeltaKind, ToolOutput, UserMessage};
+use crate::message::{AssistantMessage, ContentBlock, DeltaKind, Message, ToolOutput, UserMessage};
 use crate::resume::{ResumeCommand, ResumeResult};
 
 use super::Agent;
@@ -54,6 +54,12 @@ pub enum Input {
         /// A host-supplied run id (unique across all threads).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         run_id: Option<RunId>,
+    },
+    /// [`Agent::import`] (SPEC §8.10): existing messages appended as one committed, ended
+    /// run, without a model call.
+    Import {
+        /// The messages, any roles, in order; they must form a complete transcript.
+        messages: Vec<Message>,
     },
     /// [`Agent::steer`].
     Steer {
@@ -191,6 +197,7 @@ impl Input {
         match self {
             Input::Config { .. } => "config",
             Input::Prompt { .. } => "prompt",
+            Input::Import { .. } => "import",
             Input::Steer { .. } => "steer",
             Input::FollowUp { .. } => "follow_up",
             Input::Abort => "abort",
@@ -271,6 +278,7 @@ impl Agent {
                 messages,
                 run_id,
             } => self.on_prompt(run_id, message, messages).map(drop),
+            Input::Import { messages } => self.on_import(messages).map(drop),
             Input::Steer { message } => self.on_queue_input(message, true),
             Input::FollowUp { message } => self.on_queue_input(message, false),
             Input::Abort => self.on_abort(),
@@ -338,6 +346,18 @@ impl Agent {
         self.at(now_ms, |agent| {
             agent.on_prompt(None, Some(message), Vec::new())
         })
+    }
+
+    /// Appends existing messages (any roles, `meta` and signatures included) to this idle
+    /// agent's transcript as one committed fact, without a model call (SPEC §8.10): a run of
+    /// its own that starts and ends in one commit, `Ended(Stopped("imported"))`, with an
+    /// `imported {count}` audit draft. The messages must form a complete transcript (every
+    /// tool call answered once, after it and before the next assistant message, in call
+    /// order; no result without its call; message ids unique in the thread), else
+    /// `InvalidInput` naming the rule and the message index; `Busy` while a run is active.
+    /// Returns the import's run id.
+    pub fn import(&mut self, messages: Vec<Message>, now_ms: u64) -> Result<RunId, AgentError> {
+        self.at(now_ms, |agent| agent.on_import(messages))
     }
 
     /// Starts a run with several user messages (SPEC §8.10), all committed in the run's first

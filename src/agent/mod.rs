@@ -14,6 +14,7 @@ mod compaction;
 mod config;
 mod control;
 mod events;
+mod history;
 mod input;
 mod observers;
 mod queues;
@@ -420,6 +421,15 @@ impl Agent {
                 "prompt: run id {id} was already used on this thread"
             )));
         }
+        let run_id = self.mint_run_id(run_id)?;
+        let run = Run::new(run_id.clone(), self.thread.messages.len());
+        self.begin(run, messages);
+        Ok(run_id)
+    }
+
+    /// The run id of a new run: the host's (remembered), or the next minted
+    /// `"{thread_id}/run-{n}"` that no host supplied. Checks nothing else.
+    fn mint_run_id(&mut self, run_id: Option<RunId>) -> Result<RunId, AgentError> {
         // Minted ids skip any id a host already supplied, so run ids never repeat.
         let thread = &mut self.thread;
         let mut n = thread.runs_started;
@@ -440,8 +450,6 @@ impl Agent {
             thread.used_run_ids.insert(run_id.clone());
         }
         thread.runs_started = n;
-        let run = Run::new(run_id.clone(), thread.messages.len());
-        self.begin(run, messages);
         Ok(run_id)
     }
 

@@ -116,7 +116,7 @@ enum Loaded {
 enum Request {
     Line(&'static str, Vec<u8>),
     Resume(Vec<u8>),
-    Plain(Input),
+    Plain(Box<Input>),
     Timeout,
 }
 
@@ -155,7 +155,7 @@ impl ThreadObject {
     /// Aborts the active run (a waiting run ends `cancelled` at once).
     #[handler]
     async fn abort(&self, ctx: ObjectContext<'_>) -> Result<Json<ThreadView>, HandlerError> {
-        self.exclusive(ctx, Request::Plain(Input::Abort)).await
+        self.exclusive(ctx, Request::Plain(Box::new(Input::Abort))).await
     }
 
     /// Answers the current wait: a [`ResumeRequest`].
@@ -171,7 +171,7 @@ impl ThreadObject {
     /// Ends the waiting run `cancelled`.
     #[handler]
     async fn cancel_wait(&self, ctx: ObjectContext<'_>) -> Result<Json<ThreadView>, HandlerError> {
-        self.exclusive(ctx, Request::Plain(Input::CancelWait)).await
+        self.exclusive(ctx, Request::Plain(Box::new(Input::CancelWait))).await
     }
 
     /// Ends the active run `stopped`: `{"reason": "…"}`.
@@ -396,7 +396,7 @@ impl ThreadObject {
 /// error with the §10 body and leaves the agent unchanged.
 fn apply(agent: &mut Agent, request: Request, now_ms: u64) -> Result<(), TerminalError> {
     let input = match request {
-        Request::Plain(input) => input,
+        Request::Plain(input) => *input,
         Request::Timeout => Input::Timeout,
         Request::Line(kind, body) => parse_line(kind, &body)?,
         Request::Resume(body) => {

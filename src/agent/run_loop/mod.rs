@@ -43,6 +43,7 @@
 //! | `timeout`       | -          | -          | -          | -          | -           | -              | -          | as `expire_wait`   | -          | -          |
 //! | `config`        | replaced   | `IS`       | `IS`       | `IS`       | `IS`        | `IS`           | `IS`       | `IS`               | `IS`       | `IS`       |
 //! | `compact`       | `IS`       | `IS`       | `IS`       | commit Running, `compacted` → `call_model` (the same step); `IS` once a delta arrived; a bad `keep_from` `invalid_input` | `IS` | `IS` | `IS`  | `IS`               | `IS`       | `IS`       |
+//! | `import`        | one ended run: commit Ended(Stopped("imported")), `run_start`, `run_end` | one ended run, as idle0 | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` |
 //!
 //! `tests/phase_matrix.rs` checks this table: it drives every input into a fresh agent in each
 //! of these phases, asserts a rejected input leaves the snapshot byte-identical, and snapshots
@@ -69,6 +70,7 @@
 //! | phase            | input                      | outputs → next phase                                  |
 //! |------------------|----------------------------|-------------------------------------------------------|
 //! | (idle)           | `prompt` / `continue`      | commit Running{user msg; none on `continue`}, `run_start` → `CallModel` |
+//! | (idle)           | `import`                   | commit Ended(Stopped("imported")){messages}, `run_start`, `run_end` → (idle) |
 //! | `CallModel`      | `poll`                     | action `CallModel` (steps += 1) → `ModelOut`          |
 //! | `CallModel`      | `abort` / `stop`           | finish(Cancelled / Stopped)                           |
 //! | `ModelOut`       | `model_failed`             | error message; finish(Cancelled, Stopped or Error)    |
@@ -138,7 +140,7 @@ use crate::resume::{AwaitTarget, PauseReason, ResumeTicket};
 use crate::run::{EndCause, RunDisposition};
 
 use super::Agent;
-use super::events::{Action, AgentCommit, AgentEvent, LoopEvent, MessageOrigin, Output};
+use super::events::{Action, AgentCommit, AgentEvent, LoopEvent, MessageOrigin, Output, RunResult};
 use super::queues::{
     BoundaryDecision, BoundaryInput, BoundaryKind, Queues, decide_boundary, take_queued,
 };
@@ -544,6 +546,47 @@ impl Agent {
         self.active = Some(ActiveRun {
             run,
             phase: Phase::CallModel,
+        });
+    }
+
+    /// A run that starts and ends in one commit with `messages` (an import, SPEC §8.10): the
+    /// `Ended(cause)` commit with the messages and `draft`, then `run_start` (with the
+    /// messages) and `run_end`. The agent is idle before and after.
+    pub(crate) fn commit_imported(
+        &mut self,
+        run_id: RunId,
+        messages: Vec<Message>,
+        draft: AuditDraft,
+        cause: EndCause,
+    ) {
+        let thread = &mut self.thread;
+        let mut run = Run::new(run_id.clone(), thread.messages.len());
+        thread.messages.extend(messages.iter().cloned());
+        let mut tx = Tx::over(&mut self.outbox);
+        let disposition = RunDisposition::Ended {
+            run_id: run_id.clone(),
+            cause: cause.clone(),
+        };
+        thread.push_commit(&mut tx, &mut run, disposition, true, vec![draft]);
+        thread.last_end = Some((run_id.clone(), cause.clone()));
+        let mut messages = messages;
+        let message = if messages.len() == 1 {
+            messages.pop()
+        } else {
+            None
+        };
+        tx.push(AgentEvent::RunStart {
+            run_id: run_id.clone(),
+            message,
+            messages,
+        });
+        tx.push(AgentEvent::RunEnd {
+            run_id,
+            result: RunResult {
+                cause,
+                steps: 0,
+                unconsumed: Vec::new(),
+            },
         });
     }
 

@@ -1,0 +1,305 @@
+//! Threads that begin with history (SPEC §8.10) and lossless content on the wire (§2.1):
+//! import, several prompt messages, thinking deltas — through the library and the driver.
+
+mod common;
+
+use runcore::driver::Driver;
+use runcore::{
+    Agent, AgentConfig, AgentEvent, AssistantBlock, AssistantMessage, CommitLog, EndCause,
+    MemoryStore, Message, Output, RecoveryPolicy, RunDisposition, StopReason, ThreadId,
+    ToolResultMessage, UserMessage, reduce,
+};
+use serde_json::{Value, json};
+
+fn lines(driver: &mut Driver, input: &[Value]) -> String {
+    let mut out = String::new();
+    for line in input {
+        out.push_str("> ");
+        out.push_str(&line.to_string());
+        out.push('\n');
+        for output in driver.handle_line(line.to_string().as_bytes()) {
+            out.push_str(&output);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn history() -> Vec<Value> {
+    vec![
+        json!({"role": "system", "content": [{"type": "text", "text": "Be brief."}]}),
+        json!({"role": "user", "content": [{"type": "text", "text": "What is in a.txt?"}],
+               "id": "u1", "meta": {"timestamp": 1733000000000u64}}),
+        json!({"role": "assistant", "content": [
+                  {"type": "thinking", "thinking": "Read it.", "signature": "sig-1"},
+                  {"type": "redacted_thinking", "data": "b64data"},
+                  {"type": "tool_call", "id": "c1", "name": "read", "arguments": {"path": "a.txt"},
+                   "meta": {"item_id": "fc_1"}}],
+               "stop_reason": "tool_use", "model": "m-1", "response_id": "resp-1",
+               "provider_stop_reason": "tool_use",
+               "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_tokens": 8}}),
+        json!({"role": "tool_result", "call_id": "c1", "tool_name": "read",
+               "content": [{"type": "text", "text": "hello"}], "is_error": false,
+               "outcome": "executed"}),
+        json!({"role": "assistant", "content": [{"type": "text", "text": "It says hello."}],
+               "stop_reason": "stop", "provider_stop_reason": "end_turn"}),
+    ]
+}
+
+/// The driver's lines for an import, a multi-message prompt and thinking deltas.
+#[test]
+fn driver_lines_for_import_several_messages_and_thinking() {
+    let mut driver = Driver::new();
+    let rendered = lines(
+        &mut driver,
+        &[
+            json!({"type": "config", "thread_id": "h"}),
+            json!({"type": "import", "messages": history(), "now_ms": 100}),
+            json!({"type": "prompt", "messages": [
+                {"content": [{"type": "text", "text": "Now b.txt."}]},
+                {"content": [{"type": "text", "text": "And be quick."}], "id": "u2",
+                 "meta": {"source": "cli"}}
+            ], "now_ms": 200}),
+            json!({"type": "model_delta", "run_id": "h/run-2", "step": 1, "text": "Think", "kind": "thinking"}),
+            json!({"type": "model_delta", "run_id": "h/run-2", "step": 1, "text": "Done"}),
+            json!({"type": "model_done", "run_id": "h/run-2", "step": 1, "message": {
+                "content": [{"type": "thinking", "thinking": "Think", "signature": "sig-2"},
+                            {"type": "text", "text": "Done", "meta": {"k": [1, 2]}}],
+                "stop_reason": "stop", "model": "m-1", "meta": {"cost": 0.5}}, "now_ms": 300}),
+        ],
+    );
+    common::snapshot!("driver_lines", rendered);
+}
+
+/// `import` commits one ended run whose events give a reducer the committed transcript; a
+/// `continue` after an import that ends in a user message starts a run over it.
+#[test]
+fn import_is_one_committed_ended_run() {
+    let mut agent = Agent::new(AgentConfig::default()).unwrap();
+    let messages: Vec<Message> = history()
+        .into_iter()
+        .map(|m| serde_json::from_value(m).unwrap())
+        .collect();
+    let run = agent.import(messages.clone(), 5).unwrap();
+    let outputs: Vec<Output> = std::iter::from_fn(|| agent.poll()).collect();
+    assert_eq!(outputs.len(), 3, "{outputs:?}");
+    let Output::Commit(commit) = &outputs[0] else {
+        panic!("a commit first: {outputs:?}")
+    };
+    assert_eq!(commit.ordinal, 0);
+    assert_eq!(commit.expected_thread_version, 0);
+    assert_eq!(commit.commit.messages, messages);
+    assert_eq!(
+        commit.commit.run,
+        RunDisposition::Ended {
+            run_id: run.clone(),
+            cause: EndCause::Stopped("imported".into())
+        }
+    );
+    let kinds: Vec<&str> = commit.commit.events.iter().map(|e| e.kind()).collect();
+    assert_eq!(kinds, ["run_state_changed", "imported"]);
+    assert_eq!(
+        commit.commit.events[1].payload(),
+        json!({"count": 5, "now_ms": 5})
+    );
+    let mut state = runcore::AgentState::default();
+    for output in &outputs {
+        if let Output::Event(event) = output {
+            state = reduce(state, event);
+        }
+    }
+    assert_eq!(
+        state.messages, messages,
+        "the reducer's transcript is the committed one"
+    );
+    assert!(matches!(
+        outputs[2],
+        Output::Event(AgentEvent::RunEnd { .. })
+    ));
+    assert!(agent.is_idle());
+    assert_eq!(agent.transcript(), messages.as_slice());
+
+    // Ends in the model's answer: nothing to continue.
+    assert_eq!(agent.continue_run(6).unwrap_err().kind(), "invalid_state");
+    // Ends in a user message: continue runs over it.
+    agent.import(vec![Message::user("and c.txt?")], 7).unwrap();
+    while agent.poll().is_some() {}
+    agent.continue_run(8).unwrap();
+    let outputs: Vec<Output> = std::iter::from_fn(|| agent.poll()).collect();
+    assert!(
+        matches!(
+            outputs.last(),
+            Some(Output::Action(runcore::Action::CallModel { step: 1, .. }))
+        ),
+        "{outputs:?}"
+    );
+    let request = agent.model_request().unwrap();
+    assert_eq!(request.context().count(), 6);
+}
+
+/// Every bad import is an `InvalidInput` naming the rule and the index, and changes nothing.
+#[test]
+fn bad_imports_are_refused_and_change_nothing() {
+    let call = |ids: &[&str]| {
+        Message::from(AssistantMessage::new(
+            ids.iter()
+                .map(|id| AssistantBlock::tool_call(*id, "read", json!({})))
+                .collect(),
+            StopReason::ToolUse,
+        ))
+    };
+    let result = |id: &str| {
+        Message::from(ToolResultMessage::synthetic(
+            id.into(),
+            "read",
+            runcore::ResultOutcome::Executed,
+            "ok",
+        ))
+    };
+    let with_id = |id: &str| {
+        Message::from(UserMessage {
+            id: Some(id.into()),
+            ..UserMessage::text("hi")
+        })
+    };
+    let cases: Vec<(&str, Vec<Message>, &str)> = vec![
+        ("no messages", vec![], "no messages"),
+        (
+            "a call with no result",
+            vec![Message::user("q"), call(&["c1"])],
+            "messages[1]: tool call c1 has no result",
+        ),
+        (
+            "a result with no call",
+            vec![Message::user("q"), result("c9")],
+            "messages[1]: the tool result for call c9 has no call",
+        ),
+        (
+            "results out of call order",
+            vec![call(&["c1", "c2"]), result("c2"), result("c1")],
+            "messages[1]: the result for call c2 comes before the result for call c1",
+        ),
+        (
+            "a call answered after the next answer",
+            vec![
+                call(&["c1"]),
+                Message::from(AssistantMessage::text("x")),
+                result("c1"),
+            ],
+            "messages[0]: tool call c1 has no result before the next assistant message (messages[1])",
+        ),
+        (
+            "a duplicate message id",
+            vec![with_id("m1"), with_id("m1")],
+            "messages[1]: message id \"m1\" appears twice",
+        ),
+        (
+            "an id already in the thread",
+            vec![with_id("u0")],
+            "messages[0]: message id \"u0\" is already in the thread",
+        ),
+    ];
+    let mut agent = Agent::new(AgentConfig::default()).unwrap();
+    agent.import(vec![with_id("u0")], 1).unwrap();
+    while agent.poll().is_some() {}
+    for (label, messages, reason) in cases {
+        let before = agent.snapshot_json();
+        let error = agent.import(messages, 2).unwrap_err();
+        assert_eq!(error.kind(), "invalid_input", "{label}");
+        assert!(error.to_string().contains(reason), "{label}: {error}");
+        assert_eq!(agent.snapshot_json(), before, "{label}: nothing changed");
+        assert_eq!(agent.pending_outputs(), 0, "{label}: nothing emitted");
+    }
+    // Busy while a run is active.
+    agent.prompt(UserMessage::text("go"), 3).unwrap();
+    let before = agent.snapshot_json();
+    let error = agent.import(vec![Message::user("x")], 4).unwrap_err();
+    assert_eq!(error.kind(), "busy");
+    assert_eq!(agent.snapshot_json(), before);
+}
+
+/// A multi-message prompt commits every message in its first commit, in order; bad lists are
+/// refused.
+#[test]
+fn several_prompt_messages() {
+    let mut agent = Agent::new(AgentConfig::default()).unwrap();
+    let messages = vec![UserMessage::text("one"), UserMessage::text("two")];
+    agent.prompt_messages(None, messages.clone(), 1).unwrap();
+    let outputs: Vec<Output> = std::iter::from_fn(|| agent.poll()).collect();
+    let Output::Commit(commit) = &outputs[0] else {
+        panic!("{outputs:?}")
+    };
+    let want: Vec<Message> = messages.iter().cloned().map(Message::from).collect();
+    assert_eq!(commit.commit.messages, want);
+    assert!(
+        matches!(&outputs[1], Output::Event(AgentEvent::RunStart { message: None, messages, .. }) if *messages == want)
+    );
+
+    let mut idle = Agent::new(AgentConfig::default()).unwrap();
+    for (label, list) in [
+        ("empty", vec![]),
+        (
+            "a blank message",
+            vec![UserMessage::text("a"), UserMessage::text(" ")],
+        ),
+        (
+            "a repeated id",
+            vec![
+                UserMessage {
+                    id: Some("x".into()),
+                    ..UserMessage::text("a")
+                },
+                UserMessage {
+                    id: Some("x".into()),
+                    ..UserMessage::text("b")
+                },
+            ],
+        ),
+    ] {
+        let before = idle.snapshot_json();
+        let error = idle.prompt_messages(None, list, 1).unwrap_err();
+        assert_eq!(error.kind(), "invalid_input", "{label}: {error}");
+        assert_eq!(idle.snapshot_json(), before, "{label}");
+    }
+    // Both forms at once, and neither, on the driver.
+    let mut driver = Driver::new();
+    for line in [
+        json!({"type": "prompt", "text": "a", "messages": [{"content": [{"type": "text", "text": "b"}]}]}),
+        json!({"type": "prompt"}),
+    ] {
+        let out = driver.handle_line(line.to_string().as_bytes());
+        assert!(out[0].contains("\"invalid_input\""), "{out:?}");
+    }
+}
+
+/// An imported thread recovers from the store as any committed one.
+#[test]
+fn an_imported_thread_recovers() {
+    let mut store = MemoryStore::new();
+    let mut agent = Agent::new(AgentConfig::default()).unwrap();
+    let messages: Vec<Message> = history()
+        .into_iter()
+        .map(|m| serde_json::from_value(m).unwrap())
+        .collect();
+    agent.import(messages.clone(), 5).unwrap();
+    agent.prompt(UserMessage::text("more"), 6).unwrap();
+    while let Some(output) = agent.poll() {
+        if let Output::Commit(commit) = output {
+            store.commit_operation(commit.into_operation()).unwrap();
+        }
+    }
+    let mut cold = Agent::recover(
+        AgentConfig::default(),
+        &store,
+        &ThreadId::new("thread-1"),
+        RecoveryPolicy::Replay,
+    )
+    .unwrap();
+    while cold.poll().is_some() {}
+    assert_eq!(cold.transcript(), agent.transcript());
+    let context = |agent: &Agent| -> Vec<Message> {
+        agent.model_request().unwrap().context().cloned().collect()
+    };
+    assert_eq!(context(&cold), context(&agent));
+    assert_eq!(cold.active_run_id(), agent.active_run_id());
+}
