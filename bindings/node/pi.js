@@ -981,12 +981,13 @@ class Agent {
     }, Math.max(1, Math.floor(this.#leaseMs / 3)));
     this.#renewal.unref?.();
     // Recovered again under the claim: what another owner committed before it is included.
+    // Messages the host appended to state.messages meanwhile stay after the committed ones.
     const claimed = this.#recovered();
-    if (claimed.messages.length !== this.#messages.length) {
-      this.#messages.splice(0, this.#messages.length, ...claimed.messages);
-    }
+    const previewed = this.#coreLen;
+    if (claimed.messages.length !== previewed) this.#messages.splice(0, previewed, ...claimed.messages);
     this.#core = claimed.core;
-    this.#setCommitted();
+    this.#coreLen = claimed.messages.length;
+    this.#coreLast = this.#messages[this.#coreLen - 1];
   }
 
   /** Durable mode: the claim is held (asked again when an earlier attempt was refused). */
