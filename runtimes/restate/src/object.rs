@@ -155,7 +155,8 @@ impl ThreadObject {
     /// Aborts the active run (a waiting run ends `cancelled` at once).
     #[handler]
     async fn abort(&self, ctx: ObjectContext<'_>) -> Result<Json<ThreadView>, HandlerError> {
-        self.exclusive(ctx, Request::Plain(Box::new(Input::Abort))).await
+        self.exclusive(ctx, Request::Plain(Box::new(Input::Abort)))
+            .await
     }
 
     /// Answers the current wait: a [`ResumeRequest`].
@@ -171,7 +172,8 @@ impl ThreadObject {
     /// Ends the waiting run `cancelled`.
     #[handler]
     async fn cancel_wait(&self, ctx: ObjectContext<'_>) -> Result<Json<ThreadView>, HandlerError> {
-        self.exclusive(ctx, Request::Plain(Box::new(Input::CancelWait))).await
+        self.exclusive(ctx, Request::Plain(Box::new(Input::CancelWait)))
+            .await
     }
 
     /// Ends the active run `stopped`: `{"reason": "…"}`.
