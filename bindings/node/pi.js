@@ -386,10 +386,15 @@ class Host {
           await this.onEvent(output.event);
           break;
         case 'call_model':
+          // Outstanding until answered: a hook or listener that throws leaves it for #failed.
+          this.outstanding = output;
           await this.callModel(output);
+          this.outstanding = null;
           break;
         case 'execute_tools':
+          this.outstanding = output;
           await this.executeTools(output);
+          this.outstanding = null;
           break;
         default:
           break;
@@ -1288,13 +1293,26 @@ class Agent {
     const core = this.#core;
     if (core !== null && core.activeRunId !== null) {
       try {
+        // The run ends here: stopped, its outstanding model call failed, or the calls of its
+        // outstanding batch `interrupted` (their outcome is not known: the run ends
+        // Indeterminate). Every call keeps exactly one result.
         core.stop(aborted ? 'aborted' : 'host_error');
+        const outstanding = host.outstanding;
+        if (outstanding?.type === 'call_model' && core.activeRunId !== null) {
+          core.modelFailed(outstanding.run_id, outstanding.step, 'host_error', errorText(error));
+        } else if (outstanding?.type === 'execute_tools' && core.activeRunId !== null) {
+          core.abandonTools();
+        }
         for (const output of core.drain()) {
           if (output.type === 'commit' && this.#store) await this.#commit(output);
         }
       } catch {
-        // The run could not be ended here (an outcome is outstanding); the error is still reported.
+        // The run could not be ended here; the error is still reported.
       }
+      // What runcore appended meanwhile (results, an error answer) joins state.messages.
+      const transcript = core.transcript();
+      const model = this.#state.model;
+      for (let i = this.#messages.length; i < transcript.length; i++) this.#messages.push(fromCore(transcript[i], model));
     }
     const model = this.#state.model;
     const message = {

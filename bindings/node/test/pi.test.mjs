@@ -379,3 +379,58 @@ test('agentLoopContinue: refuses an empty or assistant-ended context, continues 
   assert.deepEqual(ends, ['assistant']);
   assert.deepEqual((await stream.result()).map((m) => m.role), ['assistant']);
 });
+
+test('difference: an aborted answer that holds tool calls gets a skipped result for each', async () => {
+  const executed = [];
+  const agent = new Agent({
+    streamFn: scripted([assistant([toolCall('c1', 'echo', { value: 'a' })], 'aborted', { errorMessage: 'cut off' })]),
+    initialState: { model: MODEL, tools: [echoTool(executed)] },
+  });
+  await agent.prompt('go');
+  assert.deepEqual(executed, []);
+  assert.deepEqual(agent.state.messages.map((m) => m.role), ['user', 'assistant', 'toolResult']);
+  const result = agent.state.messages[2];
+  assert.equal(result.toolCallId, 'c1');
+  assert.equal(result.isError, true);
+  assert.equal(agent.state.errorMessage, 'cut off');
+});
+
+test('difference: a listener that throws stops the run; no stand-in message enters the transcript', async () => {
+  const streamFn = scripted([assistant([toolCall('c1', 'echo', { value: 'a' })], 'toolUse'), assistant('never')]);
+  const agent = new Agent({ streamFn, initialState: { model: MODEL, tools: [echoTool()] } });
+  const ends = [];
+  agent.subscribe((event) => {
+    if (event.type === 'tool_execution_start') throw new Error('listener broke');
+    if (event.type === 'agent_end') ends.push(event);
+  });
+  await agent.prompt('go');
+  assert.equal(agent.state.errorMessage, 'listener broke');
+  assert.equal(ends.length, 1);
+  assert.equal(ends[0].messages[0].errorMessage, 'listener broke');
+  assert.equal(streamFn.calls.length, 1);
+  // The batch that was out is paired `interrupted` (its outcome unknown), no made-up answer.
+  assert.deepEqual(agent.state.messages.map((m) => m.role), ['user', 'assistant', 'toolResult']);
+  assert.equal(agent.state.messages[2].isError, true);
+  assert.ok(agent.state.messages.every((m) => m.errorMessage !== 'listener broke'));
+  assert.equal(agent.state.isStreaming, false);
+  // The agent is usable again: the next prompt runs on the same transcript.
+  agent.streamFn = scripted([assistant('fine')]);
+  const again = [];
+  agent.subscribe((event) => {
+    if (event.type === 'agent_end') again.push(event);
+  });
+  await agent.prompt('again');
+  assert.equal(agent.state.messages.at(-1).content[0].text, 'fine');
+  assert.equal(agent.state.messages.length, 5);
+});
+
+test('difference: queue modes are configuration, set before the first prompt', async () => {
+  const agent = new Agent({ streamFn: scripted([assistant('x')]), steeringMode: 'all' });
+  agent.followUpMode = 'all';
+  assert.equal(agent.followUpMode, 'all');
+  await agent.prompt('hi');
+  assert.throws(() => {
+    agent.steeringMode = 'one-at-a-time';
+  }, /before the first prompt/);
+  assert.equal(agent.steeringMode, 'all');
+});
