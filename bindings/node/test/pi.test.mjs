@@ -434,3 +434,28 @@ test('difference: queue modes are configuration, set before the first prompt', a
   }, /before the first prompt/);
   assert.equal(agent.steeringMode, 'all');
 });
+
+test('pi.d.ts declares exactly the runtime members of Agent and the module', async () => {
+  const { readFileSync } = await import('node:fs');
+  const { createRequire } = await import('node:module');
+  const { join } = await import('node:path');
+  const { PACKAGE } = await import('./helpers.mjs');
+  const ts = createRequire(import.meta.url)(join(PACKAGE, 'node_modules', 'typescript'));
+  const path = join(PACKAGE, 'pi.d.ts');
+  const source = ts.createSourceFile(path, readFileSync(path, 'utf8'), ts.ScriptTarget.ES2022, true);
+  const functions = new Set();
+  let members = null;
+  for (const statement of source.statements) {
+    if (ts.isFunctionDeclaration(statement)) functions.add(statement.name.text);
+    if (ts.isClassDeclaration(statement) && statement.name.text === 'Agent') {
+      members = new Set(statement.members.filter((m) => !ts.isConstructorDeclaration(m)).map((m) => m.name.getText(source)));
+    }
+  }
+  assert.deepEqual([...functions].sort(), Object.keys(pi).filter((k) => k !== 'Agent').sort());
+  const agent = new Agent();
+  const runtime = new Set([
+    ...Object.getOwnPropertyNames(Agent.prototype).filter((k) => k !== 'constructor'),
+    ...Object.keys(agent),
+  ]);
+  assert.deepEqual([...members].sort(), [...runtime].sort());
+});
