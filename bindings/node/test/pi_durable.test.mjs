@@ -142,3 +142,22 @@ test('durable: the thread is claimed; a second owner gets ClaimHeld until the fi
   await store.commit(commit, { claim: holder });
   assert.equal(await store.threadVersion('c'), 5);
 });
+
+test('store claims from Node: grant, retry, renew, release, a newer epoch fences the older', async (t) => {
+  const store = new SqliteStore(join(tempDir(t), 'claims.db'));
+  const first = await store.claimThread({ threadId: 'x', owner: 'a', requestId: 'r1', leaseMs: 1000 }, { nowMs: 10_000 });
+  assert.deepEqual(first, { thread_id: 'x', owner: 'a', epoch: 1, expires_at_ms: 11_000 });
+  assert.deepEqual(await store.claimThread({ threadId: 'x', owner: 'a', requestId: 'r1', leaseMs: 1000 }, { nowMs: 10_500 }), first, 'a retry gets the same claim');
+  await assert.rejects(store.claimThread({ threadId: 'x', owner: 'b', leaseMs: 1000 }, { nowMs: 10_500 }), (e) => e.code === 'claim_held');
+  const renewed = await store.renewClaim(first, 5000, { nowMs: 10_900 });
+  assert.equal(renewed.expires_at_ms, 15_900);
+  assert.deepEqual(await store.threadClaim('x', { nowMs: 12_000 }), renewed);
+  // Expired: another owner takes the thread with a new epoch; the old claim can no longer renew.
+  const second = await store.claimThread({ threadId: 'x', owner: 'b', leaseMs: 1000 }, { nowMs: 16_000 });
+  assert.equal(second.epoch, 2);
+  await assert.rejects(store.renewClaim(renewed, 1000, { nowMs: 16_100 }), (e) => e.code === 'claim_lost');
+  await store.releaseClaim(renewed, { nowMs: 16_200 });
+  assert.deepEqual(await store.threadClaim('x', { nowMs: 16_300 }), second, 'releasing an old claim leaves the new one');
+  await store.releaseClaim(second, { nowMs: 16_400 });
+  assert.equal(await store.threadClaim('x', { nowMs: 16_500 }), null);
+});
