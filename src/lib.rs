@@ -168,6 +168,7 @@ mod canonical;
 mod commit;
 pub mod driver;
 mod error;
+mod fork;
 mod hash;
 mod ids;
 mod message;
@@ -194,6 +195,7 @@ pub use commit::{
     OperationId, ThreadCommit, WaitBoundary,
 };
 pub use error::{AgentError, UnknownName};
+pub use fork::{ForkError, ForkOrigin, Forked, fork_thread, forked_from};
 pub use hash::sha256_hex;
 pub use ids::{CallId, RunId, Step, ThreadId, ToolName};
 pub use message::{
@@ -219,7 +221,7 @@ pub use store::intercept::{Intercept, InterceptHandles, Intercepted};
 pub use store::memory::MemoryStore;
 pub use store::ports::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, Store, StoreError,
-    StoreHandles, ThreadClaims, ThreadSummary, TranscriptError, TranscriptSnapshotRef,
+    StoreHandles, ThreadAsOf, ThreadClaims, ThreadSummary, TranscriptError, TranscriptSnapshotRef,
     chain_digest, check_ranges, transcript_digest,
 };
 pub use store::shared::SharedStore;

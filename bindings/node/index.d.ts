@@ -137,6 +137,27 @@ export interface At {
 export type RecoveryPolicy = 'replay' | 'seal';
 
 /** An input the agent rejected (SPEC §10); the agent is unchanged. */
+/** A thread as of one of its versions (SPEC §8.10). */
+export interface ThreadAsOf {
+  thread_id: string;
+  version: number;
+  commit_sequence: number;
+  messages: Message[];
+}
+
+/** The parent a thread was forked from, and at which version. */
+export interface ForkOrigin {
+  thread_id: string;
+  version: number;
+}
+
+/** What `Store.fork` committed. */
+export interface Forked {
+  thread_id: string;
+  version: number;
+  forked_from: ForkOrigin;
+}
+
 export class AgentError extends Error {
   /** The driver's error kind (`busy`, `not_accepting`, …). */
   readonly kind: string;
@@ -185,7 +206,13 @@ export class SnapshotError extends Error {
 export class Agent {
   constructor(config?: AgentConfig);
   handle(line: InputLine | string): void;
-  prompt(text: string, options?: { runId?: string; nowMs?: number }): string;
+  /** One user message (a string), or several (SPEC §8.10: user message objects, in order). */
+  prompt(
+    text: string | Array<{ content: ContentBlock[]; id?: string; meta?: { [key: string]: Json } }>,
+    options?: { runId?: string; nowMs?: number },
+  ): string;
+  /** Appends existing messages as one committed, ended run (SPEC §8.10); returns its run id. */
+  import(messages: Message[], options?: At): string;
   steer(text: string, options?: At): void;
   followUp(text: string, options?: At): void;
   abort(options?: At): void;
@@ -295,6 +322,12 @@ export abstract class Store {
   runState(runId: string): Promise<Json>;
   committedState(threadId: string): Promise<Array<{ [key: string]: Json }>>;
   threadVersion(threadId: string): Promise<number>;
+  /** The thread as of `version` (SPEC §8.10), or `null`. */
+  threadAsOf(threadId: string, version: number): Promise<ThreadAsOf | null>;
+  /** Forks `threadId` as of `atVersion` onto the unused `newThreadId` (SPEC §8.10). */
+  fork(threadId: string, atVersion: number, newThreadId: string, options?: At): Promise<Forked>;
+  /** The thread's origin when it was forked, or `null`. */
+  forkedFrom(threadId: string): Promise<ForkOrigin | null>;
   threads(options?: { after?: string; limit?: number }): Promise<Array<{ [key: string]: Json }>>;
   pendingTickets(options?: { after?: string; limit?: number }): Promise<Array<{ [key: string]: Json }>>;
   listEvents(options?: { scope?: EventScope; after?: number; limit?: number }): Promise<Array<{ [key: string]: Json }>>;

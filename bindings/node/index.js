@@ -376,6 +376,12 @@ class Agent {
 
   /** Starts a run with the user's `text`; returns its run id. */
   prompt(text, { runId, nowMs } = {}) {
+    if (Array.isArray(text)) {
+      // Several user messages (SPEC §8.10), through the line path.
+      const line = { type: 'prompt', messages: text };
+      if (runId !== undefined) line.run_id = runId;
+      return this.#starting(withNow(line, nowMs));
+    }
     if (isText(text) && (runId === undefined || isText(runId)) &&
         (nowMs === undefined || isNow(nowMs))) {
       try {
@@ -387,6 +393,20 @@ class Agent {
     const line = { type: 'prompt', text };
     if (runId !== undefined) line.run_id = runId;
     return this.#starting(withNow(line, nowMs));
+  }
+
+  /**
+   * Appends existing messages (any roles) to this idle agent's transcript as one committed,
+   * ended run, without a model call (SPEC §8.10); returns the import's run id. Throws
+   * `InvalidInputError` naming the broken rule and the message index, `BusyError` while a run
+   * is active.
+   */
+  import(messages, { nowMs } = {}) {
+    try {
+      return this.#agent.handleImported(JSON.stringify(withNow({ type: 'import', messages }, nowMs)));
+    } catch (e) {
+      rethrow(e);
+    }
   }
 
   /** Queues steering for the active run (enters at the next complete boundary). */
@@ -873,6 +893,21 @@ class Store {
 
   /** The thread's commit count. */
   threadVersion(threadId) { return this.#call('threadVersion', threadId); }
+
+  /** The thread as of `version` (SPEC §8.10): `{thread_id, version, commit_sequence, messages}`, or `null`. */
+  threadAsOf(threadId, version) { return this.#call('threadAsOf', threadId, version); }
+
+  /**
+   * Forks `threadId` as of `atVersion` onto the unused `newThreadId` (SPEC §8.10): one fenced
+   * commit of the new thread; the parent is only read. Resolves to
+   * `{thread_id, version, forked_from: {thread_id, version}}`.
+   */
+  fork(threadId, atVersion, newThreadId, { nowMs } = {}) {
+    return this.#call('fork', threadId, atVersion, newThreadId, nowMs);
+  }
+
+  /** The thread's origin when it was forked (`{thread_id, version}`), or `null`. */
+  forkedFrom(threadId) { return this.#call('forkedFrom', threadId); }
 
   /** Threads in id order after `after`, at most `limit` (default 100). */
   threads({ after, limit } = {}) { return this.#call('threads', after, limit); }

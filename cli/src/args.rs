@@ -161,6 +161,17 @@ pub enum Command {
     /// Exit status: as `runcore approve`.
     #[command(verbatim_doc_comment)]
     Deny(DenyArgs),
+    /// Fork a thread at a version onto a new thread (one fenced commit)
+    ///
+    /// The new thread's first commit holds exactly the messages THREAD had committed at
+    /// --at VERSION (and its compaction, if it had compacted by then), with a forked_from
+    /// audit event; THREAD itself is only read (SPEC §8.10). Prints one JSON line
+    /// {"thread_id","version","forked_from":{"thread_id","version"}}. Exit status: 0 forked;
+    /// 1 refused (an unknown thread or version, a version with a tool call unanswered, a
+    /// --to thread that exists: the §10 error as one JSON line on stderr, nothing written);
+    /// 2 a usage error or a bad --store; 3 the store failed.
+    #[command(verbatim_doc_comment)]
+    Fork(ForkArgs),
     /// Serve a local web page to look into a store and answer approvals
     ///
     /// Serves pages for the threads (version, latest run, state), one thread's transcript
@@ -400,6 +411,23 @@ pub struct DenyArgs {
     /// Why, for the model (in the call's denied result) and the audit trail
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     pub reason: Option<String>,
+}
+
+/// `runcore fork`.
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    /// The thread to fork
+    #[arg(value_parser = NonEmptyStringValueParser::new())]
+    pub thread: String,
+    /// The parent's version to fork at (1 up to its current version)
+    #[arg(long, value_name = "VERSION")]
+    pub at: u64,
+    /// The new thread's id (it must be unused)
+    #[arg(long, value_name = "NEW_THREAD", value_parser = NonEmptyStringValueParser::new())]
+    pub to: String,
+    /// The store (sqlite:PATH or postgres://…; it must exist)
+    #[arg(long, value_name = "URL")]
+    pub store: String,
 }
 
 /// `runcore console`.

@@ -150,6 +150,12 @@ pub fn show_text(view: &ThreadView) -> String {
             claim.owner, claim.epoch, claim.expires_at_ms
         ));
     }
+    if let Some(origin) = &view.forked_from {
+        text.push_str(&format!(
+            "forked from {} at version {}\n",
+            origin.thread_id, origin.version
+        ));
+    }
     if view.version == 0 {
         text.push_str("(nothing is committed on this thread)\n");
         return text;
@@ -311,7 +317,7 @@ mod tests {
         let view = show(&store(), &ThreadId::new("nope")).unwrap();
         assert_eq!(
             serde_json::to_string(&view).unwrap(),
-            r#"{"thread_id":"nope","version":0,"messages":[],"context_start":0,"runs":[],"tickets":[],"claim":null}"#
+            r#"{"thread_id":"nope","version":0,"messages":[],"context_start":0,"runs":[],"tickets":[],"claim":null,"forked_from":null}"#
         );
     }
 

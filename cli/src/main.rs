@@ -27,6 +27,7 @@ mod codec;
 mod console;
 mod demo;
 mod drive;
+mod fork;
 mod inspect;
 mod sweep;
 mod text;
@@ -85,6 +86,7 @@ fn main() -> ExitCode {
                 reason: approve::given(args.reason),
             },
         ),
+        Command::Fork(args) => fork::main(args),
         Command::Console(args) => console::main(args),
         Command::Codec(args) => codec::main(args),
     }

@@ -41,7 +41,7 @@ fn check_reads(console: &Console, url: &str) {
     }
     assert_eq!(
         console.get_json("/api/threads/nope"),
-        json!({"thread_id":"nope","version":0,"messages":[],"context_start":0,"runs":[],"tickets":[],"claim":null})
+        json!({"thread_id":"nope","version":0,"messages":[],"context_start":0,"runs":[],"tickets":[],"claim":null,"forked_from":null})
     );
     let pending = console.get_json("/api/pending");
     assert_eq!(pending, cli_json_lines(&["pending"], url));

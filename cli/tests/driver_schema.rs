@@ -122,6 +122,8 @@ fn every_line_type_of_spec_12_is_in_the_schema() {
         "timeout",
         // SPEC §12.4
         "compact",
+        // SPEC §12.6
+        "import",
     ];
     input.sort();
     assert_eq!(tags(&input_line_schema()), input);

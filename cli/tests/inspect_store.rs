@@ -142,6 +142,7 @@ fn check_shapes(url: &str) {
         [
             "claim",
             "context_start",
+            "forked_from",
             "messages",
             "runs",
             "thread_id",

@@ -6,8 +6,8 @@
 //! any backend the same way.
 
 use runcore::{
-    AuditDraft, CheckpointReader, Claim, EventRecord, EventScope, Message, ResumeTicket, RunId,
-    RunRecord, RunState, StoreError, ThreadClaims, ThreadId,
+    AuditDraft, CheckpointReader, Claim, EventRecord, EventScope, ForkOrigin, Message,
+    ResumeTicket, RunId, RunRecord, RunState, StoreError, ThreadClaims, ThreadId,
 };
 pub use runcore_store_url::wall_clock_ms;
 use serde::Serialize;
@@ -100,6 +100,9 @@ pub struct ThreadView {
     pub tickets: Vec<ResumeTicket>,
     /// Its live claim (SPEC §12.4), `null` when no owner holds it.
     pub claim: Option<ClaimView>,
+    /// The thread it was forked from, and at which version (SPEC §12.6), `null` when it was
+    /// not forked.
+    pub forked_from: Option<ForkOrigin>,
 }
 
 /// Every thread, ordered by id.
@@ -136,6 +139,9 @@ pub fn show<S: CheckpointReader + ThreadClaims + ?Sized>(
     // runs in the order their first event appears are the runs in start order.
     let mut run_ids: Vec<RunId> = Vec::new();
     let mut compaction = None;
+    // A fork's origin is a `forked_from` draft of the thread's first commit.
+    let mut first_commit = None;
+    let mut forked_from = None;
     let scope = EventScope::Thread(thread.clone());
     let mut from = None;
     loop {
@@ -143,6 +149,10 @@ pub fn show<S: CheckpointReader + ThreadClaims + ?Sized>(
         let Some(last) = page.last() else { break };
         from = Some(last.sequence);
         for event in page {
+            let first = *first_commit.get_or_insert(event.commit_sequence);
+            if event.kind == "forked_from" && event.commit_sequence == first {
+                forked_from = serde_json::from_value::<ForkOrigin>(event.payload.clone()).ok();
+            }
             if event.kind == "compacted"
                 && let AuditDraft::Compacted {
                     keep_from, summary, ..
@@ -181,6 +191,7 @@ pub fn show<S: CheckpointReader + ThreadClaims + ?Sized>(
         runs,
         tickets,
         claim: live_claim(store, thread)?,
+        forked_from,
     })
 }
 

@@ -32,7 +32,6 @@ pub(crate) const IMPORTED: &str = "imported";
 pub(crate) const IMPORTED_KIND: &str = "imported";
 
 /// The audit kind of a fork's fact, `forked_from {thread_id, version}` (SPEC §8.10).
-#[allow(dead_code)] // used by the fork operation
 pub(crate) const FORKED_FROM_KIND: &str = "forked_from";
 
 /// Where an incomplete transcript breaks a rule: what an import refuses and what a fork names.

@@ -14,7 +14,7 @@ mod compaction;
 mod config;
 mod control;
 mod events;
-mod history;
+pub(crate) mod history;
 mod input;
 mod observers;
 mod queues;

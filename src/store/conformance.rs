@@ -47,6 +47,7 @@ mod claims;
 mod concurrency;
 mod events;
 mod fences;
+mod fork;
 mod listings;
 mod lossless;
 mod operations;
@@ -69,6 +70,7 @@ pub use fences::{
     run_id_reused_on_another_thread_is_rejected, terminal_run_is_fenced,
     ticket_appears_with_awaiting_and_disappears_with_next_commit,
 };
+pub use fork::forks_read_as_of_a_version;
 pub use listings::{
     lost_ack_retry_appends_nothing, pending_tickets_listed_and_paged,
     thread_version_counts_commits, threads_listed_and_paged, two_writers_from_one_version,
@@ -163,6 +165,7 @@ cases!(
     racing_owners_get_one_claim,
     due_work_lists_deadlines_and_orphans,
     lossless_content_round_trips,
+    forks_read_as_of_a_version,
 );
 
 /// Runs every case, each against a fresh store from `make`, and returns `(name, result)` in
@@ -243,6 +246,7 @@ macro_rules! conformance_tests {
             racing_owners_get_one_claim,
             due_work_lists_deadlines_and_orphans,
             lossless_content_round_trips,
+            forks_read_as_of_a_version,
         );
     };
 }

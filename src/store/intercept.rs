@@ -46,7 +46,7 @@ use std::ops::Range;
 
 use crate::store::ports::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
-    StoreHandles, ThreadClaims, ThreadSummary, TranscriptSnapshotRef,
+    StoreHandles, ThreadAsOf, ThreadClaims, ThreadSummary, TranscriptSnapshotRef,
 };
 use crate::{
     Claim, ClaimRequest, CommitOperation, CommitReceipt, CommitRecord, DueWork, Message,
@@ -168,6 +168,17 @@ pub trait Intercept {
         Self::Inner: CommittedThreadView,
     {
         self.inner().thread_version(thread)
+    }
+    /// [`CommittedThreadView::thread_as_of`].
+    fn thread_as_of(
+        &self,
+        thread: &ThreadId,
+        version: u64,
+    ) -> Result<Option<ThreadAsOf>, StoreError>
+    where
+        Self::Inner: CommittedThreadView,
+    {
+        self.inner().thread_as_of(thread, version)
     }
     /// [`CommittedThreadView::threads`].
     fn threads(
@@ -301,6 +312,13 @@ where
     }
     fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
         self.0.thread_version(thread)
+    }
+    fn thread_as_of(
+        &self,
+        thread: &ThreadId,
+        version: u64,
+    ) -> Result<Option<ThreadAsOf>, StoreError> {
+        self.0.thread_as_of(thread, version)
     }
     fn threads(
         &self,

@@ -20,7 +20,7 @@ use super::claims::{
 };
 use super::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
-    ThreadClaims, ThreadSummary, TranscriptError, TranscriptSnapshotRef, check_ranges,
+    ThreadAsOf, ThreadClaims, ThreadSummary, TranscriptError, TranscriptSnapshotRef, check_ranges,
     slice_ranges,
 };
 use crate::commit::{CommitOperation, CommitReceipt, CommitRecord, OperationId, ThreadCommit};
@@ -67,6 +67,10 @@ struct ThreadEntry {
     latest_run: Option<RunId>,
     version: u64,
     event_sequences: Vec<u64>,
+    /// Per commit of the thread (version `i + 1`): its store-wide sequence and the transcript's
+    /// length after it, for reads as of a version (SPEC §8.10).
+    #[serde(default)]
+    commits: Vec<(u64, usize)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -198,6 +202,7 @@ impl MemoryStore {
         }
         thread.digests.extend(plan.digests);
         thread.messages.extend(commit.messages);
+        thread.commits.push((sequence, thread.messages.len()));
         thread.state.extend(commit.state);
         for draft in commit.events {
             let event_sequence = (self.events.len() as u64).saturating_add(1);
@@ -387,6 +392,26 @@ impl CommittedThreadView for MemoryStore {
 
     fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
         Ok(self.version_of(thread))
+    }
+
+    fn thread_as_of(
+        &self,
+        thread: &ThreadId,
+        version: u64,
+    ) -> Result<Option<ThreadAsOf>, StoreError> {
+        let Some(entry) = self.threads.get(thread) else {
+            return Ok(None);
+        };
+        let commit = usize::try_from(version)
+            .ok()
+            .and_then(|v| v.checked_sub(1))
+            .and_then(|index| entry.commits.get(index));
+        Ok(commit.map(|&(commit_sequence, len)| ThreadAsOf {
+            thread_id: thread.clone(),
+            version,
+            commit_sequence,
+            messages: entry.messages.get(..len).unwrap_or_default().to_vec(),
+        }))
     }
 
     fn threads(

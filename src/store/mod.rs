@@ -39,7 +39,7 @@ pub mod conformance;
 
 pub(crate) use ports::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
-    ThreadClaims, ThreadSummary, TranscriptError, TranscriptSnapshotRef, check_ranges,
+    ThreadAsOf, ThreadClaims, ThreadSummary, TranscriptError, TranscriptSnapshotRef, check_ranges,
     slice_ranges,
 };
 #[cfg(feature = "conformance")]

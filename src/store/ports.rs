@@ -303,6 +303,20 @@ pub fn check_ranges(ranges: &[Range<usize>], limit: usize) -> Result<(), Transcr
     Ok(())
 }
 
+/// A thread as of one of its versions ([`CommittedThreadView::thread_as_of`], SPEC §8.10).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ThreadAsOf {
+    /// The thread.
+    pub thread_id: ThreadId,
+    /// The version: how many of the thread's commits this view holds.
+    pub version: u64,
+    /// The store-wide sequence of the commit that made this version.
+    pub commit_sequence: u64,
+    /// The messages committed in versions `1..=version`, in commit order.
+    pub messages: Vec<Message>,
+}
+
 /// One internally consistent view of committed facts.
 ///
 /// The transcript-snapshot methods have default implementations in terms of
@@ -326,6 +340,15 @@ pub trait CommittedThreadView {
     /// The thread's commit count (0 for an unknown thread): the `expected_thread_version` of
     /// the next commit on it.
     fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError>;
+    /// The thread as of `version` (SPEC §8.10): the messages its commits `1..=version`
+    /// hold, and the store-wide sequence of commit `version` (audit events with a
+    /// `commit_sequence` at most that one are the version's). `None` for version 0, a version
+    /// past the thread's head, or an unknown thread.
+    fn thread_as_of(
+        &self,
+        thread: &ThreadId,
+        version: u64,
+    ) -> Result<Option<ThreadAsOf>, StoreError>;
     /// Threads ordered by id, those after `after` (exclusive), at most `limit`.
     fn threads(
         &self,
@@ -510,6 +533,15 @@ macro_rules! forward_ports {
             fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
                 let $s = self;
                 ($access).thread_version(thread)
+            }
+
+            fn thread_as_of(
+                &self,
+                thread: &ThreadId,
+                version: u64,
+            ) -> Result<Option<$crate::store::ThreadAsOf>, StoreError> {
+                let $s = self;
+                ($access).thread_as_of(thread, version)
             }
             fn threads(
                 &self,

@@ -411,6 +411,17 @@ impl NativeAgent {
         self.active_run("the input")
     }
 
+    /// Applies an `import` line (SPEC §8.10) and returns the import's run id.
+    #[napi]
+    pub fn handle_imported(&mut self, line: String) -> napi::Result<String> {
+        let before = self.driver.agent().last_end().map(|(run, _)| run.clone());
+        self.handle(line)?;
+        match self.driver.agent().last_end() {
+            Some((run, _)) if Some(run) != before.as_ref() => Ok(run.as_str().to_owned()),
+            _ => Err(internal("import was accepted but no run ended")),
+        }
+    }
+
     /// `prompt` built directly: returns the new run's id.
     #[napi]
     pub fn prompt(

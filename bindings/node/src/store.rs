@@ -68,20 +68,22 @@ fn decode<T: DeserializeOwned>(what: &str, text: &str) -> napi::Result<T> {
     serde_json::from_str(text).map_err(|e| invalid_json(format!("not a valid {what}: {e}")))
 }
 
-/// A JavaScript time (`Date.now()`) as the store's `now_ms`.
-fn now_of(now_ms: f64) -> napi::Result<u64> {
-    if now_ms.is_finite()
-        && now_ms >= 0.0
-        && now_ms.fract() == 0.0
-        && now_ms <= 9_007_199_254_740_991.0
+/// A JavaScript number that must be a whole, non-negative safe integer.
+fn whole(value: f64, what: &str) -> napi::Result<u64> {
+    if value.is_finite() && value >= 0.0 && value.fract() == 0.0 && value <= 9_007_199_254_740_991.0
     {
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        Ok(now_ms as u64)
+        // Checked above: a whole number in 0..=2^53-1 converts exactly.
+        Ok(value as u64)
     } else {
-        Err(bad_argument(format!(
-            "nowMs must be a whole number of milliseconds, got {now_ms}"
+        Err(invalid_json(format!(
+            "{what} must be a whole number from 0 to 2^53-1, got {value}"
         )))
     }
+}
+
+/// A JavaScript time (`Date.now()`) or duration in milliseconds, as the store takes it.
+fn now_of(now_ms: f64) -> napi::Result<u64> {
+    whole(now_ms, "a time in milliseconds")
 }
 
 fn limit_of(limit: Option<u32>) -> usize {
@@ -300,6 +302,66 @@ impl NativeStore {
     #[napi(ts_return_type = "Promise<string>")]
     pub fn thread_version(&self, thread_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.thread_version(&ThreadId::new(thread_id)))
+    }
+
+    /// The thread as of `version` (SPEC §8.10), or `null`.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn thread_as_of(
+        &self,
+        thread_id: String,
+        version: f64,
+    ) -> napi::Result<AsyncTask<StoreCall>> {
+        let version = whole(version, "version")?;
+        Ok(self.read(move |s| s.thread_as_of(&ThreadId::new(thread_id), version)))
+    }
+
+    /// Forks `thread_id` as of `at_version` onto the unused `new_thread_id` (SPEC §8.10): one
+    /// fenced commit of the new thread. Resolves to `{thread_id, version, forked_from}`;
+    /// rejects with `InvalidInputError` (nothing written) or `StoreError`.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn fork(
+        &self,
+        thread_id: String,
+        at_version: f64,
+        new_thread_id: String,
+        now_ms: Option<f64>,
+    ) -> napi::Result<AsyncTask<StoreCall>> {
+        let at_version = whole(at_version, "atVersion")?;
+        let now_ms = match now_ms {
+            Some(now) => whole(now, "nowMs")?,
+            None => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        };
+        Ok(AsyncTask::new(StoreCall {
+            shared: self.shared.clone(),
+            call: Some(Box::new(move |shared: &SharedStore| {
+                let mut shared = shared.clone();
+                let forked = runcore::fork_thread(
+                    &mut shared,
+                    &ThreadId::new(thread_id),
+                    at_version,
+                    &ThreadId::new(new_thread_id),
+                    now_ms,
+                );
+                match forked {
+                    Ok(forked) => {
+                        serde_json::to_string(&forked).map_err(|e| internal(e.to_string()))
+                    }
+                    Err(runcore::ForkError::Invalid(error)) => {
+                        Err(crate::errors::agent_error(&error))
+                    }
+                    Err(runcore::ForkError::Store(error)) => Err(store_error(&error)),
+                    Err(other) => Err(internal(other.to_string())),
+                }
+            })),
+        }))
+    }
+
+    /// The thread's origin when it was forked (`{thread_id, version}`), or `null`.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn forked_from(&self, thread_id: String) -> AsyncTask<StoreCall> {
+        self.read(move |s| runcore::forked_from(s, &ThreadId::new(thread_id)))
     }
 
     /// Threads in id order after `after`, at most `limit` (default 100).

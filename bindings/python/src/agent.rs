@@ -230,19 +230,33 @@ impl PyAgent {
         self.input(value)
     }
 
-    /// Starts a run with the user's `text`; returns its run id. `BusyError` while a run is
-    /// active.
+    /// Starts a run with the user's `text`, or with several user messages (a list of message
+    /// dicts, SPEC §8.10); returns its run id. `BusyError` while a run is active.
     #[pyo3(signature = (text, *, run_id = None, now_ms = None))]
     fn prompt(
         &mut self,
-        text: &str,
+        text: &Bound<'_, PyAny>,
         run_id: Option<&str>,
         now_ms: Option<u64>,
     ) -> PyResult<String> {
-        // What the driver makes of `{"type": "prompt", "text": …, "run_id"?: …}`, built directly.
+        // What the driver makes of `{"type": "prompt", "text" | "messages": …, "run_id"?: …}`,
+        // built directly.
+        let (message, messages) = if let Ok(text) = text.cast::<PyString>() {
+            (Some(UserMessage::text(text.to_cow()?)), Vec::new())
+        } else if text.is_instance_of::<pyo3::types::PyList>()
+            || text.is_instance_of::<pyo3::types::PyTuple>()
+        {
+            let messages: Vec<UserMessage> = serde_json::from_value(from_py(text)?)
+                .map_err(|e| invalid_json(format!("prompt: not a list of user messages: {e}")))?;
+            (None, messages)
+        } else {
+            return Err(PyTypeError::new_err(
+                "prompt takes a str or a list of user message dicts",
+            ));
+        };
         let input = Input::Prompt {
-            message: Some(UserMessage::text(text)),
-            messages: Vec::new(),
+            message,
+            messages,
             run_id: run_id.map(RunId::from),
         };
         self.handle_input(input, now_ms)?;
@@ -250,6 +264,26 @@ impl PyAgent {
             .active_run_id()
             .map(|run| run.as_str().to_owned())
             .ok_or_else(|| internal("prompt was accepted but no run is active"))
+    }
+
+    /// Appends existing messages (a list of message dicts of any roles) to this idle agent's
+    /// transcript as one committed, ended run, without a model call (SPEC §8.10); returns the
+    /// import's run id. `InvalidInputError` names the broken rule and the message index;
+    /// `BusyError` while a run is active.
+    #[pyo3(signature = (messages, *, now_ms = None))]
+    fn import_messages(
+        &mut self,
+        messages: &Bound<'_, PyAny>,
+        now_ms: Option<u64>,
+    ) -> PyResult<String> {
+        let messages: Vec<runcore::Message> = serde_json::from_value(from_py(messages)?)
+            .map_err(|e| invalid_json(format!("import: not a list of messages: {e}")))?;
+        let before = self.agent.last_end().map(|(run, _)| run.clone());
+        self.handle_input(Input::Import { messages }, now_ms)?;
+        match self.agent.last_end() {
+            Some((run, _)) if Some(run) != before.as_ref() => Ok(run.as_str().to_owned()),
+            _ => Err(internal("import was accepted but no run ended")),
+        }
     }
 
     /// Queues steering for the active run (enters at the next complete boundary).

@@ -204,6 +204,51 @@ impl PyStore {
         })
     }
 
+    /// The thread as of `version` (SPEC §8.10): `{"thread_id", "version", "commit_sequence",
+    /// "messages"}` with the messages committed in versions `1..=version`, or `None` for
+    /// version 0, a version past the head, or an unknown thread.
+    fn thread_as_of<'py>(
+        &self,
+        py: Python<'py>,
+        thread_id: &str,
+        version: u64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.read(py, |s| s.thread_as_of(&ThreadId::new(thread_id), version))
+    }
+
+    /// Forks `thread_id` as of `at_version` onto the unused thread `new_thread_id` (SPEC
+    /// §8.10): one fenced commit of the new thread; the parent is only read. Returns
+    /// `{"thread_id", "version", "forked_from": {"thread_id", "version"}}`. An unknown thread
+    /// or version, a version with a tool call unanswered, or a `new_thread_id` in use raises
+    /// `InvalidInputError` and writes nothing.
+    #[pyo3(signature = (thread_id, at_version, new_thread_id, *, now_ms = None))]
+    fn fork<'py>(
+        &self,
+        py: Python<'py>,
+        thread_id: &str,
+        at_version: u64,
+        new_thread_id: &str,
+        now_ms: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let parent = ThreadId::new(thread_id);
+        let new_thread = ThreadId::new(new_thread_id);
+        let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
+        let forked = self.detached(py, move |store| {
+            runcore::fork_thread(store, &parent, at_version, &new_thread, now_ms)
+        })?;
+        match forked {
+            Ok(forked) => serde_to_py(py, &forked),
+            Err(runcore::ForkError::Invalid(error)) => Err(crate::errors::agent_error(&error)),
+            Err(runcore::ForkError::Store(error)) => Err(store_error(&error)),
+            Err(other) => Err(internal(other.to_string())),
+        }
+    }
+
+    /// The thread's origin when it was forked (`{"thread_id", "version"}`), else `None`.
+    fn forked_from<'py>(&self, py: Python<'py>, thread_id: &str) -> PyResult<Bound<'py, PyAny>> {
+        self.read(py, |s| runcore::forked_from(s, &ThreadId::new(thread_id)))
+    }
+
     /// Threads ordered by id, those after `after` (exclusive), at most `limit`.
     #[pyo3(signature = (after = None, limit = 100))]
     fn threads<'py>(

@@ -11,7 +11,7 @@ use postgres::Row;
 use postgres::types::ToSql;
 use runcore::{
     CheckpointReader, CommittedThreadView, EventRecord, EventScope, Message, ResumeTicket, RunId,
-    RunRecord, StateCommand, StoreError, ThreadId, ThreadSummary, TranscriptError,
+    RunRecord, StateCommand, StoreError, ThreadAsOf, ThreadId, ThreadSummary, TranscriptError,
     TranscriptSnapshotRef, check_ranges,
 };
 
@@ -123,6 +123,55 @@ impl CommittedThreadView for PostgresStore {
                 Some(row) => count("thread version", column(row, 0, "the version")?),
                 None => Ok(0),
             }
+        })
+    }
+
+    fn thread_as_of(
+        &self,
+        thread: &ThreadId,
+        version: u64,
+    ) -> Result<Option<ThreadAsOf>, StoreError> {
+        if version == 0 {
+            return Ok(None);
+        }
+        let id = thread.as_str().as_bytes();
+        let Some(at) = bound(version) else {
+            return Ok(None);
+        };
+        self.read(|s| {
+            let rows = query(s, "read a version", |q| &q.version_at, &[&id, &at])?;
+            let Some(row) = rows.first() else {
+                return Ok(None);
+            };
+            let head = count("thread version", column(row, 0, "the version")?)?;
+            if version > head {
+                return Ok(None);
+            }
+            let recorded: Option<i64> = column(row, 1, "the commit sequence")?;
+            let (Some(sequence), Some(length)) = (
+                recorded,
+                column::<Option<i64>>(row, 2, "the message count")?,
+            ) else {
+                return Err(StoreError::unavailable(format!(
+                    "thread {thread}: version {version} was committed before this store \
+                     recorded versions (schema version 5), so it cannot be read as of that \
+                     version"
+                )));
+            };
+            let end = length;
+            let start = 0i64;
+            let messages = messages(&query(
+                s,
+                "read the messages of a version",
+                |q| &q.slice,
+                &[&id, &start, &end],
+            )?)?;
+            Ok(Some(ThreadAsOf {
+                thread_id: thread.clone(),
+                version,
+                commit_sequence: count("commit sequence", sequence)?,
+                messages,
+            }))
         })
     }
 

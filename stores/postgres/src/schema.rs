@@ -47,10 +47,47 @@ use runcore::StoreError;
 use crate::codec::{db_error, quote_identifier, stable_key};
 
 /// The schema version this build writes, and the newest it opens.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Forward migrations: `(version it brings the schema to, SQL)`, ascending from 1.
-const MIGRATIONS: &[(i64, &str)] = &[(1, V1), (2, V2), (3, CLAIMS), (4, DUE_WORK)];
+const MIGRATIONS: &[(i64, &str)] = &[(1, V1), (2, V2), (3, CLAIMS), (4, DUE_WORK), (5, VERSIONS)];
+
+/// Version 5: reads as of a version (SPEC §8.10). Each thread version's commit sequence and
+/// the transcript's length after it, one row per commit, written by a trigger on the thread
+/// head so the commit function is unchanged: the head moves to a new version exactly once per
+/// accepted commit, inside the commit's transaction, after the commit's sequence was taken
+/// (`currval` of the commit sequence is that commit's). Versions committed before this
+/// migration have no row: `thread_as_of` answers them as not recorded.
+const VERSIONS: &str = "
+CREATE TABLE runcore_versions (
+    thread_id       bytea NOT NULL,
+    version         bigint NOT NULL,
+    commit_sequence bigint NOT NULL,
+    message_count   bigint NOT NULL,
+    PRIMARY KEY (thread_id, version)
+);
+
+-- A head moved by anything but runcore's commit function (which takes the commit's sequence
+-- first) has no commit sequence in its session: no row is recorded for it.
+CREATE FUNCTION runcore_record_version() RETURNS trigger LANGUAGE plpgsql AS $version$
+DECLARE
+    v_commit bigint;
+BEGIN
+    BEGIN
+        v_commit := currval('runcore_commit_sequence');
+    EXCEPTION WHEN object_not_in_prerequisite_state THEN
+        RETURN NULL;
+    END;
+    INSERT INTO runcore_versions (thread_id, version, commit_sequence, message_count)
+    VALUES (NEW.thread_id, NEW.version, v_commit, NEW.message_count);
+    RETURN NULL;
+END
+$version$;
+
+CREATE TRIGGER runcore_versions_recorded
+AFTER INSERT OR UPDATE OF version ON runcore_threads
+FOR EACH ROW EXECUTE FUNCTION runcore_record_version();
+";
 
 /// Thread claims (SPEC §7.2) and indexed deadlines (§7.3).
 const CLAIMS: &str = "

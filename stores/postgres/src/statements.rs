@@ -76,6 +76,14 @@ statements! {
     ticket = "SELECT ticket FROM runcore_runs WHERE run_id = $1::bytea AND ticket IS NOT NULL";
     state = "SELECT command FROM runcore_state WHERE thread_id = $1::bytea ORDER BY position";
     thread_version = "SELECT version FROM runcore_threads WHERE thread_id = $1::bytea";
+    /// The commit sequence of version `$2` and the transcript's length after it (schema v5);
+    /// with the thread's current version, to tell a version never recorded from one past the
+    /// head.
+    version_at = "SELECT t.version, v.commit_sequence, v.message_count
+                  FROM runcore_threads t
+                  LEFT JOIN runcore_versions v
+                         ON v.thread_id = t.thread_id AND v.version = $2::bigint
+                  WHERE t.thread_id = $1::bytea";
     /// Threads after `$1` (the empty id sorts before every stored one: ids are never blank).
     threads = "SELECT t.thread_id, t.version, r.run_id, r.thread_id, r.state, r.commits
                FROM runcore_threads t LEFT JOIN runcore_runs r ON r.run_id = t.latest_run

@@ -153,7 +153,7 @@ fn a_version_1_store_opens_migrated_and_goes_on_where_it_stopped() {
         .expect("version")
         .get(0);
     assert_eq!(version, SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 4);
+    assert_eq!(SCHEMA_VERSION, 5);
     let counters: bool = sql
         .query_one("SELECT to_regclass('runcore_counters') IS NULL", &[])
         .expect("counters")
@@ -212,6 +212,21 @@ fn a_version_1_store_opens_migrated_and_goes_on_where_it_stopped() {
             (last_event + 1 + k as u64, 2)
         );
     }
+    // Reads as of a version (schema 5): a version committed after the migration reads back;
+    // one committed before it was never recorded, and says so instead of guessing.
+    let at_2 = store
+        .thread_as_of(&thread, 2)
+        .expect("version 2 reads")
+        .expect("version 2 exists");
+    assert_eq!(at_2.commit_sequence, 2);
+    assert_eq!(
+        at_2.messages,
+        vec![Message::user("hello"), Message::user("again")]
+    );
+    let before = store
+        .thread_as_of(&thread, 1)
+        .expect_err("version 1 was committed before versions were recorded");
+    assert!(before.to_string().contains("schema version 5"), "{before}");
     drop(store);
     drop(guard);
 }

@@ -11,8 +11,8 @@ use serde_json::Value;
 use runcore::{
     CheckpointReader, CommitLog, CommitOperation, CommitReceipt, CommitRecord, CommittedThreadView,
     EventRecord, EventScope, Message, ResumeTicket, RunId, RunRecord, RunState, StateCommand,
-    StoreError, ThreadCommit, ThreadId, ThreadSummary, TranscriptError, TranscriptSnapshotRef,
-    check_ranges,
+    StoreError, ThreadAsOf, ThreadCommit, ThreadId, ThreadSummary, TranscriptError,
+    TranscriptSnapshotRef, check_ranges,
 };
 
 use crate::SqliteStore;
@@ -222,6 +222,44 @@ impl CommittedThreadView for SqliteStore {
             .and_then(|mut s| s.query_row([thread.as_str()], |r| r.get(0)).optional())
             .map_err(|e| backend("read the thread version", e))?;
         count(version.unwrap_or(0), "thread version")
+    }
+
+    fn thread_as_of(
+        &self,
+        thread: &ThreadId,
+        version: u64,
+    ) -> Result<Option<ThreadAsOf>, StoreError> {
+        if version == 0 {
+            return Ok(None);
+        }
+        // A version's commits never change (the log is append-only), so the two reads agree
+        // whatever commits in between.
+        let sequence: Option<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT sequence FROM commits WHERE thread_id = ?1 AND thread_version = ?2",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![thread.as_str(), bound(version)], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(|e| backend("read the commit of a version", e))?;
+        let Some(sequence) = sequence else {
+            return Ok(None);
+        };
+        let end: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM messages WHERE thread_id = ?1 AND commit_sequence <= ?2",
+            )
+            .and_then(|mut s| s.query_row(params![thread.as_str(), sequence], |r| r.get(0)))
+            .map_err(|e| backend("count the messages of a version", e))?;
+        Ok(Some(ThreadAsOf {
+            thread_id: thread.clone(),
+            version,
+            commit_sequence: count(sequence, "commit sequence")?,
+            messages: messages_between(&self.conn, thread, 0, count(end, "message count")?)?,
+        }))
     }
 
     fn threads(

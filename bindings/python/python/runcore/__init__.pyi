@@ -206,7 +206,13 @@ class Agent:
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None: ...
     def handle(self, line: Union[Mapping[str, Any], str]) -> None: ...
-    def prompt(self, text: str, *, run_id: Optional[str] = None, now_ms: Optional[int] = None) -> str: ...
+    def prompt(
+        self, text: Union[str, Sequence[Mapping[str, Any]]], *, run_id: Optional[str] = None,
+        now_ms: Optional[int] = None,
+    ) -> str: ...
+    def import_messages(
+        self, messages: Sequence[Mapping[str, Any]], *, now_ms: Optional[int] = None
+    ) -> str: ...
     def steer(self, text: str, *, now_ms: Optional[int] = None) -> None: ...
     def follow_up(self, text: str, *, now_ms: Optional[int] = None) -> None: ...
     def abort(self, *, now_ms: Optional[int] = None) -> None: ...
@@ -354,6 +360,27 @@ class Answered(TypedDict):
     thread_id: str
     version: int
 
+class ThreadAsOf(TypedDict):
+    """A thread as of one of its versions (SPEC §8.10)."""
+
+    thread_id: str
+    version: int
+    commit_sequence: int
+    messages: List[Message]
+
+class ForkOrigin(TypedDict):
+    """The parent a thread was forked from, and at which version."""
+
+    thread_id: str
+    version: int
+
+class Forked(TypedDict):
+    """What `Store.fork` committed: the new thread, its version, and its origin."""
+
+    thread_id: str
+    version: int
+    forked_from: ForkOrigin
+
 class Store:
     """The commit log and read ports of a store (SPEC §7, §7.1)."""
 
@@ -365,6 +392,11 @@ class Store:
     def run_state(self, run_id: str) -> Optional[Dict[str, Any]]: ...
     def committed_state(self, thread_id: str) -> List[Dict[str, Any]]: ...
     def thread_version(self, thread_id: str) -> int: ...
+    def thread_as_of(self, thread_id: str, version: int) -> Optional[ThreadAsOf]: ...
+    def fork(
+        self, thread_id: str, at_version: int, new_thread_id: str, *, now_ms: Optional[int] = None
+    ) -> Forked: ...
+    def forked_from(self, thread_id: str) -> Optional[ForkOrigin]: ...
     def threads(self, after: Optional[str] = None, limit: int = 100) -> List[ThreadSummary]: ...
     def pending_tickets(self, after: Optional[str] = None, limit: int = 100) -> List[ResumeTicket]: ...
     def list_events(
