@@ -975,6 +975,22 @@ class PostgresStore extends Store {
 }
 
 // Each name written out, so that `import { BusyError } from 'runcore'` works from ES modules.
+// Named one by one (not `errorClasses.X` inside the object) so that Node's CommonJS lexer sees
+// every export: `import { BusyError } from 'runcore'` works from ES modules.
+const {
+  BusyError,
+  NotAcceptingError,
+  UnexpectedOutcomeError,
+  UnknownCallError,
+  DuplicateOutcomeError,
+  ResumeError,
+  InvalidStateError,
+  NotExpiredError,
+  InvalidInputError,
+  InvalidJsonError,
+  InternalError,
+} = errorClasses;
+
 module.exports = {
   Agent,
   Driver,
@@ -985,15 +1001,15 @@ module.exports = {
   StoreError,
   SnapshotError,
   AgentError,
-  BusyError: errorClasses.BusyError,
-  NotAcceptingError: errorClasses.NotAcceptingError,
-  UnexpectedOutcomeError: errorClasses.UnexpectedOutcomeError,
-  UnknownCallError: errorClasses.UnknownCallError,
-  DuplicateOutcomeError: errorClasses.DuplicateOutcomeError,
-  ResumeError: errorClasses.ResumeError,
-  InvalidStateError: errorClasses.InvalidStateError,
-  NotExpiredError: errorClasses.NotExpiredError,
-  InvalidInputError: errorClasses.InvalidInputError,
-  InvalidJsonError: errorClasses.InvalidJsonError,
-  InternalError: errorClasses.InternalError,
+  BusyError,
+  NotAcceptingError,
+  UnexpectedOutcomeError,
+  UnknownCallError,
+  DuplicateOutcomeError,
+  ResumeError,
+  InvalidStateError,
+  NotExpiredError,
+  InvalidInputError,
+  InvalidJsonError,
+  InternalError,
 };
