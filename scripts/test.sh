@@ -45,10 +45,14 @@ else
         rm -rf "$venv"
         python3 -m venv "$venv"
     fi
-    # The test runner and mypy (it checks that the shipped stub types real code) from PyPI; then the package exactly as the README installs it
+    # The test runner and mypy (it checks that the shipped stub types real code) from PyPI, with
+    # the test-only dependencies: httpx (the asyncio example's provider mode, against a
+    # loopback server) and the official SDKs `openai` and `anthropic` (the differential test of
+    # the codecs against their stream accumulators); then the package exactly as the README installs it
     # (`pip install ./bindings/python`: pip fetches maturin into an isolated build environment and
     # maturin builds the extension in release), reinstalled on every run.
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "pytest>=7" "mypy>=1.10,<2"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "pytest>=7" "mypy>=1.10,<2" \
+        httpx openai anthropic
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall \
         --no-deps ./bindings/python
 

@@ -205,7 +205,8 @@ export class SnapshotError extends Error {
 /** One agent per thread (SPEC §8). */
 export class Agent {
   constructor(config?: AgentConfig);
-  handle(line: InputLine | string): void;
+  /** One input line: an object (a codec decoder's inputs as they are), or its JSON text. */
+  handle(line: InputLine | (DecodedInput & { now_ms?: number }) | string): void;
   /** One user message (a string), or several (SPEC §8.10: user message objects, in order). */
   prompt(
     text: string | Array<{ content: ContentBlock[]; id?: string; meta?: { [key: string]: Json } }>,
@@ -352,3 +353,73 @@ export class PostgresStore extends Store {
   constructor(url: string, options?: { schema?: string });
   readonly schema: string | null;
 }
+
+/**
+ * A provider codec refused its arguments: `code` is `options` (bad options), `call_model` (not
+ * a full-context `call_model` output), `api` (unknown API) or `finished` (a decoder used after
+ * `finish()`).
+ */
+export class CodecError extends Error {
+  readonly kind: 'codec';
+  readonly code: 'options' | 'call_model' | 'api' | 'finished';
+}
+
+/** Request options of a provider codec (SPEC §13); `model` is required. */
+export interface CodecOptions {
+  model: string;
+  max_tokens?: number;
+  stream?: boolean;
+  /** The API's reasoning setting, sent as given. */
+  reasoning?: Json;
+  tool_choice?: Json;
+  /** Merged into the body last (not the transcript key). */
+  extra?: { [key: string]: Json };
+}
+
+/** What the context held that the body does not carry, and why. */
+export interface LeftOut {
+  message: number;
+  block?: number;
+  what: string;
+  reason: string;
+}
+
+/** An encoded request: the body to POST and what was left out of it. */
+export interface Encoded {
+  body: { [key: string]: Json };
+  left_out: LeftOut[];
+}
+
+/** An input a decoder yields: a driver input line `agent.handle` takes as it is. */
+export type DecodedInput =
+  | { type: 'model_delta'; run_id: string; step: number; text: string; kind?: 'text' | 'thinking' }
+  | { type: 'model_done'; run_id: string; step: number; message: AssistantMessage }
+  | { type: 'model_failed'; run_id: string; step: number; code: string; message: string };
+
+/** A stream decoder of one model call's response. */
+export interface ProviderDecoder {
+  /** The API it reads. */
+  readonly api: string;
+  /** After `finish()`: null, or where a 2xx body stopped being the API's format. */
+  readonly formatError: string | null;
+  /** The next bytes of the body (split anywhere); the inputs they complete. */
+  feed(bytes: Uint8Array | string): DecodedInput[];
+  /** Ends the body: the last inputs, exactly one `model_done` or `model_failed` last. */
+  finish(): DecodedInput[];
+}
+
+/** One API's codec. */
+export interface ProviderCodec<Api extends string> {
+  readonly api: Api;
+  /** The request body for a `call_model` output (full-context mode). */
+  encode(callModel: CallModelOutput, options: CodecOptions): Encoded;
+  /** A decoder for the response to call `step` of run `runId` (HTTP `status`, default 200). */
+  Decoder: new (runId: string, step: number, status?: number) => ProviderDecoder;
+}
+
+/** The provider codecs (SPEC §13): pure translation, no I/O. */
+export const providers: {
+  readonly anthropic: ProviderCodec<'anthropic'>;
+  readonly openaiChat: ProviderCodec<'openai-chat'>;
+  readonly openaiResponses: ProviderCodec<'openai-responses'>;
+};

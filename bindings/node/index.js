@@ -66,8 +66,23 @@ class SnapshotError extends Error {
   }
 }
 
+/**
+ * A provider codec (`providers.*`) refused its arguments: `.code` is `options` (bad options),
+ * `call_model` (not a full-context `call_model` output), `api` (unknown API) or `finished` (a
+ * decoder used after `finish()`).
+ */
+class CodecError extends Error {
+  constructor(body) {
+    super(body.message);
+    this.name = 'CodecError';
+    this.kind = 'codec';
+    this.code = body.code;
+  }
+}
+
 function fromBody(body) {
   if (body.kind === 'store') return new StoreError(body);
+  if (body.kind === 'codec') return new CodecError(body);
   if (body.kind === 'snapshot') return new SnapshotError(body);
   if (body.kind === 'argument') return new TypeError(body.message);
   const name = KINDS[body.kind];
@@ -974,6 +989,95 @@ class PostgresStore extends Store {
   }
 }
 
+// ----- provider codecs (SPEC §13): runcore-providers, translated -----------------------------
+
+function codecJson(value, what) {
+  let text;
+  try {
+    text = JSON.stringify(value);
+  } catch (e) {
+    throw new CodecError({ code: what, message: `${what} is not JSON: ${e.message}` });
+  }
+  return text === undefined ? 'null' : text;
+}
+
+function codecFor(api) {
+  /** Encodes a `call_model` output (full-context mode) as `{ body, left_out }` for this API. */
+  function encode(callModel, options) {
+    const callText = codecJson(callModel, 'call_model');
+    const optionsText = codecJson(options, 'options');
+    try {
+      return JSON.parse(native.providerEncode(api, callText, optionsText));
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  /**
+   * A decoder of one response: `feed(bytes)` in chunks split anywhere, then `finish()`; both
+   * return driver input lines for `agent.handle` (`model_delta`s, then exactly one
+   * `model_done` or `model_failed`).
+   */
+  class Decoder {
+    #native;
+
+    constructor(runId, step, status) {
+      if (typeof runId !== 'string') throw new TypeError('runId must be a string');
+      if (typeof step !== 'number') throw new TypeError('step must be a number');
+      if (status !== undefined && status !== null && typeof status !== 'number') {
+        throw new TypeError('status must be a number');
+      }
+      try {
+        this.#native = new native.NativeProviderDecoder(api, runId, step, status ?? undefined);
+      } catch (e) {
+        rethrow(e);
+      }
+    }
+
+    /** The API this decoder reads. */
+    get api() {
+      return api;
+    }
+
+    /** After `finish()`: null, or where a 2xx body stopped being the API's format. */
+    get formatError() {
+      return this.#native.formatError ?? null;
+    }
+
+    /** Feeds the next bytes of the body; returns the inputs they complete. */
+    feed(bytes) {
+      let data = bytes;
+      if (typeof data === 'string') data = Buffer.from(data, 'utf8');
+      if (!(data instanceof Uint8Array)) {
+        throw new TypeError('feed takes the body bytes as a Uint8Array (or Buffer)');
+      }
+      try {
+        return JSON.parse(this.#native.feed(data));
+      } catch (e) {
+        rethrow(e);
+      }
+    }
+
+    /** Ends the body: the last inputs, exactly one `model_done` or `model_failed` last. */
+    finish() {
+      try {
+        return JSON.parse(this.#native.finish());
+      } catch (e) {
+        rethrow(e);
+      }
+    }
+  }
+  Object.defineProperty(Decoder, 'name', { value: 'Decoder' });
+  return Object.freeze({ api, encode, Decoder });
+}
+
+/** The provider codecs, one per API: `encode(callModel, options)` and `Decoder`. */
+const providers = Object.freeze({
+  anthropic: codecFor('anthropic'),
+  openaiChat: codecFor('openai-chat'),
+  openaiResponses: codecFor('openai-responses'),
+});
+
 // Each name written out, so that `import { BusyError } from 'runcore'` works from ES modules.
 // Named one by one (not `errorClasses.X` inside the object) so that Node's CommonJS lexer sees
 // every export: `import { BusyError } from 'runcore'` works from ES modules.
@@ -1000,6 +1104,8 @@ module.exports = {
   PostgresStore,
   StoreError,
   SnapshotError,
+  CodecError,
+  providers,
   AgentError,
   BusyError,
   NotAcceptingError,

@@ -14,6 +14,7 @@
 mod agent;
 mod driver;
 mod errors;
+mod providers;
 mod raw;
 pub mod shared_candidates;
 mod store;

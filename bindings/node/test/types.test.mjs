@@ -17,6 +17,7 @@ const FIELDS = {
   AgentError: ['kind', 'details'],
   StoreError: ['kind', 'code'],
   SnapshotError: ['kind', 'code'],
+  CodecError: ['kind', 'code'],
   SqliteStore: ['path'],
   PostgresStore: ['schema'],
 };
@@ -51,7 +52,22 @@ function runtimeMembers(Class) {
 
 test('index.d.ts declares exactly the exported classes', () => {
   const names = [...declared().keys()].sort();
-  assert.deepEqual(names, Object.keys(runcore).sort());
+  const classes = Object.keys(runcore).filter((name) => typeof runcore[name] === 'function');
+  assert.deepEqual(names, classes.sort());
+  // The one export that is not a class: the provider codecs.
+  assert.deepEqual(Object.keys(runcore).filter((n) => typeof runcore[n] !== 'function'), ['providers']);
+});
+
+test('each codec decoder has exactly the members of ProviderDecoder', () => {
+  const path = join(PACKAGE, 'index.d.ts');
+  const source = ts.createSourceFile(path, readFileSync(path, 'utf8'), ts.ScriptTarget.ES2022, true);
+  const decl = source.statements.find((s) => ts.isInterfaceDeclaration(s) && s.name.text === 'ProviderDecoder');
+  const declaredMembers = decl.members.map((m) => m.name.getText(source)).sort();
+  assert.deepEqual(Object.keys(runcore.providers).sort(), ['anthropic', 'openaiChat', 'openaiResponses']);
+  for (const codec of Object.values(runcore.providers)) {
+    assert.deepEqual(runtimeMembers(codec.Decoder).instance, new Set(declaredMembers), codec.api);
+    assert.equal(typeof codec.encode, 'function');
+  }
 });
 
 test('each class has exactly the declared members', () => {
@@ -80,7 +96,10 @@ test('the declared instance fields are there on real instances', (t) => {
   try { runcore.Agent.restore('{}'); } catch (e) { snapshot = e; }
   let store;
   try { new runcore.SqliteStore('/nonexistent/dir/x.db'); } catch (e) { store = e; }
+  let codec;
+  try { runcore.providers.anthropic.encode({ messages: [] }, {}); } catch (e) { codec = e; }
   const instances = {
+    CodecError: codec,
     AgentError: busy,
     SnapshotError: snapshot,
     StoreError: store,

@@ -112,6 +112,27 @@ create_exception!(
     "A snapshot that cannot be restored: `.kind` is `newer_version`, `unsupported_version`, `malformed` or `inconsistent`."
 );
 
+create_exception!(
+    runcore,
+    CodecError,
+    PyException,
+    "A provider codec (`runcore.providers`) refused its arguments: `.code` is `\"options\"` (bad \
+     options), `\"call_model\"` (not a full-context `call_model` output), `\"api\"` (an unknown \
+     API) or `\"finished\"` (a decoder used after `finish()`); `.message` says what was expected."
+);
+
+/// `CodecError` with `code` and `message`.
+pub fn codec_error(code: &str, message: impl Into<String>) -> PyErr {
+    let message = message.into();
+    let err = CodecError::new_err(message.clone());
+    Python::attach(|py| {
+        let value = err.value(py);
+        let _ = value.setattr("code", code);
+        let _ = value.setattr("message", message);
+    });
+    err
+}
+
 /// Registers the exception classes on the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -136,6 +157,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("StoreError", py.get_type::<StoreError>())?;
     m.add("ClaimHeld", py.get_type::<ClaimHeld>())?;
     m.add("SnapshotError", py.get_type::<SnapshotError>())?;
+    m.add("CodecError", py.get_type::<CodecError>())?;
     Ok(())
 }
 

@@ -77,3 +77,16 @@ def weather_config() -> dict:
                             "deadline_after_ms": 5000},
         }
     }
+
+
+def require(module: str):
+    """Imports a test-only dependency (scripts/test.sh installs it): skips without it, except
+    under CI=true, where that is a failure."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{module} is not installed (scripts/test.sh installs it)")
+        pytest.skip(f"{module} is not installed", allow_module_level=True)

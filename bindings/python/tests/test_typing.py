@@ -42,3 +42,41 @@ def test_mypy_rejects_misuse(tmp_path):
     assert result.returncode == 1
     assert 'Argument 1 to "prompt" of "Agent" has incompatible type "int"' in result.stdout
     assert '"calls"' in result.stdout
+
+
+PROVIDERS_OK = """
+from typing import List
+import runcore
+from runcore.providers import anthropic, openai_chat, openai_responses
+from runcore.providers._codec import DecodedInput
+
+agent = runcore.Agent()
+run_id = agent.prompt("hi")
+request = agent.model_request()
+assert request is not None
+body = anthropic.encode(request, {"model": "m", "max_tokens": 10})["body"]
+left = openai_chat.encode(request, {"model": "m"})["left_out"]
+decoder = openai_responses.Decoder(run_id, request["step"], status=200)
+inputs: List[DecodedInput] = decoder.feed(b"data: {}") + decoder.finish()
+for line in inputs:
+    if line["type"] == "model_failed":
+        print(line["code"])
+    agent.handle(line)
+error: runcore.CodecError
+"""
+
+
+def test_mypy_types_the_provider_codecs(tmp_path):
+    (tmp_path / "ok.py").write_text(PROVIDERS_OK)
+    result = mypy(tmp_path, "ok.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (tmp_path / "bad.py").write_text(
+        "from runcore.providers import anthropic\n"
+        "anthropic.Decoder(1, 1)\n"
+        "anthropic.encode({}, {'modle': 'm'})\n"
+        "anthropic.Decoder('r', 1).feed('text')\n")
+    result = mypy(tmp_path, "bad.py")
+    assert result.returncode == 1
+    assert 'Argument 1 to "Decoder" has incompatible type "int"' in result.stdout
+    assert '"modle"' in result.stdout
+    assert 'Argument 1 to "feed" of "BaseDecoder" has incompatible type "str"' in result.stdout

@@ -15,6 +15,7 @@ from runcore._runcore import (
     AgentError,
     BusyError,
     ClaimHeld,
+    CodecError,
     Drain,
     Driver,
     DuplicateOutcomeError,
@@ -38,12 +39,14 @@ from runcore._runcore import (
     deny,
     sweep,
 )
+from runcore import providers  # noqa: E402  (runcore.providers.anthropic, …)
 
 __all__ = [
     "Agent",
     "AgentError",
     "BusyError",
     "ClaimHeld",
+    "CodecError",
     "Drain",
     "Driver",
     "DuplicateOutcomeError",

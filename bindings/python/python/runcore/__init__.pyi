@@ -6,6 +6,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from typing_extensions import Literal, NotRequired, TypedDict
 
+from runcore import providers as providers
+
 __version__: str
 
 # ----- JSON shapes ----------------------------------------------------------------------------
@@ -502,6 +504,14 @@ class StoreError(Exception):
     """A store call failed; `.code` is the rejection's code (e.g. "version_conflict"),
     "transcript", "unavailable", or "open" for a store that cannot be opened. A closed
     durable `Driver` raises it from `send` with the code of the commit its store refused."""
+
+    code: str
+    message: str
+
+class CodecError(Exception):
+    """A provider codec (`runcore.providers`) refused its arguments. `.code`: "options" (bad
+    options), "call_model" (not a full-context `call_model` output), "api" (unknown API) or
+    "finished" (a decoder used after `finish()`)."""
 
     code: str
     message: str

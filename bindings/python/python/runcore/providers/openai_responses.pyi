@@ -1,0 +1,18 @@
+"""Typing stub of `runcore.providers.openai_responses`: the `openai-responses` codec (SPEC §13)."""
+
+from typing import Optional
+
+from typing_extensions import Literal
+
+from runcore.providers._codec import BaseDecoder, CallModel, Encoded, Options
+
+API: Literal["openai-responses"]
+
+def encode(call_model: CallModel, options: Options) -> Encoded: ...
+
+class Decoder(BaseDecoder):
+    """A decoder of one `openai-responses` response: `feed(bytes)`, then `finish()`."""
+
+    def __new__(cls, run_id: str, step: int, status: Optional[int] = None) -> "Decoder": ...
+
+__all__ = ["API", "Decoder", "encode"]
