@@ -41,6 +41,12 @@ function errorToolResult(message) {
   return { content: [{ type: 'text', text: message }], details: {} };
 }
 
+function isEmptyObject(value) {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  for (const key in value) if (Object.hasOwn(value, key)) return false;
+  return Object.getPrototypeOf(value) === Object.prototype;
+}
+
 function isToolCall(block) {
   return block && block.type === 'toolCall';
 }
@@ -426,8 +432,15 @@ class Host {
     await this.beforeBoundary(assistant, done.map((d) => d.message), terminate);
     for (const { call, outcome } of done) {
       const options = { isError: outcome.isError };
-      if (outcome.result.details !== undefined) options.details = outcome.result.details;
-      this.native.toolDone(action.run_id, call.id, (outcome.result.content ?? []).map(userBlockToCore), options);
+      const details = outcome.result.details;
+      // `{}` is pi's "no details" and reads back as `{}` (fromCore); it is not committed.
+      if (details !== undefined && !isEmptyObject(details)) options.details = details;
+      const content = outcome.result.content ?? [];
+      // One text block goes as its text (the native fast path), anything else as blocks.
+      const answer = content.length === 1 && content[0].type === 'text' && typeof content[0].text === 'string'
+        ? content[0].text
+        : content.map(userBlockToCore);
+      this.native.toolDone(action.run_id, call.id, answer, options);
     }
   }
 }
