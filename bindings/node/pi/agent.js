@@ -523,6 +523,8 @@ class Agent {
       host.prompts = messages;
       this.#native().handle(promptLine(messages));
       host.started = true;
+      // An abort made before the run existed (while the claim was asked) still cancels it.
+      if (host.signal.aborted) this.#native().abort();
       await host.pump();
     });
   }
@@ -537,6 +539,8 @@ class Agent {
       await this.#sync();
       this.#native().handle({ type: 'continue' });
       host.started = true;
+      // An abort made before the run existed (while the claim was asked) still cancels it.
+      if (host.signal.aborted) this.#native().abort();
       await host.pump();
     });
   }

@@ -459,3 +459,16 @@ test('pi.d.ts declares exactly the runtime members of Agent and the module', asy
   ]);
   assert.deepEqual([...members].sort(), [...runtime].sort());
 });
+
+test('abort right after prompt(): the run is cancelled before any model call', async () => {
+  const streamFn = scripted([assistant('never')]);
+  const agent = new Agent({ streamFn, initialState: { model: MODEL } });
+  const events = record(agent);
+  agent.subscribe((event) => {
+    if (event.type === 'agent_start') agent.abort();
+  });
+  await agent.prompt('hi');
+  assert.equal(streamFn.calls.length, 0);
+  assert.deepEqual(agent.state.messages.map((m) => m.role), ['user']);
+  assert.equal(events.at(-1).type, 'agent_end');
+});
