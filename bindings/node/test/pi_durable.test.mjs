@@ -8,10 +8,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { PACKAGE, runcore } from './helpers.mjs';
+import { IN_CI, PACKAGE, runcore } from './helpers.mjs';
 import { pi, MODEL, assistant, user, toolCall, scripted, echoTool, record } from './pi_helpers.mjs';
 
-const { SqliteStore, MemoryStore } = runcore;
+const { SqliteStore, MemoryStore, PostgresStore } = runcore;
 
 function tempDir(t) {
   const dir = mkdtempSync(join(tmpdir(), 'runcore-pi-'));
@@ -160,4 +160,37 @@ test('store claims from Node: grant, retry, renew, release, a newer epoch fences
   assert.deepEqual(await store.threadClaim('x', { nowMs: 16_300 }), second, 'releasing an old claim leaves the new one');
   await store.releaseClaim(second, { nowMs: 16_400 });
   assert.equal(await store.threadClaim('x', { nowMs: 16_500 }), null);
+});
+
+test('durable on PostgreSQL (RUNCORE_PG_URL): committed, claimed, a second owner refused, recovered', async (t) => {
+  const url = process.env.RUNCORE_PG_URL;
+  if (!url) {
+    if (IN_CI) assert.fail('RUNCORE_PG_URL is not set: under CI=true the PostgreSQL test must run');
+    t.skip('RUNCORE_PG_URL is not set (scripts/with-postgres.sh sets it)');
+    return;
+  }
+  const schema = `pi_${process.pid}_${Date.now()}`;
+  const store = new PostgresStore(url, { schema });
+  const executed = [];
+  const first = new pi.Agent({
+    store,
+    threadId: 'pg',
+    streamFn: scripted([assistant([toolCall('c1', 'echo', { value: 'a' })], 'toolUse'), assistant('done')]),
+    initialState: { model: MODEL, tools: [echoTool(executed)] },
+  });
+  await first.prompt(user('go', 7));
+  assert.deepEqual(executed, ['a']);
+  assert.deepEqual((await store.committedMessages('pg')).map((m) => m.role), ['user', 'assistant', 'tool_result', 'assistant']);
+  const other = new pi.Agent({ store: new PostgresStore(url, { schema }), threadId: 'pg', streamFn: scripted([assistant('no')]), initialState: { model: MODEL } });
+  // Read back exactly, pi's fields included (a tool result's timestamp is not committed).
+  for (const i of [0, 1, 3]) assert.deepEqual(other.state.messages[i], first.state.messages[i]);
+  const { timestamp: _a, ...readResult } = other.state.messages[2];
+  const { timestamp: _b, ...ranResult } = first.state.messages[2];
+  assert.deepEqual(readResult, ranResult);
+  await assert.rejects(other.prompt('me too'), (e) => e instanceof runcore.StoreError && e.code === 'claim_held');
+  await first.close();
+  await other.prompt('now me');
+  assert.equal(other.claim.epoch, 2);
+  assert.deepEqual(other.state.messages.map((m) => m.role), ['user', 'assistant', 'toolResult', 'assistant', 'user', 'assistant']);
+  await other.close();
 });
