@@ -183,9 +183,11 @@ class Host {
           await this.message(message);
           this.turnResults.push(message);
         } else if (origin === 'steering' || origin === 'follow_up') {
-          await this.openTurn();
+          // Taken by runcore: no longer queued, then announced in the new turn.
           const queue = origin === 'steering' ? this.steered : this.followed;
-          await this.message(queue.length > 0 ? queue.shift() : fromCore(loop.message));
+          const message = queue.length > 0 ? queue.shift() : fromCore(loop.message);
+          await this.openTurn();
+          await this.message(message);
         } else {
           await this.message(fromCore(loop.message));
         }

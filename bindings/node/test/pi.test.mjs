@@ -472,3 +472,30 @@ test('abort right after prompt(): the run is cancelled before any model call', a
   assert.deepEqual(agent.state.messages.map((m) => m.role), ['user']);
   assert.equal(events.at(-1).type, 'agent_end');
 });
+
+test('difference: queued input cannot be withdrawn; hasQueuedMessages follows what runcore took', async () => {
+  let agent;
+  const seen = [];
+  const tool = {
+    ...echoTool(),
+    async execute() {
+      agent.steer(user('queued'));
+      seen.push(agent.hasQueuedMessages());
+      assert.throws(() => agent.clearSteeringQueue(), /cannot be withdrawn/);
+      assert.throws(() => agent.clearAllQueues(), /cannot be withdrawn/);
+      assert.doesNotThrow(() => agent.clearFollowUpQueue());
+      return { content: [{ type: 'text', text: 'ok' }], details: {} };
+    },
+  };
+  agent = new Agent({
+    streamFn: scripted([assistant([toolCall('c1', 'echo', { value: 'a' })], 'toolUse'), assistant('done')]),
+    initialState: { model: MODEL, tools: [tool] },
+  });
+  agent.subscribe((event) => {
+    if (event.type === 'turn_start') seen.push(agent.hasQueuedMessages());
+  });
+  await agent.prompt('go');
+  // true while queued; false once runcore took it at the boundary (the second turn_start).
+  assert.deepEqual(seen, [false, true, false]);
+  assert.equal(agent.state.messages.filter((m) => m.role === 'user').length, 2);
+});
