@@ -284,6 +284,14 @@ export class Driver {
   snapshot(): string;
 }
 
+/** A thread claim (SPEC §7.2): one owner at a time, with an epoch that grows with every grant. */
+export interface Claim {
+  thread_id: string;
+  owner: string;
+  epoch: number;
+  expires_at_ms: number;
+}
+
 /** An event scope of `listEvents`. */
 export type EventScope = { type: 'all' } | { type: 'thread'; id: string } | { type: 'run'; id: string };
 
@@ -300,7 +308,14 @@ export interface TranscriptSnapshot {
  * `StoreError` (a malformed argument with `InvalidJsonError` or `TypeError`).
  */
 export abstract class Store {
-  commit(output: CommitOutput): Promise<{ [key: string]: Json }>;
+  commit(output: CommitOutput, options?: { claim?: Claim; nowMs?: number }): Promise<{ [key: string]: Json }>;
+  claimThread(
+    request: { threadId: string; owner: string; requestId?: string; leaseMs: number },
+    options?: { nowMs?: number },
+  ): Promise<Claim>;
+  renewClaim(claim: Claim, leaseMs: number, options?: { nowMs?: number }): Promise<Claim>;
+  releaseClaim(claim: Claim, options?: { nowMs?: number }): Promise<void>;
+  threadClaim(threadId: string, options?: { nowMs?: number }): Promise<Claim | null>;
   committedMessages(threadId: string): Promise<Message[]>;
   run(runId: string): Promise<{ [key: string]: Json } | null>;
   latestRun(threadId: string): Promise<{ [key: string]: Json } | null>;

@@ -850,9 +850,42 @@ class Store {
     return JSON.parse(text);
   }
 
-  /** Applies a `commit` output: fenced and idempotent (SPEC §7.1); resolves to the receipt. */
-  commit(output) {
-    return this.#call('commit', JSON.stringify(output));
+  /**
+   * Applies a `commit` output: fenced and idempotent (SPEC §7.1); resolves to the receipt.
+   * With `claim` (from `claimThread`) the commit carries its token and is refused
+   * (`StoreError`, code `claim_lost`) unless that claim is the thread's current one at store
+   * time `nowMs` (default `Date.now()`); without one it is refused (`claim_held`) while another
+   * owner holds the thread (SPEC §7.2).
+   */
+  commit(output, { claim, nowMs } = {}) {
+    if (claim === undefined) return this.#call('commit', JSON.stringify(output));
+    return this.#call('commit', JSON.stringify(output), JSON.stringify(claim), nowMs ?? Date.now());
+  }
+
+  /**
+   * Claims a thread for `owner` for `leaseMs` (SPEC §7.2); resolves to the claim
+   * (`{thread_id, owner, epoch, expires_at_ms}`), or rejects with `StoreError` code
+   * `claim_held` while another owner's claim is live. A retry with the same `requestId` gets
+   * the same claim.
+   */
+  claimThread({ threadId, owner, requestId, leaseMs }, { nowMs } = {}) {
+    const request = { thread_id: threadId, owner, request_id: requestId ?? owner, lease_ms: leaseMs };
+    return this.#call('claimThread', JSON.stringify(request), nowMs ?? Date.now());
+  }
+
+  /** Extends the current claim to store time + `leaseMs`; rejects (`claim_lost`) when it is not current. */
+  renewClaim(claim, leaseMs, { nowMs } = {}) {
+    return this.#call('renewClaim', JSON.stringify(claim), leaseMs, nowMs ?? Date.now());
+  }
+
+  /** Ends the claim if it is the thread's current one. */
+  async releaseClaim(claim, { nowMs } = {}) {
+    await this.#call('releaseClaim', JSON.stringify(claim), nowMs ?? Date.now());
+  }
+
+  /** The thread's live claim at store time, or `null`. */
+  threadClaim(threadId, { nowMs } = {}) {
+    return this.#call('threadClaim', threadId, nowMs ?? Date.now());
   }
 
   /** The thread's committed messages. */
@@ -1046,6 +1079,22 @@ const providers = Object.freeze({
 });
 
 // Each name written out, so that `import { BusyError } from 'runcore'` works from ES modules.
+// Named one by one (not `errorClasses.X` inside the object) so that Node's CommonJS lexer sees
+// every export: `import { BusyError } from 'runcore'` works from ES modules.
+const {
+  BusyError,
+  NotAcceptingError,
+  UnexpectedOutcomeError,
+  UnknownCallError,
+  DuplicateOutcomeError,
+  ResumeError,
+  InvalidStateError,
+  NotExpiredError,
+  InvalidInputError,
+  InvalidJsonError,
+  InternalError,
+} = errorClasses;
+
 module.exports = {
   Agent,
   Driver,
@@ -1058,15 +1107,15 @@ module.exports = {
   CodecError,
   providers,
   AgentError,
-  BusyError: errorClasses.BusyError,
-  NotAcceptingError: errorClasses.NotAcceptingError,
-  UnexpectedOutcomeError: errorClasses.UnexpectedOutcomeError,
-  UnknownCallError: errorClasses.UnknownCallError,
-  DuplicateOutcomeError: errorClasses.DuplicateOutcomeError,
-  ResumeError: errorClasses.ResumeError,
-  InvalidStateError: errorClasses.InvalidStateError,
-  NotExpiredError: errorClasses.NotExpiredError,
-  InvalidInputError: errorClasses.InvalidInputError,
-  InvalidJsonError: errorClasses.InvalidJsonError,
-  InternalError: errorClasses.InternalError,
+  BusyError,
+  NotAcceptingError,
+  UnexpectedOutcomeError,
+  UnknownCallError,
+  DuplicateOutcomeError,
+  ResumeError,
+  InvalidStateError,
+  NotExpiredError,
+  InvalidInputError,
+  InvalidJsonError,
+  InternalError,
 };

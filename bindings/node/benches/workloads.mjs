@@ -6,6 +6,10 @@
 //   subprocess  a `runcore drive` child process through pipes
 //   pi          pi-agent-core 0.73.1 (@mariozechner/pi-agent-core, a dependency of this
 //               benchmark only: `npm ci` in bindings/node/benches)
+//   runcore-pi  runcore/pi (this package's pi-agent-core-compatible Agent), the same host
+//               code as `pi` (same stream function, same tool), in memory
+//   runcore-pi-sqlite  the same, durable: `store` a SqliteStore in a temporary file (every
+//               commit stored, the thread claimed)
 //
 //   node bindings/node/benches/workloads.mjs [--n 1000,10000] [--repeat 3] [--ways agent,driver,subprocess,pi]
 //
@@ -20,7 +24,8 @@
 // transcript array by reference). Every output is parsed into an object, as a host would
 // consume it. Prints one JSON line per figure and a table; each figure is the best of --repeat.
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -215,8 +220,8 @@ function subprocessSend() {
 
 // ----- pi-agent-core ------------------------------------------------------------------------
 
-async function piAgent(reply) {
-  const pi = await import('@mariozechner/pi-agent-core');
+async function piAgent(reply, { runcorePi = false, store, n } = {}) {
+  const pi = runcorePi ? require(resolve(HERE, '..', 'pi.js')) : await import('@mariozechner/pi-agent-core');
   const ai = await import('@mariozechner/pi-ai');
   const { Type } = await import('typebox');
   const model = {
@@ -237,11 +242,17 @@ async function piAgent(reply) {
     name: 'echo', label: 'echo', description: 'Echo', parameters: Type.Object({ i: Type.Number() }),
     execute: async () => ({ content: [{ type: 'text', text: TOOL_TEXT }], details: {} }),
   };
-  const agent = new pi.Agent({ initialState: { model, tools: [echo], systemPrompt: '' }, streamFn });
-  return agent;
+  const options = { initialState: { model, tools: [echo], systemPrompt: '' }, streamFn };
+  if (runcorePi) {
+    options.maxSteps = n;
+    if (store) Object.assign(options, { store, threadId: `bench-${++benchThreads}` });
+  }
+  return new pi.Agent(options);
 }
 
-async function piW1(n) {
+let benchThreads = 0;
+
+async function piW1(n, options = {}) {
   let steps = 0;
   const agent = await piAgent((call, _context, message, stream) => {
     steps = call;
@@ -267,12 +278,12 @@ async function piW1(n) {
       }
       stream.end(message);
     });
-  });
+  }, { ...options, n });
   await agent.prompt('go');
   return steps;
 }
 
-async function piW2(n) {
+async function piW2(n, options = {}) {
   const agent = await piAgent((_call, _context, message, stream) => {
     queueMicrotask(() => {
       message.content.push({ type: 'text', text: ANSWER });
@@ -280,7 +291,7 @@ async function piW2(n) {
       stream.push({ type: 'done', reason: 'stop', message });
       stream.end(message);
     });
-  });
+  }, { ...options, n });
   for (let i = 0; i < n; i++) await agent.prompt(`q${i}`);
   return n;
 }
@@ -310,6 +321,16 @@ async function once(way, workload, n) {
   else if (way === 'driver') items = await (workload === 'w1' ? linesW1 : linesW2)(driverSend(), n);
   else if (way === 'subprocess') items = await (workload === 'w1' ? linesW1 : linesW2)(send, n);
   else if (way === 'pi') items = await (workload === 'w1' ? piW1 : piW2)(n);
+  else if (way === 'runcore-pi') items = await (workload === 'w1' ? piW1 : piW2)(n, { runcorePi: true });
+  else if (way === 'runcore-pi-sqlite') {
+    const dir = mkdtempSync(join(tmpdir(), 'runcore-pi-bench-'));
+    const store = new runcore.SqliteStore(join(dir, 'bench.db'));
+    try {
+      items = await (workload === 'w1' ? piW1 : piW2)(n, { runcorePi: true, store });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
   else throw new Error(`unknown way ${way}`);
   const wall = performance.now() - start;
   const used = process.cpuUsage(cpuBefore);
@@ -343,13 +364,13 @@ async function main() {
   }
   for (const [title, key] of [['wall-clock', 'per_item_us'], ['CPU time (this process and the child)', 'cpu_per_item_us']]) {
     console.log(`\nNode ${process.version}, best of ${options.repeat}, µs per item, ${title}\n`);
-    console.log(`| workload | N | ${options.ways.join(' | ')} | pi / agent | subprocess / agent |`);
-    console.log('|' + ' --- |'.repeat(options.ways.length + 4));
+    console.log(`| workload | N | ${options.ways.join(' | ')} | pi / agent | subprocess / agent | pi / runcore-pi |`);
+    console.log('|' + ' --- |'.repeat(options.ways.length + 5));
     for (const workload of ['w1', 'w2']) {
       for (const n of options.n) {
         const row = Object.fromEntries(results.filter((r) => r.workload === workload && r.param === n).map((r) => [r.way, r[key]]));
         const ratio = (a, b) => (row[a] && row[b] ? `${(row[a] / row[b]).toFixed(1)}×` : '–');
-        console.log(`| ${workload} | ${n.toLocaleString('en')} | ${options.ways.map((w) => row[w]).join(' | ')} | ${ratio('pi', 'agent')} | ${ratio('subprocess', 'agent')} |`);
+        console.log(`| ${workload} | ${n.toLocaleString('en')} | ${options.ways.map((w) => row[w]).join(' | ')} | ${ratio('pi', 'agent')} | ${ratio('subprocess', 'agent')} | ${ratio('pi', 'runcore-pi')} |`);
       }
     }
   }

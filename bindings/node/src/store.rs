@@ -15,8 +15,8 @@ use napi::{Env, Task};
 use napi_derive::napi;
 use runcore::driver::StoreWrite;
 use runcore::{
-    CheckpointReader, CommitLog, CommittedThreadView, EventScope, MemoryStore, RunId, StoreError,
-    ThreadId, TranscriptSnapshotRef,
+    CheckpointReader, Claim, ClaimRequest, CommitLog, CommittedThreadView, EventScope, MemoryStore,
+    RunId, StoreError, ThreadClaims, ThreadId, TranscriptSnapshotRef,
 };
 use runcore_postgres::PostgresStore;
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
@@ -81,6 +81,11 @@ fn whole(value: f64, what: &str) -> napi::Result<u64> {
     }
 }
 
+/// A JavaScript time (`Date.now()`) or duration in milliseconds, as the store takes it.
+fn now_of(now_ms: f64) -> napi::Result<u64> {
+    whole(now_ms, "a time in milliseconds")
+}
+
 fn limit_of(limit: Option<u32>) -> usize {
     limit.map_or(100, |l| l as usize)
 }
@@ -105,6 +110,24 @@ impl NativeStore {
                     let store = shared.lock().map_err(|e| store_error(&e))?;
                     f(&store).map_err(|e| store_error(&e))?
                 };
+                serde_json::to_string(&value).map_err(|e| internal(e.to_string()))
+            })),
+        })
+    }
+}
+
+impl NativeStore {
+    /// A task that runs `f` on the store (a handle that may write) off the JavaScript thread
+    /// and answers its result as JSON text.
+    fn write<T: Serialize>(
+        &self,
+        f: impl FnOnce(&mut SharedStore) -> Result<T, StoreError> + Send + 'static,
+    ) -> AsyncTask<StoreCall> {
+        AsyncTask::new(StoreCall {
+            shared: self.shared.clone(),
+            call: Some(Box::new(move |shared: &SharedStore| {
+                let mut shared = shared.clone();
+                let value = f(&mut shared).map_err(|e| store_error(&e))?;
                 serde_json::to_string(&value).map_err(|e| internal(e.to_string()))
             })),
         })
@@ -151,12 +174,32 @@ impl NativeStore {
 
     /// Applies a `commit` output (its JSON text): fenced and idempotent when it carries
     /// `ordinal` and `expected_thread_version`, a plain commit otherwise. Returns the receipt
-    /// (or record) as JSON text.
+    /// (or record) as JSON text. With `claim` (a claim's JSON, SPEC §7.2) the fenced commit
+    /// carries its token, checked at store time `now_ms`.
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn commit(&self, output: String) -> napi::Result<AsyncTask<StoreCall>> {
+    pub fn commit(
+        &self,
+        output: String,
+        claim: Option<String>,
+        now_ms: Option<f64>,
+    ) -> napi::Result<AsyncTask<StoreCall>> {
         let output = decode("commit output", &output)?;
-        let write =
+        let mut write =
             StoreWrite::from_output_line(output).map_err(|e| invalid_json(e.to_string()))?;
+        if let Some(claim) = claim {
+            let claim: Claim = decode("claim", &claim)?;
+            match &mut write {
+                StoreWrite::Fenced(operation) => {
+                    operation.claim = Some(claim.token());
+                    operation.now_ms = now_ms.map(now_of).transpose()?;
+                }
+                StoreWrite::Plain(_) => {
+                    return Err(bad_argument(
+                        "a commit under a claim must be fenced (carry ordinal and expected_thread_version)",
+                    ));
+                }
+            }
+        }
         Ok(AsyncTask::new(StoreCall {
             shared: self.shared.clone(),
             call: Some(Box::new(move |shared: &SharedStore| {
@@ -174,6 +217,49 @@ impl NativeStore {
                     .map_err(|e| internal(e.to_string()))
             })),
         }))
+    }
+
+    /// Claims a thread (SPEC §7.2): `request` is a claim request's JSON (`thread_id`, `owner`,
+    /// `request_id`, `lease_ms`); resolves to the claim's JSON, or rejects with `claim_held`.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn claim_thread(&self, request: String, now_ms: f64) -> napi::Result<AsyncTask<StoreCall>> {
+        let request: ClaimRequest = decode("claim request", &request)?;
+        let now = now_of(now_ms)?;
+        Ok(self.write(move |store| store.claim_thread(&request, now)))
+    }
+
+    /// Extends a claim by `lease_ms` from store time; rejects with `claim_lost` when it is not current.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn renew_claim(
+        &self,
+        claim: String,
+        lease_ms: f64,
+        now_ms: f64,
+    ) -> napi::Result<AsyncTask<StoreCall>> {
+        let claim: Claim = decode("claim", &claim)?;
+        let lease = now_of(lease_ms)?;
+        let now = now_of(now_ms)?;
+        Ok(self.write(move |store| store.renew_claim(&claim, lease, now)))
+    }
+
+    /// Ends a claim if it is the thread's current one.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn release_claim(&self, claim: String, now_ms: f64) -> napi::Result<AsyncTask<StoreCall>> {
+        let claim: Claim = decode("claim", &claim)?;
+        let now = now_of(now_ms)?;
+        Ok(self.write(move |store| store.release_claim(&claim, now)))
+    }
+
+    /// The thread's live claim at store time, or `null`.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn thread_claim(
+        &self,
+        thread_id: String,
+        now_ms: f64,
+    ) -> napi::Result<AsyncTask<StoreCall>> {
+        let now = now_of(now_ms)?;
+        let thread = ThreadId::new(thread_id);
+        Ok(self.write(move |store| store.thread_claim(&thread, now)))
     }
 
     /// The thread's committed messages.

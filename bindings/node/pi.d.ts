@@ -1,0 +1,329 @@
+// Types of `runcore/pi` (pi.js): the API of pi-agent-core 0.73.1 (`@mariozechner/pi-agent-core`)
+// over runcore's native Agent. The message, model and stream types are structural copies of
+// pi-ai's (`@mariozechner/pi-ai`), so this file needs nothing installed; pi-ai's own values fit.
+
+import type { Store } from './index.js';
+
+/** A text block. */
+export interface TextContent {
+  type: 'text';
+  text: string;
+  textSignature?: string;
+}
+/** An image block (base64 `data`). */
+export interface ImageContent {
+  type: 'image';
+  data: string;
+  mimeType: string;
+}
+/** A reasoning block. */
+export interface ThinkingContent {
+  type: 'thinking';
+  thinking: string;
+  thinkingSignature?: string;
+  redacted?: boolean;
+}
+/** A tool call block of an assistant message. */
+export interface ToolCall {
+  type: 'toolCall';
+  id: string;
+  name: string;
+  arguments: Record<string, any>;
+  thoughtSignature?: string;
+}
+/** Token usage and cost, as pi-ai reports it. */
+export interface Usage {
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+  totalTokens: number;
+  cost: { input: number; output: number; cacheRead: number; cacheWrite: number; total: number };
+}
+export type StopReason = 'stop' | 'length' | 'toolUse' | 'error' | 'aborted';
+export interface UserMessage {
+  role: 'user';
+  content: string | (TextContent | ImageContent)[];
+  timestamp: number;
+}
+export interface AssistantMessage {
+  role: 'assistant';
+  content: (TextContent | ThinkingContent | ToolCall)[];
+  api: string;
+  provider: string;
+  model: string;
+  responseId?: string;
+  usage: Usage;
+  stopReason: StopReason;
+  errorMessage?: string;
+  timestamp: number;
+}
+export interface ToolResultMessage<TDetails = any> {
+  role: 'toolResult';
+  toolCallId: string;
+  toolName: string;
+  content: (TextContent | ImageContent)[];
+  details?: TDetails;
+  isError: boolean;
+  timestamp: number;
+}
+export type Message = UserMessage | AssistantMessage | ToolResultMessage;
+
+/** Apps extend this by declaration merging (pi's `CustomAgentMessages`). */
+export interface CustomAgentMessages {}
+/** A message of the transcript: pi-ai's, or an app's own. */
+export type AgentMessage = Message | CustomAgentMessages[keyof CustomAgentMessages];
+
+/** A model, as pi-ai describes one. */
+export interface Model {
+  id: string;
+  name: string;
+  api: string;
+  provider: string;
+  baseUrl: string;
+  reasoning: boolean;
+  input: string[];
+  cost: { input: number; output: number; cacheRead: number; cacheWrite: number };
+  contextWindow: number;
+  maxTokens: number;
+  [key: string]: any;
+}
+
+/** What a stream function yields (pi-ai's `AssistantMessageEvent`). */
+export type AssistantMessageEvent =
+  | { type: 'start'; partial: AssistantMessage }
+  | { type: 'done'; reason: StopReason; message: AssistantMessage }
+  | { type: 'error'; reason: StopReason; error: AssistantMessage }
+  | { type: string; partial?: AssistantMessage; [key: string]: any };
+
+/** A stream of model events whose `result()` is the final assistant message. */
+export interface AssistantMessageEventStream extends AsyncIterable<AssistantMessageEvent> {
+  result(): Promise<AssistantMessage>;
+}
+
+/** The request context a stream function gets. */
+export interface Context {
+  systemPrompt?: string;
+  messages: Message[];
+  tools?: AgentTool<any>[];
+}
+
+/** Options a stream function gets (pi-ai's `SimpleStreamOptions`, loosely). */
+export interface StreamOptions {
+  apiKey?: string;
+  signal?: AbortSignal;
+  sessionId?: string;
+  reasoning?: ThinkingLevel;
+  [key: string]: any;
+}
+
+export type StreamFn = (
+  model: Model,
+  context: Context,
+  options?: StreamOptions,
+) => AssistantMessageEventStream | Promise<AssistantMessageEventStream>;
+
+export type ToolExecutionMode = 'sequential' | 'parallel';
+export type ThinkingLevel = 'off' | 'minimal' | 'low' | 'medium' | 'high' | 'xhigh';
+export type QueueMode = 'all' | 'one-at-a-time';
+export type AgentToolCall = ToolCall;
+
+export interface AgentToolResult<T> {
+  content: (TextContent | ImageContent)[];
+  details: T;
+  terminate?: boolean;
+}
+export type AgentToolUpdateCallback<T = any> = (partialResult: AgentToolResult<T>) => void;
+
+export interface AgentTool<TParameters = any, TDetails = any> {
+  name: string;
+  description: string;
+  parameters: TParameters;
+  label: string;
+  prepareArguments?: (args: unknown) => any;
+  execute: (
+    toolCallId: string,
+    params: any,
+    signal?: AbortSignal,
+    onUpdate?: AgentToolUpdateCallback<TDetails>,
+  ) => Promise<AgentToolResult<TDetails>>;
+  executionMode?: ToolExecutionMode;
+}
+
+export interface AgentContext {
+  systemPrompt: string;
+  messages: AgentMessage[];
+  tools?: AgentTool<any>[];
+}
+
+export interface BeforeToolCallResult {
+  block?: boolean;
+  reason?: string;
+}
+export interface AfterToolCallResult {
+  content?: (TextContent | ImageContent)[];
+  details?: unknown;
+  isError?: boolean;
+  terminate?: boolean;
+}
+export interface BeforeToolCallContext {
+  assistantMessage: AssistantMessage;
+  toolCall: AgentToolCall;
+  args: unknown;
+  context: AgentContext;
+}
+export interface AfterToolCallContext {
+  assistantMessage: AssistantMessage;
+  toolCall: AgentToolCall;
+  args: unknown;
+  result: AgentToolResult<any>;
+  isError: boolean;
+  context: AgentContext;
+}
+export interface ShouldStopAfterTurnContext {
+  message: AssistantMessage;
+  toolResults: ToolResultMessage[];
+  context: AgentContext;
+  newMessages: AgentMessage[];
+}
+
+export interface AgentLoopConfig extends StreamOptions {
+  model: Model;
+  convertToLlm: (messages: AgentMessage[]) => Message[] | Promise<Message[]>;
+  transformContext?: (messages: AgentMessage[], signal?: AbortSignal) => Promise<AgentMessage[]>;
+  getApiKey?: (provider: string) => Promise<string | undefined> | string | undefined;
+  shouldStopAfterTurn?: (context: ShouldStopAfterTurnContext) => boolean | Promise<boolean>;
+  getSteeringMessages?: () => Promise<AgentMessage[]>;
+  getFollowUpMessages?: () => Promise<AgentMessage[]>;
+  toolExecution?: ToolExecutionMode;
+  beforeToolCall?: (context: BeforeToolCallContext, signal?: AbortSignal) => Promise<BeforeToolCallResult | undefined>;
+  afterToolCall?: (context: AfterToolCallContext, signal?: AbortSignal) => Promise<AfterToolCallResult | undefined>;
+  /** runcore's step budget (model calls per run); default 32. */
+  maxSteps?: number;
+}
+
+export interface AgentState {
+  systemPrompt: string;
+  model: Model;
+  thinkingLevel: ThinkingLevel;
+  set tools(tools: AgentTool<any>[]);
+  get tools(): AgentTool<any>[];
+  /** The transcript: runcore's committed one. Assigning copies the array (in memory: imported before the next run). */
+  set messages(messages: AgentMessage[]);
+  get messages(): AgentMessage[];
+  readonly isStreaming: boolean;
+  readonly streamingMessage?: AgentMessage;
+  readonly pendingToolCalls: ReadonlySet<string>;
+  readonly errorMessage?: string;
+}
+
+export type AgentEvent =
+  | { type: 'agent_start' }
+  /** `unconsumed`: queued input the run did not take (runcore's `run_end.unconsumed`), when any. */
+  | { type: 'agent_end'; messages: AgentMessage[]; unconsumed?: AgentMessage[] }
+  | { type: 'turn_start' }
+  | { type: 'turn_end'; message: AgentMessage; toolResults: ToolResultMessage[] }
+  | { type: 'message_start'; message: AgentMessage }
+  | { type: 'message_update'; message: AgentMessage; assistantMessageEvent: AssistantMessageEvent }
+  | { type: 'message_end'; message: AgentMessage }
+  | { type: 'tool_execution_start'; toolCallId: string; toolName: string; args: any }
+  | { type: 'tool_execution_update'; toolCallId: string; toolName: string; args: any; partialResult: any }
+  | { type: 'tool_execution_end'; toolCallId: string; toolName: string; result: any; isError: boolean };
+
+export interface AgentOptions {
+  initialState?: Partial<Omit<AgentState, 'pendingToolCalls' | 'isStreaming' | 'streamingMessage' | 'errorMessage'>>;
+  convertToLlm?: (messages: AgentMessage[]) => Message[] | Promise<Message[]>;
+  transformContext?: (messages: AgentMessage[], signal?: AbortSignal) => Promise<AgentMessage[]>;
+  streamFn?: StreamFn;
+  getApiKey?: (provider: string) => Promise<string | undefined> | string | undefined;
+  onPayload?: (...args: any[]) => any;
+  onResponse?: (...args: any[]) => any;
+  beforeToolCall?: (context: BeforeToolCallContext, signal?: AbortSignal) => Promise<BeforeToolCallResult | undefined>;
+  afterToolCall?: (context: AfterToolCallContext, signal?: AbortSignal) => Promise<AfterToolCallResult | undefined>;
+  steeringMode?: QueueMode;
+  followUpMode?: QueueMode;
+  sessionId?: string;
+  thinkingBudgets?: { [level: string]: number };
+  transport?: string;
+  maxRetryDelayMs?: number;
+  toolExecution?: ToolExecutionMode;
+  /** runcore's step budget (model calls per run); default 32. */
+  maxSteps?: number;
+  /** Durable mode: every commit is stored before anything after it; the thread is recovered at construction. */
+  store?: Store;
+  /** The thread (required with `store`; default `"pi"`). */
+  threadId?: string;
+  /** Durable mode: the claim's owner (default: host name, pid and a random id, unique per agent). */
+  owner?: string;
+  /** Durable mode: the claim's lease in milliseconds, renewed every third of it (default 30000). */
+  leaseMs?: number;
+}
+
+/** An event stream that ends with `agent_end`; `result()` resolves to the run's new messages. */
+export interface AgentEventStream extends AsyncIterable<AgentEvent> {
+  result(): Promise<AgentMessage[]>;
+}
+
+export class Agent {
+  constructor(options?: AgentOptions);
+  readonly state: AgentState;
+  /** Queued messages the last run did not take (runcore's `run_end.unconsumed`). */
+  readonly unconsumed: AgentMessage[];
+  readonly signal: AbortSignal | undefined;
+  /** Durable mode: the thread's claim once granted, else `null`. */
+  readonly claim: import('./index.js').Claim | null;
+  /** Durable mode: waits for the active run, stops renewing and releases the claim. */
+  close(): Promise<void>;
+  steeringMode: QueueMode;
+  followUpMode: QueueMode;
+  convertToLlm: (messages: AgentMessage[]) => Message[] | Promise<Message[]>;
+  transformContext?: (messages: AgentMessage[], signal?: AbortSignal) => Promise<AgentMessage[]>;
+  streamFn?: StreamFn;
+  getApiKey?: (provider: string) => Promise<string | undefined> | string | undefined;
+  onPayload?: (...args: any[]) => any;
+  onResponse?: (...args: any[]) => any;
+  beforeToolCall?: (context: BeforeToolCallContext, signal?: AbortSignal) => Promise<BeforeToolCallResult | undefined>;
+  afterToolCall?: (context: AfterToolCallContext, signal?: AbortSignal) => Promise<AfterToolCallResult | undefined>;
+  sessionId?: string;
+  thinkingBudgets?: { [level: string]: number };
+  transport: string;
+  maxRetryDelayMs?: number;
+  toolExecution: ToolExecutionMode;
+  subscribe(listener: (event: AgentEvent, signal: AbortSignal) => Promise<void> | void): () => void;
+  /** Queues steering for the active run; while idle runcore refuses it (`NotAcceptingError`). */
+  steer(message: AgentMessage): void;
+  /** Queues a follow-up for the active run; while idle runcore refuses it (`NotAcceptingError`). */
+  followUp(message: AgentMessage): void;
+  /** A no-op when nothing is queued; runcore cannot withdraw queued input (an error otherwise). */
+  clearSteeringQueue(): void;
+  clearFollowUpQueue(): void;
+  clearAllQueues(): void;
+  hasQueuedMessages(): boolean;
+  abort(): void;
+  waitForIdle(): Promise<void>;
+  /** In memory: a fresh transcript; refused for a durable thread. */
+  reset(): void;
+  prompt(message: AgentMessage | AgentMessage[]): Promise<void>;
+  prompt(input: string, images?: ImageContent[]): Promise<void>;
+  continue(): Promise<void>;
+}
+
+export function agentLoop(
+  prompts: AgentMessage[],
+  context: AgentContext,
+  config: AgentLoopConfig,
+  signal?: AbortSignal,
+  streamFn?: StreamFn,
+): AgentEventStream;
+
+export function agentLoopContinue(
+  context: AgentContext,
+  config: AgentLoopConfig,
+  signal?: AbortSignal,
+  streamFn?: StreamFn,
+): AgentEventStream;
+
+/** A pi message as the runcore message the transcript holds (extra fields in `meta`). */
+export function toCore(message: AgentMessage): { role: string; [key: string]: any };
+/** A runcore transcript message as pi's message. */
+export function fromCore(message: { role: string; [key: string]: any }, model?: Model): AgentMessage;

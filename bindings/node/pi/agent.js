@@ -1,0 +1,549 @@
+'use strict';
+// pi's `Agent` over runcore's native agent: state, subscriptions, prompt / continue / steer /
+// followUp / abort, and the durable mode (a store, a claimed thread, recovery).
+
+const { hostname } = require('node:os');
+const { randomUUID } = require('node:crypto');
+const runcore = require('../index.js');
+const { Host, errorText } = require('./host.js');
+const {
+  EMPTY_USAGE, DEFAULT_MODEL, toCore, toInput, fromCore, promptLine, defaultConvertToLlm,
+} = require('./messages.js');
+
+const BUSY_PROMPT =
+  'Agent is already processing a prompt. Use steer() or followUp() to queue messages, or wait for completion.';
+const BUSY_CONTINUE = 'Agent is already processing. Wait for completion before continuing.';
+
+const MODES = { all: 'all', 'one-at-a-time': 'one_at_a_time' };
+
+/**
+ * pi-agent-core's `Agent` over runcore: see README.md, "For pi-agent-core users".
+ */
+class Agent {
+  #listeners = new Set();
+  #state;
+  #messages = [];
+  #tools = [];
+  #core = null;
+  #coreLen = 0;
+  #coreLast = undefined;
+  #active = null;
+  #host = null;
+  #steeringMode;
+  #followUpMode;
+  #store;
+  #threadId;
+  #maxSteps;
+  #unconsumed = [];
+  #owner;
+  #leaseMs;
+  #claim = null;
+  #renewal = null;
+  #opening = Promise.resolve();
+  #llmCache = { source: null, scanned: 0, out: [], last: undefined };
+
+  constructor(options = {}) {
+    const initial = options.initialState ?? {};
+    const self = this;
+    this.#messages = initial.messages ? initial.messages.slice() : [];
+    this.#tools = initial.tools ? initial.tools.slice() : [];
+    this.#state = {
+      systemPrompt: initial.systemPrompt ?? '',
+      model: initial.model ?? DEFAULT_MODEL,
+      thinkingLevel: initial.thinkingLevel ?? 'off',
+      get tools() {
+        return self.#tools;
+      },
+      set tools(tools) {
+        self.#tools = tools.slice();
+      },
+      get messages() {
+        return self.#messages;
+      },
+      set messages(messages) {
+        self.#messages = messages.slice();
+      },
+      isStreaming: false,
+      streamingMessage: undefined,
+      pendingToolCalls: new Set(),
+      errorMessage: undefined,
+    };
+    this.convertToLlm = options.convertToLlm ?? defaultConvertToLlm;
+    this.transformContext = options.transformContext;
+    this.streamFn = options.streamFn;
+    this.getApiKey = options.getApiKey;
+    this.onPayload = options.onPayload;
+    this.onResponse = options.onResponse;
+    this.beforeToolCall = options.beforeToolCall;
+    this.afterToolCall = options.afterToolCall;
+    this.#steeringMode = options.steeringMode ?? 'one-at-a-time';
+    this.#followUpMode = options.followUpMode ?? 'one-at-a-time';
+    this.sessionId = options.sessionId;
+    this.thinkingBudgets = options.thinkingBudgets;
+    this.transport = options.transport ?? 'auto';
+    this.maxRetryDelayMs = options.maxRetryDelayMs;
+    this.toolExecution = options.toolExecution ?? 'parallel';
+    this.#maxSteps = options.maxSteps ?? 32;
+    this.#store = options.store;
+    this.#threadId = options.threadId ?? (this.#store ? undefined : 'pi');
+    if (this.#store) {
+      if (typeof this.#threadId !== 'string' || this.#threadId === '') {
+        throw new TypeError('runcore/pi: a durable Agent needs a threadId');
+      }
+      this.#owner = options.owner ?? `${hostname()}:${process.pid}:${randomUUID()}`;
+      this.#leaseMs = options.leaseMs ?? 30000;
+      this.#open();
+    }
+  }
+
+  /** Durable mode: stores a commit under this agent's claim. */
+  #commit(output) {
+    return this.#store.commit(output, { claim: this.#claim });
+  }
+
+  #config() {
+    return {
+      thread_id: this.#threadId,
+      // The JavaScript keeps the transcript (state.messages): a model request carries only
+      // what is new, never the whole transcript again.
+      context: 'delta',
+      max_steps: this.#maxSteps,
+      steering_mode: MODES[this.#steeringMode] ?? 'one_at_a_time',
+      follow_up_mode: MODES[this.#followUpMode] ?? 'one_at_a_time',
+    };
+  }
+
+  /**
+   * Durable mode. In the constructor (synchronously): the transcript as committed, so
+   * `state.messages` holds it at once. Then (asynchronously, before any run of this agent):
+   * the thread's claim (SPEC §7.2; a live claim of another owner rejects every later `prompt`
+   * / `continue` with `StoreError` code `claim_held`), renewed every third of the lease, and
+   * the recovery under that claim. A run that was active when its process died resumes under
+   * `replay` as a run of this agent: subscribe right after construction to see its events, and
+   * await `waitForIdle()`.
+   */
+  #open() {
+    const preview = this.#recovered();
+    this.#messages = preview.messages;
+    this.#core = preview.core;
+    this.#setCommitted();
+    this.#opening = this.#claimAndRecover();
+    this.#opening.catch(() => {});
+    if (preview.core.activeRunId !== null) {
+      const resume = this.#run(async (host) => {
+        await this.#ready();
+        const core = this.#native();
+        if (core.activeRunId === null) return;
+        host.runId = core.activeRunId;
+        host.started = true;
+        await host.emit({ type: 'agent_start' });
+        await host.openTurn();
+        await host.pump();
+      });
+      resume.catch(() => {});
+    }
+  }
+
+  /** Claims the thread, starts renewing, and recovers it again under the claim. */
+  async #claimAndRecover() {
+    const store = this.#store;
+    this.#claim = await store.claimThread({ threadId: this.#threadId, owner: this.#owner, leaseMs: this.#leaseMs });
+    this.#renewal = setInterval(() => {
+      store.renewClaim(this.#claim, this.#leaseMs).then(
+        (claim) => {
+          this.#claim = claim;
+        },
+        () => clearInterval(this.#renewal),
+      );
+    }, Math.max(1, Math.floor(this.#leaseMs / 3)));
+    this.#renewal.unref?.();
+    // Recovered again under the claim: what another owner committed before it is included.
+    // Messages the host appended to state.messages meanwhile stay after the committed ones.
+    const claimed = this.#recovered();
+    const previewed = this.#coreLen;
+    if (claimed.messages.length !== previewed) this.#messages.splice(0, previewed, ...claimed.messages);
+    this.#core = claimed.core;
+    this.#coreLen = claimed.messages.length;
+    this.#coreLast = this.#messages[this.#coreLen - 1];
+  }
+
+  /** Durable mode: the claim is held (asked again when an earlier attempt was refused). */
+  async #ready() {
+    if (!this.#store) return;
+    try {
+      await this.#opening;
+    } catch {
+      if (this.#claim === null) this.#opening = this.#claimAndRecover();
+      await this.#opening;
+    }
+  }
+
+  #recovered() {
+    const core = runcore.Agent.recover(this.#store, this.#threadId, 'replay', { config: this.#config() });
+    const model = this.#state.model;
+    return { core, messages: core.transcript().map((m) => fromCore(m, model)) };
+  }
+
+  #setCommitted() {
+    this.#coreLen = this.#messages.length;
+    this.#coreLast = this.#messages[this.#coreLen - 1];
+  }
+
+  /** The thread's claim in durable mode (once granted), else `null`. */
+  get claim() {
+    return this.#claim;
+  }
+
+  /** Durable mode: stops renewing and releases the thread's claim (after the active run). */
+  async close() {
+    await this.waitForIdle();
+    if (this.#renewal !== null) clearInterval(this.#renewal);
+    this.#renewal = null;
+    if (this.#claim !== null) {
+      const claim = this.#claim;
+      this.#claim = null;
+      await this.#store.releaseClaim(claim);
+    }
+  }
+
+  get state() {
+    return this.#state;
+  }
+
+  /** The queued messages the last run did not take (runcore's `run_end.unconsumed`). */
+  get unconsumed() {
+    return this.#unconsumed;
+  }
+
+  get steeringMode() {
+    return this.#steeringMode;
+  }
+
+  set steeringMode(mode) {
+    this.#setMode('steering', mode);
+  }
+
+  get followUpMode() {
+    return this.#followUpMode;
+  }
+
+  set followUpMode(mode) {
+    this.#setMode('followUp', mode);
+  }
+
+  #setMode(which, mode) {
+    if (!(mode in MODES)) throw new TypeError(`runcore/pi: unknown queue mode ${JSON.stringify(mode)}`);
+    if (this.#core !== null && this.#coreHasRuns()) {
+      throw new Error('runcore/pi: queue modes are runcore configuration; set them before the first prompt');
+    }
+    if (which === 'steering') this.#steeringMode = mode;
+    else this.#followUpMode = mode;
+    if (this.#core !== null) this.#core = null;
+  }
+
+  #coreHasRuns() {
+    return this.#store !== undefined || this.#coreLen > 0 || this.#active !== null;
+  }
+
+  subscribe(listener) {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  get signal() {
+    return this.#active?.controller.signal;
+  }
+
+  /** Queues steering for the active run; refused while idle (`NotAcceptingError`). */
+  steer(message) {
+    if (this.#host === null) this.#native().steer(toInput(message));
+    else this.#host.steer(message);
+  }
+
+  /** Queues a follow-up for the active run; refused while idle (`NotAcceptingError`). */
+  followUp(message) {
+    if (this.#host === null) this.#native().followUp(toInput(message));
+    else this.#host.followUp(message);
+  }
+
+  #queued(which) {
+    const host = this.#host;
+    if (host === null) return 0;
+    return which === 'steering' ? host.steered.length : host.followed.length;
+  }
+
+  /** runcore cannot withdraw queued input: a no-op when nothing is queued, else an error. */
+  clearSteeringQueue() {
+    if (this.#queued('steering') > 0) {
+      throw new Error('runcore/pi: queued steering cannot be withdrawn; what a run does not take comes back in agent.unconsumed');
+    }
+  }
+
+  clearFollowUpQueue() {
+    if (this.#queued('followUp') > 0) {
+      throw new Error('runcore/pi: queued follow-ups cannot be withdrawn; what a run does not take comes back in agent.unconsumed');
+    }
+  }
+
+  clearAllQueues() {
+    this.clearSteeringQueue();
+    this.clearFollowUpQueue();
+  }
+
+  hasQueuedMessages() {
+    return this.#queued('steering') + this.#queued('followUp') > 0;
+  }
+
+  abort() {
+    if (!this.#active) return;
+    this.#active.controller.abort();
+    if (this.#core !== null && this.#core.activeRunId !== null) this.#core.abort();
+  }
+
+  waitForIdle() {
+    return this.#active?.promise ?? Promise.resolve();
+  }
+
+  /** Clears the transcript: in memory a fresh native agent; refused for a durable thread. */
+  reset() {
+    if (this.#store) throw new Error('runcore/pi: a durable thread keeps its committed history; use another threadId');
+    if (this.#active) this.abort();
+    this.#messages = [];
+    this.#core = null;
+    this.#coreLen = 0;
+    this.#coreLast = undefined;
+    this.#state.isStreaming = false;
+    this.#state.streamingMessage = undefined;
+    this.#state.pendingToolCalls = new Set();
+    this.#state.errorMessage = undefined;
+    this.#unconsumed = [];
+  }
+
+  #native() {
+    if (this.#core === null) this.#core = new runcore.Agent(this.#config());
+    return this.#core;
+  }
+
+  /** Brings runcore's transcript up to `state.messages`: imports what was appended, or (in memory) starts over. */
+  async #sync() {
+    const messages = this.#messages;
+    const len = this.#coreLen;
+    if (messages.length === len && (len === 0 || messages[len - 1] === this.#coreLast)) return;
+    let suffix;
+    if (messages.length > len && (len === 0 || messages[len - 1] === this.#coreLast) && this.#core !== null) {
+      suffix = messages.slice(len);
+    } else {
+      if (this.#store) {
+        throw new Error('runcore/pi: a durable thread\'s committed messages cannot be replaced; append to state.messages instead');
+      }
+      this.#core = null;
+      suffix = messages.slice();
+    }
+    const core = this.#native();
+    if (suffix.length > 0) {
+      core.handle({ type: 'import', messages: suffix.map(toCore) });
+      for (const output of core.drain()) {
+        if (output.type === 'commit' && this.#store) await this.#commit(output);
+      }
+    }
+    this.#coreLen = messages.length;
+    this.#coreLast = messages[messages.length - 1];
+  }
+
+  async #emit(event) {
+    const state = this.#state;
+    switch (event.type) {
+      case 'message_start':
+      case 'message_update':
+        state.streamingMessage = event.message;
+        break;
+      case 'message_end':
+        state.streamingMessage = undefined;
+        break;
+      case 'tool_execution_start': {
+        const pending = new Set(state.pendingToolCalls);
+        pending.add(event.toolCallId);
+        state.pendingToolCalls = pending;
+        break;
+      }
+      case 'tool_execution_end': {
+        const pending = new Set(state.pendingToolCalls);
+        pending.delete(event.toolCallId);
+        state.pendingToolCalls = pending;
+        break;
+      }
+      case 'turn_end':
+        if (event.message.role === 'assistant' && event.message.errorMessage) {
+          state.errorMessage = event.message.errorMessage;
+        }
+        break;
+      case 'agent_end':
+        state.streamingMessage = undefined;
+        break;
+      default:
+        break;
+    }
+    const signal = this.#active?.controller.signal;
+    for (const listener of this.#listeners) await listener(event, signal);
+  }
+
+  #loopConfig() {
+    const state = this.#state;
+    return {
+      model: state.model,
+      systemPrompt: state.systemPrompt,
+      tools: this.#tools.slice(),
+      streamFn: this.streamFn,
+      convertToLlm: this.convertToLlm,
+      transformContext: this.transformContext,
+      getApiKey: this.getApiKey,
+      beforeToolCall: this.beforeToolCall,
+      afterToolCall: this.afterToolCall,
+      toolExecution: this.toolExecution,
+      llmCache: this.#llmCache,
+      options: {
+        reasoning: state.thinkingLevel === 'off' ? undefined : state.thinkingLevel,
+        sessionId: this.sessionId,
+        onPayload: this.onPayload,
+        onResponse: this.onResponse,
+        transport: this.transport,
+        thinkingBudgets: this.thinkingBudgets,
+        maxRetryDelayMs: this.maxRetryDelayMs,
+      },
+    };
+  }
+
+  #run(body) {
+    const controller = new AbortController();
+    let resolve;
+    const promise = new Promise((r) => {
+      resolve = r;
+    });
+    this.#active = { controller, promise };
+    const state = this.#state;
+    state.isStreaming = true;
+    state.streamingMessage = undefined;
+    state.errorMessage = undefined;
+    const loop = this.#loopConfig();
+    const host = new Host({
+      core: () => this.#native(),
+      commit: this.#store ? (output) => this.#commit(output) : undefined,
+      messages: this.#messages,
+      emit: (event) => this.#emit(event),
+      loop: () => loop,
+      signal: controller.signal,
+      onPartial: (message) => {
+        state.streamingMessage = message;
+      },
+    });
+    const run = (async () => {
+      try {
+        await body(host);
+      } catch (error) {
+        // Before the run started (a refused prompt, a transcript that cannot be imported) the
+        // promise rejects; after, a failing hook or listener ends the run as pi's error message.
+        if (host.started && host.end === null) await this.#failed(host, error, controller.signal.aborted);
+        else throw error;
+      } finally {
+        this.#coreLen = this.#messages.length;
+        this.#coreLast = this.#messages[this.#coreLen - 1];
+        this.#unconsumed = host.unconsumed;
+        this.#host = null;
+        state.isStreaming = false;
+        state.streamingMessage = undefined;
+        state.pendingToolCalls = new Set();
+        this.#active = null;
+        resolve();
+      }
+    })();
+    this.#host = host;
+    return run;
+  }
+
+  /** A host failure (a hook or listener threw): the run is stopped and pi's error message recorded. */
+  async #failed(host, error, aborted) {
+    const core = this.#core;
+    if (core !== null && core.activeRunId !== null) {
+      try {
+        // The run ends here: stopped, its outstanding model call failed, or the calls of its
+        // outstanding batch `interrupted` (their outcome is not known: the run ends
+        // Indeterminate). Every call keeps exactly one result.
+        core.stop(aborted ? 'aborted' : 'host_error');
+        const outstanding = host.outstanding;
+        if (outstanding?.type === 'call_model' && core.activeRunId !== null) {
+          core.modelFailed(outstanding.run_id, outstanding.step, 'host_error', errorText(error));
+        } else if (outstanding?.type === 'execute_tools' && core.activeRunId !== null) {
+          core.abandonTools();
+        }
+        for (const output of core.drain()) {
+          if (output.type === 'commit' && this.#store) await this.#commit(output);
+        }
+      } catch {
+        // The run could not be ended here; the error is still reported.
+      }
+      // What runcore appended meanwhile (results, an error answer) joins state.messages.
+      const transcript = core.transcript();
+      const model = this.#state.model;
+      for (let i = this.#messages.length; i < transcript.length; i++) this.#messages.push(fromCore(transcript[i], model));
+    }
+    const model = this.#state.model;
+    const message = {
+      role: 'assistant',
+      content: [{ type: 'text', text: '' }],
+      api: model.api,
+      provider: model.provider,
+      model: model.id,
+      usage: EMPTY_USAGE,
+      stopReason: aborted ? 'aborted' : 'error',
+      errorMessage: errorText(error),
+      timestamp: Date.now(),
+    };
+    this.#state.errorMessage = message.errorMessage;
+    host.end = { type: 'error' };
+    try {
+      await this.#emit({ type: 'agent_end', messages: [message] });
+    } catch {
+      // A listener that throws on agent_end does not keep the agent busy.
+    }
+  }
+
+  async prompt(input, images) {
+    if (this.#active) throw new Error(BUSY_PROMPT);
+    let messages;
+    if (Array.isArray(input)) messages = input;
+    else if (typeof input !== 'string') messages = [input];
+    else {
+      const content = [{ type: 'text', text: input }];
+      if (images && images.length > 0) content.push(...images);
+      messages = [{ role: 'user', content, timestamp: Date.now() }];
+    }
+    await this.#run(async (host) => {
+      await this.#ready();
+      await this.#sync();
+      host.prompts = messages;
+      this.#native().handle(promptLine(messages));
+      host.started = true;
+      // An abort made before the run existed (while the claim was asked) still cancels it.
+      if (host.signal.aborted) this.#native().abort();
+      await host.pump();
+    });
+  }
+
+  async continue() {
+    if (this.#active) throw new Error(BUSY_CONTINUE);
+    const last = this.#messages[this.#messages.length - 1];
+    if (!last) throw new Error('No messages to continue from');
+    if (last.role === 'assistant') throw new Error('Cannot continue from message role: assistant');
+    await this.#run(async (host) => {
+      await this.#ready();
+      await this.#sync();
+      this.#native().handle({ type: 'continue' });
+      host.started = true;
+      // An abort made before the run existed (while the claim was asked) still cancels it.
+      if (host.signal.aborted) this.#native().abort();
+      await host.pump();
+    });
+  }
+}
+
+module.exports = { Agent };
