@@ -100,6 +100,10 @@
 //! - The store ports: [`CommitLog`], [`CommittedThreadView`], [`CheckpointReader`],
 //!   [`StoreHandles`], [`StoreError`], the transcript digest ([`transcript_digest`]) and the
 //!   in-memory reference coordinator [`MemoryStore`].
+//! - Threads that begin with history (SPEC §8.10): [`Agent::import`],
+//!   [`Agent::prompt_messages`], the read port [`CommittedThreadView::thread_as_of`] and the
+//!   host operation [`fork_thread`] with [`forked_from`]; the lossless content of §2.1 lives on
+//!   the message types ([`Meta`], [`DeltaKind`], [`Usage`]).
 //! - The agent: [`Agent`], [`AgentConfig`], [`Input`], [`Output`] ([`AgentCommit`],
 //!   [`AgentEvent`], [`Action`]), [`AgentError`], the reducer ([`reduce`], [`AgentState`]),
 //!   [`Observers`], snapshots ([`AgentSnapshot`]) and recovery ([`RecoveryPolicy`],
@@ -159,6 +163,25 @@
 //!   If your provider rejects a system message in that position, send context at a pause.
 //! - Tool outputs over [`AgentConfig::max_tool_output_bytes`] (default 1 MiB) or with an
 //!   image that is not valid base64 of an `image/*` type become `malformed` results.
+//! - A tool call whose `arguments` are not a JSON object is answered `malformed` when its
+//!   answer arrives (never executed, never asked about); in a `length` answer every call is
+//!   `truncated` first (SPEC §13: a codec passes unparseable arguments on as their raw text).
+//! - `meta` is normalized: an empty object and an absent one are the same (absent on the
+//!   wire). A shape error in a message (`meta` that is not an object, a `signature` on a text
+//!   block) is refused by the JSON reader, so the driver answers it `invalid_json` (the Rust
+//!   types cannot express it at all).
+//! - An import's completeness rules also check that a result names the tool of its call; a
+//!   system message may stand anywhere (resume context does, between a batch's calls and
+//!   results). A multi-message prompt's ids must be unique in the thread; a one-message
+//!   prompt's id is not checked against the transcript (as before).
+//! - An import is its own run: `run_start` carries the imported messages (`message` for one,
+//!   `messages` for several) and `run_end` follows with `Stopped("imported")` and 0 steps, so
+//!   a reducer's transcript is the committed one.
+//! - A fork is an import of the parent's messages as of the version into a new thread: the
+//!   fork's first run is `"{new_thread}/run-1"`, `Ended(Stopped("imported"))`, with the audit
+//!   events `imported {count}`, `forked_from {thread_id, version}` and the inherited
+//!   `compacted`. A fork is idle: where the parent's run was still going at that version (a
+//!   model call out), the fork goes on with `continue`.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
