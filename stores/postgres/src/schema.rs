@@ -68,7 +68,7 @@ CREATE TABLE runcore_versions (
 );
 
 -- A head moved by anything but runcore's commit function (which takes the commit's sequence
--- first) has no commit sequence in its session: no row is recorded for it.
+-- first) in a session that never committed has no commit sequence: no row is recorded.
 CREATE FUNCTION runcore_record_version() RETURNS trigger LANGUAGE plpgsql AS $version$
 DECLARE
     v_commit bigint;
@@ -78,8 +78,11 @@ BEGIN
     EXCEPTION WHEN object_not_in_prerequisite_state THEN
         RETURN NULL;
     END;
+    -- A version is recorded once: a head set back by hand and moved again keeps the row of
+    -- the commit that first made that version.
     INSERT INTO runcore_versions (thread_id, version, commit_sequence, message_count)
-    VALUES (NEW.thread_id, NEW.version, v_commit, NEW.message_count);
+    VALUES (NEW.thread_id, NEW.version, v_commit, NEW.message_count)
+    ON CONFLICT (thread_id, version) DO NOTHING;
     RETURN NULL;
 END
 $version$;
