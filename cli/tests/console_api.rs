@@ -239,7 +239,7 @@ fn check_decisions(console: &Console, url: &str) {
     let new_kinds: Vec<&str> = new.iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert_eq!(
         new_kinds,
-        ["run_state_changed", "permission_decided"],
+        ["run_state_changed", "permission_decided", "commit_clock"],
         "{new:?}"
     );
     assert!(
