@@ -380,7 +380,12 @@ fn timelines(spans: &[Span], now_ms: u64) -> String {
         let start = root.start_ms;
         let total = root.end_ms.saturating_sub(start).max(1);
         let plot = TIMELINE_WIDTH - LABEL_WIDTH - 10;
-        let x = |ms: u64| LABEL_WIDTH + ms.saturating_sub(start).min(total) * plot / total;
+        // In u128: a span of any length (committed times are host data) cannot overflow.
+        let x = |ms: u64| {
+            let offset = u128::from(ms.saturating_sub(start).min(total));
+            let scaled = offset * u128::from(plot) / u128::from(total);
+            LABEL_WIDTH + u64::try_from(scaled).unwrap_or(plot)
+        };
         let rows = children.len() as u64 + 1;
         let height = (rows + 1) * ROW_HEIGHT;
         let run_id = string_attribute(root, "runcore.run.id").unwrap_or("");
@@ -747,5 +752,39 @@ mod tests {
         assert_eq!(path_segment("thread-1/run-1"), "thread-1%2Frun-1");
         assert_eq!(path_segment("a b?c#d"), "a%20b%3Fc%23d");
         assert_eq!(path_segment("é"), "%C3%A9");
+    }
+
+    fn span(id: &str, parent: Option<&str>, name: &str, start_ms: u64, end_ms: u64) -> Span {
+        let mut attributes = runcore_traces::Attributes::new();
+        attributes.insert("runcore.run.id".into(), "<r>".into());
+        Span {
+            trace_id: "t".into(),
+            span_id: id.into(),
+            parent_span_id: parent.map(str::to_owned),
+            name: name.into(),
+            kind: runcore_traces::SpanKind::Internal,
+            start_ms,
+            end_ms,
+            attributes,
+            events: Vec::new(),
+            status: SpanStatus::Error {
+                message: "<boom>".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn timelines_escape_names_and_take_any_times() {
+        let spans = [
+            span("a", None, "invoke_agent", 0, u64::MAX),
+            span("b", Some("a"), "<chat>", u64::MAX - 1, u64::MAX),
+            span("c", Some("a"), "execute_tool x", 5, 5),
+        ];
+        let html = timelines(&spans, 0);
+        assert!(html.contains("&lt;chat&gt;"), "{html}");
+        assert!(!html.contains("<chat>"), "{html}");
+        assert!(html.contains("run <code>&lt;r&gt;</code>"), "{html}");
+        assert_eq!(html.matches("<rect").count(), 3);
+        assert!(timelines(&[], 0).is_empty());
     }
 }

@@ -205,3 +205,115 @@ fn commits_without_commit_clock_still_give_spans_with_bounds() {
         assert!(span.start_ms <= span.end_ms, "{span:?}");
     }
 }
+
+/// Host data is data: events that are not what the agent writes (unknown kinds, payloads of
+/// the wrong shape, transcript lengths past the transcript, times that run backwards, runs
+/// with no `run_started`, events of another thread) give spans, never a panic, and every
+/// span ends no earlier than it starts.
+#[test]
+fn odd_events_never_panic() {
+    use runcore::{EventRecord, Message, RunId};
+    use serde_json::json;
+    let thread = ThreadId::new("t");
+    let event = |sequence: u64, commit: u64, run: &str, kind: &str, payload: Value| EventRecord {
+        sequence,
+        commit_sequence: commit,
+        thread_id: thread.clone(),
+        run_id: RunId::new(run),
+        kind: kind.into(),
+        payload,
+    };
+    let messages = [
+        Message::user("hi"),
+        serde_json::from_value::<Message>(json!({"role":"assistant","content":[
+            {"type":"tool_call","id":"c","name":"x","arguments":"not an object"}],
+            "stop_reason":"tool_use"}))
+        .expect("a message"),
+        serde_json::from_value::<Message>(json!({"role":"tool_result","call_id":"zz",
+            "tool_name":"x","content":[],"is_error":true,"outcome":"interrupted"}))
+        .expect("a message"),
+    ];
+    let mut events = vec![
+        event(
+            1,
+            1,
+            "r1",
+            "commit_clock",
+            json!({"now_ms": u64::MAX, "transcript_len": 999}),
+        ),
+        event(
+            2,
+            2,
+            "r1",
+            "commit_clock",
+            json!({"now_ms": 5, "transcript_len": 1}),
+        ),
+        event(
+            3,
+            2,
+            "r1",
+            "run_started",
+            json!({"run_id":"r1","transcript_start": 77}),
+        ),
+        event(
+            4,
+            3,
+            "r1",
+            "run_state_changed",
+            json!({"state":"not a state"}),
+        ),
+        event(
+            5,
+            4,
+            "r2",
+            "permission_decided",
+            json!({"call_id":"c","decision":"allow","step":1}),
+        ),
+        event(
+            6,
+            4,
+            "r2",
+            "run_state_changed",
+            json!({"await_reason":"permission",
+            "await_target":{"type":"tool_call","reason":"permission","call_id":"c",
+            "tool":{"name":"x","arguments":{}}},"state":{"type":"awaiting"}}),
+        ),
+        event(7, 5, "r3", "something_else", json!([1, 2, 3])),
+        event(
+            8,
+            6,
+            "r3",
+            "commit_clock",
+            json!({"now_ms": 0, "transcript_len": 2}),
+        ),
+    ];
+    let mut other = event(
+        9,
+        7,
+        "r9",
+        "commit_clock",
+        json!({"now_ms": 1, "transcript_len": 0}),
+    );
+    other.thread_id = ThreadId::new("other");
+    events.push(other);
+    for content in [false, true] {
+        let options = TraceOptions {
+            content,
+            ..options()
+        };
+        for cut in 0..=events.len() {
+            for messages_cut in 0..=messages.len() {
+                let spans = runcore_traces::derive_spans(
+                    &thread,
+                    &messages[..messages_cut],
+                    &events[..cut],
+                    &options,
+                );
+                for span in &spans {
+                    assert!(span.start_ms <= span.end_ms, "{span:?}");
+                }
+                let _ = to_otlp_json(&spans, "runcore");
+            }
+        }
+    }
+}
