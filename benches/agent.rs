@@ -30,6 +30,7 @@ fn reducer_delta(messages: usize, events: usize) -> std::time::Duration {
         &AgentEvent::RunStart {
             run_id: "r".into(),
             message: Some(Message::user("go")),
+            messages: Vec::new(),
         },
     );
     let delta = AgentEvent::Loop {
