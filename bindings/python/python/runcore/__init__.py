@@ -37,6 +37,7 @@ from runcore._runcore import (
     approve,
     deny,
     sweep,
+    trace,
 )
 
 __all__ = [
@@ -66,4 +67,5 @@ __all__ = [
     "approve",
     "deny",
     "sweep",
+    "trace",
 ]
