@@ -75,25 +75,12 @@ const PAGE: usize = 512;
 /// The spans of `thread` read straight from a store: its committed messages and its audit
 /// events, paged. With `run`, only that run's spans (an error if the thread has no such run).
 pub fn spans_from_store(
-    reader: &impl CheckpointReader,
+    reader: &(impl CheckpointReader + ?Sized),
     thread: &ThreadId,
     run: Option<&RunId>,
     options: &TraceOptions,
 ) -> Result<Vec<Span>, TraceError> {
-    let messages = reader.committed_messages(thread)?;
-    let scope = EventScope::Thread(thread.clone());
-    let mut events = Vec::new();
-    let mut from = None;
-    loop {
-        let page = reader.list_events(&scope, from, PAGE)?;
-        let Some(last) = page.last() else { break };
-        from = Some(last.sequence);
-        let full = page.len() >= PAGE;
-        events.extend(page);
-        if !full {
-            break;
-        }
-    }
+    let (messages, events) = read_thread(reader, thread)?;
     let spans = derive_spans(thread, &messages, &events, options);
     match run {
         None => Ok(spans),
@@ -111,6 +98,39 @@ pub fn spans_from_store(
                 .collect())
         }
     }
+}
+
+/// Every span of `thread` read straight from a store ([`spans_from_store`] without a run
+/// filter, whose only failure is the store's).
+pub fn thread_spans(
+    reader: &(impl CheckpointReader + ?Sized),
+    thread: &ThreadId,
+    options: &TraceOptions,
+) -> Result<Vec<Span>, StoreError> {
+    let (messages, events) = read_thread(reader, thread)?;
+    Ok(derive_spans(thread, &messages, &events, options))
+}
+
+/// The thread's committed messages and its audit events, paged.
+fn read_thread(
+    reader: &(impl CheckpointReader + ?Sized),
+    thread: &ThreadId,
+) -> Result<(Vec<Message>, Vec<EventRecord>), StoreError> {
+    let messages = reader.committed_messages(thread)?;
+    let scope = EventScope::Thread(thread.clone());
+    let mut events = Vec::new();
+    let mut from = None;
+    loop {
+        let page = reader.list_events(&scope, from, PAGE)?;
+        let Some(last) = page.last() else { break };
+        from = Some(last.sequence);
+        let full = page.len() >= PAGE;
+        events.extend(page);
+        if !full {
+            break;
+        }
+    }
+    Ok((messages, events))
 }
 
 /// The spans of `thread`, derived from its committed `messages` (commit order) and its audit

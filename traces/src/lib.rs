@@ -72,6 +72,8 @@ mod derive;
 mod otlp;
 mod span;
 
-pub use derive::{TraceError, TraceOptions, derive_spans, spans_from_store, trace_id};
+pub use derive::{
+    TraceError, TraceOptions, derive_spans, spans_from_store, thread_spans, trace_id,
+};
 pub use otlp::{SCOPE_NAME, to_otlp_json};
 pub use span::{AttributeValue, Attributes, Span, SpanEvent, SpanKind, SpanStatus};
