@@ -78,6 +78,10 @@ fn the_thread_page_shows_the_timeline_decisions_times_claims_and_context() {
     );
     assert!(page.contains("go ahead"), "{page}");
     assert!(
+        page.contains("<td data-label=\"By\"><code>console:"),
+        "{page}"
+    );
+    assert!(
         page.contains("<time datetime=\"1970-01-01T00:00:02.000Z\" data-ms=\"2000\""),
         "{page}"
     );

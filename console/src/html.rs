@@ -441,9 +441,9 @@ fn timelines(spans: &[Span], now_ms: u64) -> String {
     out
 }
 
-/// Every permission decision of the thread: the call, the decision, when, and the note or
-/// reason. Who decided is not committed (the decision's commit records what and when, not
-/// by whom).
+/// Every permission decision of the thread: the call, the decision, who answered (the claim
+/// owner a person's door records in `decided_by`; a host's own `resume_ticket` records none),
+/// when, and the note or reason.
 fn decisions(spans: &[Span]) -> String {
     let decided: Vec<&Span> = spans
         .iter()
@@ -456,7 +456,7 @@ fn decisions(spans: &[Span]) -> String {
         return String::new();
     }
     let mut out = String::from(
-        "<h2>Decisions</h2>\n<table class=\"list decisions\"><thead><tr><th>Tool call</th><th>Decision</th><th>When</th><th>Note / reason</th></tr></thead><tbody>\n",
+        "<h2>Decisions</h2>\n<table class=\"list decisions\"><thead><tr><th>Tool call</th><th>Decision</th><th>By</th><th>When</th><th>Note / reason</th></tr></thead><tbody>\n",
     );
     for span in decided {
         let decision = string_attribute(span, "runcore.decision").unwrap_or("");
@@ -466,9 +466,13 @@ fn decisions(spans: &[Span]) -> String {
         let at = span.events.first().map_or(span.end_ms, |e| e.time_ms);
         let _ = writeln!(
             out,
-            r#"<tr><td data-label="Tool call"><b>{tool}</b> <code>{call}</code></td><td data-label="Decision"><span class="badge {cls}">{decision}</span></td><td data-label="When"><time datetime="{iso}" data-ms="{at}" title="{at} ms since the Unix epoch">{civil}</time> (waited {waited} ms)</td><td data-label="Note / reason">{text}</td></tr>"#,
+            r#"<tr><td data-label="Tool call"><b>{tool}</b> <code>{call}</code></td><td data-label="Decision"><span class="badge {cls}">{decision}</span></td><td data-label="By">{by}</td><td data-label="When"><time datetime="{iso}" data-ms="{at}" title="{at} ms since the Unix epoch">{civil}</time> (waited {waited} ms)</td><td data-label="Note / reason">{text}</td></tr>"#,
             tool = escape(string_attribute(span, "gen_ai.tool.name").unwrap_or("")),
             call = escape(string_attribute(span, "gen_ai.tool.call.id").unwrap_or("")),
+            by = match string_attribute(span, "runcore.decision.by") {
+                Some(owner) => format!("<code>{}</code>", escape(owner)),
+                None => "the host (not recorded)".to_owned(),
+            },
             cls = css_class(decision),
             decision = escape(decision),
             iso = crate::time::iso_utc(at),

@@ -826,6 +826,26 @@ impl<'a> RunTrace<'a> {
 /// How a wait was answered, read from the run's next commit: the decision's name, when, and
 /// its note or reason.
 fn decision_of(next: &CommitFacts, fallback_ms: u64) -> (String, u64, Vec<(String, String)>) {
+    let (name, at, mut details) = decision_without_owner(next, fallback_ms);
+    // `decided_by {call_id, owner}`: who answered (the claim's owner), when a person's door
+    // (`runcore approve`/`deny`, the console, a binding) committed the decision.
+    let owner = next.drafts.iter().find_map(|draft| match draft {
+        AuditDraft::Custom { kind, payload } if kind == runcore::DECIDED_BY => payload
+            .get("owner")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        _ => None,
+    });
+    if let Some(owner) = owner {
+        details.push(("runcore.decision.by".to_owned(), owner));
+    }
+    (name, at, details)
+}
+
+fn decision_without_owner(
+    next: &CommitFacts,
+    fallback_ms: u64,
+) -> (String, u64, Vec<(String, String)>) {
     for draft in &next.drafts {
         if let AuditDraft::PermissionDecided {
             decision, now_ms, ..

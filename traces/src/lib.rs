@@ -20,7 +20,9 @@
 //! - one `await {tool | reason}` span per wait for a person (INTERNAL), from the Awaiting
 //!   commit to the commit that answered it, with a `runcore.decision` event and attributes:
 //!   `allow` (with `runcore.decision.note`), `deny` (with `runcore.decision.reason`),
-//!   `expired`, `cancelled`, `stopped`, `resumed`; an open wait has `runcore.await.open`.
+//!   `expired`, `cancelled`, `stopped`, `resumed`; `runcore.decision.by` names who answered
+//!   (the claim owner of `runcore approve`/`deny`, the console or a binding: their
+//!   `decided_by` draft) when known; an open wait has `runcore.await.open`.
 //!
 //! Every child's parent is its run's span. Attributes follow the GenAI semantic
 //! conventions: `gen_ai.operation.name`, `gen_ai.provider.name` (from
