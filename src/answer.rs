@@ -12,7 +12,8 @@
 //! 3. apply the answer as [`Agent::resume_ticket`] with a permission result, so the §4 checks
 //!    (expiry, result kind, …) are the agent's own;
 //! 4. commit, fenced ([`CommitLog::commit_operation`]), the first commit the agent emits: the
-//!    Running commit that deletes the ticket and carries the `permission_decided` draft. What
+//!    Running commit that deletes the ticket and carries the `permission_decided` draft (and
+//!    a `decided_by {call_id, owner}` host draft naming the claim's owner: who answered). What
 //!    the agent would do next (the next ticket of the batch, the batch's execution, the denied
 //!    result's pairing) is left to the worker that next recovers the thread: recovery honours
 //!    the committed decision, so nothing is lost by stopping here, and nothing runs a tool or a
@@ -209,6 +210,10 @@ pub fn answer_permission<S: Store + ?Sized>(
     Ok(answered)
 }
 
+/// The kind of the host draft an answer adds beside its `permission_decided`:
+/// `decided_by {call_id, owner}`, the owner of the claim it answered under.
+pub const DECIDED_BY: &str = "decided_by";
+
 /// Steps 1–4 of the module docs on the (claimed) thread.
 fn answer_on_thread<S: Store + ?Sized>(
     store: &mut S,
@@ -273,6 +278,27 @@ fn answer_on_thread<S: Store + ?Sized>(
                 .into(),
         )));
     }
+    // Who answered: the claim's owner (`console:PID`, `runcore approve --owner`, a binding's
+    // owner), as a host draft beside the decision, before the commit's `commit_clock`. The
+    // agent never reads it; a trace and the console show it.
+    let mut commit = commit;
+    let call_id = commit.commit.events.iter().find_map(|draft| match draft {
+        AuditDraft::PermissionDecided { call_id, .. } => Some(call_id.as_str().to_owned()),
+        _ => None,
+    });
+    let at = commit
+        .commit
+        .events
+        .iter()
+        .position(|draft| matches!(draft, AuditDraft::CommitClock { .. }))
+        .unwrap_or(commit.commit.events.len());
+    commit.commit.events.insert(
+        at,
+        AuditDraft::new(
+            DECIDED_BY,
+            serde_json::json!({"call_id": call_id, "owner": granted.owner}),
+        ),
+    );
     let version = commit.expected_thread_version.saturating_add(1);
     let operation = commit.into_operation().claimed(granted.token(), now_ms);
     store.commit_operation(operation)?;

@@ -106,6 +106,17 @@ pub enum AuditDraft {
         /// The agent's clock when it compacted.
         now_ms: Option<u64>,
     },
+    /// `commit_clock {now_ms, transcript_len}`: the agent's clock when it emitted the commit
+    /// and the transcript's length after it. The agent writes one, last, in every commit it
+    /// emits, so a trace (SPEC §14) can place each committed message and each state change in
+    /// time. Commits written before this fact existed have none (absent means unchanged,
+    /// SPEC §2.1); a reader then falls back to the other drafts' `now_ms`.
+    CommitClock {
+        /// The agent's clock (the latest `now_ms` it has seen) when the commit was emitted.
+        now_ms: u64,
+        /// The thread's committed transcript length once this commit is applied.
+        transcript_len: usize,
+    },
     /// A draft of any other kind (a host's own audit events).
     Custom {
         /// The kind, snake_case.
@@ -136,6 +147,7 @@ pub(crate) mod kinds {
     pub(crate) const PERMISSION_DECIDED: &str = "permission_decided";
     pub(crate) const RUN_STARTED: &str = "run_started";
     pub(crate) const COMPACTED: &str = "compacted";
+    pub(crate) const COMMIT_CLOCK: &str = "commit_clock";
 }
 
 impl AuditDraft {
@@ -211,6 +223,14 @@ impl AuditDraft {
         }
     }
 
+    /// `commit_clock {now_ms, transcript_len}` (see [`AuditDraft::CommitClock`]).
+    pub fn commit_clock(now_ms: u64, transcript_len: usize) -> Self {
+        AuditDraft::CommitClock {
+            now_ms,
+            transcript_len,
+        }
+    }
+
     /// The same draft with `now_ms` recorded: the agent's clock when the fact was decided, so
     /// a recovered agent can restore its clock from committed facts. Only `run_started`,
     /// `permission_decided` and `compacted` record it; other drafts are returned unchanged.
@@ -235,6 +255,7 @@ impl AuditDraft {
             AuditDraft::PermissionDecided { .. } => kinds::PERMISSION_DECIDED,
             AuditDraft::RunStarted { .. } => kinds::RUN_STARTED,
             AuditDraft::Compacted { .. } => kinds::COMPACTED,
+            AuditDraft::CommitClock { .. } => kinds::COMMIT_CLOCK,
             AuditDraft::Custom { kind, .. } => kind,
         }
     }
@@ -274,6 +295,7 @@ fn typed_from_stored(kind: &str, payload: &Value) -> Option<AuditDraft> {
         kinds::PERMISSION_DECIDED => read::<PermissionDecidedPayload>(payload)?.into_draft()?,
         kinds::RUN_STARTED => read::<RunStartedPayload>(payload)?.into_draft(),
         kinds::COMPACTED => read::<CompactedPayload>(payload)?.into_draft()?,
+        kinds::COMMIT_CLOCK => read::<CommitClockPayload>(payload)?.into_draft(),
         _ => return None,
     };
     // Only a payload that reads back to exactly the same JSON is typed, so reading a stored
@@ -451,6 +473,23 @@ impl CompactedPayload {
     }
 }
 
+/// `commit_clock {now_ms, transcript_len}`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommitClockPayload {
+    now_ms: u64,
+    transcript_len: usize,
+}
+
+impl CommitClockPayload {
+    fn into_draft(self) -> AuditDraft {
+        AuditDraft::CommitClock {
+            now_ms: self.now_ms,
+            transcript_len: self.transcript_len,
+        }
+    }
+}
+
 /// An audit draft: an event the store will number and append with the commit.
 #[derive(Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -539,6 +578,14 @@ impl Serialize for Payload<'_> {
                 keep_from: *keep_from,
                 now_ms: *now_ms,
                 summary: Message::User(Arc::clone(summary)),
+                transcript_len: *transcript_len,
+            }
+            .serialize(serializer),
+            AuditDraft::CommitClock {
+                now_ms,
+                transcript_len,
+            } => CommitClockPayload {
+                now_ms: *now_ms,
                 transcript_len: *transcript_len,
             }
             .serialize(serializer),

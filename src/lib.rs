@@ -211,7 +211,7 @@ pub use agent::{
     ObserverId, Observers, Output, QueueMode, RecoverError, RecoveryPolicy, RunResult,
     SnapshotError, ToolPolicy, ToolSpec, reduce,
 };
-pub use answer::{AnswerError, Answered, answer_permission};
+pub use answer::{AnswerError, Answered, DECIDED_BY, answer_permission};
 pub use canonical::canonical_json;
 pub use commit::{
     AuditDraft, COMMIT_SCHEMA_VERSION, CommitError, CommitOperation, CommitReceipt, CommitRecord,

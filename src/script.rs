@@ -68,10 +68,10 @@ use crate::message::{AssistantMessage, DeltaKind, ToolCall, ToolOutput};
 use crate::resume::{ResumeResult, ResumeTicket};
 
 /// What a scripted model does for one call.
-#[derive(Debug, Clone, PartialEq)]
 // An answer is moved once per model turn into the agent, which keeps it behind an `Arc`;
 // boxing it here would cost an allocation per turn to save a few words in a short-lived value.
 #[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ModelTurn {
     /// Stream these deltas (`model_delta`, in order), then answer (`model_done`).
     Answer {

@@ -105,13 +105,20 @@ fn a_compaction_commits_announces_and_calls_the_same_step_again() {
         .collect();
     assert_eq!(
         drafts,
-        [(
-            "compacted".to_owned(),
-            json!({
-                "keep_from": 3, "transcript_len": 5, "now_ms": 30,
-                "summary": serde_json::to_value(Message::from(summary())).unwrap(),
-            })
-        )]
+        [
+            (
+                "compacted".to_owned(),
+                json!({
+                    "keep_from": 3, "transcript_len": 5, "now_ms": 30,
+                    "summary": serde_json::to_value(Message::from(summary())).unwrap(),
+                })
+            ),
+            // Every agent commit ends with its clock and transcript length (SPEC §14).
+            (
+                "commit_clock".to_owned(),
+                json!({"now_ms": 30, "transcript_len": 5})
+            )
+        ]
     );
     assert_eq!(
         serde_json::to_value(event).unwrap(),

@@ -332,6 +332,8 @@ export abstract class Store {
   threads(options?: { after?: string; limit?: number }): Promise<Array<{ [key: string]: Json }>>;
   pendingTickets(options?: { after?: string; limit?: number }): Promise<Array<{ [key: string]: Json }>>;
   listEvents(options?: { scope?: EventScope; after?: number; limit?: number }): Promise<Array<{ [key: string]: Json }>>;
+  /** The thread's spans (SPEC §14) as the OTLP/JSON export body. */
+  trace(threadId: string, options?: { content?: boolean }): Promise<{ [key: string]: Json }>;
   transcriptSnapshot(threadId: string): Promise<TranscriptSnapshot>;
   verifyTranscriptSnapshot(snapshot: TranscriptSnapshot): Promise<void>;
   transcriptSlice(snapshot: TranscriptSnapshot, ranges: Array<[number, number]>): Promise<Message[]>;

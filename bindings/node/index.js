@@ -935,6 +935,13 @@ class Store {
     return this.#call('listEvents', scope === undefined ? undefined : JSON.stringify(scope), after, limit);
   }
 
+  /**
+   * The thread's spans derived from its commits (SPEC §14), as the OTLP/JSON export body
+   * (`{resourceSpans: [...]}`) that `runcore trace THREAD --json` prints; post it to a
+   * collector's `/v1/traces`. `content: true` puts message content in the spans.
+   */
+  trace(threadId, { content = false } = {}) { return this.#call('trace', threadId, content); }
+
   /** Pins the thread's committed transcript prefix: `{thread_id, end, digest}`. */
   transcriptSnapshot(threadId) { return this.#call('transcriptSnapshot', threadId); }
 

@@ -189,6 +189,21 @@ pub enum Command {
     /// http://HOST:PORT/#token=TOKEN to fill it). Reads do not.
     #[command(verbatim_doc_comment)]
     Console(ConsoleArgs),
+    /// Print or export a thread's OpenTelemetry GenAI spans, derived from its commits
+    ///
+    /// Derives the thread's spans from what is committed (SPEC §14): one invoke_agent span
+    /// per run, a chat span per model step, an execute_tool span per executed call, an await
+    /// span per wait for a person with the decision. Times are the committed now_ms values;
+    /// ids are hashed from the thread, run, step and call ids, so the same store always gives
+    /// the same spans. Human-readable by default; --json prints the OTLP/JSON export body
+    /// (one line); --otlp URL posts it over OTLP/HTTP (JSON encoding; http:// only; a URL
+    /// without a path gets /v1/traces) and prints {"spans":N,"status":HTTP_STATUS}.
+    /// Message content is left out unless --content is given.
+    ///
+    /// Exit status: 0 printed or exported; 1 the export failed (stderr says why) or --run
+    /// names no run of the thread; 2 a usage error or a bad --store; 3 the store failed.
+    #[command(verbatim_doc_comment)]
+    Trace(TraceArgs),
     /// Print the JSON Schema (draft 2020-12) of the driver's input and output lines
     ///
     /// With no argument, prints one compound JSON Schema document (draft 2020-12) with the
@@ -292,6 +307,11 @@ pub struct DriveArgs {
         verbatim_doc_comment,
     )]
     pub recover: RecoveryPolicy,
+    /// Export each run's spans (SPEC §14) over OTLP/HTTP to URL once its
+    /// terminal commit is stored (http:// only; a URL without a path gets
+    /// /v1/traces). A failed export is one stderr line; driving goes on
+    #[arg(long, value_name = "URL", requires = "store", verbatim_doc_comment)]
+    pub otlp: Option<String>,
 }
 
 /// `runcore threads` and `runcore pending`.
@@ -317,6 +337,35 @@ pub struct ShowArgs {
     /// One JSON object instead of text
     #[arg(long)]
     pub json: bool,
+}
+
+/// `runcore trace`.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// The thread whose spans to derive
+    pub thread: String,
+    /// The store: sqlite:PATH or postgres://… (it must exist; nothing is created)
+    #[arg(long, value_name = "URL")]
+    pub store: String,
+    /// Only the spans of run RUN
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
+    /// Export over OTLP/HTTP to URL (e.g. http://127.0.0.1:4318) instead of printing
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
+    /// Print the OTLP/JSON export body
+    #[arg(long, conflicts_with = "otlp")]
+    pub json: bool,
+    /// Put message content in the spans (gen_ai.input.messages, gen_ai.output.messages, tool
+    /// arguments and results)
+    #[arg(long)]
+    pub content: bool,
+    /// gen_ai.agent.name (the run spans are named `invoke_agent NAME`)
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// gen_ai.provider.name (anthropic, openai, …): the commits do not name the provider
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
 }
 
 /// `runcore events`.

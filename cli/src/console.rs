@@ -20,6 +20,14 @@ pub fn main(args: ConsoleArgs) -> ExitCode {
     if let Err(error) = runcore_console::check_listen(options.listen, options.allow_remote) {
         return crate::start_error("console", &error.to_string());
     }
+    if options.allow_remote {
+        eprintln!(
+            "runcore console: warning: --allow-remote: the console listens on {} and other \
+             machines may reach it over plain HTTP (not encrypted); every request, reads too, \
+             needs the token",
+            options.listen
+        );
+    }
     let url = match StoreUrl::parse(raw_url) {
         Ok(url) => url,
         Err(message) => return crate::start_error("console", &message),

@@ -89,6 +89,8 @@ pub struct DurableStart<S> {
     pub policy: RecoveryPolicy,
     /// The claim the driver takes before it recovers (SPEC §12.4).
     pub claim: ClaimStart,
+    /// `--otlp URL`: export each ended run's spans (SPEC §14).
+    pub otlp: Option<crate::trace::DriveExporter>,
 }
 
 /// `--owner`, `--lease-ms` and `--wait-claim`.
@@ -169,6 +171,7 @@ pub fn run_session<S: Store>(
         out: BufWriter::new(output),
         pipe_closed: false,
     };
+    let mut exporter = None;
     let mut session = match durable {
         None => {
             let mut driver = Driver::new();
@@ -179,9 +182,13 @@ pub fn run_session<S: Store>(
             }
             Session::Memory(driver)
         }
-        Some(start) => {
+        Some(mut start) => {
             // Claim, recover, what the recovered agent emits, then idle 0 (SPEC §12.2, §12.4).
+            exporter = start.otlp.take();
             let (driver, started) = start_durable(config, start)?;
+            if let Some(exporter) = &exporter {
+                exporter.after_lines(driver.store(), driver.thread(), &started.lines);
+            }
             out.write_all(&started.lines)?;
             out.flush()?;
             if started.refused.is_some() {
@@ -238,6 +245,9 @@ pub fn run_session<S: Store>(
                 let handled = driver
                     .handle_line(&buf)
                     .map_err(|_| DriveError::CommitRefused)?;
+                if let Some(exporter) = &exporter {
+                    exporter.after_lines(driver.store(), driver.thread(), &handled.lines);
+                }
                 out.write_all(&handled.lines)?;
                 handled.refused.is_some()
             }
@@ -453,6 +463,7 @@ mod tests {
                 options: ClaimOptions::new("test-owner", 60_000),
                 wait_ms: None,
             },
+            otlp: None,
         };
         let result = run_session(None, Some(start), input, &mut output);
         let lines = String::from_utf8(output)

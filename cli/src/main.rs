@@ -6,6 +6,9 @@
 //!   store (§12.3).
 //! - `runcore approve RUN | deny RUN` with `--store URL`: a person answers a permission
 //!   ticket; `runcore console --store URL`: the operator console in the browser (§12.5).
+//! - `runcore trace THREAD --store URL`: the thread's OpenTelemetry GenAI spans, derived from
+//!   its commits (§14), printed or exported over OTLP/HTTP; `drive --otlp URL` exports each
+//!   run's spans when it ends.
 //! - `runcore schema`: JSON Schema (draft 2020-12) of the driver's lines.
 //! - `runcore codec encode|decode --api API`: the provider codecs (SPEC §12.6, §13).
 //! - `runcore demo [--json] [--store URL | --memory]`: a scripted session whose crash is real.
@@ -31,6 +34,7 @@ mod fork;
 mod inspect;
 mod sweep;
 mod text;
+mod trace;
 
 use args::{Cli, Command, DriveArgs, EventsArgs, SchemaPart, SweepArgs};
 use runcore_store_url::{self as store, Access, StoreUrl};
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
         Command::Fork(args) => fork::main(args),
         Command::Console(args) => console::main(args),
         Command::Codec(args) => codec::main(args),
+        Command::Trace(args) => trace::main(args),
     }
 }
 
@@ -132,7 +137,7 @@ fn start_error(command: &str, message: &str) -> ExitCode {
 
 /// Parses and opens `url` for reading (a store that does not exist is refused, nothing is
 /// created); a bad one is a start-up error.
-fn open_store(command: &str, url: &str) -> Result<store::Backend, ExitCode> {
+pub(crate) fn open_store(command: &str, url: &str) -> Result<store::Backend, ExitCode> {
     let url = StoreUrl::parse(url).map_err(|message| start_error(command, &message))?;
     store::open(&url, Access::Read).map_err(|message| start_error(command, &message))
 }
@@ -187,6 +192,7 @@ fn drive(args: DriveArgs) -> ExitCode {
                     options: claim_options,
                     wait_ms: args.wait_claim,
                 },
+                otlp: args.otlp.map(|url| trace::DriveExporter { url }),
             };
             drive::run_session(config, Some(start), stdin, stdout.lock())
         }
@@ -279,7 +285,7 @@ fn events(args: EventsArgs) -> ExitCode {
     }
 }
 
-fn store_failed(command: &str, error: &runcore::StoreError) -> ExitCode {
+pub(crate) fn store_failed(command: &str, error: &runcore::StoreError) -> ExitCode {
     eprintln!("runcore {command}: reading the store failed: {error}");
     ExitCode::from(drive::EXIT_STORE)
 }

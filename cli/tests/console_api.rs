@@ -239,7 +239,12 @@ fn check_decisions(console: &Console, url: &str) {
     let new_kinds: Vec<&str> = new.iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert_eq!(
         new_kinds,
-        ["run_state_changed", "permission_decided"],
+        [
+            "run_state_changed",
+            "permission_decided",
+            "decided_by",
+            "commit_clock"
+        ],
         "{new:?}"
     );
     assert!(
@@ -250,6 +255,14 @@ fn check_decisions(console: &Console, url: &str) {
     assert_eq!(new[1]["payload"]["call_id"], "call-d");
     assert_eq!(new[1]["payload"]["decision"], "allow");
     assert_eq!(new[1]["payload"]["note"], "go ahead");
+    // Who answered: the console's claim owner.
+    assert_eq!(new[2]["payload"]["call_id"], "call-d");
+    assert!(
+        new[2]["payload"]["owner"]
+            .as_str()
+            .is_some_and(|o| o.starts_with("console:")),
+        "{new:?}"
+    );
     // Answered once: a second decision finds no ticket.
     let again = console.decide("alpha/run-2", r#"{"decision":"deny"}"#);
     assert_eq!(again.status, 409);

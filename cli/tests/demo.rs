@@ -45,7 +45,7 @@ fn the_demo_crashes_for_real_recovers_from_disk_and_cleans_up() {
         "== Summary, read back from sqlite:",
         "  demo-thread/run-1: ended: natural_end",
         "  demo-thread/run-2: ended: natural_end",
-        "commits: 16 (the thread's version), audit events stored: 15, messages: 16, runs waiting for a person: 0",
+        "commits: 16 (the thread's version), audit events stored: 31, messages: 16, runs waiting for a person: 0",
         // A compaction before run 2's last model call, with a summary the scripted model wrote.
         "the scripted model writes the summary: \"Summary of the conversation so far:",
         "host compacts: the summary, then the transcript from message 12",

@@ -51,6 +51,8 @@ pub(crate) struct Shared<S> {
     store: Blocking<S>,
     store_label: String,
     token: Token,
+    /// `--allow-remote`: every request needs the token, reads too.
+    remote: bool,
 }
 
 pub(crate) type AppState<S> = Arc<Shared<S>>;
@@ -61,11 +63,13 @@ pub(crate) fn shared<S: Send + 'static>(
     store: S,
     store_label: String,
     token: Token,
+    remote: bool,
 ) -> AppState<S> {
     Arc::new(Shared {
         store: Blocking::new(store),
         store_label,
         token,
+        remote,
     })
 }
 
@@ -77,7 +81,100 @@ where
     S: runcore::Store + Send + 'static,
 {
     let hosts = Arc::new(local_hosts);
-    routes(state).layer(axum::middleware::from_fn_with_state(hosts, check_host))
+    let remote = state.remote;
+    let token = state.token.clone();
+    let store_label = state.store_label.clone();
+    routes(state)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new((remote, token, store_label)),
+            check_token_when_remote,
+        ))
+        .layer(axum::middleware::from_fn(api_errors_as_json))
+        .layer(axum::middleware::from_fn_with_state(hosts, check_host))
+}
+
+/// Every error under `/api/` in the JSON error shape (`{"kind","message",…}`), whoever made
+/// it: the handlers' own errors already are; the router's (404 for an unknown path, 405) and
+/// the extractors' (413 for a body over the limit, …) are plain text, and are rewritten here.
+async fn api_errors_as_json(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let is_api = request.uri().path().starts_with("/api/") || request.uri().path() == "/api";
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !is_api || !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let text = axum::body::to_bytes(response.into_body(), 4096)
+        .await
+        .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
+        .unwrap_or_default();
+    let kind = match status {
+        StatusCode::BAD_REQUEST => "bad_request",
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        _ => "http_error",
+    };
+    let message = if text.is_empty() {
+        status
+            .canonical_reason()
+            .unwrap_or("the request failed")
+            .to_owned()
+    } else {
+        text
+    };
+    Failure::new(status, kind, message).json()
+}
+
+/// With `--allow-remote`, every request needs the token, reads too: `Authorization: Bearer
+/// TOKEN`, or the `runcore_token` cookie the page's script sets from the `#token=` fragment
+/// of the start line's URL. The two static files hold no data and are served to anyone (the
+/// script is what turns the fragment into the cookie); the form posts carry the token in a
+/// field, which their handler checks.
+async fn check_token_when_remote(
+    State(settings): State<Arc<(bool, Token, String)>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let (remote, token, store_label) = settings.as_ref();
+    let path = request.uri().path();
+    let exempt = matches!(path, "/console.js" | "/console.css")
+        || (request.method() == axum::http::Method::POST && !path.starts_with("/api/"));
+    if !*remote || exempt {
+        return next.run(request).await;
+    }
+    let headers = request.headers();
+    let given = bearer(headers)
+        .map(str::to_owned)
+        .or_else(|| cookie_token(headers));
+    if given.is_some_and(|given| token.matches(&given)) {
+        return next.run(request).await;
+    }
+    if path.starts_with("/api/") {
+        unauthorized().json()
+    } else {
+        unauthorized().page(store_label)
+    }
+}
+
+/// The `runcore_token` cookie's value, if the request carries one.
+fn cookie_token(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().strip_prefix("runcore_token="))
+        .map(str::to_owned)
+        .next()
 }
 
 /// The `Host` values a loopback console at `addr` answers to.
@@ -263,7 +360,7 @@ where
                 "Threads",
                 Section::Threads,
                 &state.store_label,
-                &html::threads_page(&lines),
+                &html::threads_page(&lines, shapes::wall_clock_ms()),
             ),
         ),
         Ok(Err(e)) => Failure::store(&e).page(&state.store_label),
@@ -271,11 +368,19 @@ where
     }
 }
 
-/// `show`'s view of a thread and where each of its runs starts in the transcript.
+/// `show`'s view of a thread, where each of its runs starts in the transcript, and its spans
+/// derived from its commits (SPEC §14: the timeline and the decisions).
 fn thread_with_starts(
     store: &(impl CheckpointReader + runcore::ThreadClaims),
     thread: &ThreadId,
-) -> Result<(shapes::ThreadView, html::RunStarts), runcore::StoreError> {
+) -> Result<
+    (
+        shapes::ThreadView,
+        html::RunStarts,
+        Vec<runcore_traces::Span>,
+    ),
+    runcore::StoreError,
+> {
     let view = shapes::show(store, thread)?;
     let mut starts = Vec::new();
     shapes::for_each_event_page(
@@ -297,7 +402,14 @@ fn thread_with_starts(
             Ok::<(), runcore::StoreError>(())
         },
     )?;
-    Ok((view, starts))
+    let options = runcore_traces::TraceOptions::default();
+    let spans = match runcore_traces::spans_from_store(store, thread, None, &options) {
+        Ok(spans) => spans,
+        Err(runcore_traces::TraceError::Store(error)) => return Err(error),
+        // Without a run filter nothing else can fail; show the page without a timeline.
+        Err(_) => Vec::new(),
+    };
+    Ok((view, starts, spans))
 }
 
 async fn thread_page<S>(State(state): State<AppState<S>>, Path(thread_id): Path<String>) -> Response
@@ -307,14 +419,13 @@ where
     let thread = ThreadId::new(thread_id);
     let title = format!("Thread {thread}");
     match with_store(&state, move |s| thread_with_starts(&*s, &thread)).await {
-        // Until compaction exists (SPEC §8.9) the model context starts at message 0.
-        Ok(Ok((view, starts))) => page_response(
+        Ok(Ok((view, starts, spans))) => page_response(
             StatusCode::OK,
             html::layout(
                 &title,
                 Section::Threads,
                 &state.store_label,
-                &html::thread_page(&view, &starts, 0),
+                &html::thread_page(&view, &starts, &spans, shapes::wall_clock_ms()),
             ),
         ),
         Ok(Err(e)) => Failure::store(&e).page(&state.store_label),
@@ -354,7 +465,7 @@ where
                 "Pending",
                 Section::Pending,
                 &state.store_label,
-                &html::pending_page(&tickets, notice.as_deref()),
+                &html::pending_page(&tickets, notice.as_deref(), shapes::wall_clock_ms()),
             ),
         ),
         Ok(Err(e)) => Failure::store(&e).page(&state.store_label),
@@ -569,9 +680,38 @@ where
             .json();
         }
     };
+    if let Err(f) = check_decision_text(&decision) {
+        return f.json();
+    }
     match decide(&state, RunId::new(run_id), decision).await {
         Ok(answered) => json_response(StatusCode::OK, &answered),
         Err(f) => f.json(),
+    }
+}
+
+/// The longest note or reason a decision may carry, in bytes: it is committed and shown on
+/// every page of the thread, and a person's note is short.
+pub(crate) const MAX_DECISION_TEXT: usize = 4096;
+
+/// Refuses a note or reason over [`MAX_DECISION_TEXT`] (400, nothing written).
+fn check_decision_text(decision: &PermissionDecision) -> Result<(), Failure> {
+    let (name, text) = match decision {
+        PermissionDecision::Allow { note } => ("note", note.as_deref()),
+        PermissionDecision::Deny { reason } => ("reason", reason.as_deref()),
+        #[allow(unreachable_patterns)]
+        _ => ("note", None),
+    };
+    match text {
+        Some(text) if text.len() > MAX_DECISION_TEXT => Err(Failure::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            format!(
+                "the {name} is {} bytes, over the limit of {MAX_DECISION_TEXT} (4 KiB); nothing \
+                 was written",
+                text.len()
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -625,6 +765,9 @@ where
     } else {
         "allow"
     };
+    if let Err(f) = check_decision_text(&decision) {
+        return f.page(&state.store_label);
+    }
     let run = RunId::new(run_id.as_str());
     match decide(&state, run, decision).await {
         Ok(answered) => {

@@ -8,9 +8,11 @@
 use std::fmt::Write as _;
 
 use runcore::{EventRecord, ResumeTicket, RunState};
+use runcore_traces::{AttributeValue, Span, SpanStatus};
 use serde_json::Value;
 
 use crate::shapes::{ThreadLine, ThreadView};
+use crate::time::time_html;
 
 /// `text` with `& < > " '` replaced by character references: safe in element content and in
 /// quoted attribute values.
@@ -136,16 +138,15 @@ fn state_badge(state: &RunState) -> String {
 }
 
 /// The thread list.
-pub fn threads_page(lines: &[ThreadLine]) -> String {
+pub fn threads_page(lines: &[ThreadLine], now_ms: u64) -> String {
     let mut body = String::from("<h1>Threads</h1>\n");
     if lines.is_empty() {
         body.push_str("<p class=\"empty\">No threads in this store.</p>\n");
         return body;
     }
-    // CLAIM: a "claim" column (owner, until) once `ThreadLine` carries the live claim.
     body.push_str(
         "<table class=\"list\"><thead><tr><th>Thread</th><th>Version</th><th>Latest run</th>\
-         <th>State</th></tr></thead><tbody>\n",
+         <th>State</th><th>Claim</th></tr></thead><tbody>\n",
     );
     for line in lines {
         let (run, state) = match &line.latest_run {
@@ -154,28 +155,52 @@ pub fn threads_page(lines: &[ThreadLine]) -> String {
         };
         let _ = writeln!(
             body,
-            r#"<tr><td data-label="Thread"><a href="/threads/{href}">{thread}</a></td><td data-label="Version">{version}</td><td data-label="Latest run">{run}</td><td data-label="State">{state}</td></tr>"#,
+            r#"<tr><td data-label="Thread"><a href="/threads/{href}">{thread}</a></td><td data-label="Version">{version}</td><td data-label="Latest run">{run}</td><td data-label="State">{state}</td><td data-label="Claim">{claim}</td></tr>"#,
             href = path_segment(line.thread_id.as_str()),
             thread = escape(line.thread_id.as_str()),
             version = line.version,
+            claim = claim_html(line.claim.as_ref(), now_ms),
         );
     }
     body.push_str("</tbody></table>\n");
     body
 }
 
+/// A live claim: who holds the thread and until when (store time), or "free".
+fn claim_html(claim: Option<&crate::shapes::ClaimView>, now_ms: u64) -> String {
+    match claim {
+        Some(claim) => format!(
+            r#"<span class="claim">held by <code>{owner}</code> (epoch {epoch}) until {until}</span>"#,
+            owner = escape(&claim.owner),
+            epoch = claim.epoch,
+            until = time_html(claim.expires_at_ms, now_ms),
+        ),
+        None => r#"<span class="claim free">free</span>"#.to_owned(),
+    }
+}
+
 /// Where each run's messages start in the transcript: `(message index, run id)`.
 pub type RunStarts = Vec<(usize, String)>;
 
-/// One thread: its runs, its transcript with each tool call beside its result, where the
-/// model context starts, and its pending tickets.
-pub fn thread_page(view: &ThreadView, run_starts: &RunStarts, context_start: usize) -> String {
+/// One thread: its live claim, its runs with a timeline of each, who decided each
+/// permission, its transcript with each tool call beside its result, where the model context
+/// starts (and the compaction summary that stands for what comes before), and its pending
+/// tickets. `spans` are the thread's spans derived from its commits (SPEC §14); `now_ms` is
+/// the server's clock, for "3 min ago".
+pub fn thread_page(
+    view: &ThreadView,
+    run_starts: &RunStarts,
+    spans: &[Span],
+    now_ms: u64,
+) -> String {
+    let context_start = view.context_start;
     let mut body = format!(
-        "<h1>Thread <code>{}</code></h1>\n<p class=\"meta\">version {} · {} runs · {} messages</p>\n",
+        "<h1>Thread <code>{}</code></h1>\n<p class=\"meta\">version {} · {} runs · {} messages · {}</p>\n",
         escape(view.thread_id.as_str()),
         view.version,
         view.runs.len(),
-        view.messages.len()
+        view.messages.len(),
+        claim_html(view.claim.as_ref(), now_ms),
     );
     if view.version == 0 {
         body.push_str("<p class=\"empty\">Nothing is committed on this thread.</p>\n");
@@ -184,9 +209,11 @@ pub fn thread_page(view: &ThreadView, run_starts: &RunStarts, context_start: usi
     if !view.tickets.is_empty() {
         body.push_str("<h2>Waiting for a person</h2>\n");
         for ticket in &view.tickets {
-            body.push_str(&ticket_card(ticket));
+            body.push_str(&ticket_card(ticket, now_ms));
         }
     }
+    body.push_str(&timelines(spans, now_ms));
+    body.push_str(&decisions(spans));
     body.push_str("<h2>Runs</h2>\n<table class=\"list\"><thead><tr><th>Run</th><th>State / end cause</th></tr></thead><tbody>\n");
     for run in &view.runs {
         let _ = writeln!(
@@ -209,7 +236,8 @@ pub fn thread_page(view: &ThreadView, run_starts: &RunStarts, context_start: usi
         if i == context_start {
             let _ = writeln!(
                 body,
-                r#"<li class="marker context" value="{i}">model context starts here (context_start = {context_start})</li>"#
+                r#"<li class="marker context" value="{i}">model context starts here (context_start = {context_start}){summary}</li>"#,
+                summary = summary_html(view.summary.as_ref(), context_start),
             );
         }
         for (_, run) in run_starts.iter().filter(|(at, _)| *at == i) {
@@ -287,11 +315,176 @@ pub fn thread_page(view: &ThreadView, run_starts: &RunStarts, context_start: usi
     if context_start >= messages.len() {
         let _ = writeln!(
             body,
-            r#"<li class="marker context">model context starts here (context_start = {context_start})</li>"#
+            r#"<li class="marker context">model context starts here (context_start = {context_start}){summary}</li>"#,
+            summary = summary_html(view.summary.as_ref(), context_start),
         );
     }
     body.push_str("</ol>\n");
     body
+}
+
+/// The latest compaction's summary: what the model sees instead of the messages before the
+/// context start.
+fn summary_html(summary: Option<&runcore::Message>, context_start: usize) -> String {
+    let Some(summary) = summary else {
+        return String::new();
+    };
+    let value = serde_json::to_value(summary).unwrap_or(Value::Null);
+    let text = value
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    format!(
+        r#"<div class="summary"><div class="label">compaction summary: the model sees this instead of the {context_start} messages before here</div><div class="text">{}</div></div>"#,
+        escape(&text)
+    )
+}
+
+fn string_attribute<'a>(span: &'a Span, key: &str) -> Option<&'a str> {
+    match span.attributes.get(key) {
+        Some(AttributeValue::String(value)) => Some(value),
+        _ => None,
+    }
+}
+
+/// Width of a timeline's drawing, in SVG units; the labels take the first `LABEL_WIDTH`.
+const TIMELINE_WIDTH: u64 = 760;
+const LABEL_WIDTH: u64 = 190;
+const ROW_HEIGHT: u64 = 20;
+
+/// One timeline per run: its model calls, tool calls and waits as bars on one time axis
+/// (server-rendered SVG), from the spans derived from its commits. Each bar's tooltip gives
+/// the span's times in raw ms.
+fn timelines(spans: &[Span], now_ms: u64) -> String {
+    let mut out = String::new();
+    let roots: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.parent_span_id.is_none())
+        .collect();
+    if roots.is_empty() {
+        return out;
+    }
+    out.push_str("<h2>Timeline</h2>\n");
+    for root in roots {
+        let children: Vec<&Span> = spans
+            .iter()
+            .filter(|s| s.parent_span_id.as_deref() == Some(root.span_id.as_str()))
+            .collect();
+        let start = root.start_ms;
+        let total = root.end_ms.saturating_sub(start).max(1);
+        let plot = TIMELINE_WIDTH - LABEL_WIDTH - 10;
+        // In u128: a span of any length (committed times are host data) cannot overflow.
+        let x = |ms: u64| {
+            let offset = u128::from(ms.saturating_sub(start).min(total));
+            let scaled = offset * u128::from(plot) / u128::from(total);
+            LABEL_WIDTH + u64::try_from(scaled).unwrap_or(plot)
+        };
+        let rows = children.len() as u64 + 1;
+        let height = (rows + 1) * ROW_HEIGHT;
+        let run_id = string_attribute(root, "runcore.run.id").unwrap_or("");
+        let _ = write!(
+            out,
+            r#"<figure class="timeline"><figcaption>run <code>{run}</code> · started {started} · {total} ms</figcaption><svg viewBox="0 0 {TIMELINE_WIDTH} {height}" width="100%" role="img" aria-label="timeline of run {run}">"#,
+            run = escape(run_id),
+            started = time_html(start, now_ms),
+        );
+        let all = std::iter::once(root).chain(children.iter().copied());
+        for (row, span) in all.enumerate() {
+            let y = row as u64 * ROW_HEIGHT + 4;
+            let left = x(span.start_ms);
+            let width = x(span.end_ms).saturating_sub(left).max(2);
+            let op = string_attribute(span, "gen_ai.operation.name").unwrap_or("");
+            let mut class = match op {
+                "chat" => "bar chat",
+                "execute_tool" => "bar tool",
+                "await" => "bar await",
+                _ => "bar run",
+            }
+            .to_owned();
+            if matches!(span.status, SpanStatus::Error { .. }) {
+                class.push_str(" error");
+            }
+            let mut note = String::new();
+            if let Some(decision) = string_attribute(span, "runcore.decision") {
+                let _ = write!(note, " · {decision}");
+            }
+            if let Some(error) = string_attribute(span, "error.type") {
+                let _ = write!(note, " · {error}");
+            }
+            let _ = write!(
+                out,
+                r#"<g class="{class}"><title>{name}: {from}–{to} ms ({took} ms){note}</title><text x="4" y="{ty}">{name}</text><rect x="{left}" y="{y}" width="{width}" height="{h}" rx="2"></rect></g>"#,
+                name = escape(&span.name),
+                from = span.start_ms,
+                to = span.end_ms,
+                took = span.end_ms.saturating_sub(span.start_ms),
+                note = escape(&note),
+                ty = y + ROW_HEIGHT - 8,
+                h = ROW_HEIGHT - 6,
+            );
+        }
+        let axis_y = rows * ROW_HEIGHT + 14;
+        let _ = write!(
+            out,
+            r#"<text class="axis" x="{LABEL_WIDTH}" y="{axis_y}">0 ms</text><text class="axis end" x="{end}" y="{axis_y}">{total} ms</text></svg></figure>"#,
+            end = TIMELINE_WIDTH - 10,
+        );
+        out.push('\n');
+    }
+    out
+}
+
+/// Every permission decision of the thread: the call, the decision, who answered (the claim
+/// owner a person's door records in `decided_by`; a host's own `resume_ticket` records none),
+/// when, and the note or reason.
+fn decisions(spans: &[Span]) -> String {
+    let decided: Vec<&Span> = spans
+        .iter()
+        .filter(|s| {
+            string_attribute(s, "runcore.await.reason") == Some("permission")
+                && s.attributes.contains_key("runcore.decision")
+        })
+        .collect();
+    if decided.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "<h2>Decisions</h2>\n<table class=\"list decisions\"><thead><tr><th>Tool call</th><th>Decision</th><th>By</th><th>When</th><th>Note / reason</th></tr></thead><tbody>\n",
+    );
+    for span in decided {
+        let decision = string_attribute(span, "runcore.decision").unwrap_or("");
+        let text = string_attribute(span, "runcore.decision.note")
+            .or_else(|| string_attribute(span, "runcore.decision.reason"))
+            .unwrap_or("");
+        let at = span.events.first().map_or(span.end_ms, |e| e.time_ms);
+        let _ = writeln!(
+            out,
+            r#"<tr><td data-label="Tool call"><b>{tool}</b> <code>{call}</code></td><td data-label="Decision"><span class="badge {cls}">{decision}</span></td><td data-label="By">{by}</td><td data-label="When"><time datetime="{iso}" data-ms="{at}" title="{at} ms since the Unix epoch">{civil}</time> (waited {waited} ms)</td><td data-label="Note / reason">{text}</td></tr>"#,
+            tool = escape(string_attribute(span, "gen_ai.tool.name").unwrap_or("")),
+            call = escape(string_attribute(span, "gen_ai.tool.call.id").unwrap_or("")),
+            by = match string_attribute(span, "runcore.decision.by") {
+                Some(owner) => format!("<code>{}</code>", escape(owner)),
+                None => "the host (not recorded)".to_owned(),
+            },
+            cls = css_class(decision),
+            decision = escape(decision),
+            iso = crate::time::iso_utc(at),
+            civil = crate::time::iso_utc(at)
+                .replace('T', " ")
+                .replace('Z', " UTC"),
+            waited = span.end_ms.saturating_sub(span.start_ms),
+            text = escape(text),
+        );
+    }
+    out.push_str("</tbody></table>\n");
+    out
 }
 
 fn css_class(text: &str) -> String {
@@ -376,10 +569,11 @@ pub fn is_permission(ticket: &ResumeTicket) -> bool {
     )
 }
 
-fn ticket_card(ticket: &ResumeTicket) -> String {
+fn ticket_card(ticket: &ResumeTicket, now_ms: u64) -> String {
     let (reason, tool) = ticket_summary(ticket);
+    let expired = ticket.deadline_ms.is_some_and(|d| now_ms > d);
     let deadline = match ticket.deadline_ms {
-        Some(ms) => format!("{ms} (host clock, ms)"),
+        Some(ms) => time_html(ms, now_ms),
         None => "none".into(),
     };
     let mut card = format!(
@@ -400,9 +594,18 @@ fn ticket_card(ticket: &ResumeTicket) -> String {
     let _ = write!(
         card,
         "<dl><dt>deadline</dt><dd>{}</dd><dt>ticket</dt><dd><code>{}</code></dd></dl>",
-        escape(&deadline),
+        deadline,
         escape(&ticket.correlation_id)
     );
+    if expired {
+        card.push_str(
+            "<p class=\"expired\" role=\"status\"><span class=\"badge expired\">expired</span> \
+             The deadline has passed: answering now is refused (<code>expired</code>) and nothing \
+             is written. The run ends <code>stopped: wait_expired</code> (the call gets an \
+             <code>expired</code> result) when a worker or <code>runcore sweep</code> applies the \
+             deadline.</p>",
+        );
+    }
     if is_permission(ticket) {
         let action = format!("/runs/{}/decision", path_segment(ticket.run_id.as_str()));
         let _ = write!(
@@ -417,7 +620,7 @@ fn ticket_card(ticket: &ResumeTicket) -> String {
 }
 
 /// Pending approvals, with Approve and Deny; `notice` is the outcome of the last decision.
-pub fn pending_page(tickets: &[ResumeTicket], notice: Option<&str>) -> String {
+pub fn pending_page(tickets: &[ResumeTicket], notice: Option<&str>, now_ms: u64) -> String {
     let mut body = String::from("<h1>Pending</h1>\n");
     if let Some(notice) = notice {
         let _ = writeln!(
@@ -430,7 +633,7 @@ pub fn pending_page(tickets: &[ResumeTicket], notice: Option<&str>) -> String {
         body.push_str("<p class=\"empty\">No run is waiting for a person.</p>\n");
     }
     for ticket in tickets {
-        body.push_str(&ticket_card(ticket));
+        body.push_str(&ticket_card(ticket, now_ms));
     }
     body
 }
@@ -523,8 +726,15 @@ pub fn events_page(events: &[EventRecord], query: &EventsQuery) -> String {
 
 /// A page that says what went wrong.
 pub fn error_page(status: u16, message: &str) -> String {
+    // A page refused for want of the token (a console started with --allow-remote): the
+    // script fills the token in from the start line's `#token=` URL and loads it again.
+    let marker = if status == 401 {
+        "<p id=\"needs-token\" class=\"meta\">Open the URL of the console's start line (it ends in <code>#token=…</code>), or paste the token in the box above and reload.</p>\n"
+    } else {
+        ""
+    };
     format!(
-        "<h1>{status}</h1>\n<p class=\"error\" role=\"alert\">{}</p>\n<p><a href=\"/pending\">back to pending</a></p>\n",
+        "<h1>{status}</h1>\n<p class=\"error\" role=\"alert\">{}</p>\n{marker}<p><a href=\"/pending\">back to pending</a></p>\n",
         escape(message)
     )
 }
@@ -546,5 +756,39 @@ mod tests {
         assert_eq!(path_segment("thread-1/run-1"), "thread-1%2Frun-1");
         assert_eq!(path_segment("a b?c#d"), "a%20b%3Fc%23d");
         assert_eq!(path_segment("é"), "%C3%A9");
+    }
+
+    fn span(id: &str, parent: Option<&str>, name: &str, start_ms: u64, end_ms: u64) -> Span {
+        let mut attributes = runcore_traces::Attributes::new();
+        attributes.insert("runcore.run.id".into(), "<r>".into());
+        Span {
+            trace_id: "t".into(),
+            span_id: id.into(),
+            parent_span_id: parent.map(str::to_owned),
+            name: name.into(),
+            kind: runcore_traces::SpanKind::Internal,
+            start_ms,
+            end_ms,
+            attributes,
+            events: Vec::new(),
+            status: SpanStatus::Error {
+                message: "<boom>".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn timelines_escape_names_and_take_any_times() {
+        let spans = [
+            span("a", None, "invoke_agent", 0, u64::MAX),
+            span("b", Some("a"), "<chat>", u64::MAX - 1, u64::MAX),
+            span("c", Some("a"), "execute_tool x", 5, 5),
+        ];
+        let html = timelines(&spans, 0);
+        assert!(html.contains("&lt;chat&gt;"), "{html}");
+        assert!(!html.contains("<chat>"), "{html}");
+        assert!(html.contains("run <code>&lt;r&gt;</code>"), "{html}");
+        assert_eq!(html.matches("<rect").count(), 3);
+        assert!(timelines(&[], 0).is_empty());
     }
 }

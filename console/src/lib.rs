@@ -23,6 +23,7 @@ use std::net::SocketAddr;
 mod api;
 pub mod html;
 pub mod shapes;
+pub mod time;
 mod token;
 
 pub use token::Token;
@@ -83,9 +84,12 @@ pub fn check_listen(addr: SocketAddr, allow_remote: bool) -> Result<(), ConsoleE
     }
 }
 
-/// The line printed at start: `console: http://HOST:PORT/ token: TOKEN`.
+/// The line printed at start: `console: http://HOST:PORT/#token=TOKEN token: TOKEN` — the
+/// URL opens the console with its token box filled (a fragment never reaches the server, nor
+/// its logs), and the token follows on its own for `Authorization: Bearer`.
 pub fn start_line(addr: SocketAddr, token: &Token) -> String {
-    format!("console: http://{addr}/ token: {}", token.as_str())
+    let token = token.as_str();
+    format!("console: http://{addr}/#token={token} token: {token}")
 }
 
 /// Serves the console over `store` until SIGINT or SIGTERM: checks the address, makes a fresh
@@ -110,6 +114,7 @@ where
         store,
         runcore_store_url::redact_secrets(store_url),
         token.clone(),
+        options.allow_remote,
     );
     let for_router = std::sync::Arc::clone(&state);
     let served = runtime.block_on(async move {
@@ -198,7 +203,7 @@ mod tests {
         let addr: SocketAddr = "127.0.0.1:4321".parse().unwrap();
         assert_eq!(
             start_line(addr, &token),
-            "console: http://127.0.0.1:4321/ token: abc"
+            "console: http://127.0.0.1:4321/#token=abc token: abc"
         );
     }
 }

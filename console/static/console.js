@@ -13,6 +13,19 @@
   function stored() {
     try { return sessionStorage.getItem(KEY) || ""; } catch (e) { return ""; }
   }
+  // A console started with --allow-remote needs the token on every request, page loads too:
+  // keep it in a same-site cookie for this console, and reload a page refused for want of it.
+  var known = stored();
+  if (known) {
+    document.cookie = "runcore_token=" + encodeURIComponent(known) + "; path=/; SameSite=Strict";
+    if (document.getElementById("needs-token") && !sessionStorage.getItem(KEY + "-retried")) {
+      try { sessionStorage.setItem(KEY + "-retried", "1"); } catch (e) {}
+      location.reload();
+    }
+  }
+  if (!document.getElementById("needs-token")) {
+    try { sessionStorage.removeItem(KEY + "-retried"); } catch (e) {}
+  }
   if (box) {
     box.value = stored();
     box.addEventListener("input", function () {
@@ -53,4 +66,22 @@
       .catch(function () {});
   }
   setInterval(refresh, 2000);
+
+  // Times are rendered in UTC with "… ago" by the server; show them in the reader's local
+  // time (the raw ms stay in the tooltip).
+  function localTimes() {
+    var times = document.querySelectorAll("time[datetime]");
+    for (var i = 0; i < times.length; i++) {
+      var el = times[i];
+      if (el.dataset.local) { continue; }
+      var when = new Date(el.getAttribute("datetime"));
+      if (isNaN(when.getTime())) { continue; }
+      var text = el.textContent;
+      var dot = text.indexOf(" · ");
+      el.textContent = when.toLocaleString() + (dot >= 0 ? text.slice(dot) : "");
+      el.dataset.local = "1";
+    }
+  }
+  localTimes();
+  new MutationObserver(localTimes).observe(document.body, { childList: true, subtree: true });
 })();

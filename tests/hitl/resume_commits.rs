@@ -103,7 +103,7 @@ fn the_permission_decision_is_audited_in_the_same_running_commit() {
     assert!(decided.messages.is_empty());
     assert_eq!(
         draft_kinds(decided),
-        ["run_state_changed", "permission_decided"]
+        ["run_state_changed", "permission_decided", "commit_clock"]
     );
     let payload = &decided.events[1].payload();
     assert_eq!(payload["call_id"], "c1");
@@ -117,7 +117,7 @@ fn the_permission_decision_is_audited_in_the_same_running_commit() {
     assert!(matches!(decided.run, RunDisposition::Running { .. }));
     assert_eq!(
         draft_kinds(decided),
-        ["run_state_changed", "permission_decided"]
+        ["run_state_changed", "permission_decided", "commit_clock"]
     );
     let payload = &decided.events[1].payload();
     assert_eq!(payload["call_id"], "c2");
@@ -127,7 +127,7 @@ fn the_permission_decision_is_audited_in_the_same_running_commit() {
     let decision_line = h
         .trace
         .iter()
-        .position(|l| l.contains("drafts=[run_state_changed,permission_decided]"))
+        .position(|l| l.contains("drafts=[run_state_changed,permission_decided,commit_clock]"))
         .expect("a decision commit");
     let execute_line = h
         .trace

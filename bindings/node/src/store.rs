@@ -409,6 +409,21 @@ impl NativeStore {
         Ok(self.read(move |s| s.list_events(&scope, after, limit)))
     }
 
+    /// The thread's spans derived from its commits (SPEC §14), as the OTLP/JSON export body
+    /// (JSON text), the bytes `runcore trace THREAD --json` prints; `content` puts message
+    /// content in the spans.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn trace(&self, thread_id: String, content: Option<bool>) -> AsyncTask<StoreCall> {
+        let options = runcore_traces::TraceOptions {
+            content: content.unwrap_or(false),
+            ..runcore_traces::TraceOptions::default()
+        };
+        self.read(move |s| {
+            runcore_traces::thread_spans(s, &ThreadId::new(thread_id), &options)
+                .map(|spans| runcore_traces::to_otlp_json(&spans, "runcore"))
+        })
+    }
+
     /// Pins the thread's committed transcript prefix.
     #[napi(ts_return_type = "Promise<string>")]
     pub fn transcript_snapshot(&self, thread_id: String) -> AsyncTask<StoreCall> {

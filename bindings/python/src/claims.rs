@@ -153,3 +153,34 @@ pub fn deny<'py>(
         "deny",
     )
 }
+
+/// The spans of `thread_id` derived from its commits (SPEC §14), as the OTLP/JSON export body
+/// that `runcore trace THREAD --json` prints (a dict: `{"resourceSpans": [...]}`); post it to
+/// a collector's `/v1/traces` with `Content-Type: application/json`. With `run_id`, only that
+/// run's spans (a run without a commit on the thread raises `AgentError` of kind
+/// `invalid_state`); with `content=True`, message content goes into the spans.
+#[pyfunction]
+#[pyo3(signature = (store, thread_id, *, run_id = None, content = false))]
+pub fn trace<'py>(
+    py: Python<'py>,
+    store: &Bound<'py, PyAny>,
+    thread_id: &str,
+    run_id: Option<String>,
+    content: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let store = store_of(store)?;
+    let thread = runcore::ThreadId::new(thread_id);
+    let run = run_id.map(RunId::new);
+    let options = runcore_traces::TraceOptions {
+        content,
+        ..runcore_traces::TraceOptions::default()
+    };
+    let spans = store.borrow().detached(py, move |s| {
+        runcore_traces::spans_from_store(&*s, &thread, run.as_ref(), &options)
+    })?;
+    match spans {
+        Ok(spans) => serde_to_py(py, &runcore_traces::to_otlp_json(&spans, "runcore")),
+        Err(runcore_traces::TraceError::Store(error)) => Err(store_error(&error)),
+        Err(error) => Err(agent_error_of_kind("invalid_state", error.to_string())),
+    }
+}

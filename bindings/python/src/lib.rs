@@ -43,6 +43,7 @@ fn _runcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(claims::deny, m)?)?;
     m.add_class::<providers::PyProviderDecoder>()?;
     m.add_function(wrap_pyfunction!(providers::_provider_encode, m)?)?;
+    m.add_function(wrap_pyfunction!(claims::trace, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

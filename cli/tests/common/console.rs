@@ -27,8 +27,14 @@ pub struct Console {
 impl Console {
     /// Starts `runcore console --store URL --listen 127.0.0.1:0` and reads its start line.
     pub fn start(url: &str) -> Console {
+        Console::start_with(url, &[])
+    }
+
+    /// [`Console::start`] with more arguments (`--allow-remote`).
+    pub fn start_with(url: &str, extra: &[&str]) -> Console {
         let mut child = Command::new(RUNCORE)
             .args(["console", "--store", url, "--listen", "127.0.0.1:0"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -45,14 +51,15 @@ impl Console {
             .recv_timeout(Duration::from_secs(60))
             .expect("the console prints its start line");
         let line = line.trim_end().to_owned();
-        // console: http://HOST:PORT/ token: TOKEN
+        // console: http://HOST:PORT/#token=TOKEN token: TOKEN
         let words: Vec<&str> = line.split(' ').collect();
         assert_eq!(words.len(), 4, "start line: {line:?}");
         assert_eq!((words[0], words[2]), ("console:", "token:"), "{line:?}");
+        let fragment = format!("/#token={}", words[3]);
         let addr = words[1]
             .strip_prefix("http://")
-            .and_then(|a| a.strip_suffix('/'))
-            .expect("http://HOST:PORT/")
+            .and_then(|a| a.strip_suffix(fragment.as_str()))
+            .expect("http://HOST:PORT/#token=TOKEN")
             .to_owned();
         Console {
             child,

@@ -694,16 +694,19 @@ impl Thread {
     }
 
     /// Emits one commit of `run` with every message not yet committed, stamped with the
-    /// run's ordinal and the thread version it builds on (both then advance).
+    /// run's ordinal and the thread version it builds on (both then advance); its last draft
+    /// is `commit_clock` (the agent's clock and the transcript length after it).
     fn push_commit(
         &mut self,
         tx: &mut Tx<'_>,
         run: &mut Run,
         disposition: RunDisposition,
         state_changed: bool,
-        extra: Vec<AuditDraft>,
+        mut extra: Vec<AuditDraft>,
     ) {
         let messages = self.take_uncommitted();
+        // When, and where in the transcript: the facts a trace (SPEC §14) places spans by.
+        extra.push(AuditDraft::commit_clock(self.clock_ms, self.committed));
         let commit = ThreadCommit::assemble(
             self.config.thread_id.clone(),
             disposition,

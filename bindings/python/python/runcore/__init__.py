@@ -38,6 +38,7 @@ from runcore._runcore import (
     approve,
     deny,
     sweep,
+    trace,
 )
 from runcore import providers  # noqa: E402  (runcore.providers.anthropic, …)
 
@@ -69,4 +70,5 @@ __all__ = [
     "approve",
     "deny",
     "sweep",
+    "trace",
 ]

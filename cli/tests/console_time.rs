@@ -1,0 +1,307 @@
+//! The console shows time and causality (issue 35), and is hardened:
+//! - a thread's page draws each run's timeline (model calls, tool calls, waits as bars on one
+//!   time axis, from the spans of SPEC §14), lists who-decided-what (decision, time, note or
+//!   reason), shows times as `<time>` (UTC and "… ago", raw ms on hover), the live claim,
+//!   the real context start with the compaction summary, and marks an expired ticket with
+//!   what answering it does;
+//! - the threads page has a claim column;
+//! - a note or reason over 4 KiB is a 400 in the JSON error shape and nothing is written;
+//!   every `/api` error (404, 405, 413 included) has the JSON error shape;
+//! - with `--allow-remote` a warning goes to stderr and every request (reads too) needs the
+//!   token (`Authorization: Bearer` or the page script's cookie); the two static files do not.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use common::console::{Console, encode, request, scripted_session};
+use common::process::{Drive, RUNCORE, TempDir, first, model_text, prompt, show_json};
+use serde_json::json;
+
+/// The scripted session, alpha's deploy approved with a note, a compaction on gamma, and
+/// thread `delta` waiting on a ticket whose deadline passed long ago (host time 1 s after the
+/// epoch).
+fn session(dir: &TempDir) -> String {
+    let url = dir.sqlite("runs.db");
+    scripted_session(&url, dir);
+    let console = Console::start(&url);
+    let response = console.decide("alpha/run-2", r#"{"decision":"allow","note":"go ahead"}"#);
+    assert_eq!(response.status, 200, "{}", response.body);
+    drop(console);
+
+    let mut gamma = Drive::spawn(&["--store", &url, "--thread", "gamma"]);
+    gamma.send(prompt("And now?", 5_000));
+    let out = gamma
+        .send(json!({"type":"compact","summary":"They said hello.","keep_from":2,"now_ms":5_100}));
+    gamma.send(model_text(first(&out, "call_model"), "Still here."));
+    assert!(gamma.finish().0.success());
+
+    let config = dir.join("delta.json");
+    std::fs::write(
+        &config,
+        json!({"thread_id":"delta","tools":{"deploy":{"policy":"require_approval","deadline_after_ms":1}}})
+            .to_string(),
+    )
+    .expect("write config");
+    let config = config.display().to_string();
+    let mut delta = Drive::spawn(&["--store", &url, "--config", &config]);
+    let out = delta.send(prompt("Ship it", 1_000));
+    let call = first(&out, "call_model").clone();
+    delta.send(json!({"type":"model_done","run_id":call["run_id"],"step":call["step"],
+        "message":{"role":"assistant","content":[{"type":"tool_call","id":"call-x","name":"deploy","arguments":{}}],
+                   "stop_reason":"tool_use"},"now_ms":1_000}));
+    assert!(delta.finish().0.success());
+    url
+}
+
+#[test]
+fn the_thread_page_shows_the_timeline_decisions_times_claims_and_context() {
+    let dir = TempDir::new("console-time");
+    let url = session(&dir);
+    let console = Console::start(&url);
+
+    let page = console.get("/threads/alpha").body;
+    assert!(page.contains("<h2>Timeline</h2>"), "{page}");
+    assert!(page.contains("<svg"), "{page}");
+    for bar in [
+        "<title>chat: ",
+        "<title>execute_tool weather: 1000–1500 ms (500 ms)",
+        "<title>await deploy: ",
+    ] {
+        assert!(page.contains(bar), "missing {bar:?} in {page}");
+    }
+    assert!(page.contains("<h2>Decisions</h2>"), "{page}");
+    assert!(
+        page.contains(r#"<span class="badge allow">allow</span>"#),
+        "{page}"
+    );
+    assert!(page.contains("go ahead"), "{page}");
+    assert!(
+        page.contains("<td data-label=\"By\"><code>console:"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<time datetime=\"1970-01-01T00:00:02.000Z\" data-ms=\"2000\""),
+        "{page}"
+    );
+    assert!(page.contains(" ago</time>"), "{page}");
+    assert!(
+        page.contains(r#"<span class="claim free">free</span>"#),
+        "{page}"
+    );
+
+    // The real context start, with the summary that stands for what is before it.
+    let gamma = show_json(&url, "gamma");
+    assert_eq!(gamma["context_start"], 2);
+    let page = console.get("/threads/gamma").body;
+    assert!(
+        page.contains("model context starts here (context_start = 2)"),
+        "{page}"
+    );
+    assert!(page.contains("They said hello."), "{page}");
+
+    // An expired ticket says so, and what answering it does.
+    let page = console.get("/threads/delta").body;
+    assert!(
+        page.contains(r#"<span class="badge expired">expired</span>"#),
+        "{page}"
+    );
+    assert!(page.contains("answering now is refused"), "{page}");
+    let pending = console.get("/pending").body;
+    assert!(pending.contains("badge expired"), "{pending}");
+    let answer = console.decide("delta/run-1", r#"{"decision":"allow"}"#);
+    assert_eq!(answer.status, 409, "{}", answer.body);
+    assert_eq!(answer.json()["resume_error"], "expired");
+
+    // The threads page: a claim column, and a live claim while a driver holds the thread.
+    let page = console.get("/").body;
+    assert!(page.contains("<th>Claim</th>"), "{page}");
+    let holder = Drive::spawn(&["--store", &url, "--thread", "gamma", "--owner", "worker-7"]);
+    let page = console.get("/").body;
+    assert!(page.contains("held by <code>worker-7</code>"), "{page}");
+    let page = console.get("/threads/gamma").body;
+    assert!(page.contains("held by <code>worker-7</code>"), "{page}");
+    assert!(holder.finish().0.success());
+    console.stop();
+}
+
+#[test]
+fn long_notes_and_every_api_error_have_the_json_shape() {
+    let dir = TempDir::new("console-errors");
+    let url = dir.sqlite("runs.db");
+    scripted_session(&url, &dir);
+    let console = Console::start(&url);
+    let version = show_json(&url, "beta")["version"].clone();
+
+    let long = "x".repeat(4097);
+    let body = json!({"decision":"deny","reason":long}).to_string();
+    let response = console.decide("beta/run-1", &body);
+    assert_eq!(response.status, 400, "{}", response.body);
+    assert_eq!(response.json()["kind"], "invalid_body");
+    assert!(
+        response.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("4097 bytes")
+    );
+    assert_eq!(
+        show_json(&url, "beta")["version"],
+        version,
+        "nothing written"
+    );
+    // The form says the same on a page, and writes nothing either.
+    let form = format!(
+        "decision=allow&note={}&token={}",
+        "y".repeat(5000),
+        console.token
+    );
+    let response = console.post(
+        &format!("/runs/{}/decision", encode("beta/run-1")),
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        form.as_bytes(),
+    );
+    assert_eq!(response.status, 400, "{}", response.body);
+    assert_eq!(
+        show_json(&url, "beta")["version"],
+        version,
+        "nothing written"
+    );
+    // Exactly 4 KiB is taken.
+    let fits = json!({"decision":"deny","reason":"z".repeat(4096)}).to_string();
+    assert_eq!(console.decide("beta/run-1", &fits).status, 200);
+
+    let auth = format!("Bearer {}", console.token);
+    let huge = vec![b' '; 3 * 1024 * 1024];
+    let cases: Vec<(u16, &str, crate::common::console::Response)> = vec![
+        (404, "not_found", console.get("/api/nothing-here")),
+        (
+            405,
+            "method_not_allowed",
+            console.post("/api/threads", &[], b""),
+        ),
+        (
+            413,
+            "payload_too_large",
+            console.post(
+                &format!("/api/runs/{}/decision", encode("alpha/run-2")),
+                &[
+                    ("Authorization", &auth),
+                    ("Content-Type", "application/json"),
+                ],
+                &huge,
+            ),
+        ),
+        (400, "invalid_query", console.get("/api/events?from=x")),
+        (
+            401,
+            "unauthorized",
+            console.post(
+                &format!("/api/runs/{}/decision", encode("alpha/run-2")),
+                &[],
+                b"{}",
+            ),
+        ),
+    ];
+    for (status, kind, response) in cases {
+        assert_eq!(response.status, status, "{}", response.body);
+        assert_eq!(
+            response.header("content-type"),
+            Some("application/json"),
+            "{status}"
+        );
+        let error = response.json();
+        assert_eq!(error["kind"], kind, "{error}");
+        assert!(
+            error["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{error}"
+        );
+    }
+    console.stop();
+}
+
+#[test]
+fn allow_remote_warns_and_every_request_needs_the_token() {
+    let dir = TempDir::new("console-remote");
+    let url = dir.sqlite("runs.db");
+    scripted_session(&url, &dir);
+
+    // The warning, on stderr, before the start line.
+    let mut child = Command::new(RUNCORE)
+        .args([
+            "console",
+            "--store",
+            &url,
+            "--listen",
+            "127.0.0.1:0",
+            "--allow-remote",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().expect("stderr"))
+        .read_line(&mut line)
+        .expect("a stderr line");
+    assert!(line.contains("warning: --allow-remote"), "{line}");
+    assert!(
+        line.contains("every request, reads too, needs the token"),
+        "{line}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let console = Console::start_with(&url, &["--allow-remote"]);
+    let auth = format!("Bearer {}", console.token);
+    let cookie = format!("runcore_token={}", console.token);
+    for path in [
+        "/api/threads",
+        "/api/pending",
+        "/api/events",
+        "/api/threads/alpha",
+    ] {
+        let refused = console.get(path);
+        assert_eq!(refused.status, 401, "{path}: {}", refused.body);
+        assert_eq!(refused.json()["kind"], "unauthorized");
+        let wrong = request(
+            &console.addr,
+            "GET",
+            path,
+            &[("Authorization", "Bearer nope")],
+            b"",
+        );
+        assert_eq!(wrong.status, 401, "{path}");
+        let ok = request(&console.addr, "GET", path, &[("Authorization", &auth)], b"");
+        assert_eq!(ok.status, 200, "{path}: {}", ok.body);
+    }
+    for path in ["/", "/threads/alpha", "/pending", "/events"] {
+        let refused = console.get(path);
+        assert_eq!(refused.status, 401, "{path}");
+        assert!(
+            refused.body.contains("id=\"needs-token\""),
+            "{}",
+            refused.body
+        );
+        let ok = request(&console.addr, "GET", path, &[("Cookie", &cookie)], b"");
+        assert_eq!(ok.status, 200, "{path}: {}", ok.body);
+    }
+    // The static files hold no data: the script is what turns #token= into the cookie.
+    assert_eq!(console.get("/console.js").status, 200);
+    assert_eq!(console.get("/console.css").status, 200);
+    // A cookie alone never writes: the API's writes need the Authorization header.
+    let response = console.post(
+        &format!("/api/runs/{}/decision", encode("beta/run-1")),
+        &[("Cookie", &cookie), ("Content-Type", "application/json")],
+        br#"{"decision":"allow"}"#,
+    );
+    assert_eq!(response.status, 401, "{}", response.body);
+    console.stop();
+
+    // Without --allow-remote, reads stay open (SPEC §12.5).
+    let console = Console::start(&url);
+    assert_eq!(console.get("/api/threads").status, 200);
+    assert_eq!(console.get("/").status, 200);
+    console.stop();
+}

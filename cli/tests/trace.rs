@@ -1,0 +1,363 @@
+//! SPEC §14 through the binary: the golden run's spans (traces/tests/golden.rs) read from a
+//! store recovered after a SIGKILL of the driver are the warm run's spans, byte for byte, on
+//! SQLite (and on PostgreSQL when `RUNCORE_PG_URL` is set; under `CI=true` it must be); and
+//! `runcore trace --otlp` / `runcore drive --otlp` post them over OTLP/HTTP to a loopback
+//! receiver, which decodes them with `opentelemetry-proto`.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+use common::console::postgres_store;
+use common::process::{Drive, TempDir, first, runcore};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value;
+use opentelemetry_proto::tonic::trace::v1::Span as ProtoSpan;
+use runcore::driver::{Driver, StoreWrite};
+use runcore::{CommitLog, MemoryStore, ThreadId};
+use runcore_traces::{Span, TraceOptions, spans_from_store, to_otlp_json};
+use serde_json::Value;
+
+const CONFIG: &str = include_str!("../../traces/tests/fixtures/golden.config.json");
+const SCRIPT: &str = include_str!("../../traces/tests/fixtures/golden.in.jsonl");
+
+fn script() -> Vec<Value> {
+    SCRIPT
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON"))
+        .collect()
+}
+
+/// The warm run's spans: the script through one in-process driver, its commits into a
+/// memory store.
+fn warm_spans() -> Vec<Span> {
+    let mut driver = Driver::new();
+    let mut store = MemoryStore::new();
+    for line in std::iter::once(CONFIG.trim()).chain(SCRIPT.lines()) {
+        for out in driver.handle_line(line.as_bytes()) {
+            let value: Value = serde_json::from_str(&out).expect("JSON");
+            if value["type"] == "commit"
+                && let StoreWrite::Fenced(operation) =
+                    StoreWrite::from_output_line(value).expect("a commit line")
+            {
+                store.commit_operation(operation).expect("stored");
+            }
+        }
+    }
+    spans_from_store(
+        &store,
+        &ThreadId::new("golden"),
+        None,
+        &TraceOptions::default(),
+    )
+    .expect("spans")
+}
+
+/// The script through `runcore drive --store URL`, SIGKILLed while the two tools run; a new
+/// process recovers (replay: the same tools are handed out again) and finishes the run.
+fn crashed_run(dir: &TempDir, url: &str, restart_args: &[&str]) {
+    let config = dir.join("golden.json");
+    std::fs::write(&config, CONFIG).expect("write the config");
+    let config = config.display().to_string();
+    let args = ["--store", url, "--config", &config, "--thread", "golden"];
+    let lines = script();
+    let mut drive = Drive::spawn(&args);
+    let mut out = Vec::new();
+    for line in &lines[..4] {
+        out = drive.send(line.clone());
+    }
+    let tools = first(&out, "execute_tools").clone();
+    assert_eq!(tools["calls"].as_array().map(Vec::len), Some(2), "{tools}");
+    drive.kill();
+
+    let mut full: Vec<&str> = args.to_vec();
+    full.extend_from_slice(restart_args);
+    let mut drive = Drive::spawn(&full);
+    assert_eq!(first(&drive.start, "execute_tools"), &tools);
+    for line in &lines[4..] {
+        out = drive.send(line.clone());
+    }
+    assert!(
+        out.iter()
+            .any(|l| l["type"] == "commit" && l["commit"]["run"]["type"] == "ended"),
+        "{out:?}"
+    );
+    let (status, stderr) = drive.finish();
+    assert!(status.success(), "{stderr}");
+}
+
+/// `runcore trace golden --store URL --json`, checked against the warm spans' export body.
+fn assert_trace_is_warm(url: &str) {
+    let output = runcore(&["trace", "golden", "--store", url, "--json"]);
+    assert!(output.status.success(), "{output:?}");
+    let want = format!("{}\n", to_otlp_json(&warm_spans(), "runcore"));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), want);
+}
+
+#[test]
+fn spans_after_a_sigkill_on_sqlite_are_the_warm_spans_byte_for_byte() {
+    let dir = TempDir::new("trace-sqlite");
+    let url = dir.sqlite("runs.db");
+    crashed_run(&dir, &url, &[]);
+    assert_trace_is_warm(&url);
+    // The text form names every span.
+    let output = runcore(&["trace", "golden", "--store", &url]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.starts_with("invoke_agent  +0ms..+750ms"), "{text}");
+    assert!(text.contains("  await delete  +250ms..+300ms (50 ms)  runcore.decision=deny"));
+    assert!(text.contains(
+        "  execute_tool write  +300ms..+500ms (200 ms)  error.type=tool_error  ERROR disk full"
+    ));
+}
+
+#[test]
+fn spans_after_a_sigkill_on_postgres_are_the_warm_spans_byte_for_byte() {
+    let Some(url) = postgres_store("trace") else {
+        return;
+    };
+    let dir = TempDir::new("trace-postgres");
+    crashed_run(&dir, &url, &[]);
+    assert_trace_is_warm(&url);
+}
+
+#[test]
+fn an_unknown_run_is_exit_1_and_a_missing_store_exit_2() {
+    let dir = TempDir::new("trace-errors");
+    let url = dir.sqlite("runs.db");
+    crashed_run(&dir, &url, &[]);
+    let output = runcore(&["trace", "golden", "--store", &url, "--run", "golden/run-7"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("golden/run-7"));
+    let missing = dir.sqlite("missing.db");
+    let output = runcore(&["trace", "golden", "--store", &missing]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(!dir.join("missing.db").exists(), "nothing created");
+}
+
+// ----- OTLP/HTTP ------------------------------------------------------------------------------
+
+/// A loopback OTLP/HTTP receiver: answers every POST 200 and hands its path, content type and
+/// body over.
+struct Receiver_ {
+    url: String,
+    bodies: Receiver<(String, String, Vec<u8>)>,
+}
+
+fn receiver() -> Receiver_ {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let (send, bodies) = channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            let path = request_line
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("")
+                .to_owned();
+            let mut length = 0usize;
+            let mut content_type = String::new();
+            loop {
+                let mut header = String::new();
+                if reader.read_line(&mut header).is_err() || header.trim().is_empty() {
+                    break;
+                }
+                let lower = header.to_ascii_lowercase();
+                if let Some(value) = lower.strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+                if let Some(value) = lower.strip_prefix("content-type:") {
+                    content_type = value.trim().to_owned();
+                }
+            }
+            let mut body = vec![0; length];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+            );
+            if send.send((path, content_type, body)).is_err() {
+                break;
+            }
+        }
+    });
+    Receiver_ {
+        url: format!("http://127.0.0.1:{port}"),
+        bodies,
+    }
+}
+
+fn decode(body: &[u8]) -> Vec<ProtoSpan> {
+    let request: ExportTraceServiceRequest =
+        serde_json::from_slice(body).expect("an OTLP/JSON ExportTraceServiceRequest");
+    request
+        .resource_spans
+        .into_iter()
+        .flat_map(|r| r.scope_spans)
+        .flat_map(|s| s.spans)
+        .collect()
+}
+
+fn string_attr(span: &ProtoSpan, key: &str) -> Option<String> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref())
+        .and_then(|v| match &v.value {
+            Some(any_value::Value::StringValue(s)) => Some(s.clone()),
+            _ => None,
+        })
+}
+
+fn int_attr(span: &ProtoSpan, key: &str) -> Option<i64> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref())
+        .and_then(|v| match &v.value {
+            Some(any_value::Value::IntValue(n)) => Some(*n),
+            _ => None,
+        })
+}
+
+/// What the golden run's export must say, decoded with the protocol's own types.
+fn check_golden_export(spans: &[ProtoSpan]) {
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "invoke_agent",
+            "chat claude-sonnet-4-5",
+            "await write",
+            "await delete",
+            "execute_tool read",
+            "execute_tool write",
+            "chat claude-sonnet-4-5",
+        ]
+    );
+    let root = &spans[0];
+    assert!(root.parent_span_id.is_empty());
+    assert_eq!(root.kind, 1, "INTERNAL");
+    assert_eq!(root.trace_id.len(), 16);
+    assert_eq!(root.start_time_unix_nano, 1_000_000_000);
+    assert_eq!(root.end_time_unix_nano, 1_750_000_000);
+    for span in &spans[1..] {
+        assert_eq!(span.parent_span_id, root.span_id, "{}", span.name);
+        assert_eq!(span.trace_id, root.trace_id);
+    }
+    let chat = &spans[1];
+    assert_eq!(chat.kind, 3, "CLIENT");
+    assert_eq!(
+        (chat.start_time_unix_nano, chat.end_time_unix_nano),
+        (1_000_000_000, 1_100_000_000)
+    );
+    assert_eq!(
+        string_attr(chat, "gen_ai.operation.name").as_deref(),
+        Some("chat")
+    );
+    assert_eq!(
+        string_attr(chat, "gen_ai.response.model").as_deref(),
+        Some("claude-sonnet-4-5")
+    );
+    assert_eq!(
+        string_attr(chat, "gen_ai.response.id").as_deref(),
+        Some("msg_01")
+    );
+    assert_eq!(
+        string_attr(chat, "gen_ai.conversation.id").as_deref(),
+        Some("golden")
+    );
+    assert_eq!(int_attr(chat, "gen_ai.usage.input_tokens"), Some(100));
+    assert_eq!(
+        int_attr(chat, "gen_ai.usage.cache_read.input_tokens"),
+        Some(60)
+    );
+    let denied = &spans[3];
+    assert_eq!(
+        string_attr(denied, "runcore.decision").as_deref(),
+        Some("deny")
+    );
+    assert_eq!(denied.events.len(), 1);
+    assert_eq!(denied.events[0].time_unix_nano, 1_300_000_000);
+    let failed = &spans[5];
+    assert_eq!(
+        string_attr(failed, "gen_ai.tool.name").as_deref(),
+        Some("write")
+    );
+    assert_eq!(
+        string_attr(failed, "gen_ai.tool.call.id").as_deref(),
+        Some("c2")
+    );
+    assert_eq!(
+        string_attr(failed, "error.type").as_deref(),
+        Some("tool_error")
+    );
+    assert_eq!(
+        failed.status.as_ref().map(|s| s.code),
+        Some(2),
+        "STATUS_CODE_ERROR"
+    );
+}
+
+#[test]
+fn trace_otlp_posts_the_spans_over_otlp_http() {
+    let dir = TempDir::new("trace-otlp");
+    let url = dir.sqlite("runs.db");
+    crashed_run(&dir, &url, &[]);
+    let receiver = receiver();
+    let output = runcore(&["trace", "golden", "--store", &url, "--otlp", &receiver.url]);
+    assert!(output.status.success(), "{output:?}");
+    let printed: Value = serde_json::from_slice(&output.stdout).expect("one JSON line");
+    assert_eq!(printed, serde_json::json!({"spans": 7, "status": 200}));
+    let (path, content_type, body) = receiver
+        .bodies
+        .recv_timeout(Duration::from_secs(10))
+        .expect("an export");
+    assert_eq!(path, "/v1/traces");
+    assert_eq!(content_type, "application/json");
+    check_golden_export(&decode(&body));
+}
+
+#[test]
+fn drive_otlp_exports_a_run_when_its_terminal_commit_is_stored() {
+    let dir = TempDir::new("drive-otlp");
+    let url = dir.sqlite("runs.db");
+    let receiver = receiver();
+    crashed_run(&dir, &url, &["--otlp", &receiver.url]);
+    let (path, _, body) = receiver
+        .bodies
+        .recv_timeout(Duration::from_secs(10))
+        .expect("an export when the run ended");
+    assert_eq!(path, "/v1/traces");
+    check_golden_export(&decode(&body));
+    assert!(
+        receiver.bodies.try_recv().is_err(),
+        "one export for the one run"
+    );
+}
+
+#[test]
+fn a_failed_export_is_exit_1_with_a_reason() {
+    let dir = TempDir::new("trace-otlp-fail");
+    let url = dir.sqlite("runs.db");
+    crashed_run(&dir, &url, &[]);
+    // A port nobody listens on.
+    let closed = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("address").port();
+    drop(closed);
+    let target = format!("http://127.0.0.1:{port}");
+    let output = runcore(&["trace", "golden", "--store", &url, "--otlp", &target]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("exporting"));
+    let output = runcore(&["trace", "golden", "--store", &url, "--otlp", "https://x"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+}
