@@ -97,7 +97,7 @@ fn import_is_one_committed_ended_run() {
         }
     );
     let kinds: Vec<&str> = commit.commit.events.iter().map(|e| e.kind()).collect();
-    assert_eq!(kinds, ["run_state_changed", "imported"]);
+    assert_eq!(kinds, ["run_state_changed", "imported", "commit_clock"]);
     assert_eq!(
         commit.commit.events[1].payload(),
         json!({"count": 5, "now_ms": 5})

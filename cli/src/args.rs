@@ -186,7 +186,8 @@ pub enum Command {
     /// At start it prints one line, `console: http://HOST:PORT/ token: TOKEN`, and serves
     /// until SIGINT or SIGTERM. Every request that changes something needs the token (a fresh
     /// random one per start): `Authorization: Bearer TOKEN`, or the page's token box (open
-    /// http://HOST:PORT/#token=TOKEN to fill it). Reads do not.
+    /// http://HOST:PORT/#token=TOKEN, printed on stderr, to fill it). Reads do not (unless
+    /// --allow-remote: then every request needs it).
     #[command(verbatim_doc_comment)]
     Console(ConsoleArgs),
     /// Print or export a thread's OpenTelemetry GenAI spans, derived from its commits

@@ -36,7 +36,9 @@ pub fn main(args: ConsoleArgs) -> ExitCode {
         Ok(backend) => backend,
         Err(message) => return crate::start_error("console", &message),
     };
-    let announce = |line: &str| {
+    // The SPEC's start line on stdout; the URL that opens the page with its token on stderr.
+    let announce = |line: &str, url: &str| {
+        eprintln!("runcore console: open {url}");
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}").and_then(|()| out.flush());
     };

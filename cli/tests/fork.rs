@@ -94,6 +94,31 @@ fn fork_from_the_command_line() {
     assert!(stderr.contains("already exists"), "{stderr}");
     assert_eq!(show_json(&url, "main"), parent, "the parent is unchanged");
 
+    // The console links the fork and its parent both ways.
+    let console = common::console::Console::start(&url);
+    let fork_page = console.get("/threads/f");
+    assert_eq!(fork_page.status, 200);
+    assert!(
+        fork_page
+            .body
+            .contains(r#"forked from <a href="/threads/main">main</a> at version 3"#),
+        "{}",
+        fork_page.body
+    );
+    let parent_page = console.get("/threads/main");
+    assert!(
+        parent_page
+            .body
+            .contains(r#"forks: <a href="/threads/f">f</a> (at version 3)"#),
+        "{}",
+        parent_page.body
+    );
+    assert_eq!(
+        console.get_json("/api/threads/f")["forked_from"],
+        json!({"thread_id":"main","version":3})
+    );
+    console.stop();
+
     // The fork goes on as the parent did: continue, the same answers, the same messages.
     let mut f = Drive::spawn(&["--store", &url, "--thread", "f"]);
     let out = f.send(json!({"type":"continue"}));

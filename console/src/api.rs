@@ -378,10 +378,12 @@ fn thread_with_starts(
         shapes::ThreadView,
         html::RunStarts,
         Vec<runcore_traces::Span>,
+        Vec<runcore::Forked>,
     ),
     runcore::StoreError,
 > {
     let view = shapes::show(store, thread)?;
+    let forks = shapes::forks_of(store, thread)?;
     let mut starts = Vec::new();
     shapes::for_each_event_page(
         store,
@@ -409,7 +411,7 @@ fn thread_with_starts(
         // Without a run filter nothing else can fail; show the page without a timeline.
         Err(_) => Vec::new(),
     };
-    Ok((view, starts, spans))
+    Ok((view, starts, spans, forks))
 }
 
 async fn thread_page<S>(State(state): State<AppState<S>>, Path(thread_id): Path<String>) -> Response
@@ -419,13 +421,13 @@ where
     let thread = ThreadId::new(thread_id);
     let title = format!("Thread {thread}");
     match with_store(&state, move |s| thread_with_starts(&*s, &thread)).await {
-        Ok(Ok((view, starts, spans))) => page_response(
+        Ok(Ok((view, starts, spans, forks))) => page_response(
             StatusCode::OK,
             html::layout(
                 &title,
                 Section::Threads,
                 &state.store_label,
-                &html::thread_page(&view, &starts, &spans, shapes::wall_clock_ms()),
+                &html::thread_page(&view, &starts, &spans, &forks, shapes::wall_clock_ms()),
             ),
         ),
         Ok(Err(e)) => Failure::store(&e).page(&state.store_label),

@@ -166,6 +166,39 @@ pub fn threads_page(lines: &[ThreadLine], now_ms: u64) -> String {
     body
 }
 
+/// Where a thread comes from and what was forked from it (SPEC §8.10), linked both ways.
+fn lineage(view: &ThreadView, forks: &[runcore::Forked]) -> String {
+    let mut text = String::new();
+    if let Some(origin) = &view.forked_from {
+        let _ = writeln!(
+            text,
+            r#"<p class="meta lineage">forked from <a href="/threads/{href}">{parent}</a> at version {version}</p>"#,
+            href = path_segment(origin.thread_id.as_str()),
+            parent = escape(origin.thread_id.as_str()),
+            version = origin.version,
+        );
+    }
+    if !forks.is_empty() {
+        let links: Vec<String> = forks
+            .iter()
+            .map(|fork| {
+                format!(
+                    r#"<a href="/threads/{href}">{thread}</a> (at version {version})"#,
+                    href = path_segment(fork.thread_id.as_str()),
+                    thread = escape(fork.thread_id.as_str()),
+                    version = fork.forked_from.version,
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            text,
+            r#"<p class="meta lineage">forks: {}</p>"#,
+            links.join(", ")
+        );
+    }
+    text
+}
+
 /// A live claim: who holds the thread and until when (store time), or "free".
 fn claim_html(claim: Option<&crate::shapes::ClaimView>, now_ms: u64) -> String {
     match claim {
@@ -191,6 +224,7 @@ pub fn thread_page(
     view: &ThreadView,
     run_starts: &RunStarts,
     spans: &[Span],
+    forks: &[runcore::Forked],
     now_ms: u64,
 ) -> String {
     let context_start = view.context_start;
@@ -202,6 +236,7 @@ pub fn thread_page(
         view.messages.len(),
         claim_html(view.claim.as_ref(), now_ms),
     );
+    body.push_str(&lineage(view, forks));
     if view.version == 0 {
         body.push_str("<p class=\"empty\">Nothing is committed on this thread.</p>\n");
         return body;
@@ -729,7 +764,7 @@ pub fn error_page(status: u16, message: &str) -> String {
     // A page refused for want of the token (a console started with --allow-remote): the
     // script fills the token in from the start line's `#token=` URL and loads it again.
     let marker = if status == 401 {
-        "<p id=\"needs-token\" class=\"meta\">Open the URL of the console's start line (it ends in <code>#token=…</code>), or paste the token in the box above and reload.</p>\n"
+        "<p id=\"needs-token\" class=\"meta\">Open the URL the console printed on stderr at start (it ends in <code>#token=…</code>), or paste the token in the box above and reload.</p>\n"
     } else {
         ""
     };

@@ -84,22 +84,28 @@ pub fn check_listen(addr: SocketAddr, allow_remote: bool) -> Result<(), ConsoleE
     }
 }
 
-/// The line printed at start: `console: http://HOST:PORT/#token=TOKEN token: TOKEN` — the
-/// URL opens the console with its token box filled (a fragment never reaches the server, nor
-/// its logs), and the token follows on its own for `Authorization: Bearer`.
+/// The line printed at start on stdout, as SPEC §12.5 writes it: `console: http://HOST:PORT/
+/// token: TOKEN` (the real port; the token for `Authorization: Bearer`).
 pub fn start_line(addr: SocketAddr, token: &Token) -> String {
-    let token = token.as_str();
-    format!("console: http://{addr}/#token={token} token: {token}")
+    format!("console: http://{addr}/ token: {}", token.as_str())
+}
+
+/// The URL that opens the console with its token filled in: `http://HOST:PORT/#token=TOKEN`
+/// (a fragment never reaches the server, nor its logs). `runcore console` prints it on stderr
+/// beside the start line, so the stdout line keeps the SPEC's shape.
+pub fn open_url(addr: SocketAddr, token: &Token) -> String {
+    format!("http://{addr}/#token={}", token.as_str())
 }
 
 /// Serves the console over `store` until SIGINT or SIGTERM: checks the address, makes a fresh
-/// token, binds, calls `announce` with [`start_line`] (the real port), then serves.
+/// token, binds, calls `announce` with [`start_line`] and [`open_url`] (the real port), then
+/// serves.
 /// `store_url` is shown on the pages, redacted.
 pub fn serve<S>(
     store: S,
     store_url: &str,
     options: &ConsoleOptions,
-    announce: impl FnOnce(&str),
+    announce: impl FnOnce(&str, &str),
 ) -> Result<(), ConsoleError>
 where
     S: runcore::Store + Send + 'static,
@@ -128,7 +134,7 @@ where
         let hosts = (!options.allow_remote).then(|| api::local_hosts(addr));
         let app = api::router(for_router, hosts);
         let shutdown = Shutdown::listen()?;
-        announce(&start_line(addr, &token));
+        announce(&start_line(addr, &token), &open_url(addr, &token));
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown.wait())
             .await
@@ -203,7 +209,8 @@ mod tests {
         let addr: SocketAddr = "127.0.0.1:4321".parse().unwrap();
         assert_eq!(
             start_line(addr, &token),
-            "console: http://127.0.0.1:4321/#token=abc token: abc"
+            "console: http://127.0.0.1:4321/ token: abc"
         );
+        assert_eq!(open_url(addr, &token), "http://127.0.0.1:4321/#token=abc");
     }
 }

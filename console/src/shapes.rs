@@ -195,6 +195,42 @@ pub fn show<S: CheckpointReader + ThreadClaims + ?Sized>(
     })
 }
 
+/// How many threads [`forks_of`] looks through: a store-wide scan per thread page, bounded.
+pub const FORK_SCAN: usize = 2_000;
+
+/// The forks of `thread` (SPEC §8.10) among the first [`FORK_SCAN`] threads in id order, each
+/// with the parent's version it holds. A fork names its parent in its own first commit and the
+/// parent keeps no list of its forks, so finding them reads every thread's first events.
+pub fn forks_of<S: CheckpointReader + ?Sized>(
+    store: &S,
+    thread: &ThreadId,
+) -> Result<Vec<runcore::Forked>, StoreError> {
+    let mut forks = Vec::new();
+    let mut after: Option<ThreadId> = None;
+    let mut seen = 0;
+    while seen < FORK_SCAN {
+        let page = store.threads(after.as_ref(), PAGE.min(FORK_SCAN - seen))?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.thread_id.clone());
+        seen += page.len();
+        for summary in page {
+            if summary.thread_id == *thread {
+                continue;
+            }
+            if let Some(origin) = runcore::forked_from(store, &summary.thread_id)?
+                && origin.thread_id == *thread
+            {
+                forks.push(runcore::Forked {
+                    thread_id: summary.thread_id,
+                    version: summary.version,
+                    forked_from: origin,
+                });
+            }
+        }
+    }
+    Ok(forks)
+}
+
 /// Every awaiting run's ticket, ordered by run id.
 pub fn pending(store: &impl CheckpointReader) -> Result<Vec<ResumeTicket>, StoreError> {
     let mut tickets: Vec<ResumeTicket> = Vec::new();

@@ -51,15 +51,14 @@ impl Console {
             .recv_timeout(Duration::from_secs(60))
             .expect("the console prints its start line");
         let line = line.trim_end().to_owned();
-        // console: http://HOST:PORT/#token=TOKEN token: TOKEN
+        // console: http://HOST:PORT/ token: TOKEN (SPEC §12.5)
         let words: Vec<&str> = line.split(' ').collect();
         assert_eq!(words.len(), 4, "start line: {line:?}");
         assert_eq!((words[0], words[2]), ("console:", "token:"), "{line:?}");
-        let fragment = format!("/#token={}", words[3]);
         let addr = words[1]
             .strip_prefix("http://")
-            .and_then(|a| a.strip_suffix(fragment.as_str()))
-            .expect("http://HOST:PORT/#token=TOKEN")
+            .and_then(|a| a.strip_suffix('/'))
+            .expect("http://HOST:PORT/")
             .to_owned();
         Console {
             child,
