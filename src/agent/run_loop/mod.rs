@@ -547,8 +547,8 @@ impl Agent {
         };
         let started =
             AuditDraft::run_started(&run.run_id, run.transcript_start).with_now_ms(thread.clock_ms);
-        // Room for the `run_state_changed` draft that assembling puts in front.
-        let mut extra = Vec::with_capacity(2);
+        // Room for `commit_clock` and the `run_state_changed` draft assembling puts in front.
+        let mut extra = Vec::with_capacity(3);
         extra.push(started);
         let mut tx = Tx::over(&mut self.outbox);
         thread.commit_running(&mut run, extra, &mut tx);
@@ -706,6 +706,12 @@ impl Thread {
     ) {
         let messages = self.take_uncommitted();
         // When, and where in the transcript: the facts a trace (SPEC §14) places spans by.
+        // Room for it and for the drafts assembling puts in front, so the drafts of a commit
+        // are one allocation, never a reallocation.
+        extra.reserve(
+            1 + usize::from(state_changed)
+                + usize::from(matches!(disposition, RunDisposition::Awaiting(_))),
+        );
         extra.push(AuditDraft::commit_clock(self.clock_ms, self.committed));
         let commit = ThreadCommit::assemble(
             self.config.thread_id.clone(),
