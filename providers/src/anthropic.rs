@@ -308,9 +308,26 @@ impl Messages {
         outcome
     }
 
-    fn block_delta(&mut self, index: u64, delta: &Value, deltas: &mut Deltas) -> EventOutcome {
-        let kind = text(delta, "type").unwrap_or_default();
-        let piece = |key| text(delta, key).unwrap_or_default();
+    /// A `content_block_delta` read into [`DeltaEvent`].
+    fn typed_delta(&mut self, event: DeltaEvent<'_>, deltas: &mut Deltas) -> EventOutcome {
+        let delta = &event.delta;
+        let fields = DeltaFields {
+            kind: &delta.kind,
+            text: borrowed(&delta.text),
+            thinking: borrowed(&delta.thinking),
+            signature: borrowed(&delta.signature),
+            partial_json: borrowed(&delta.partial_json),
+        };
+        self.block_delta(event.index, &fields, deltas)
+    }
+
+    fn block_delta(
+        &mut self,
+        index: u64,
+        delta: &DeltaFields<'_>,
+        deltas: &mut Deltas,
+    ) -> EventOutcome {
+        let kind = delta.kind;
         let block = self.blocks.entry(index).or_insert_with(|| match kind {
             "thinking_delta" | "signature_delta" => Block::Thinking {
                 thinking: String::new(),
@@ -327,18 +344,18 @@ impl Messages {
         });
         match (kind, block) {
             ("text_delta", Block::Text(text)) => {
-                text.push_str(piece("text"));
-                deltas.text(piece("text"));
+                text.push_str(delta.text);
+                deltas.text(delta.text);
             }
             ("thinking_delta", Block::Thinking { thinking, .. }) => {
-                thinking.push_str(piece("thinking"));
-                deltas.thinking(piece("thinking"));
+                thinking.push_str(delta.thinking);
+                deltas.thinking(delta.thinking);
             }
             ("signature_delta", Block::Thinking { signature, .. }) => {
-                signature.push_str(piece("signature"));
+                signature.push_str(delta.signature);
             }
             ("input_json_delta", Block::ToolUse { json, .. }) => {
-                json.push_str(piece("partial_json"));
+                json.push_str(delta.partial_json);
             }
             _ => return EventOutcome::Ignored,
         }
@@ -412,6 +429,46 @@ impl Messages {
     }
 }
 
+/// A field of a borrowed delta, empty when absent.
+fn borrowed<'a>(field: &'a Option<std::borrow::Cow<'_, str>>) -> &'a str {
+    field.as_deref().unwrap_or_default()
+}
+
+/// The fields of a `content_block_delta`'s `delta` (empty when absent), from either path.
+struct DeltaFields<'a> {
+    kind: &'a str,
+    text: &'a str,
+    thinking: &'a str,
+    signature: &'a str,
+    partial_json: &'a str,
+}
+
+/// A `content_block_delta` event as it arrives, borrowed from the data line where it can be.
+#[derive(serde::Deserialize)]
+struct DeltaEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    index: u64,
+    #[serde(borrow)]
+    delta: DeltaBody<'a>,
+}
+
+/// The `delta` of a `content_block_delta`.
+#[derive(serde::Deserialize)]
+struct DeltaBody<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(default, borrow)]
+    text: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    thinking: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    signature: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    partial_json: Option<std::borrow::Cow<'a, str>>,
+}
+
 /// The normative stop-reason table (SPEC §13). No stop reason, or one this codec does not
 /// know, is a `stop`: the answer did end with `message_stop`.
 pub fn stop_reason(reason: Option<&str>) -> StopReason {
@@ -456,6 +513,14 @@ impl Protocol for Messages {
     const API: Api = Api::Anthropic;
 
     fn event(&mut self, name: Option<&str>, data: &str, deltas: &mut Deltas) -> EventOutcome {
+        // Most of a stream is `content_block_delta` events: read them into a borrowed shape
+        // (no `Value` tree); anything that does not fit takes the general path below.
+        if name == Some("content_block_delta")
+            && let Ok(event) = serde_json::from_str::<DeltaEvent<'_>>(data)
+            && event.kind == "content_block_delta"
+        {
+            return self.typed_delta(event, deltas);
+        }
         let Ok(value) = serde_json::from_str::<Value>(data) else {
             return EventOutcome::NotFormat(format!(
                 "expected JSON in the data of an Anthropic event, found {:?}",
@@ -476,7 +541,17 @@ impl Protocol for Messages {
                 None => EventOutcome::Ignored,
             },
             "content_block_delta" => match value.get("delta") {
-                Some(delta) => self.block_delta(index, delta, deltas),
+                Some(delta) => {
+                    let field = |key| text(delta, key).unwrap_or_default();
+                    let fields = DeltaFields {
+                        kind: field("type"),
+                        text: field("text"),
+                        thinking: field("thinking"),
+                        signature: field("signature"),
+                        partial_json: field("partial_json"),
+                    };
+                    self.block_delta(index, &fields, deltas)
+                }
                 None => EventOutcome::Ignored,
             },
             "content_block_stop" => EventOutcome::Used,
