@@ -266,7 +266,7 @@ async fn a_person_approves_in_a_real_browser() {
         .goto(&format!("{base}/threads/alpha"))
         .await
         .expect("thread");
-    let runs = text_of(&client, "table.list").await;
+    let runs = text_of(&client, "table#runs").await;
     assert!(
         runs.contains("alpha/run-2") && runs.contains("running"),
         "{runs}"
@@ -285,7 +285,7 @@ async fn a_person_approves_in_a_real_browser() {
     wait_for(
         &client,
         "the page to refresh to the run's end",
-        "const t = document.querySelector('table.list'); \
+        "const t = document.querySelector('table#runs'); \
          return !!t && !t.textContent.includes('running') && \
                 document.querySelector('ol.transcript').textContent.includes('deployed');",
     )

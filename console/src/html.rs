@@ -249,7 +249,7 @@ pub fn thread_page(
     }
     body.push_str(&timelines(spans, now_ms));
     body.push_str(&decisions(spans));
-    body.push_str("<h2>Runs</h2>\n<table class=\"list\"><thead><tr><th>Run</th><th>State / end cause</th></tr></thead><tbody>\n");
+    body.push_str("<h2>Runs</h2>\n<table class=\"list\" id=\"runs\"><thead><tr><th>Run</th><th>State / end cause</th></tr></thead><tbody>\n");
     for run in &view.runs {
         let _ = writeln!(
             body,
