@@ -114,14 +114,14 @@ impl NativeStore {
 #[napi]
 impl NativeStore {
     /// The in-memory reference store.
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn memory() -> Self {
         NativeStore::new(MemoryStore::new())
     }
 
     /// A store in one SQLite file (created if missing); `synchronous` is `"full"` (default) or
     /// `"normal"`.
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn sqlite(path: String, synchronous: Option<String>) -> napi::Result<Self> {
         let synchronous = match synchronous.as_deref() {
             None | Some("full") => Synchronous::Full,
@@ -139,7 +139,7 @@ impl NativeStore {
     }
 
     /// A store in a PostgreSQL database at `url`, its tables in `schema` when given.
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn postgres(url: String, schema: Option<String>) -> napi::Result<Self> {
         let store = match &schema {
             Some(schema) => PostgresStore::connect_in_schema(&url, schema),
@@ -152,7 +152,7 @@ impl NativeStore {
     /// Applies a `commit` output (its JSON text): fenced and idempotent when it carries
     /// `ordinal` and `expected_thread_version`, a plain commit otherwise. Returns the receipt
     /// (or record) as JSON text.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn commit(&self, output: String) -> napi::Result<AsyncTask<StoreCall>> {
         let output = decode("commit output", &output)?;
         let write =
@@ -177,49 +177,49 @@ impl NativeStore {
     }
 
     /// The thread's committed messages.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn committed_messages(&self, thread_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.committed_messages(&ThreadId::new(thread_id)))
     }
 
     /// One run's record, or `null`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn run(&self, run_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.run(&RunId::new(run_id)))
     }
 
     /// The thread's latest run's record, or `null`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn latest_run(&self, thread_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.latest_run(&ThreadId::new(thread_id)))
     }
 
     /// The run's resume ticket, or `null`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn resume_ticket(&self, run_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.resume_ticket(&RunId::new(run_id)))
     }
 
     /// The run's state, or `null`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn run_state(&self, run_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.run_state(&RunId::new(run_id)))
     }
 
     /// The thread's committed state commands.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn committed_state(&self, thread_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.committed_state(&ThreadId::new(thread_id)))
     }
 
     /// The thread's commit count.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn thread_version(&self, thread_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.thread_version(&ThreadId::new(thread_id)))
     }
 
     /// The thread as of `version` (SPEC §8.10), or `null`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn thread_as_of(
         &self,
         thread_id: String,
@@ -232,7 +232,7 @@ impl NativeStore {
     /// Forks `thread_id` as of `at_version` onto the unused `new_thread_id` (SPEC §8.10): one
     /// fenced commit of the new thread. Resolves to `{thread_id, version, forked_from}`;
     /// rejects with `InvalidInputError` (nothing written) or `StoreError`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn fork(
         &self,
         thread_id: String,
@@ -273,13 +273,13 @@ impl NativeStore {
     }
 
     /// The thread's origin when it was forked (`{thread_id, version}`), or `null`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn forked_from(&self, thread_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| runcore::forked_from(s, &ThreadId::new(thread_id)))
     }
 
     /// Threads in id order after `after`, at most `limit` (default 100).
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn threads(&self, after: Option<String>, limit: Option<u32>) -> AsyncTask<StoreCall> {
         let after = after.map(ThreadId::new);
         let limit = limit_of(limit);
@@ -287,7 +287,7 @@ impl NativeStore {
     }
 
     /// Pending tickets in run-id order after `after`, at most `limit` (default 100).
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn pending_tickets(
         &self,
         after: Option<String>,
@@ -299,7 +299,7 @@ impl NativeStore {
     }
 
     /// Audit events of `scope` (JSON text; `null`: all) with `sequence > after`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn list_events(
         &self,
         scope: Option<String>,
@@ -324,13 +324,13 @@ impl NativeStore {
     }
 
     /// Pins the thread's committed transcript prefix.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn transcript_snapshot(&self, thread_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.transcript_snapshot(&ThreadId::new(thread_id)))
     }
 
     /// Checks that a pinned prefix (JSON text) is still committed, unchanged.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn verify_transcript_snapshot(
         &self,
         snapshot: String,
@@ -340,7 +340,7 @@ impl NativeStore {
     }
 
     /// The messages of `ranges` (JSON text of `[start, end]` pairs) within a pinned prefix.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn transcript_slice(
         &self,
         snapshot: String,
