@@ -48,7 +48,8 @@ pub use sweep::{
 
 pub mod limits;
 
-pub use limits::MAX_LINE_BYTES;
+/// The longest input line the driver parses (64 MiB); see [`limits`] for every input limit.
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 /// How `call_model` lines carry the transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -457,6 +458,7 @@ impl Driver {
         if text.trim().is_empty() {
             return Err(invalid_json("the line is empty; expected one JSON object"));
         }
+        limits::check_json_depth(bytes).map_err(|e| error_body(&AgentError::InvalidInput(e)))?;
         InputLine::parse(text).map_err(invalid_json)
     }
 

@@ -5,7 +5,7 @@
 //!
 //! | limit | rule | refused as |
 //! |---|---|---|
-//! | [`MAX_LINE_BYTES`] | an input line (or the line a binding's method stands for) is at most 64 MiB of UTF-8 | `invalid_json` |
+//! | [`MAX_LINE_BYTES`](super::MAX_LINE_BYTES) | an input line (or the line a binding's method stands for) is at most 64 MiB of UTF-8 | `invalid_json` |
 //! | [`MAX_DEPTH`] | an input's JSON nesting (objects and arrays, the input itself counting 1) is at most 64 | `invalid_input` |
 //! | [`MAX_NOW_MS`] | `now_ms` is an integer from 0 to 2^53 − 1 (exact as a JavaScript number) | `invalid_json` |
 //! | strings | valid Unicode: a lone surrogate (`"\ud800"`) is refused, never replaced by U+FFFD | `invalid_json` |
@@ -17,8 +17,7 @@
 use serde::Serialize;
 use serde::ser;
 
-/// The longest input line the driver parses (64 MiB).
-pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+use super::MAX_LINE_BYTES;
 
 /// The deepest nesting of an input's JSON (objects and arrays; the input object is level 1).
 pub const MAX_DEPTH: usize = 64;
@@ -83,6 +82,38 @@ pub fn json_string_len(s: &str) -> usize {
 /// The length in bytes of `n` in decimal.
 pub fn decimal_len(n: u64) -> usize {
     n.checked_ilog10().unwrap_or(0) as usize + 1
+}
+
+/// Checks that the JSON text `bytes` nests at most [`MAX_DEPTH`] levels of objects and arrays
+/// (brackets inside strings not counted), before it is parsed: a line nested deeper is refused
+/// with the same `invalid_input` as the input it holds would be, never a parser's own limit.
+/// Text that is not JSON passes here (the parser says what is wrong with it).
+pub fn check_json_depth(bytes: &[u8]) -> Result<(), String> {
+    let (mut level, mut in_string, mut escaped) = (0usize, false, false);
+    for &byte in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if byte == b'\\' {
+                escaped = true;
+            } else if byte == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                level += 1;
+                if level > MAX_DEPTH {
+                    return Err(too_deep());
+                }
+            }
+            b']' | b'}' => level = level.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Why an input is refused by [`check_depth`].
@@ -334,6 +365,19 @@ mod tests {
         assert!(check_depth(&nested(MAX_DEPTH)).is_ok());
         assert!(check_depth(&nested(MAX_DEPTH + 1)).is_err());
         assert!(check_depth(&json!("flat")).is_ok());
+    }
+
+    #[test]
+    fn json_depth_agrees_with_the_value_depth() {
+        for levels in [0, 1, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, 200] {
+            let value = json!({"s": "[[[{{{\\\"[", "v": nested(levels)});
+            let text = value.to_string();
+            assert_eq!(
+                check_json_depth(text.as_bytes()).is_ok(),
+                check_depth(&value).is_ok(),
+                "{levels}"
+            );
+        }
     }
 
     #[test]

@@ -164,7 +164,8 @@ fn words(env: napi::Env, ops: napi::Unknown<'_>) -> napi::Result<TapeArray> {
 /// [`runcore::driver::MAX_LINE_BYTES`] (escapes at most sextuple a string): the line a
 /// binding's method stands for is held to the driver's cap (`runcore::driver::limits`).
 fn check_line(fixed: usize, strings: &[&str]) -> napi::Result<()> {
-    use runcore::driver::limits::{MAX_LINE_BYTES, check_line_len, json_string_len};
+    use runcore::driver::MAX_LINE_BYTES;
+    use runcore::driver::limits::{check_line_len, json_string_len};
     let raw: usize = strings.iter().map(|s| s.len()).sum();
     if raw
         .saturating_mul(6)
