@@ -148,15 +148,13 @@ function isStep(step) {
 }
 
 /**
- * A `nowMs` argument as the core's rule takes it (`runcore::driver::limits`: an integer from 0
- * to 2^53 - 1): a number that is not one (`NaN`, `Infinity`, negative, fractional, past
- * 2^53 - 1) is an `InvalidJsonError`, never written as `null` (which would read as no time).
+ * A `nowMs` argument as the line carries it: a number that is not an integer from 0 to
+ * 2^53 - 1 (`NaN`, `Infinity`, negative, fractional, past 2^53 - 1) goes as its text, which the
+ * driver refuses (`InvalidJsonError`, after the checks it makes first, as for any line),
+ * never as `null` (which `JSON.stringify` writes for `NaN` and would read as no time).
  */
 function checkNow(nowMs) {
-  if (typeof nowMs === 'number' && !isNow(nowMs)) {
-    throw invalidJson(`not a valid input line: now_ms: ${nowMs} is not an integer from 0 to 2^53 - 1`);
-  }
-  return nowMs;
+  return typeof nowMs === 'number' && !isNow(nowMs) ? String(nowMs) : nowMs;
 }
 
 function withNow(line, nowMs) {

@@ -283,7 +283,8 @@ impl NativeAgent {
     /// Applies one driver input line (its JSON bytes), exactly as the driver does.
     pub(crate) fn handle_bytes(&mut self, line: &[u8]) -> napi::Result<()> {
         self.guarded(|this| {
-            let parsed = Driver::parse_line(line).map_err(|body| invalid_json(body.message))?;
+            let parsed =
+                Driver::parse_line(line).map_err(|body| crate::errors::line_error(&body))?;
             this.driver.apply(parsed).map_err(|e| agent_error(&e))
         })
     }
