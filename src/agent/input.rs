@@ -824,10 +824,12 @@ fn may_nest(input: &Input) -> bool {
 /// The core's input limits ([`crate::driver::limits`]) on one input.
 #[inline(never)]
 fn check_limits(input: &Input, now_ms: u64) -> Result<(), AgentError> {
+    // Nesting first, then time: the order the driver reads a line in.
+    crate::driver::limits::check_depth(input).map_err(AgentError::InvalidInput)?;
     if now_ms > crate::driver::limits::MAX_NOW_MS {
         return Err(AgentError::invalid(format!(
             "now_ms {now_ms} is over the limit of 2^53 - 1"
         )));
     }
-    crate::driver::limits::check_depth(input).map_err(AgentError::InvalidInput)
+    Ok(())
 }
