@@ -73,6 +73,13 @@ pub struct NativeAgent {
     /// How many outputs at the front of the outbox the last `pollAhead` put on the tape
     /// without taking them (JavaScript holds them and says how many it handed out).
     peeked: usize,
+    /// Outputs taken from the agent for the last tape until JavaScript has its string (a
+    /// failed string, past V8's limit, hands them out again on the next poll, first), with
+    /// the sent context from before they were rendered.
+    held: Vec<runcore::Output>,
+    held_sent: SentContext,
+    /// How many of `held` are on the last tape.
+    held_on_tape: usize,
     /// This agent's serial number in its thread (`raw` tells a second registration of this
     /// agent from a stale one at the same address).
     pub(crate) serial: u64,
@@ -246,6 +253,9 @@ impl NativeAgent {
             sent: SentContext::default(),
             tape: Tape::default(),
             peeked: 0,
+            held: Vec::new(),
+            held_sent: SentContext::default(),
+            held_on_tape: 0,
             serial: SERIAL.with(|serial| {
                 serial.set(serial.get() + 1);
                 serial.get()
@@ -328,14 +338,34 @@ impl NativeAgent {
 
     /// The next output on the tape (in `ops` and the returned text), or `None`.
     pub(crate) fn poll_tape_words(&mut self, ops: &TapeArray) -> napi::Result<Option<Text>> {
-        self.guarded(|this| {
-            let Some(output) = this.driver.poll() else {
-                return Ok(None);
-            };
-            this.tape.begin(known(ops));
-            this.write(&output);
-            Ok(Some(this.finish(ops)))
-        })
+        self.guarded(|this| this.one_taken(ops))
+    }
+
+    /// The next output, taken (the first one held from a failed tape first), alone on the
+    /// tape; it stays held until JavaScript has the tape's string ([`NativeAgent::tape_sent`]).
+    fn one_taken(&mut self, ops: &TapeArray) -> napi::Result<Option<Text>> {
+        if self.held.is_empty() {
+            self.held_sent = self.sent;
+            match self.driver.poll() {
+                Some(output) => self.held.push(output),
+                None => return Ok(None),
+            }
+        } else {
+            self.sent = self.held_sent;
+        }
+        self.write_held(ops, 1)
+    }
+
+    /// Writes the first `count` held outputs on one tape.
+    fn write_held(&mut self, ops: &TapeArray, count: usize) -> napi::Result<Option<Text>> {
+        let held = std::mem::take(&mut self.held);
+        self.tape.begin(known(ops));
+        for output in &held[..count] {
+            self.write(output);
+        }
+        self.held = held;
+        self.held_on_tape = count;
+        Ok(Some(self.finish(ops)))
     }
 
     /// `pollAhead`: takes the `consumed` outputs JavaScript handed out of the batch it held;
@@ -349,13 +379,8 @@ impl NativeAgent {
     ) -> napi::Result<Option<Text>> {
         self.guarded(|this| {
             this.take_peeked(consumed);
-            if this.driver.agent().pending_outputs() == 0 {
-                let Some(output) = this.driver.poll() else {
-                    return Ok(None);
-                };
-                this.tape.begin(known(ops));
-                this.write(&output);
-                return Ok(Some(this.finish(ops)));
+            if !this.held.is_empty() || this.driver.agent().pending_outputs() == 0 {
+                return this.one_taken(ops);
             }
             this.tape.begin(known(ops));
             let cap = BATCH_TEXT.min(TEXT_CAP.with(Cell::get) / 2);
@@ -413,25 +438,39 @@ impl NativeAgent {
     /// Every output up to the next input on one tape.
     pub(crate) fn poll_all_tape_words(&mut self, ops: &TapeArray) -> napi::Result<Text> {
         self.guarded(|this| {
-            this.tape.begin(known(ops));
-            while let Some(output) = this.driver.poll() {
-                this.write(&output);
+            if this.held.is_empty() {
+                this.held_sent = this.sent;
+            } else {
+                this.sent = this.held_sent;
             }
-            Ok(this.finish(ops))
+            while let Some(output) = this.driver.poll() {
+                this.held.push(output);
+            }
+            // Held until JavaScript has the string (see `tape_sent`).
+            let count = this.held.len();
+            let text = this.write_held(ops, count)?;
+            Ok(text.unwrap_or_else(unreachable_text))
         })
     }
 
     /// The next output as its driver line's JSON text.
     fn next_line(&mut self) -> Option<String> {
-        let output = self.driver.poll()?;
+        let output = if self.held.is_empty() {
+            self.driver.poll()?
+        } else {
+            self.sent = self.held_sent;
+            self.held.remove(0)
+        };
         let context = self.driver.context();
-        Some(render_line(&output_line(
+        let line = render_line(&output_line(
             self.driver.agent(),
             &output,
             context,
             &mut self.sent,
             &mut self.canonical,
-        )))
+        ));
+        self.held_sent = self.sent;
+        Some(line)
     }
 
     /// Writes `output`'s line on the tape.
@@ -464,8 +503,21 @@ impl NativeAgent {
         if sent.is_err() {
             self.peeked = 0;
             self.tape.forget();
+            // The held outputs are rendered again, from the sent context they were first
+            // rendered in.
+            self.sent = self.held_sent;
+        } else {
+            self.delivered();
         }
         sent
+    }
+
+    /// JavaScript has the last tape: its held outputs are handed out.
+    fn delivered(&mut self) {
+        let count = self.held_on_tape.min(self.held.len());
+        self.held.drain(..count);
+        self.held_on_tape = 0;
+        self.held_sent = self.sent;
     }
 
     fn active_run(&self, what: &str) -> napi::Result<String> {
@@ -663,13 +715,19 @@ impl NativeAgent {
         env: napi::Env,
         ops: napi::Unknown<'_>,
     ) -> napi::Result<Option<Text>> {
-        self.poll_tape_words(&words(env, ops)?)
+        let text = self.poll_tape_words(&words(env, ops)?)?;
+        // napi-rs makes the string after this returns: taken as delivered.
+        self.delivered();
+        Ok(text)
     }
 
     /// Every output up to the next input on one tape (none: an empty tape).
     #[napi(catch_unwind, ts_args_type = "ops: Uint32Array")]
     pub fn poll_all_tape(&mut self, env: napi::Env, ops: napi::Unknown<'_>) -> napi::Result<Text> {
-        self.poll_all_tape_words(&words(env, ops)?)
+        let text = self.poll_all_tape_words(&words(env, ops)?)?;
+        // napi-rs makes the string after this returns: taken as delivered.
+        self.delivered();
+        Ok(text)
     }
 
     /// Copies the last tape into `ops` when it did not fit the array it was polled with; false
@@ -857,4 +915,12 @@ fn stop_reason_len(reason: StopReason) -> usize {
 /// writes before each poll.
 fn known(ops: &TapeArray) -> (u32, u32) {
     (ops.read(0), ops.read(1))
+}
+
+/// An empty batch text (what a tape of no outputs never needs: `write_held` always gives one).
+fn unreachable_text() -> Text {
+    Text {
+        text: String::new(),
+        ascii: true,
+    }
 }

@@ -317,6 +317,36 @@ test('a poll whose batch cannot be made a string hands out nothing; the next pol
   }
 });
 
+test('an action whose tape cannot be made a string is held, never lost', () => {
+  const build = () => {
+    const agent = new Agent({ context: 'delta' });
+    const run = agent.prompt('go', { runId: 'r' });
+    drain(agent);
+    agent.modelDone(run, 1, { content: [{ type: 'tool_call', id: 'c', name: 'echo', arguments: { z: 'z'.repeat(3000) } }], stop_reason: 'tool_use' });
+    return agent;
+  };
+  const expected = drain(build());
+  assert.equal(expected.at(-1).type, 'execute_tools');
+  const agent = build();
+  for (let i = 0; i < expected.length - 1; i++) assert.deepEqual(JSON.parse(agent.pollLine()), expected[i]);
+  native._setTapeTextCapForTests(1000);
+  try {
+    assert.throws(() => agent.poll(), runcore.InternalError);
+    assert.throws(() => agent.pollAll(), runcore.InternalError);
+  } finally {
+    native._setTapeTextCapForTests(0);
+  }
+  assert.deepEqual(agent.poll(), expected.at(-1));
+  assert.equal(agent.poll(), null);
+  // The run goes on: the tool's answer is taken and the next call_model is the same as a
+  // fresh agent's (the delta context was not advanced by the failed tapes).
+  const reference = build();
+  drain(reference);
+  reference.toolDone('r', 'c', 'done');
+  agent.toolDone('r', 'c', 'done');
+  assert.deepEqual(drain(agent), drain(reference));
+});
+
 test('the scratch buffer size check holds past 2^31 bytes', () => {
   const READ_MAX = 2 ** 30 - 1;
   for (const capacity of [2 ** 31, 2 ** 31 + 8, 2 ** 32 + 8, 2 ** 40]) {
