@@ -658,7 +658,7 @@ impl PyAgent {
     /// The whole agent as JSON text (queues and in-flight actions included).
     fn snapshot(&self) -> PyResult<String> {
         self.usable()?;
-        Ok(self.agent.snapshot_json())
+        guard(|| Ok(self.agent.snapshot_json()))?
     }
 
     /// An agent from `snapshot()` text. In delta context the next `call_model` carries the
@@ -751,15 +751,17 @@ impl PyAgent {
 
     /// The ticket the active run waits on, as a dict (`None` unless awaiting).
     fn current_ticket<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.agent
-            .current_ticket()
-            .map(|ticket| serde_to_py(py, ticket))
-            .transpose()
+        guard(|| {
+            self.agent
+                .current_ticket()
+                .map(|ticket| serde_to_py(py, ticket))
+                .transpose()
+        })?
     }
 
     /// The transcript (between inputs: the committed transcript), as message dicts.
     fn transcript<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        serde_to_py(py, &self.agent.transcript())
+        guard(|| serde_to_py(py, &self.agent.transcript()))?
     }
 
     fn __repr__(&self) -> String {
