@@ -46,7 +46,9 @@ pub use sweep::{
     sweep,
 };
 
-/// The longest input line the driver parses (64 MiB).
+pub mod limits;
+
+/// The longest input line the driver parses (64 MiB); see [`limits`] for every input limit.
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 /// How `call_model` lines carry the transcript.
@@ -173,7 +175,8 @@ impl InputLine {
             None | Some(Value::Null) => None,
             Some(value) => Some(
                 serde_json::from_value::<u64>(value)
-                    .map_err(|e| format!("not a valid input line: now_ms: {e}"))?,
+                    .map_err(|e| format!("not a valid input line: now_ms: {e}"))
+                    .and_then(limits::check_now_ms)?,
             ),
         };
         if now_ms.is_none() && NEEDS_NOW.contains(&kind.as_str()) {
@@ -444,10 +447,7 @@ impl Driver {
     /// line is written (a durable driver persists each commit first, SPEC §12.2).
     pub fn parse_line(bytes: &[u8]) -> Result<InputLine, ErrorBody> {
         if bytes.len() > MAX_LINE_BYTES {
-            return Err(invalid_json(format!(
-                "the line is {} bytes, over the limit of {MAX_LINE_BYTES}",
-                bytes.len()
-            )));
+            return Err(invalid_json(limits::line_too_long(bytes.len())));
         }
         let text = std::str::from_utf8(bytes).map_err(|e| {
             invalid_json(format!(
@@ -458,6 +458,7 @@ impl Driver {
         if text.trim().is_empty() {
             return Err(invalid_json("the line is empty; expected one JSON object"));
         }
+        limits::check_json_depth(bytes).map_err(|e| error_body(&AgentError::InvalidInput(e)))?;
         InputLine::parse(text).map_err(invalid_json)
     }
 

@@ -92,9 +92,24 @@ function fromBody(body) {
 /** Rethrows a native error as the package's class. */
 function rethrow(error) {
   if (error && typeof error.message === 'string' && error.message.startsWith(MARK)) {
-    throw fromBody(JSON.parse(error.message.slice(MARK.length)));
+    let body;
+    try {
+      body = JSON.parse(error.message.slice(MARK.length));
+    } catch {
+      body = { kind: 'internal', message: error.message };
+    }
+    throw fromBody(body);
+  }
+  if (error instanceof Error && error.code === 'GenericFailure') {
+    // A Rust panic the native boundary caught (napi-rs's `catch_unwind`): runcore's bug.
+    throw fromBody({ kind: 'internal', message: `runcore panicked (a bug): ${error.message}` });
   }
   throw error;
+}
+
+/** The `InvalidJsonError` the driver gives a line that does not read. */
+function invalidJson(message) {
+  return fromBody({ kind: 'invalid_json', message });
 }
 
 function parseOrNull(text) {
@@ -147,9 +162,65 @@ function isStep(step) {
   return Number.isInteger(step) && step >= 0 && step <= 0xffffffff;
 }
 
+/**
+ * A `nowMs` argument as the line carries it: a number that is not an integer from 0 to
+ * 2^53 - 1 (`NaN`, `Infinity`, negative, fractional, past 2^53 - 1) goes as its text, which the
+ * driver refuses (`InvalidJsonError`, after the checks it makes first, as for any line),
+ * never as `null` (which `JSON.stringify` writes for `NaN` and would read as no time).
+ */
+function checkNow(nowMs) {
+  return typeof nowMs === 'number' && !isNow(nowMs) ? String(nowMs) : nowMs;
+}
+
 function withNow(line, nowMs) {
-  if (nowMs !== undefined && nowMs !== null) line.now_ms = nowMs;
+  if (nowMs !== undefined && nowMs !== null) line.now_ms = checkNow(nowMs);
   return line;
+}
+
+/** The index of the first lone surrogate of `text` (a string that is not well-formed). */
+function loneSurrogate(text) {
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit >= 0xd800 && unit <= 0xdbff) {
+      const next = text.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        i++;
+        continue;
+      }
+      return i;
+    }
+    if (unit >= 0xdc00 && unit <= 0xdfff) return i;
+  }
+  return -1;
+}
+
+/**
+ * A line's text as the bytes the driver reads: UTF-8, with a lone surrogate written as its
+ * three-byte form (WTF-8), which is not UTF-8, so the driver refuses the line as it refuses
+ * those bytes on its stdin (Node-API would turn it into U+FFFD instead).
+ */
+function lineBytes(text) {
+  if (text.isWellFormed()) return text;
+  const parts = [];
+  let start = 0;
+  for (let at = loneSurrogate(text); at !== -1; at = loneSurrogate(text.slice(start))) {
+    at += start;
+    parts.push(Buffer.from(text.slice(start, at), 'utf8'));
+    const unit = text.charCodeAt(at);
+    parts.push(Buffer.from([0xe0 | (unit >> 12), 0x80 | ((unit >> 6) & 0x3f), 0x80 | (unit & 0x3f)]));
+    start = at + 1;
+  }
+  parts.push(Buffer.from(text.slice(start), 'utf8'));
+  return Buffer.concat(parts);
+}
+
+/** Refuses a line that is not well-formed Unicode, as the driver refuses its bytes. */
+function checkLineText(text) {
+  if (typeof text === 'string' && !text.isWellFormed()) {
+    const at = Buffer.byteLength(text.slice(0, loneSurrogate(text)), 'utf8');
+    throw invalidJson(`the line is not valid UTF-8 (at byte ${at})`);
+  }
+  return text;
 }
 
 function configText(config) {
@@ -158,6 +229,20 @@ function configText(config) {
     throw new TypeError('config must be an object with the fields of a config line');
   }
   return JSON.stringify(config);
+}
+
+/**
+ * A store read's `limit`: `undefined` (the default, 100) or an integer from 0 to 2^32 - 1;
+ * anything else throws (`TypeError` for a non-number, `RangeError` for `NaN`, `Infinity`,
+ * negatives, fractions and larger numbers), never wraps.
+ */
+function checkLimit(limit) {
+  if (limit === undefined || limit === null) return undefined;
+  if (typeof limit !== 'number') throw new TypeError('limit must be a number');
+  if (!Number.isInteger(limit) || limit < 0 || limit > 0xffffffff) {
+    throw new RangeError(`limit must be an integer from 0 to 2^32 - 1, got ${limit}`);
+  }
+  return limit;
 }
 
 const POLICIES = ['replay', 'seal'];
@@ -187,6 +272,8 @@ let SH = [];
 const F64 = new Float64Array(1);
 const F64_WORDS = new Uint32Array(F64.buffer);
 const LONG = (1 << 29) - 1;
+// True while a batch is decoded: no poll may start then (it would overwrite the batch).
+let DECODING = false;
 
 function value() {
   const op = T[P++];
@@ -200,11 +287,10 @@ function value() {
       SP = end;
       return s;
     }
-    case 2: {
-      const array = [];
-      for (let i = 0; i < x; i++) array.push(value());
-      return array;
-    }
+    case 2:
+      // Array literals and `Array.from` define their elements: no setter an inherited
+      // `Array.prototype` property may have runs.
+      return x < ARRAYS.length ? ARRAYS[x]() : Array.from({ length: x }, element);
     case 3:
       return SH[x]();
     case 4:
@@ -224,17 +310,28 @@ function value() {
   }
 }
 
-/** Builds an object of shape `keys` key by key (a key `__proto__` as an own property). */
+/** Appends `item` to `array` by defining it (no inherited setter runs). */
+function append(array, item) {
+  Object.defineProperty(array, array.length, { value: item, writable: true, enumerable: true, configurable: true });
+}
+
+function element() {
+  return value();
+}
+
+/** Builders of arrays of 0 to 15 elements, each one array literal. */
+const ARRAYS = Array.from({ length: 16 }, (_, n) =>
+  new Function('v', `'use strict';return function(){return[${Array(n).fill('v()').join(',')}]}`)(value));
+
+/**
+ * Builds an object of shape `keys` key by key, every key defined as an own property (no
+ * inherited setter runs, a key `__proto__` included), as `JSON.parse` does.
+ */
 function keyByKey(keys) {
   return function build() {
     const object = {};
     for (let i = 0; i < keys.length; i++) {
-      const v = value();
-      if (keys[i] === '__proto__') {
-        Object.defineProperty(object, keys[i], { value: v, writable: true, enumerable: true, configurable: true });
-      } else {
-        object[keys[i]] = v;
-      }
+      Object.defineProperty(object, keys[i], { value: value(), writable: true, enumerable: true, configurable: true });
     }
     return object;
   };
@@ -273,6 +370,24 @@ class TapeReader {
     this.shapes = [];
   }
 
+  /**
+   * Tells the native side, in the tape's first two words, how many keys and shapes this side
+   * holds, before a poll: when they are not its own counts it starts both tables afresh (in
+   * the batch's reset flag), so a batch is never decoded with tables that differ from the ones
+   * it was written with.
+   */
+  announce() {
+    if (DECODING) {
+      throw fromBody({
+        kind: 'internal',
+        message: 'an Agent was polled while a batch was being decoded (reentrant poll)',
+      });
+    }
+    TAPE[0] = this.keys.length;
+    TAPE[1] = this.shapes.length;
+    return TAPE;
+  }
+
   /** Starts decoding the batch just polled (its text `text`): reads its header. */
   begin(text) {
     if (TAPE[0] > TAPE.length) {
@@ -283,21 +398,20 @@ class TapeReader {
     S = text;
     SP = 0;
     const { keys, shapes } = this;
-    if (T[1] !== 0) {
+    if ((T[1] & 1) !== 0) {
       keys.length = 0;
       shapes.length = 0;
     }
     let p = 2;
     for (let n = T[p++]; n > 0; n--) {
       const end = SP + T[p++];
-      keys.push(S.slice(SP, end));
+      append(keys, S.slice(SP, end));
       SP = end;
     }
     for (let n = T[p++]; n > 0; n--) {
       const count = T[p++];
-      const names = new Array(count);
-      for (let i = 0; i < count; i++) names[i] = keys[T[p++]];
-      shapes.push(shapeOf(names));
+      const names = Array.from({ length: count }, () => keys[T[p++]]);
+      append(shapes, shapeOf(names));
     }
     P = p;
     K = keys;
@@ -306,26 +420,32 @@ class TapeReader {
 
   /** The batch's one value. */
   one(text) {
+    DECODING = true;
     try {
       this.begin(text);
       return value();
     } catch (e) {
       this.lost();
       throw e;
+    } finally {
+      DECODING = false;
     }
   }
 
   /** The batch's values. */
   all(text) {
+    DECODING = true;
     try {
       this.begin(text);
-      const end = T[0];
-      const values = [];
-      while (P < end) values.push(value());
-      return values;
+      // The batch's value count is in the header (above the reset flag): the array is built
+      // by defining its elements, never by setting them.
+      const count = T[1] >>> 1;
+      return count < ARRAYS.length ? ARRAYS[count]() : Array.from({ length: count }, element);
     } catch (e) {
       this.lost();
       throw e;
+    } finally {
+      DECODING = false;
     }
   }
 
@@ -360,7 +480,11 @@ class Agent {
         rethrow(e);
       }
     }
-    this.#native.enableFastCalls();
+    try {
+      this.#native.enableFastCalls();
+    } catch (e) {
+      rethrow(e);
+    }
     this.#tape = new TapeReader(this.#native);
   }
 
@@ -383,7 +507,7 @@ class Agent {
   /** Any driver input line, as an object or its JSON text. */
   handle(line) {
     try {
-      this.#agent.handle(typeof line === 'string' ? line : JSON.stringify(line));
+      this.#agent.handle(checkLineText(typeof line === 'string' ? line : JSON.stringify(line)));
     } catch (e) {
       rethrow(e);
     }
@@ -544,12 +668,12 @@ class Agent {
 
   /** Ends an expired wait (`NotExpiredError` before its deadline). */
   expireWait(nowMs) {
-    this.#line({ type: 'expire_wait', now_ms: nowMs });
+    this.#line({ type: 'expire_wait', now_ms: checkNow(nowMs) });
   }
 
   /** Does what is due at `nowMs` (SPEC §8.5); a no-op when nothing is due yet. */
   handleTimeout(nowMs) {
-    this.#line({ type: 'timeout', now_ms: nowMs });
+    this.#line({ type: 'timeout', now_ms: checkNow(nowMs) });
   }
 
   /** Starts a run from the current transcript without a new message; returns its run id. */
@@ -586,7 +710,7 @@ class Agent {
     this.#next = 0;
     let text;
     try {
-      text = native.agentPollAhead(this.#native, TAPE, consumed);
+      text = native.agentPollAhead(this.#native, this.#tape.announce(), consumed);
     } catch (e) {
       rethrow(e);
     }
@@ -635,7 +759,7 @@ class Agent {
   pollAll() {
     let text;
     try {
-      text = native.agentPollAll(this.#agent, TAPE);
+      text = native.agentPollAll(this.#agent, this.#tape.announce());
     } catch (e) {
       rethrow(e);
     }
@@ -737,8 +861,12 @@ class Agent {
 }
 
 function lineArgument(line) {
-  if (typeof line === 'string' || Buffer.isBuffer(line)) return line;
-  if (line instanceof Uint8Array) return Buffer.from(line);
+  if (typeof line === 'string') return lineBytes(line);
+  if (line instanceof Uint8Array) {
+    // Bytes another thread may write (a SharedArrayBuffer) are copied first (the native side
+    // copies too, and reads only its copy).
+    return Buffer.isBuffer(line) && !(line.buffer instanceof SharedArrayBuffer) ? line : Buffer.from(line);
+  }
   if (line !== null && typeof line === 'object') return JSON.stringify(line);
   throw new TypeError('a line is a string, a Buffer or an object');
 }
@@ -925,14 +1053,14 @@ class Store {
   forkedFrom(threadId) { return this.#call('forkedFrom', threadId); }
 
   /** Threads in id order after `after`, at most `limit` (default 100). */
-  threads({ after, limit } = {}) { return this.#call('threads', after, limit); }
+  async threads({ after, limit } = {}) { return this.#call('threads', after, checkLimit(limit)); }
 
   /** Pending resume tickets in run-id order after `after`, at most `limit` (default 100). */
-  pendingTickets({ after, limit } = {}) { return this.#call('pendingTickets', after, limit); }
+  async pendingTickets({ after, limit } = {}) { return this.#call('pendingTickets', after, checkLimit(limit)); }
 
   /** Audit events of `scope` (`{type: "thread", id}`, `{type: "run", id}`; default all) after `after`. */
-  listEvents({ scope, after, limit } = {}) {
-    return this.#call('listEvents', scope === undefined ? undefined : JSON.stringify(scope), after, limit);
+  async listEvents({ scope, after, limit } = {}) {
+    return this.#call('listEvents', scope === undefined ? undefined : JSON.stringify(scope), after, checkLimit(limit));
   }
 
   /**

@@ -241,7 +241,14 @@ impl Agent {
     // Inlined with `dispatch`, so an input method (which names its variant) goes straight to
     // its handler instead of moving a whole `Input` through the full match.
     #[inline(always)]
+    ///
+    /// The input limits of [`crate::driver::limits`] apply here: `now_ms` past
+    /// [`MAX_NOW_MS`](crate::driver::limits::MAX_NOW_MS) and inputs nesting deeper than
+    /// [`MAX_DEPTH`](crate::driver::limits::MAX_DEPTH) are `InvalidInput`.
     pub fn handle(&mut self, input: Input, now_ms: u64) -> Result<(), AgentError> {
+        if now_ms > crate::driver::limits::MAX_NOW_MS || may_nest(&input) {
+            check_limits(&input, now_ms)?;
+        }
         let before = self.thread.clock_ms;
         self.thread.observe_clock(now_ms);
         let result = self.dispatch(input);
@@ -793,4 +800,36 @@ fn no_fields<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<(), D:
     struct NoFields {}
 
     NoFields::deserialize(deserializer).map(|NoFields {}| ())
+}
+
+/// Whether `input` may hold nested JSON (the inputs made only of ids, numbers and plain text
+/// cannot nest past [`MAX_DEPTH`](crate::driver::limits::MAX_DEPTH)).
+#[inline(always)]
+fn may_nest(input: &Input) -> bool {
+    !matches!(
+        input,
+        Input::ModelDelta { .. }
+            | Input::ModelFailed { .. }
+            | Input::Stop { .. }
+            | Input::Abort
+            | Input::Pause
+            | Input::CancelWait
+            | Input::ExpireWait
+            | Input::AbandonTools
+            | Input::Continue
+            | Input::Timeout
+    )
+}
+
+/// The core's input limits ([`crate::driver::limits`]) on one input.
+#[inline(never)]
+fn check_limits(input: &Input, now_ms: u64) -> Result<(), AgentError> {
+    // Nesting first, then time: the order the driver reads a line in.
+    crate::driver::limits::check_depth(input).map_err(AgentError::InvalidInput)?;
+    if now_ms > crate::driver::limits::MAX_NOW_MS {
+        return Err(AgentError::invalid(format!(
+            "now_ms {now_ms} is over the limit of 2^53 - 1"
+        )));
+    }
+    Ok(())
 }

@@ -246,7 +246,12 @@ fn transitions_for(s: &RefState) -> BoxedStrategy<Transition> {
                 },
             );
             arms.just(3, Transition::CancelWait);
-            arms.just(2, Transition::ExpireWait { now_ms: u64::MAX });
+            arms.just(
+                2,
+                Transition::ExpireWait {
+                    now_ms: runcore::driver::limits::MAX_NOW_MS,
+                },
+            );
             arms.just(1, Transition::model_done(id, run.steps, late));
         }
         RefPhase::Between => {}

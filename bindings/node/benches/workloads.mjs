@@ -34,7 +34,9 @@ import { createInterface } from 'node:readline';
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, '..', '..', '..');
 const require = createRequire(import.meta.url);
-const runcore = require(resolve(HERE, '..'));
+// RUNCORE_NODE_PACKAGE=DIR measures another build of the package (a directory holding its
+// index.js and runcore.node), e.g. the one before a change, beside this one in the same session.
+const runcore = require(process.env.RUNCORE_NODE_PACKAGE ? resolve(process.env.RUNCORE_NODE_PACKAGE) : resolve(HERE, '..'));
 
 const DELTA = 'd'.repeat(50);
 const TEXT = DELTA.repeat(20);

@@ -3,7 +3,8 @@
 //! output is exactly the line `runcore drive` writes, handed to JavaScript as a tape (see
 //! `tape`; `index.js` rebuilds the object `JSON.parse` makes of the line) or as its JSON text.
 
-use napi::bindgen_prelude::Uint32ArraySlice;
+use std::cell::Cell;
+
 use napi_derive::napi;
 use runcore::driver::{
     ContextMode, Driver, InputLine, SentContext, call_model_line, output_line, render_line,
@@ -18,9 +19,42 @@ use crate::errors::{
     agent_error, bad_argument, guard, internal, invalid_json, parse_json, snapshot_error,
     store_error,
 };
+use crate::raw::TapeArray;
 use crate::shared_candidates::{agent_config, config_line, parse_context, parse_policy};
 use crate::store::NativeStore;
 use crate::tape::Tape;
+
+/// The batch text past which `pollAhead` stops putting queued outputs on one tape (the rest
+/// wait for the next batch): far below V8's string limit (2^29 - 24 UTF-16 units).
+const BATCH_TEXT: usize = 32 << 20;
+
+thread_local! {
+    /// The longest batch text handed to JavaScript: V8's own limit, unless a test injects a
+    /// smaller one (`_setTapeTextCapForTests`) to stand for it.
+    static TEXT_CAP: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// The scratch buffer's size check (`raw`) for the tests: `[offered, whole]`, the size
+/// offered to Node for a buffer of `capacity` bytes and whether a read that wrote `written`
+/// bytes into it held the whole string.
+// A test build has no module registration: nothing calls it there.
+#[cfg_attr(test, allow(dead_code))]
+#[napi(js_name = "_scratchCheckForTests", catch_unwind)]
+pub fn scratch_check_for_tests(written: f64, capacity: f64) -> Vec<f64> {
+    let (written, capacity) = (written as usize, capacity as usize);
+    let offered = crate::raw::read_capacity(capacity);
+    let whole = crate::raw::read_whole(written, offered);
+    vec![offered as f64, f64::from(u8::from(whole))]
+}
+
+/// Sets the longest batch text handed to JavaScript (for the tests: a smaller cap stands for
+/// V8's string limit; `0` restores the default).
+// A test build has no module registration: nothing calls it there.
+#[cfg_attr(test, allow(dead_code))]
+#[napi(js_name = "_setTapeTextCapForTests", catch_unwind)]
+pub fn set_tape_text_cap_for_tests(cap: u32) {
+    TEXT_CAP.with(|c| c.set(if cap == 0 { usize::MAX } else { cap as usize }));
+}
 
 /// The agent of one thread, driven by inputs; outputs are polled as JSON lines.
 #[napi]
@@ -39,6 +73,21 @@ pub struct NativeAgent {
     /// How many outputs at the front of the outbox the last `pollAhead` put on the tape
     /// without taking them (JavaScript holds them and says how many it handed out).
     peeked: usize,
+    /// Outputs taken from the agent for the last tape until JavaScript has its string (a
+    /// failed string, past V8's limit, hands them out again on the next poll, first), with
+    /// the sent context from before they were rendered.
+    held: Vec<runcore::Output>,
+    held_sent: SentContext,
+    /// How many of `held` are on the last tape.
+    held_on_tape: usize,
+    /// This agent's serial number in its thread (`raw` tells a second registration of this
+    /// agent from a stale one at the same address).
+    pub(crate) serial: u64,
+}
+
+thread_local! {
+    /// The last serial number given to an agent.
+    static SERIAL: Cell<u64> = const { Cell::new(0) };
 }
 
 /// A batch's text as a JavaScript string: copied as Latin-1 (byte for byte) when it is ASCII,
@@ -58,6 +107,12 @@ impl Text {
         &self,
         env: napi::sys::napi_env,
     ) -> napi::Result<napi::sys::napi_value> {
+        if self.text.len() > TEXT_CAP.with(Cell::get) {
+            return Err(internal(
+                "a batch of outputs is too long for a JavaScript string; nothing was handed \
+                 out (poll again once memory is freed)",
+            ));
+        }
         let mut value = std::ptr::null_mut();
         let (pointer, length) = (self.text.as_ptr().cast(), self.text.len() as isize);
         // SAFETY: `env` is the calling environment; the text outlives the call, which copies it.
@@ -71,7 +126,10 @@ impl Text {
         if status == napi::sys::Status::napi_ok {
             Ok(value)
         } else {
-            Err(napi::Error::from_reason("cannot make a JavaScript string"))
+            Err(internal(
+                "a batch of outputs could not be made a JavaScript string (past V8's string \
+                 limit?); nothing was handed out",
+            ))
         }
     }
 }
@@ -101,20 +159,43 @@ impl napi::bindgen_prelude::TypeName for Text {
     }
 }
 
-/// The words of the tape array `index.js` passes.
-fn words<'a>(ops: &'a mut Uint32ArraySlice<'_>) -> &'a mut [u32] {
-    // SAFETY: the array is alive for the whole call (an argument of it), and JavaScript does
-    // not run while it is written.
-    unsafe { ops.as_mut() }
+/// The tape array a class method was passed (never read or written through a Rust reference:
+/// it may be shared memory).
+fn words(env: napi::Env, ops: napi::Unknown<'_>) -> napi::Result<TapeArray> {
+    use napi::bindgen_prelude::JsValue;
+    crate::raw::tape_array(env.raw(), ops.raw())
+}
+
+/// The length of the line `{"type":"…"<fields>}` whose fixed text (keys, punctuation, numbers)
+/// is `fixed` bytes and whose string values are `strings`, when it may pass
+/// [`runcore::driver::MAX_LINE_BYTES`] (escapes at most sextuple a string): the line a
+/// binding's method stands for is held to the driver's cap (`runcore::driver::limits`).
+fn check_line(fixed: usize, strings: &[&str]) -> napi::Result<()> {
+    use runcore::driver::MAX_LINE_BYTES;
+    use runcore::driver::limits::{check_line_len, json_string_len};
+    let raw: usize = strings.iter().map(|s| s.len()).sum();
+    if raw
+        .saturating_mul(6)
+        .saturating_add(fixed + 2 * strings.len())
+        <= MAX_LINE_BYTES
+    {
+        return Ok(());
+    }
+    let length = fixed + strings.iter().map(|s| json_string_len(s)).sum::<usize>();
+    check_line_len(length).map_err(invalid_json)
+}
+
+/// The bytes of `,"now_ms":N` (none without a time).
+fn now_len(now_ms: Option<u64>) -> usize {
+    now_ms.map_or(0, |now| {
+        r#","now_ms":"#.len() + runcore::driver::limits::decimal_len(now)
+    })
 }
 
 /// An assistant message from its JSON text as a `model_done` line's `message` reads (its
 /// `"role"`, if any, `"assistant"`), or `None` (then the line says why). Lines are capped at
 /// [`runcore::driver::MAX_LINE_BYTES`]: a message near that goes through the line too.
 fn assistant_message(message: &[u8]) -> Option<AssistantMessage> {
-    if message.len() > runcore::driver::MAX_LINE_BYTES / 2 {
-        return None;
-    }
     // Without a `"role"` anywhere in the text, the message reads straight into its type: what
     // the driver's reading (a JSON value, its role taken out, then the type) gives when it
     // accepts. When the direct read fails (or a role may be there), the driver's way decides.
@@ -142,18 +223,12 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
         .any(|window| window == needle)
 }
 
-/// A `now_ms` from JavaScript (`index.js` passes only safe non-negative integers here).
+/// A `now_ms` from JavaScript, under the core's rule (`runcore::driver::limits`).
 fn now_of(now_ms: Option<f64>) -> napi::Result<Option<u64>> {
-    match now_ms {
-        None => Ok(None),
-        Some(now) if now.is_finite() && now >= 0.0 && now.fract() == 0.0 && now <= 9.007e15 => {
-            // A safe integer: the conversion is exact.
-            Ok(Some(now as u64))
-        }
-        Some(now) => Err(invalid_json(format!(
-            "not a valid input line: now_ms: {now} is not a non-negative integer"
-        ))),
-    }
+    now_ms
+        .map(runcore::driver::limits::now_ms_from_f64)
+        .transpose()
+        .map_err(invalid_json)
 }
 
 pub(crate) fn context_name(context: ContextMode) -> &'static str {
@@ -178,6 +253,13 @@ impl NativeAgent {
             sent: SentContext::default(),
             tape: Tape::default(),
             peeked: 0,
+            held: Vec::new(),
+            held_sent: SentContext::default(),
+            held_on_tape: 0,
+            serial: SERIAL.with(|serial| {
+                serial.set(serial.get() + 1);
+                serial.get()
+            }),
         }
     }
 
@@ -200,8 +282,7 @@ impl NativeAgent {
         }
     }
 
-    fn apply(&mut self, input: Input, now_ms: Option<f64>) -> napi::Result<()> {
-        let now_ms = now_of(now_ms)?;
+    fn apply(&mut self, input: Input, now_ms: Option<u64>) -> napi::Result<()> {
         self.guarded(|this| {
             this.driver
                 .apply(InputLine::new(input, now_ms))
@@ -212,7 +293,8 @@ impl NativeAgent {
     /// Applies one driver input line (its JSON bytes), exactly as the driver does.
     pub(crate) fn handle_bytes(&mut self, line: &[u8]) -> napi::Result<()> {
         self.guarded(|this| {
-            let parsed = Driver::parse_line(line).map_err(|body| invalid_json(body.message))?;
+            let parsed =
+                Driver::parse_line(line).map_err(|body| crate::errors::line_error(&body))?;
             this.driver.apply(parsed).map_err(|e| agent_error(&e))
         })
     }
@@ -227,6 +309,13 @@ impl NativeAgent {
         message: &[u8],
         now_ms: Option<f64>,
     ) -> napi::Result<()> {
+        let now_ms = now_of(now_ms)?;
+        // `{"type":"model_done","run_id":R,"step":S,"message":M,"now_ms":N}`
+        let fixed = r#"{"type":"model_done","run_id":,"step":,"message":}"#.len()
+            + runcore::driver::limits::decimal_len(u64::from(step))
+            + now_len(now_ms)
+            + message.len();
+        check_line(fixed, &[&run_id])?;
         if let Some(message) = assistant_message(message) {
             let input = Input::ModelDone {
                 run_id: RunId::new(run_id),
@@ -248,15 +337,35 @@ impl NativeAgent {
     }
 
     /// The next output on the tape (in `ops` and the returned text), or `None`.
-    pub(crate) fn poll_tape_words(&mut self, ops: &mut [u32]) -> napi::Result<Option<Text>> {
-        self.guarded(|this| {
-            let Some(output) = this.driver.poll() else {
-                return Ok(None);
-            };
-            this.tape.begin();
-            this.write(&output);
-            Ok(Some(this.finish(ops)))
-        })
+    pub(crate) fn poll_tape_words(&mut self, ops: &TapeArray) -> napi::Result<Option<Text>> {
+        self.guarded(|this| this.one_taken(ops))
+    }
+
+    /// The next output, taken (the first one held from a failed tape first), alone on the
+    /// tape; it stays held until JavaScript has the tape's string ([`NativeAgent::tape_sent`]).
+    fn one_taken(&mut self, ops: &TapeArray) -> napi::Result<Option<Text>> {
+        if self.held.is_empty() {
+            self.held_sent = self.sent;
+            match self.driver.poll() {
+                Some(output) => self.held.push(output),
+                None => return Ok(None),
+            }
+        } else {
+            self.sent = self.held_sent;
+        }
+        self.write_held(ops, 1)
+    }
+
+    /// Writes the first `count` held outputs on one tape.
+    fn write_held(&mut self, ops: &TapeArray, count: usize) -> napi::Result<Option<Text>> {
+        let held = std::mem::take(&mut self.held);
+        self.tape.begin(known(ops));
+        for output in &held[..count] {
+            self.write(output);
+        }
+        self.held = held;
+        self.held_on_tape = count;
+        Ok(Some(self.finish(ops)))
     }
 
     /// `pollAhead`: takes the `consumed` outputs JavaScript handed out of the batch it held;
@@ -265,20 +374,16 @@ impl NativeAgent {
     /// next output as `poll` hands it out (an action, taken), or `None`.
     pub(crate) fn poll_ahead_words(
         &mut self,
-        ops: &mut [u32],
+        ops: &TapeArray,
         consumed: u32,
     ) -> napi::Result<Option<Text>> {
         self.guarded(|this| {
             this.take_peeked(consumed);
-            if this.driver.agent().pending_outputs() == 0 {
-                let Some(output) = this.driver.poll() else {
-                    return Ok(None);
-                };
-                this.tape.begin();
-                this.write(&output);
-                return Ok(Some(this.finish(ops)));
+            if !this.held.is_empty() || this.driver.agent().pending_outputs() == 0 {
+                return this.one_taken(ops);
             }
-            this.tape.begin();
+            this.tape.begin(known(ops));
+            let cap = BATCH_TEXT.min(TEXT_CAP.with(Cell::get) / 2);
             let NativeAgent {
                 driver,
                 sent,
@@ -288,6 +393,7 @@ impl NativeAgent {
                 ..
             } = this;
             let agent = driver.agent();
+            let mut count = 0;
             for output in agent.peek_outputs() {
                 tape.write(&output_line(
                     agent,
@@ -296,8 +402,14 @@ impl NativeAgent {
                     sent,
                     canonical,
                 ));
+                count += 1;
+                if tape.text_len() > cap {
+                    // The rest wait for the next batch: no batch grows past what JavaScript
+                    // can take as one string.
+                    break;
+                }
             }
-            *peeked = agent.pending_outputs();
+            *peeked = count;
             Ok(Some(this.finish(ops)))
         })
     }
@@ -324,27 +436,41 @@ impl NativeAgent {
     }
 
     /// Every output up to the next input on one tape.
-    pub(crate) fn poll_all_tape_words(&mut self, ops: &mut [u32]) -> napi::Result<Text> {
+    pub(crate) fn poll_all_tape_words(&mut self, ops: &TapeArray) -> napi::Result<Text> {
         self.guarded(|this| {
-            this.tape.begin();
-            while let Some(output) = this.driver.poll() {
-                this.write(&output);
+            if this.held.is_empty() {
+                this.held_sent = this.sent;
+            } else {
+                this.sent = this.held_sent;
             }
-            Ok(this.finish(ops))
+            while let Some(output) = this.driver.poll() {
+                this.held.push(output);
+            }
+            // Held until JavaScript has the string (see `tape_sent`).
+            let count = this.held.len();
+            let text = this.write_held(ops, count)?;
+            Ok(text.unwrap_or_else(unreachable_text))
         })
     }
 
     /// The next output as its driver line's JSON text.
     fn next_line(&mut self) -> Option<String> {
-        let output = self.driver.poll()?;
+        let output = if self.held.is_empty() {
+            self.driver.poll()?
+        } else {
+            self.sent = self.held_sent;
+            self.held.remove(0)
+        };
         let context = self.driver.context();
-        Some(render_line(&output_line(
+        let line = render_line(&output_line(
             self.driver.agent(),
             &output,
             context,
             &mut self.sent,
             &mut self.canonical,
-        )))
+        ));
+        self.held_sent = self.sent;
+        Some(line)
     }
 
     /// Writes `output`'s line on the tape.
@@ -360,9 +486,38 @@ impl NativeAgent {
         self.tape.write(&line);
     }
 
-    fn finish(&mut self, ops: &mut [u32]) -> Text {
-        let (text, ascii) = self.tape.finish(ops);
+    fn finish(&mut self, ops: &TapeArray) -> Text {
+        let (text, ascii) = self.tape.finish();
+        self.tape.take_words(ops.len(), |words| ops.write(words));
         Text { text, ascii }
+    }
+
+    /// After a tape's text was (or failed to be) made a JavaScript string: when it failed
+    /// (past V8's string limit, say), the batch never reached JavaScript, so nothing of it
+    /// counts as handed out (every queued output stays queued) and the next batch finds the
+    /// tables out of step and starts them afresh on both sides.
+    pub(crate) fn tape_sent(
+        &mut self,
+        sent: napi::Result<napi::sys::napi_value>,
+    ) -> napi::Result<napi::sys::napi_value> {
+        if sent.is_err() {
+            self.peeked = 0;
+            self.tape.forget();
+            // The held outputs are rendered again, from the sent context they were first
+            // rendered in.
+            self.sent = self.held_sent;
+        } else {
+            self.delivered();
+        }
+        sent
+    }
+
+    /// JavaScript has the last tape: its held outputs are handed out.
+    fn delivered(&mut self) {
+        let count = self.held_on_tape.min(self.held.len());
+        self.held.drain(..count);
+        self.held_on_tape = 0;
+        self.held_sent = self.sent;
     }
 
     fn active_run(&self, what: &str) -> napi::Result<String> {
@@ -387,7 +542,7 @@ impl NativeAgent {
 impl NativeAgent {
     /// An idle agent; `config` is the JSON text of a config object (the fields of a `config`
     /// line).
-    #[napi(constructor)]
+    #[napi(constructor, catch_unwind)]
     pub fn new(config: Option<String>) -> napi::Result<Self> {
         let mut this = NativeAgent::from_driver(Driver::new());
         if let Some(config) = config {
@@ -399,20 +554,20 @@ impl NativeAgent {
     }
 
     /// Applies one driver input line (its JSON text), exactly as the driver does.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn handle(&mut self, line: String) -> napi::Result<()> {
         self.handle_bytes(line.as_bytes())
     }
 
     /// Applies an input line and returns the active run's id (`prompt`, `continue`).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn handle_starting(&mut self, line: String) -> napi::Result<String> {
         self.handle(line)?;
         self.active_run("the input")
     }
 
     /// Applies an `import` line (SPEC §8.10) and returns the import's run id.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn handle_imported(&mut self, line: String) -> napi::Result<String> {
         let before = self.driver.agent().last_end().map(|(run, _)| run.clone());
         self.handle(line)?;
@@ -423,13 +578,20 @@ impl NativeAgent {
     }
 
     /// `prompt` built directly: returns the new run's id.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn prompt(
         &mut self,
         text: String,
         run_id: Option<String>,
         now_ms: Option<f64>,
     ) -> napi::Result<String> {
+        let now_ms = now_of(now_ms)?;
+        // `{"type":"prompt","text":T,"run_id":R,"now_ms":N}`
+        let fixed = r#"{"type":"prompt","text":}"#.len() + now_len(now_ms);
+        match &run_id {
+            Some(run) => check_line(fixed + r#","run_id":"#.len(), &[&text, run])?,
+            None => check_line(fixed, &[&text])?,
+        }
         let input = Input::Prompt {
             message: Some(UserMessage::text(text)),
             messages: Vec::new(),
@@ -440,7 +602,7 @@ impl NativeAgent {
     }
 
     /// `model_delta` built directly.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn model_delta(
         &mut self,
         run_id: String,
@@ -448,6 +610,12 @@ impl NativeAgent {
         text: String,
         now_ms: Option<f64>,
     ) -> napi::Result<()> {
+        let now_ms = now_of(now_ms)?;
+        // `{"type":"model_delta","run_id":R,"step":S,"text":T,"now_ms":N}`
+        let fixed = r#"{"type":"model_delta","run_id":,"step":,"text":}"#.len()
+            + runcore::driver::limits::decimal_len(u64::from(step))
+            + now_len(now_ms);
+        check_line(fixed, &[&run_id, &text])?;
         let input = Input::ModelDelta {
             run_id: RunId::new(run_id),
             step,
@@ -458,7 +626,7 @@ impl NativeAgent {
     }
 
     /// `tool_done` with one text block, built directly.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn tool_done_text(
         &mut self,
         run_id: String,
@@ -467,6 +635,12 @@ impl NativeAgent {
         is_error: bool,
         now_ms: Option<f64>,
     ) -> napi::Result<()> {
+        let now_ms = now_of(now_ms)?;
+        // `{"type":"tool_done","run_id":R,"call_id":C,"content":T,"is_error":B,"now_ms":N}`
+        let fixed = r#"{"type":"tool_done","run_id":,"call_id":,"content":,"is_error":}"#.len()
+            + if is_error { 4 } else { 5 }
+            + now_len(now_ms);
+        check_line(fixed, &[&run_id, &call_id, &text])?;
         let input = Input::ToolDone {
             run_id: RunId::new(run_id),
             call_id: CallId::new(call_id),
@@ -495,6 +669,14 @@ impl NativeAgent {
         let Ok(stop_reason) = reason else {
             return Ok(false);
         };
+        let now_ms = now_of(now_ms)?;
+        // `{"type":"model_done","run_id":R,"step":S,"message":{"content":[{"type":"text",
+        // "text":T}],"stop_reason":"…"},"now_ms":N}`
+        let fixed = r#"{"type":"model_done","run_id":,"step":,"message":{"content":[{"type":"text","text":}],"stop_reason":""}}"#.len()
+            + runcore::driver::limits::decimal_len(u64::from(step))
+            + stop_reason_len(stop_reason)
+            + now_len(now_ms);
+        check_line(fixed, &[&run_id, &text])?;
         let input = Input::ModelDone {
             run_id: RunId::new(run_id),
             step,
@@ -504,13 +686,13 @@ impl NativeAgent {
     }
 
     /// The next output as its driver line's JSON text, or `null`.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn poll(&mut self) -> napi::Result<Option<String>> {
         self.guarded(|this| Ok(this.next_line()))
     }
 
     /// Every output up to the next input, as one JSON array's text.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn poll_all(&mut self) -> napi::Result<String> {
         self.guarded(|this| {
             let mut text = String::from("[");
@@ -527,39 +709,59 @@ impl NativeAgent {
 
     /// The next output on the tape (`index.js` decodes it from `ops` and the returned text),
     /// or `null`.
-    #[napi]
-    pub fn poll_tape(&mut self, mut ops: Uint32ArraySlice<'_>) -> napi::Result<Option<Text>> {
-        self.poll_tape_words(words(&mut ops))
+    #[napi(catch_unwind, ts_args_type = "ops: Uint32Array")]
+    pub fn poll_tape(
+        &mut self,
+        env: napi::Env,
+        ops: napi::Unknown<'_>,
+    ) -> napi::Result<Option<Text>> {
+        let text = self.poll_tape_words(&words(env, ops)?)?;
+        // napi-rs makes the string after this returns: taken as delivered.
+        self.delivered();
+        Ok(text)
     }
 
     /// Every output up to the next input on one tape (none: an empty tape).
-    #[napi]
-    pub fn poll_all_tape(&mut self, mut ops: Uint32ArraySlice<'_>) -> napi::Result<Text> {
-        self.poll_all_tape_words(words(&mut ops))
+    #[napi(catch_unwind, ts_args_type = "ops: Uint32Array")]
+    pub fn poll_all_tape(&mut self, env: napi::Env, ops: napi::Unknown<'_>) -> napi::Result<Text> {
+        let text = self.poll_all_tape_words(&words(env, ops)?)?;
+        // napi-rs makes the string after this returns: taken as delivered.
+        self.delivered();
+        Ok(text)
     }
 
     /// Copies the last tape into `ops` when it did not fit the array it was polled with; false
     /// if `ops` is still too short.
-    #[napi]
-    pub fn tape_copy(&mut self, mut ops: Uint32ArraySlice<'_>) -> bool {
-        self.tape.copy_pending(words(&mut ops))
+    #[napi(catch_unwind, ts_args_type = "ops: Uint32Array")]
+    pub fn tape_copy(&mut self, env: napi::Env, ops: napi::Unknown<'_>) -> napi::Result<bool> {
+        let ops = words(env, ops)?;
+        Ok(self.tape.copy_pending(ops.len(), |words| ops.write(words)))
     }
 
     /// Lets the plain Node-API functions of `raw` (the hot methods) act on this agent.
-    #[napi]
-    pub fn enable_fast_calls(&mut self) {
-        crate::raw::register(self);
+    ///
+    /// Throws when it was called already: one JavaScript `Agent` per native agent (a second
+    /// wrapper would decode the first one's tapes with its own tables).
+    #[napi(catch_unwind)]
+    pub fn enable_fast_calls(&mut self) -> napi::Result<()> {
+        if crate::raw::register(self) {
+            Ok(())
+        } else {
+            Err(bad_argument(
+                "this native agent has an Agent already (one Agent per native agent)",
+            ))
+        }
     }
 
     /// Forgets the tape's key and shape tables (`index.js` forgets its own).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn tape_reset(&mut self) {
         self.tape.forget();
     }
 
     /// The outstanding model call as its `call_model` line with the whole transcript, or
     /// `null`.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn model_request(&mut self) -> napi::Result<Option<String>> {
         self.guarded(|this| {
             let agent = this.driver.agent();
@@ -582,21 +784,21 @@ impl NativeAgent {
     }
 
     /// The earliest `now_ms` at which something is due, or `null`.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn poll_timeout(&self) -> Option<f64> {
         // Milliseconds since the epoch are far below 2^53: exact as a double.
         self.driver.agent().poll_timeout().map(|t| t as f64)
     }
 
     /// The whole agent as JSON text.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn snapshot(&self) -> napi::Result<String> {
         self.usable()?;
         Ok(self.driver.agent().snapshot_json())
     }
 
     /// An agent from `snapshot()` text, in `context` (`"full"` or `"delta"`).
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn restore(snapshot: String, context: Option<String>) -> napi::Result<Self> {
         let context = match context {
             Some(name) => parse_context(&name).map_err(bad_argument)?,
@@ -612,7 +814,7 @@ impl NativeAgent {
 
     /// An agent rebuilt from what `store` committed for `thread_id` (SPEC §8.7), configured by
     /// `config` (JSON text of a config object; its thread defaults to `thread_id`).
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn recover(
         store: &NativeStore,
         thread_id: String,
@@ -644,19 +846,19 @@ impl NativeAgent {
 
     /// Panics inside the boundary's guard, as a bug in runcore would (for the tests: the panic
     /// becomes `InternalError` and the agent refuses every later call).
-    #[napi(js_name = "_panicForTests")]
+    #[napi(js_name = "_panicForTests", catch_unwind)]
     pub fn panic_for_tests(&mut self, message: String) -> napi::Result<()> {
         self.guarded(|_| -> napi::Result<()> { panic!("{message}") })
     }
 
     /// The thread this agent drives.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn thread_id(&self) -> String {
         self.driver.agent().thread_id().as_str().to_owned()
     }
 
     /// The active run's id (`null` when idle).
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn active_run_id(&self) -> Option<String> {
         self.driver
             .agent()
@@ -665,25 +867,25 @@ impl NativeAgent {
     }
 
     /// The agent's clock: the latest `now_ms` of an accepted input.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn clock_ms(&self) -> f64 {
         self.driver.agent().clock_ms() as f64
     }
 
     /// True when no run is active and nothing is left to poll.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn is_idle(&self) -> bool {
         self.driver.agent().is_idle()
     }
 
     /// `"full"` or `"delta"`.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn context(&self) -> &'static str {
         context_name(self.driver.context())
     }
 
     /// The ticket the active run waits on, as JSON text (`null` unless awaiting).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn current_ticket(&self) -> Option<String> {
         self.driver
             .agent()
@@ -692,8 +894,33 @@ impl NativeAgent {
     }
 
     /// The transcript, as the JSON text of a list of messages.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn transcript(&self) -> napi::Result<String> {
         serde_json::to_string(self.driver.agent().transcript()).map_err(|e| internal(e.to_string()))
+    }
+}
+
+/// The bytes of a stop reason's name as a JSON string's contents.
+fn stop_reason_len(reason: StopReason) -> usize {
+    match reason {
+        StopReason::Stop => 4,
+        StopReason::Length => 6,
+        StopReason::ToolUse => 8,
+        StopReason::Error => 5,
+        StopReason::Aborted => 7,
+    }
+}
+
+/// How many keys and shapes `index.js` holds: the first two words of the tape array, which it
+/// writes before each poll.
+fn known(ops: &TapeArray) -> (u32, u32) {
+    (ops.read(0), ops.read(1))
+}
+
+/// An empty batch text (what a tape of no outputs never needs: `write_held` always gives one).
+fn unreachable_text() -> Text {
+    Text {
+        text: String::new(),
+        ascii: true,
     }
 }

@@ -52,13 +52,14 @@ fn start_error(error: &DurableStartError) -> napi::Error {
 impl NativeDriver {
     /// An in-memory driver; `config` is the JSON text of what `runcore drive --config FILE`
     /// reads.
-    #[napi(constructor)]
+    #[napi(constructor, catch_unwind)]
     pub fn new(config: Option<String>) -> napi::Result<Self> {
         let mut driver = Driver::new();
         if let Some(config) = config {
             let line =
                 config_line(Some(parse_json(&config, "the config")?)).map_err(invalid_json)?;
-            driver.apply(line).map_err(|e| agent_error(&e))?;
+            guard(|| driver.apply(line).map_err(|e| agent_error(&e)))
+                .map_err(|()| internal("runcore panicked (a bug) applying a Driver's config"))??;
         }
         Ok(NativeDriver {
             inner: Inner::Memory(Box::new(driver)),
@@ -68,7 +69,7 @@ impl NativeDriver {
     }
 
     /// `runcore drive --config … --store … --recover policy` over `store`.
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn durable(
         config: Option<String>,
         store: &NativeStore,
@@ -92,7 +93,7 @@ impl NativeDriver {
     }
 
     /// A driver over a copy of `agent`.
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn from_agent(agent: &NativeAgent) -> Self {
         let inner = agent.driver.agent().clone();
         NativeDriver {
@@ -104,16 +105,32 @@ impl NativeDriver {
 
     /// Handles one input line (text or bytes, without its `\n`) and returns what the binary
     /// writes for it: its output lines, each ending in `\n`.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn send(&mut self, line: Either<String, Buffer>) -> napi::Result<String> {
         if self.poisoned {
             return Err(internal(
                 "this Driver is unusable after an internal error (a Rust panic)",
             ));
         }
+        // A Buffer's memory may be a SharedArrayBuffer another thread writes during this
+        // call: its bytes are copied once, and only the copy is read (checked as UTF-8 and
+        // parsed), so what is checked is what is used.
+        let copied: Vec<u8>;
         let bytes: &[u8] = match &line {
             Either::A(text) => text.as_bytes(),
-            Either::B(buffer) => buffer,
+            Either::B(buffer) => {
+                let (data, length) = (buffer.as_ptr(), buffer.len());
+                let mut copy = Vec::with_capacity(length);
+                // SAFETY: the Buffer's `length` bytes at `data` are alive for this call (an
+                // argument of it); they are copied by raw pointer, never borrowed while
+                // another thread may write them, into our own new allocation.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(data, copy.as_mut_ptr(), length);
+                    copy.set_len(length);
+                }
+                copied = copy;
+                &copied
+            }
         };
         let handled = match &mut self.inner {
             Inner::Memory(driver) => guard(|| Ok(driver.handle_line(bytes))),
@@ -135,13 +152,20 @@ impl NativeDriver {
 
     /// What a durable driver wrote before reading input (ending with `idle` line 0); empty in
     /// memory.
-    #[napi(getter)]
+    /// Panics outside any guard of runcore's own, as a bug in an unguarded path would (for the
+    /// tests: the boundary turns it into `InternalError` instead of aborting the process).
+    #[napi(js_name = "_panicForTests", catch_unwind)]
+    pub fn panic_for_tests(&self, message: String) -> napi::Result<()> {
+        panic!("{message}")
+    }
+
+    #[napi(getter, catch_unwind)]
     pub fn startup(&self) -> String {
         self.startup.clone()
     }
 
     /// True once a durable driver's store refused a commit.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn closed(&self) -> bool {
         match &self.inner {
             Inner::Memory(_) => false,
@@ -150,19 +174,19 @@ impl NativeDriver {
     }
 
     /// Input lines handled so far.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn lines_handled(&self) -> f64 {
         self.driver().lines_handled() as f64
     }
 
     /// `"full"` or `"delta"`.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn context(&self) -> &'static str {
         context_name(self.driver().context())
     }
 
     /// The driven agent's snapshot (JSON text).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn snapshot(&self) -> String {
         self.driver().agent().snapshot_json()
     }

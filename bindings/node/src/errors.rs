@@ -27,6 +27,15 @@ pub fn invalid_json(message: impl Into<String>) -> napi::Error {
     thrown(json!({"kind": "invalid_json", "message": message.into()}))
 }
 
+/// A line the driver refused before applying it (`invalid_json`, or `invalid_input` for a
+/// line nested past the core's limit): its error body as the driver writes it.
+pub fn line_error(body: &runcore::driver::ErrorBody) -> napi::Error {
+    thrown(
+        serde_json::to_value(body)
+            .unwrap_or_else(|_| json!({"kind": "invalid_json", "message": body.message})),
+    )
+}
+
 /// A broken invariant of runcore (a bug), a caught panic included.
 pub fn internal(message: impl Into<String>) -> napi::Error {
     thrown(json!({"kind": "internal", "message": message.into()}))

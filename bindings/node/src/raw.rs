@@ -16,7 +16,7 @@
 #![cfg_attr(test, allow(dead_code))]
 
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::ffi::{CString, c_void};
 use std::ptr;
 
@@ -26,22 +26,30 @@ use crate::agent::{NativeAgent, Text};
 
 thread_local! {
     /// The addresses of the live agents that take plain calls.
-    static LIVE: RefCell<HashSet<usize>> = RefCell::new(HashSet::new());
+    /// (By address, with the agent's serial: an entry whose serial is not the agent's at that
+    /// address is stale and is replaced.)
+    static LIVE: RefCell<HashMap<usize, u64>> = RefCell::new(HashMap::new());
     /// Scratch space for string arguments.
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Lets the plain functions act on `agent` (at its final address: napi-rs's box).
-pub fn register(agent: &NativeAgent) {
+/// Lets the plain functions act on `agent` (at its final address: napi-rs's box); false when
+/// it was registered already (a second JavaScript wrapper over the same native agent).
+pub fn register(agent: &NativeAgent) -> bool {
     let address = agent as *const NativeAgent as usize;
-    LIVE.with(|live| live.borrow_mut().insert(address));
+    LIVE.with(|live| live.borrow_mut().insert(address, agent.serial) != Some(agent.serial))
 }
 
 /// Forgets `agent` (dropped).
 pub fn unregister(agent: &NativeAgent) {
     let address = agent as *const NativeAgent as usize;
     // During thread teardown the set may be gone already: nothing to forget then.
-    let _ = LIVE.try_with(|live| live.borrow_mut().remove(&address));
+    let _ = LIVE.try_with(|live| {
+        let mut live = live.borrow_mut();
+        if live.get(&address) == Some(&agent.serial) {
+            live.remove(&address);
+        }
+    });
 }
 
 type Result<T> = napi::Result<T>;
@@ -86,7 +94,7 @@ unsafe fn agent<'a>(env: sys::napi_env, value: sys::napi_value) -> Result<&'a mu
     // SAFETY: `value` is an argument of this call.
     let status = unsafe { sys::napi_unwrap(env, value, &mut wrapped) };
     let address = wrapped as usize;
-    if status != sys::Status::napi_ok || !LIVE.with(|live| live.borrow().contains(&address)) {
+    if status != sys::Status::napi_ok || !LIVE.with(|live| live.borrow().contains_key(&address)) {
         return Err(napi::Error::from_reason(
             "runcore: the first argument is not an agent that takes fast calls",
         ));
@@ -111,6 +119,26 @@ fn argument_error(what: &str) -> napi::Error {
     crate::errors::bad_argument(format!("{what} must be a string"))
 }
 
+/// The scratch buffer's capacity kept between calls: a larger one (after a large string) is
+/// released when the call ends.
+const SCRATCH_KEEP: usize = 1 << 20;
+
+/// The most bytes one `napi_get_value_string_utf8` call is offered: Node hands the size to V8
+/// as an `int`, so a buffer of 2^31 bytes or more would read as nothing.
+const READ_MAX: usize = (1 << 30) - 1;
+
+/// The size offered to Node for a buffer of `capacity` bytes.
+pub(crate) fn read_capacity(capacity: usize) -> usize {
+    capacity.min(READ_MAX)
+}
+
+/// Whether a read that wrote `written` bytes into `capacity` offered bytes holds the whole
+/// string: Node stops before a character that does not fit (at most 4 bytes) and keeps one
+/// byte for the NUL, so 5 bytes short of the end it was all. Holds for every length.
+pub(crate) fn read_whole(written: usize, capacity: usize) -> bool {
+    capacity <= READ_MAX && written.saturating_add(5) < capacity
+}
+
 /// Runs `f` on the UTF-8 bytes of the string `value` (read into the thread's scratch buffer).
 fn with_str<T>(
     env: sys::napi_env,
@@ -123,6 +151,10 @@ fn with_str<T>(
     }
     let mut buffer = SCRATCH.with(|scratch| std::mem::take(&mut *scratch.borrow_mut()));
     let result = read_str(env, value, &mut buffer).and_then(|()| f(&buffer));
+    if buffer.capacity() > SCRATCH_KEEP {
+        // Released after a large string: the next call starts small again.
+        buffer = Vec::new();
+    }
     SCRATCH.with(|scratch| *scratch.borrow_mut() = buffer);
     result
 }
@@ -132,9 +164,10 @@ fn read_str(env: sys::napi_env, value: sys::napi_value, buffer: &mut Vec<u8>) ->
     if buffer.capacity() < 256 {
         buffer.reserve(256);
     }
-    let capacity = buffer.capacity();
+    let capacity = read_capacity(buffer.capacity());
     let mut written = 0;
-    // SAFETY: the buffer has `capacity` bytes; Node writes at most `capacity - 1` and a NUL.
+    // SAFETY: the buffer has at least `capacity` bytes; Node writes at most `capacity - 1` and
+    // a NUL.
     check(
         unsafe {
             sys::napi_get_value_string_utf8(
@@ -147,9 +180,8 @@ fn read_str(env: sys::napi_env, value: sys::napi_value, buffer: &mut Vec<u8>) ->
         },
         "napi_get_value_string_utf8",
     )?;
-    // Node stops before a character that does not fit: 4 bytes short of the end, it was all.
-    if written + 4 < capacity - 1 {
-        // SAFETY: Node wrote `written` bytes.
+    if read_whole(written, capacity) {
+        // SAFETY: Node wrote `written` (< capacity) initialized bytes.
         unsafe { buffer.set_len(written) };
         return Ok(());
     }
@@ -159,6 +191,12 @@ fn read_str(env: sys::napi_env, value: sys::napi_value, buffer: &mut Vec<u8>) ->
         unsafe { sys::napi_get_value_string_utf8(env, value, ptr::null_mut(), 0, &mut length) },
         "napi_get_value_string_utf8",
     )?;
+    if length > runcore::driver::MAX_LINE_BYTES {
+        // No line holds it (`runcore::driver::limits`): refused before it is copied.
+        return Err(crate::errors::invalid_json(
+            runcore::driver::limits::line_too_long(length),
+        ));
+    }
     buffer.clear();
     buffer.reserve(length + 1);
     // SAFETY: as above, with room for the whole string and its NUL.
@@ -174,7 +212,12 @@ fn read_str(env: sys::napi_env, value: sys::napi_value, buffer: &mut Vec<u8>) ->
         },
         "napi_get_value_string_utf8",
     )?;
-    // SAFETY: Node wrote `written` bytes.
+    if written > length || written >= buffer.capacity() {
+        return Err(failed(
+            "napi_get_value_string_utf8 wrote more than the string's length",
+        ));
+    }
+    // SAFETY: Node wrote `written` (<= the capacity) initialized bytes.
     unsafe { buffer.set_len(written) };
     Ok(())
 }
@@ -182,7 +225,8 @@ fn read_str(env: sys::napi_env, value: sys::napi_value, buffer: &mut Vec<u8>) ->
 /// The string `value` as an owned `String`.
 fn string(env: sys::napi_env, value: sys::napi_value, what: &str) -> Result<String> {
     with_str(env, value, what, |bytes| {
-        // Node writes valid UTF-8 (a lone surrogate becomes U+FFFD).
+        // Node writes valid UTF-8 (a lone surrogate would become U+FFFD: `index.js` sends
+        // strings that are not well-formed through the line, which refuses them).
         String::from_utf8(bytes.to_vec()).map_err(|_| failed("a string was not UTF-8"))
     })
 }
@@ -240,8 +284,51 @@ fn boolean(env: sys::napi_env, value: sys::napi_value) -> Result<bool> {
     Ok(flag)
 }
 
-/// The words of the `Uint32Array` `value`.
-unsafe fn words<'a>(env: sys::napi_env, value: sys::napi_value) -> Result<&'a mut [u32]> {
+/// A `Uint32Array` argument's memory, only ever accessed through raw pointer reads and
+/// writes: JavaScript may back it with a `SharedArrayBuffer` that another thread writes while
+/// this call runs, so no Rust reference to it is ever made.
+pub(crate) struct TapeArray {
+    data: *mut u32,
+    length: usize,
+}
+
+impl TapeArray {
+    /// Its length in words.
+    pub(crate) fn len(&self) -> usize {
+        self.length
+    }
+
+    /// The word at `index` (0 past the end).
+    pub(crate) fn read(&self, index: usize) -> u32 {
+        if index >= self.length {
+            return 0;
+        }
+        // SAFETY: `index` is within the array's `length` words, alive for this call; a volatile
+        // read of memory another thread may write yields some value, never a reference.
+        unsafe { self.data.add(index).read_volatile() }
+    }
+
+    /// Copies `words` to the start of the array (as many as fit).
+    pub(crate) fn write(&self, words: &[u32]) {
+        let count = words.len().min(self.length);
+        // SAFETY: `count` words fit in the array, alive for this call; the source is our own
+        // buffer, which cannot overlap JavaScript's array.
+        unsafe { std::ptr::copy_nonoverlapping(words.as_ptr(), self.data, count) };
+    }
+}
+
+/// The `Uint32Array` `value`, an argument of the current call (`env`'s).
+pub(crate) fn tape_array(env: sys::napi_env, value: sys::napi_value) -> Result<TapeArray> {
+    // SAFETY: the caller passes the current call's `env` and one of its arguments.
+    unsafe { words(env, value) }
+}
+
+/// The `Uint32Array` `value`.
+///
+/// # Safety
+///
+/// `env` and `value` are the current call's: the array stays alive until the call returns.
+unsafe fn words(env: sys::napi_env, value: sys::napi_value) -> Result<TapeArray> {
     let mut kind = 0;
     let mut length = 0;
     let mut data: *mut c_void = ptr::null_mut();
@@ -263,12 +350,16 @@ unsafe fn words<'a>(env: sys::napi_env, value: sys::napi_value) -> Result<&'a mu
     if kind != sys::TypedarrayType::uint32_array {
         return Err(failed("the tape is not a Uint32Array"));
     }
-    if length == 0 {
-        return Ok(&mut []);
+    if length == 0 || data.is_null() {
+        return Ok(TapeArray {
+            data: ptr::null_mut(),
+            length: 0,
+        });
     }
-    // SAFETY: a Uint32Array of `length` words at `data`, alive for this call (an argument of
-    // it); JavaScript does not run while it is written.
-    Ok(unsafe { std::slice::from_raw_parts_mut(data.cast::<u32>(), length) })
+    Ok(TapeArray {
+        data: data.cast::<u32>(),
+        length,
+    })
 }
 
 fn null(env: sys::napi_env) -> Result<sys::napi_value> {
@@ -346,8 +437,13 @@ macro_rules! callback {
             info: sys::napi_callback_info,
         ) -> sys::napi_value {
             const COUNT: usize = [$(stringify!($arg)),+].len();
-            // SAFETY: a Node-API callback's `env` and `info`.
-            let result = unsafe { arguments::<COUNT>($env, info).and_then(|[$($arg),+]| $body) };
+            // A panic never unwinds into Node: it becomes `InternalError` (the agent's own
+            // methods poison it first).
+            let result = crate::errors::guard(|| {
+                // SAFETY: a Node-API callback's `env` and `info`.
+                unsafe { arguments::<COUNT>($env, info).and_then(|[$($arg),+]| $body) }
+            })
+            .unwrap_or_else(|()| Err(crate::errors::internal("runcore panicked (a bug)")));
             answer($env, result)
         }
     };
@@ -358,7 +454,8 @@ callback! {
     fn poll(env, [this, tape]) {
         let agent = agent(env, this)?;
         let words = words(env, tape)?;
-        text(env, agent.poll_tape_words(words)?)
+        let batch = agent.poll_tape_words(&words)?;
+        agent.tape_sent(text(env, batch))
     }
 }
 
@@ -369,7 +466,8 @@ callback! {
         let agent = agent(env, this)?;
         let words = words(env, tape)?;
         let consumed = step(env, consumed)?;
-        text(env, agent.poll_ahead_words(words, consumed)?)
+        let batch = agent.poll_ahead_words(&words, consumed)?;
+        agent.tape_sent(text(env, batch))
     }
 }
 
@@ -388,7 +486,8 @@ callback! {
     fn poll_all(env, [this, tape]) {
         let agent = agent(env, this)?;
         let words = words(env, tape)?;
-        text(env, Some(agent.poll_all_tape_words(words)?))
+        let batch = agent.poll_all_tape_words(&words)?;
+        agent.tape_sent(text(env, Some(batch)))
     }
 }
 

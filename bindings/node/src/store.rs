@@ -137,14 +137,14 @@ impl NativeStore {
 #[napi]
 impl NativeStore {
     /// The in-memory reference store.
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn memory() -> Self {
         NativeStore::new(MemoryStore::new())
     }
 
     /// A store in one SQLite file (created if missing); `synchronous` is `"full"` (default) or
     /// `"normal"`.
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn sqlite(path: String, synchronous: Option<String>) -> napi::Result<Self> {
         let synchronous = match synchronous.as_deref() {
             None | Some("full") => Synchronous::Full,
@@ -162,7 +162,7 @@ impl NativeStore {
     }
 
     /// A store in a PostgreSQL database at `url`, its tables in `schema` when given.
-    #[napi(factory)]
+    #[napi(factory, catch_unwind)]
     pub fn postgres(url: String, schema: Option<String>) -> napi::Result<Self> {
         let store = match &schema {
             Some(schema) => PostgresStore::connect_in_schema(&url, schema),
@@ -176,7 +176,7 @@ impl NativeStore {
     /// `ordinal` and `expected_thread_version`, a plain commit otherwise. Returns the receipt
     /// (or record) as JSON text. With `claim` (a claim's JSON, SPEC §7.2) the fenced commit
     /// carries its token, checked at store time `now_ms`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn commit(
         &self,
         output: String,
@@ -221,7 +221,7 @@ impl NativeStore {
 
     /// Claims a thread (SPEC §7.2): `request` is a claim request's JSON (`thread_id`, `owner`,
     /// `request_id`, `lease_ms`); resolves to the claim's JSON, or rejects with `claim_held`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn claim_thread(&self, request: String, now_ms: f64) -> napi::Result<AsyncTask<StoreCall>> {
         let request: ClaimRequest = decode("claim request", &request)?;
         let now = now_of(now_ms)?;
@@ -229,7 +229,7 @@ impl NativeStore {
     }
 
     /// Extends a claim by `lease_ms` from store time; rejects with `claim_lost` when it is not current.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn renew_claim(
         &self,
         claim: String,
@@ -243,7 +243,7 @@ impl NativeStore {
     }
 
     /// Ends a claim if it is the thread's current one.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn release_claim(&self, claim: String, now_ms: f64) -> napi::Result<AsyncTask<StoreCall>> {
         let claim: Claim = decode("claim", &claim)?;
         let now = now_of(now_ms)?;
@@ -251,7 +251,7 @@ impl NativeStore {
     }
 
     /// The thread's live claim at store time, or `null`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn thread_claim(
         &self,
         thread_id: String,
@@ -263,49 +263,49 @@ impl NativeStore {
     }
 
     /// The thread's committed messages.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn committed_messages(&self, thread_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.committed_messages(&ThreadId::new(thread_id)))
     }
 
     /// One run's record, or `null`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn run(&self, run_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.run(&RunId::new(run_id)))
     }
 
     /// The thread's latest run's record, or `null`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn latest_run(&self, thread_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.latest_run(&ThreadId::new(thread_id)))
     }
 
     /// The run's resume ticket, or `null`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn resume_ticket(&self, run_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.resume_ticket(&RunId::new(run_id)))
     }
 
     /// The run's state, or `null`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn run_state(&self, run_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.run_state(&RunId::new(run_id)))
     }
 
     /// The thread's committed state commands.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn committed_state(&self, thread_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.committed_state(&ThreadId::new(thread_id)))
     }
 
     /// The thread's commit count.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn thread_version(&self, thread_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.thread_version(&ThreadId::new(thread_id)))
     }
 
     /// The thread as of `version` (SPEC §8.10), or `null`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn thread_as_of(
         &self,
         thread_id: String,
@@ -318,7 +318,7 @@ impl NativeStore {
     /// Forks `thread_id` as of `at_version` onto the unused `new_thread_id` (SPEC §8.10): one
     /// fenced commit of the new thread. Resolves to `{thread_id, version, forked_from}`;
     /// rejects with `InvalidInputError` (nothing written) or `StoreError`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn fork(
         &self,
         thread_id: String,
@@ -359,13 +359,13 @@ impl NativeStore {
     }
 
     /// The thread's origin when it was forked (`{thread_id, version}`), or `null`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn forked_from(&self, thread_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| runcore::forked_from(s, &ThreadId::new(thread_id)))
     }
 
     /// Threads in id order after `after`, at most `limit` (default 100).
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn threads(&self, after: Option<String>, limit: Option<u32>) -> AsyncTask<StoreCall> {
         let after = after.map(ThreadId::new);
         let limit = limit_of(limit);
@@ -373,7 +373,7 @@ impl NativeStore {
     }
 
     /// Pending tickets in run-id order after `after`, at most `limit` (default 100).
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn pending_tickets(
         &self,
         after: Option<String>,
@@ -385,7 +385,7 @@ impl NativeStore {
     }
 
     /// Audit events of `scope` (JSON text; `null`: all) with `sequence > after`.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn list_events(
         &self,
         scope: Option<String>,
@@ -412,7 +412,7 @@ impl NativeStore {
     /// The thread's spans derived from its commits (SPEC §14), as the OTLP/JSON export body
     /// (JSON text), the bytes `runcore trace THREAD --json` prints; `content` puts message
     /// content in the spans.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn trace(&self, thread_id: String, content: Option<bool>) -> AsyncTask<StoreCall> {
         let options = runcore_traces::TraceOptions {
             content: content.unwrap_or(false),
@@ -425,13 +425,13 @@ impl NativeStore {
     }
 
     /// Pins the thread's committed transcript prefix.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn transcript_snapshot(&self, thread_id: String) -> AsyncTask<StoreCall> {
         self.read(move |s| s.transcript_snapshot(&ThreadId::new(thread_id)))
     }
 
     /// Checks that a pinned prefix (JSON text) is still committed, unchanged.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn verify_transcript_snapshot(
         &self,
         snapshot: String,
@@ -441,7 +441,7 @@ impl NativeStore {
     }
 
     /// The messages of `ranges` (JSON text of `[start, end]` pairs) within a pinned prefix.
-    #[napi(ts_return_type = "Promise<string>")]
+    #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn transcript_slice(
         &self,
         snapshot: String,

@@ -51,7 +51,7 @@ pub const MAX_KEYS: usize = 1 << 15;
 /// Shape table size past which a batch starts both sides' tables afresh.
 pub const MAX_SHAPES: usize = 1 << 13;
 
-/// Header words before a batch's values: total length, reset flag, new key count (then their
+/// Header words before a batch's values: total length, reset flag (bit 0) with the batch's value count above it, new key count (then their
 /// lengths), new shape count (then each shape's key count and key ids).
 const STATIC_SLOTS: usize = 256;
 
@@ -157,6 +157,9 @@ pub struct Tape {
     open_keys: Vec<u32>,
     /// Set when this batch starts both sides' tables afresh.
     reset: bool,
+    /// Values (outputs) written in this batch: sent above the reset flag, so `index.js`
+    /// builds the batch's array without setting elements.
+    values: u32,
     /// The assembled batch, when the caller's array was too short for it.
     pending: Vec<u32>,
 }
@@ -217,8 +220,13 @@ fn utf16_len(s: &str) -> usize {
 }
 
 impl Tape {
-    /// Starts a batch (the tables start afresh when they have grown past their bounds).
-    pub fn begin(&mut self) {
+    /// Starts a batch. `known` is how many keys and shapes `index.js` holds (what it wrote at
+    /// the start of the tape array before the call): when they are not this side's counts (a
+    /// batch JavaScript never decoded, a poll that failed after the tables grew), the tables
+    /// start afresh on both sides, so the two sides never decode with different tables. The
+    /// tables also start afresh when they have grown past their bounds.
+    pub fn begin(&mut self, known: (u32, u32)) {
+        let synced = known.0 as usize == self.keys.len() && known.1 as usize == self.shapes.len();
         self.ops.clear();
         self.text.clear();
         self.key_text.clear();
@@ -229,10 +237,16 @@ impl Tape {
         self.pending.clear();
         self.ascii = true;
         self.reset = false;
-        if self.keys.len() > MAX_KEYS || self.shapes.len() > MAX_SHAPES {
+        self.values = 0;
+        if !synced || self.keys.len() > MAX_KEYS || self.shapes.len() > MAX_SHAPES {
             self.forget();
             self.reset = true;
         }
+    }
+
+    /// The length in bytes of the batch's text so far.
+    pub fn text_len(&self) -> usize {
+        self.text.len() + self.key_text.len()
     }
 
     /// Forgets both tables (`index.js` does the same on the reset flag or `tapeReset()`).
@@ -245,6 +259,7 @@ impl Tape {
 
     /// Writes one value; when it does not fit the tape, its JSON text (from `json`) instead.
     pub fn write<T: Serialize + ?Sized>(&mut self, value: &T) {
+        self.values += 1;
         let (ops, text, ascii) = (self.ops.len(), self.text.len(), self.ascii);
         if value.serialize(Writer { tape: self }).is_ok() {
             return;
@@ -386,21 +401,15 @@ impl Tape {
         4 + self.key_lengths.len() + self.shape_defs.len()
     }
 
-    /// Finishes the batch: its operations into `out` when they fit (else only `out[0]`, the
-    /// length needed; [`Tape::copy_pending`] then copies them), and its text, ASCII or not.
-    pub fn finish(&mut self, out: &mut [u32]) -> (String, bool) {
+    /// Finishes the batch: its operations assembled in this tape (see [`Tape::take_words`])
+    /// and its text, ASCII or not.
+    pub fn finish(&mut self) -> (String, bool) {
         let total = self.header_len() + self.ops.len();
-        if out.len() >= total {
-            self.write_batch(out);
-        } else {
-            let mut pending = std::mem::take(&mut self.pending);
-            pending.resize(total, 0);
-            self.write_batch(&mut pending);
-            self.pending = pending;
-            if let Some(first) = out.first_mut() {
-                *first = total as u32;
-            }
-        }
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.clear();
+        pending.resize(total, 0);
+        self.write_batch(&mut pending);
+        self.pending = pending;
         // The text leaves in a spare buffer (see [`spare_text`]): a buffer of a fresh
         // allocation per batch would fault in new pages each time.
         let mut text = spare_text();
@@ -413,10 +422,21 @@ impl Tape {
         (text, self.ascii)
     }
 
+    /// Hands the finished batch's words to `write` when they fit in `room` words (then
+    /// forgets them), else only their count (kept for [`Tape::copy_pending`]).
+    pub fn take_words(&mut self, room: usize, write: impl FnOnce(&[u32])) {
+        if self.pending.len() <= room {
+            write(&self.pending);
+            self.pending.clear();
+        } else {
+            write(&[self.pending.len() as u32]);
+        }
+    }
+
     fn write_batch(&self, out: &mut [u32]) {
         let total = self.header_len() + self.ops.len();
         out[0] = total as u32;
-        out[1] = u32::from(self.reset);
+        out[1] = u32::from(self.reset) | (self.values << 1);
         out[2] = self.key_lengths.len() as u32;
         let mut at = 3;
         out[at..at + self.key_lengths.len()].copy_from_slice(&self.key_lengths);
@@ -430,11 +450,11 @@ impl Tape {
 
     /// Copies the batch [`Tape::finish`] could not fit into `out`; false if `out` is still too
     /// short (or there is none).
-    pub fn copy_pending(&mut self, out: &mut [u32]) -> bool {
-        if self.pending.is_empty() || out.len() < self.pending.len() {
+    pub fn copy_pending(&mut self, room: usize, write: impl FnOnce(&[u32])) -> bool {
+        if self.pending.is_empty() || room < self.pending.len() {
             return false;
         }
-        out[..self.pending.len()].copy_from_slice(&self.pending);
+        write(&self.pending);
         self.pending.clear();
         true
     }

@@ -62,6 +62,48 @@ impl Line {
     }
 }
 
+/// The length of `value` as compact JSON text (what the line it stands for holds).
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail; a value that would not serialize counts as empty.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// Holds the line a method stands for to the driver's cap (`runcore::driver::limits`): its
+/// fixed text is `fixed` bytes and its string values are `strings`.
+fn check_line(fixed: usize, strings: &[&str]) -> PyResult<()> {
+    use runcore::driver::MAX_LINE_BYTES;
+    use runcore::driver::limits::{check_line_len, json_string_len};
+    let raw: usize = strings.iter().map(|s| s.len()).sum();
+    if raw
+        .saturating_mul(6)
+        .saturating_add(fixed + 2 * strings.len())
+        <= MAX_LINE_BYTES
+    {
+        return Ok(());
+    }
+    let length = fixed + strings.iter().map(|s| json_string_len(s)).sum::<usize>();
+    check_line_len(length).map_err(invalid_json)
+}
+
+/// The bytes of `,"now_ms":N` (none without a time).
+fn now_len(now_ms: Option<u64>) -> usize {
+    now_ms.map_or(0, |now| {
+        r#","now_ms":"#.len() + runcore::driver::limits::decimal_len(now)
+    })
+}
+
 /// A step number as the driver reads it (`u32`).
 fn step_of(step: u64) -> PyResult<Step> {
     Step::try_from(step).map_err(|_| {
@@ -155,6 +197,9 @@ impl PyAgent {
 
     /// Applies one input object: exactly what the driver does with the same line.
     fn input(&mut self, line: Value) -> PyResult<()> {
+        runcore::driver::limits::check_line_len(json_len(&line)).map_err(invalid_json)?;
+        runcore::driver::limits::check_depth(&line)
+            .map_err(|e| agent_error(&runcore::AgentError::InvalidInput(e)))?;
         self.guarded(|this| match input::apply(&mut this.agent, line) {
             Ok(Some(context)) => {
                 this.context = context;
@@ -175,6 +220,14 @@ impl PyAgent {
     /// Python objects (a message, content blocks, a resume command) are read as the driver
     /// reads its line, so their errors are the driver's, word for word.
     fn handle_input(&mut self, input: Input, now_ms: Option<u64>) -> PyResult<()> {
+        if let Some(now) = now_ms
+            && let Err(message) = runcore::driver::limits::check_now_ms(now)
+        {
+            // The driver reads a line's nesting before its time: so does every door.
+            runcore::driver::limits::check_depth(&input)
+                .map_err(|e| agent_error(&runcore::AgentError::InvalidInput(e)))?;
+            return Err(invalid_json(message));
+        }
         self.guarded(|this| {
             let now_ms = now_ms.unwrap_or(this.agent.clock_ms());
             this.agent
@@ -222,7 +275,11 @@ impl PyAgent {
     /// Any driver input line, as a dict or its JSON text (`{"type": "prompt", ...}`).
     fn handle(&mut self, line: &Bound<'_, PyAny>) -> PyResult<()> {
         let value = if let Ok(text) = line.cast::<PyString>() {
-            serde_json::from_str(&text.to_cow()?)
+            let text = text.to_cow()?;
+            runcore::driver::limits::check_line_len(text.len()).map_err(invalid_json)?;
+            runcore::driver::limits::check_json_depth(text.as_bytes())
+                .map_err(|e| agent_error(&runcore::AgentError::InvalidInput(e)))?;
+            serde_json::from_str(&text)
                 .map_err(|e| invalid_json(format!("the line is not valid JSON: {e}")))?
         } else {
             from_py(line)?
@@ -242,7 +299,14 @@ impl PyAgent {
         // What the driver makes of `{"type": "prompt", "text" | "messages": …, "run_id"?: …}`,
         // built directly.
         let (message, messages) = if let Ok(text) = text.cast::<PyString>() {
-            (Some(UserMessage::text(text.to_cow()?)), Vec::new())
+            let text = text.to_cow()?;
+            // `{"type":"prompt","text":T,"run_id":R,"now_ms":N}`
+            let fixed = r#"{"type":"prompt","text":}"#.len() + now_len(now_ms);
+            match run_id {
+                Some(run) => check_line(fixed + r#","run_id":"#.len(), &[&text, run])?,
+                None => check_line(fixed, &[&text])?,
+            }
+            (Some(UserMessage::text(text)), Vec::new())
         } else if text.is_instance_of::<pyo3::types::PyList>()
             || text.is_instance_of::<pyo3::types::PyTuple>()
         {
@@ -289,6 +353,11 @@ impl PyAgent {
     /// Queues steering for the active run (enters at the next complete boundary).
     #[pyo3(signature = (text, *, now_ms = None))]
     fn steer(&mut self, text: &str, now_ms: Option<u64>) -> PyResult<()> {
+        // `{"type":"steer","text":T,"now_ms":N}`
+        check_line(
+            r#"{"type":"steer","text":}"#.len() + now_len(now_ms),
+            &[text],
+        )?;
         let message = UserMessage::text(text);
         self.handle_input(Input::Steer { message }, now_ms)
     }
@@ -296,6 +365,11 @@ impl PyAgent {
     /// Queues a follow-up (enters only after a natural text stop).
     #[pyo3(signature = (text, *, now_ms = None))]
     fn follow_up(&mut self, text: &str, now_ms: Option<u64>) -> PyResult<()> {
+        // `{"type":"follow_up","text":T,"now_ms":N}`
+        check_line(
+            r#"{"type":"follow_up","text":}"#.len() + now_len(now_ms),
+            &[text],
+        )?;
         let message = UserMessage::text(text);
         self.handle_input(Input::FollowUp { message }, now_ms)
     }
@@ -326,6 +400,17 @@ impl PyAgent {
         let kind: DeltaKind = kind
             .parse()
             .map_err(|error: runcore::UnknownName| PyValueError::new_err(error.to_string()))?;
+        // `{"type":"model_delta","run_id":R,"step":S,"text":T,"kind":K,"now_ms":N}`
+        let kind_len = if kind == DeltaKind::Text {
+            0
+        } else {
+            r#","kind":"thinking""#.len()
+        };
+        let fixed = r#"{"type":"model_delta","run_id":,"step":,"text":}"#.len()
+            + runcore::driver::limits::decimal_len(step)
+            + kind_len
+            + now_len(now_ms);
+        check_line(fixed, &[run_id, text])?;
         let input = Input::ModelDelta {
             run_id: RunId::new(run_id),
             step: step_of(step)?,
@@ -347,7 +432,14 @@ impl PyAgent {
         // The message read as the driver reads a `model_done` line's (an assistant message,
         // `"role": "assistant"` allowed), without the line around it; anything that does not
         // read goes the line's way, so its error is the driver's.
-        if let (Ok(step), Value::Object(mut object)) = (Step::try_from(step), from_py(message)?) {
+        let message_value = from_py(message)?;
+        // `{"type":"model_done","run_id":R,"step":S,"message":M,"now_ms":N}`
+        let fixed = r#"{"type":"model_done","run_id":,"step":,"message":}"#.len()
+            + runcore::driver::limits::decimal_len(step)
+            + json_len(&message_value)
+            + now_len(now_ms);
+        check_line(fixed, &[run_id])?;
+        if let (Ok(step), Value::Object(mut object)) = (Step::try_from(step), message_value) {
             let role_ok = match object.remove("role") {
                 None => true,
                 Some(role) => role == "assistant",
@@ -420,10 +512,16 @@ impl PyAgent {
         now_ms: Option<u64>,
     ) -> PyResult<()> {
         if let (Ok(text), None) = (content.cast::<PyString>(), details) {
+            let text = text.to_cow()?;
+            // `{"type":"tool_done","run_id":R,"call_id":C,"content":T,"is_error":B,"now_ms":N}`
+            let fixed = r#"{"type":"tool_done","run_id":,"call_id":,"content":,"is_error":}"#.len()
+                + if is_error { 4 } else { 5 }
+                + now_len(now_ms);
+            check_line(fixed, &[run_id, call_id, &text])?;
             let input = Input::ToolDone {
                 run_id: RunId::new(run_id),
                 call_id: CallId::new(call_id),
-                content: vec![ContentBlock::text(text.to_cow()?.into_owned())],
+                content: vec![ContentBlock::text(text.into_owned())],
                 is_error,
                 details: None,
             };
@@ -560,7 +658,7 @@ impl PyAgent {
     /// The whole agent as JSON text (queues and in-flight actions included).
     fn snapshot(&self) -> PyResult<String> {
         self.usable()?;
-        Ok(self.agent.snapshot_json())
+        guard(|| Ok(self.agent.snapshot_json()))?
     }
 
     /// An agent from `snapshot()` text. In delta context the next `call_model` carries the
@@ -653,15 +751,17 @@ impl PyAgent {
 
     /// The ticket the active run waits on, as a dict (`None` unless awaiting).
     fn current_ticket<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.agent
-            .current_ticket()
-            .map(|ticket| serde_to_py(py, ticket))
-            .transpose()
+        guard(|| {
+            self.agent
+                .current_ticket()
+                .map(|ticket| serde_to_py(py, ticket))
+                .transpose()
+        })?
     }
 
     /// The transcript (between inputs: the committed transcript), as message dicts.
     fn transcript<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        serde_to_py(py, &self.agent.transcript())
+        guard(|| serde_to_py(py, &self.agent.transcript()))?
     }
 
     fn __repr__(&self) -> String {

@@ -400,8 +400,8 @@ impl PyDriver {
     }
 
     /// The driven agent's `snapshot()` text.
-    fn snapshot(&self) -> String {
-        self.inner.driver().agent().snapshot_json()
+    fn snapshot(&self) -> PyResult<String> {
+        guard(|| Ok(self.inner.driver().agent().snapshot_json()))?
     }
 }
 
