@@ -515,7 +515,11 @@ fn check_thread(
             results.entry(id).or_default().push((i, outcome));
         }
     }
-    assert!(!calls.is_empty(), "{context}");
+    // A sweep may seal a dead worker's run before its first model call: then there is none.
+    let sealed_early = sweeps
+        .iter()
+        .any(|s| s["thread_id"] == thread.as_str() && s["action"] == "sealed");
+    assert!(!calls.is_empty() || sealed_early, "{context}");
     for (at, id) in &calls {
         let found = results.get(id).map(Vec::as_slice).unwrap_or_default();
         assert_eq!(found.len(), 1, "{id} has one result: {context}");
