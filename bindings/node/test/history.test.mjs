@@ -38,7 +38,7 @@ test('import keeps every field; continue runs over it; thinking deltas', async (
   assert.equal(agent.import(HISTORY, { nowMs: 5 }), 'h/run-1');
   const outs = await drain(agent, store);
   assert.deepEqual(outs.map((o) => o.type), ['commit', 'event', 'event']);
-  assert.deepEqual(outs[0].commit.events.map((e) => e.kind), ['run_state_changed', 'imported']);
+  assert.deepEqual(outs[0].commit.events.map((e) => e.kind), ['run_state_changed', 'imported', 'commit_clock']);
   assert.deepEqual(await store.committedMessages('h'), HISTORY);
   const run = agent.continueRun({ nowMs: 6 });
   const call = (await drain(agent, store)).at(-1);

@@ -47,7 +47,7 @@ def test_import_keeps_every_field_and_continue_runs_over_it(tmp_path):
     commit = outs[0]["commit"]
     assert commit["run"] == {"type": "ended", "run_id": "h/run-1",
                              "cause": {"type": "stopped", "reason": "imported"}}
-    assert [e["kind"] for e in commit["events"]] == ["run_state_changed", "imported"]
+    assert [e["kind"] for e in commit["events"]] == ["run_state_changed", "imported", "commit_clock"]
     # Everything returned exactly, meta and signatures included.
     assert store.committed_messages("h") == HISTORY
     run2 = agent.continue_run(now_ms=6)
