@@ -16,9 +16,10 @@
 
 mod support;
 
+use runcore::store::canonical_json;
 use runcore::{
     AgentEvent, AgentState, AssistantMessage, AuditDraft, EndCause, LoopEvent, Message,
-    RunDisposition, ThreadCommit, canonical_json, reduce,
+    RunDisposition, ThreadCommit, reduce,
 };
 use support::workloads::{floor_long_run, floor_many_runs, long_run, many_runs};
 use support::{per_item, report, time};

@@ -13,10 +13,11 @@
 mod support;
 
 use runcore::driver::{ContextMode, SentContext, render_output_line};
-use runcore::script::{self, ModelOnly, ModelTurn};
+use runcore::host::script::{self, ModelOnly, ModelTurn};
+use runcore::store::{CommitLog, MemoryStore, StoreError};
 use runcore::{
-    Agent, AgentConfig, AssistantMessage, CommitLog, MemoryStore, ModelRequest, Output,
-    RecoveryPolicy, StoreError, ThreadId, UserMessage,
+    Agent, AgentConfig, AssistantMessage, ModelRequest, Output, RecoveryPolicy, ThreadId,
+    UserMessage,
 };
 use std::time::Duration;
 

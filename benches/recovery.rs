@@ -8,10 +8,11 @@
 
 mod support;
 
-use runcore::script::{self, ModelOnly, ModelTurn};
+use runcore::host::script::{self, ModelOnly, ModelTurn};
+use runcore::store::{CommitLog, MemoryStore, StoreError};
 use runcore::{
-    Agent, AgentConfig, AssistantMessage, CommitLog, MemoryStore, ModelRequest, Output,
-    RecoveryPolicy, StoreError, ThreadId, UserMessage,
+    Agent, AgentConfig, AssistantMessage, ModelRequest, Output, RecoveryPolicy, ThreadId,
+    UserMessage,
 };
 use support::{per_item, report, time};
 

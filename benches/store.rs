@@ -11,9 +11,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use runcore::store::{CheckpointReader, CommitLog, EventScope, MemoryStore};
 use runcore::{
-    AuditDraft, CheckpointReader, CommitLog, CommitOperation, EventScope, MemoryStore, Message,
-    RunDisposition, RunId, ThreadCommit, ThreadId,
+    AuditDraft, CommitOperation, Message, RunDisposition, RunId, ThreadCommit, ThreadId,
 };
 use serde_json::json;
 

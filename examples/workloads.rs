@@ -21,7 +21,7 @@
 //!   same calls answered, and nothing else (no events, commits or checks): the floor the
 //!   core's cost is measured against, in the same run.
 //!
-//! The host is `runcore::script::serve` with a sink that drops every output, as a host that
+//! The host is `runcore::host::script::serve` with a sink that drops every output, as a host that
 //! forwards them elsewhere would, so the figures are the core's own cost plus the scripted
 //! host's.
 //!

@@ -925,7 +925,7 @@ impl ThreadCommit {
 
     /// The commit as canonical JSON (keys sorted, no whitespace): the text
     /// [`payload_hash`](ThreadCommit::payload_hash) hashes. The same text as
-    /// [`canonical_json`](crate::canonical_json) of the commit's `serde_json::Value`, written
+    /// [`canonical_json`](crate::store::canonical_json) of the commit's `serde_json::Value`, written
     /// without building that value.
     pub fn canonical_json(&self) -> String {
         canonical_json_of(self).unwrap_or_else(|error| {

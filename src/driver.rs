@@ -19,7 +19,7 @@
 //!   give the summary an `id`). After a compaction, delta context restarts from `base` 0 with
 //!   the whole model context (summary first), then sends deltas of the model context again.
 //!
-//! [`DurableDriver`] is the same driver with a store behind it (SPEC §12.2, `runcore drive
+//! [`DurableDriver`](crate::host::DurableDriver) is the same driver with a store behind it (SPEC §12.2, `runcore drive
 //! --store URL`): it recovers the thread at start and applies every commit to the store before
 //! handing out its line.
 
@@ -33,18 +33,8 @@ use crate::ids::{RunId, Step, ThreadId};
 use crate::message::{Message, ToolCall};
 
 mod commit_line;
-mod durable;
-mod sweep;
 
 pub use commit_line::{CommitLineError, StoreWrite};
-pub use durable::{
-    ClaimOptions, DurableDriver, DurableLines, DurableOptions, DurableStartError, SessionEnded,
-    store_error_line,
-};
-pub use sweep::{
-    ActError, ClaimedAct, SEALED_REASON, SweepAction, SweepItem, SweepOptions, act_under_claim,
-    sweep,
-};
 
 pub mod limits;
 
@@ -355,7 +345,10 @@ impl Default for Driver {
     }
 }
 
-pub(crate) fn error_body(error: &AgentError) -> ErrorBody {
+/// The §10 error body of `error` (`kind`, `message`, and the error's own fields beside them):
+/// what an `error` line carries, and what every binding and server answers for a refused input
+/// (so the shape is built here once).
+pub fn error_body(error: &AgentError) -> ErrorBody {
     let mut details = match serde_json::to_value(error) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),

@@ -23,9 +23,10 @@
 //! an [`EndCause`] in the terminal commit and in `run_end`, never an `Err`.
 //!
 //! ```
+//! use runcore::store::{CommitLog, CommittedThreadView, MemoryStore};
 //! use runcore::{
-//!     Action, Agent, AgentConfig, AgentEvent, AssistantBlock, AssistantMessage, CommitLog,
-//!     CommittedThreadView, EndCause, MemoryStore, Output, StopReason, ToolOutput, UserMessage,
+//!     Action, Agent, AgentConfig, AgentEvent, AssistantBlock, AssistantMessage, EndCause,
+//!     Output, StopReason, ToolOutput, UserMessage,
 //! };
 //! use serde_json::json;
 //!
@@ -70,19 +71,25 @@
 //!
 //! ## Map of the crate
 //!
-//! Every public type has **one path**. The contract types are all at the crate root, each
-//! re-exported by name (the source modules are private); three modules are public, because
-//! their items belong together and apart from the contract:
+//! Every public type has **one path**. The root holds what an embedder of the agent needs (the
+//! contract types, each re-exported by name from private source modules); three public modules
+//! hold what belongs together and apart from it:
 //!
 //! - [`driver`]: the JSON-lines driver of SPEC §12 as a pure state machine over lines
-//!   ([`driver::Driver`]), its line types and line builders, and (with the `schema` feature)
-//!   the JSON Schema of its lines. Its items are reached there only, never at the root.
-//! - [`script`]: a scripted host, the one host loop the tests, the demo, the benchmarks and
-//!   the workloads share ([`script::Script`], [`script::serve`], [`script::drain`]); also
-//!   what an embedder's own tests can drive an agent with.
-//! - `store::conformance` (with the `conformance` feature): the backend conformance suite and
-//!   its `runcore::conformance_tests!` macro. The `store` module holds nothing else; without
-//!   the feature it is private.
+//!   ([`driver::Driver`]), its line types and line builders, the input limits every door
+//!   applies ([`driver::limits`]), the §10 error body ([`driver::error_body`]) and (with the
+//!   `schema` feature) the JSON Schema of its lines.
+//! - [`host`]: host operations on a store, each taking the host's clock as an argument — one
+//!   claimed session ([`host::ClaimedSession`], [`host::ClaimHeld`]), answering an approval
+//!   ([`host::answer_permission`]), sweeping due work ([`host::sweep`]), the durable driver
+//!   ([`host::DurableDriver`]), forking ([`host::fork_thread`]) and the scripted host
+//!   ([`host::script`]) the tests, the demo and the benchmarks share.
+//! - [`store`]: what a backend author needs — the ports ([`store::CommitLog`],
+//!   [`store::CommittedThreadView`], [`store::CheckpointReader`], [`store::ThreadClaims`]),
+//!   [`store::StoreError`], the in-memory reference [`store::MemoryStore`], the admission rule
+//!   ([`store::admit`]), the claim decisions, the digests and the payload hash
+//!   ([`store::canonical_json`], [`store::sha256_hex`]) and, with the `conformance` feature,
+//!   the conformance suite and its `runcore::conformance_tests!` macro.
 //!
 //! At the root, by concern:
 //!
@@ -95,15 +102,12 @@
 //!   [`ResumeResult`], [`validate_resume`] and its [`ResumeError`].
 //! - State: [`StateCommand`], [`StateScope`], [`MergePolicy`], [`MaterializedState`].
 //! - Commits: [`ThreadCommit`] (assemble, validate), [`AuditDraft`], [`CommitOperation`] with
-//!   its [`CommitRecord`] and [`CommitReceipt`], [`CommitError`], and the payload hash's
-//!   [`canonical_json`] and [`sha256_hex`].
-//! - The store ports: [`CommitLog`], [`CommittedThreadView`], [`CheckpointReader`],
-//!   [`StoreHandles`], [`StoreError`], the transcript digest ([`transcript_digest`]) and the
-//!   in-memory reference coordinator [`MemoryStore`].
+//!   its [`CommitRecord`] and [`CommitReceipt`], and [`CommitError`].
 //! - Threads that begin with history (SPEC §8.10): [`Agent::import`],
-//!   [`Agent::prompt_messages`], the read port [`CommittedThreadView::thread_as_of`] and the
-//!   host operation [`fork_thread`] with [`forked_from`]; the lossless content of §2.1 lives on
-//!   the message types ([`Meta`], [`DeltaKind`], [`Usage`]).
+//!   [`Agent::prompt_messages`]; the read port
+//!   [`store::CommittedThreadView::thread_as_of`] and the host operation
+//!   [`host::fork_thread`]; the lossless content of §2.1 lives on the message types ([`Meta`],
+//!   [`DeltaKind`], [`Usage`]).
 //! - The agent: [`Agent`], [`AgentConfig`], [`Input`], [`Output`] ([`AgentCommit`],
 //!   [`AgentEvent`], [`Action`]), [`AgentError`], the reducer ([`reduce`], [`AgentState`]),
 //!   [`Observers`], snapshots ([`AgentSnapshot`]) and recovery ([`RecoveryPolicy`],
@@ -186,24 +190,19 @@
 #![forbid(unsafe_code)]
 
 mod agent;
-mod answer;
 mod canonical;
 mod commit;
 pub mod driver;
 mod error;
-mod fork;
 mod hash;
+pub mod host;
 mod ids;
 mod message;
 mod resume;
 mod run;
 mod schema_via;
-pub mod script;
 mod state;
-#[cfg(feature = "conformance")]
 pub mod store;
-#[cfg(not(feature = "conformance"))]
-mod store;
 
 pub use agent::{
     AGENT_SCHEMA_VERSION, Action, Agent, AgentCommit, AgentConfig, AgentEvent, AgentSnapshot,
@@ -211,15 +210,11 @@ pub use agent::{
     ObserverId, Observers, Output, QueueMode, RecoverError, RecoveryPolicy, RunResult,
     SnapshotError, ToolPolicy, ToolSpec, reduce,
 };
-pub use answer::{AnswerError, Answered, DECIDED_BY, answer_permission};
-pub use canonical::canonical_json;
 pub use commit::{
     AuditDraft, COMMIT_SCHEMA_VERSION, CommitError, CommitOperation, CommitReceipt, CommitRecord,
     OperationId, ThreadCommit, WaitBoundary,
 };
 pub use error::{AgentError, UnknownName};
-pub use fork::{ForkError, ForkOrigin, Forked, fork_thread, forked_from};
-pub use hash::sha256_hex;
 pub use ids::{CallId, RunId, Step, ThreadId, ToolName};
 pub use message::{
     AssistantBlock, AssistantMessage, ContentBlock, DeltaKind, Message, Meta, ResultOutcome, Role,
@@ -232,19 +227,3 @@ pub use resume::{
 };
 pub use run::{EndCause, Failure, RunDisposition, RunRecord, RunState};
 pub use state::{MaterializedState, MergePolicy, StateAction, StateCommand, StateScope};
-pub use store::admission::{
-    Admission, AppendPlan, CommitHead, RunHead, StoreSequences, admit, admit_commit,
-};
-pub use store::claims::{
-    Claim, ClaimGrant, ClaimRecord, ClaimRequest, ClaimToken, DueReason, DueWork,
-    MAX_CLAIM_ID_BYTES, MAX_LEASE_MS, check_claim_request, check_commit_claim, check_lease,
-    check_token, decide_claim, decide_release, decide_renew, due_order,
-};
-pub use store::intercept::{Intercept, InterceptHandles, Intercepted};
-pub use store::memory::MemoryStore;
-pub use store::ports::{
-    CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, Store, StoreError,
-    StoreHandles, ThreadAsOf, ThreadClaims, ThreadSummary, TranscriptError, TranscriptSnapshotRef,
-    chain_digest, check_ranges, transcript_digest,
-};
-pub use store::shared::SharedStore;

@@ -4,6 +4,7 @@
 //! for the thread's new head digest. This pins it in the root crate, where the mutant that
 //! made it return `""` lived (see docs/mutants.md).
 
+use runcore::store::*;
 use runcore::*;
 
 fn commit(messages: Vec<Message>) -> ThreadCommit {

@@ -6,11 +6,11 @@ mod common;
 
 use common::strategies::{audit_draft, run_disposition, state_command};
 use proptest::prelude::*;
+use runcore::store::{canonical_json, sha256_hex};
 use runcore::{
     AuditDraft, COMMIT_SCHEMA_VERSION, CallId, CommitError, CommitOperation, EndCause, MergePolicy,
     Message, PauseReason, PendingTool, ResumeTicket, RunDisposition, RunId, RunState, StateCommand,
-    StateScope, ThreadCommit, ThreadId, ToolWaitReason, WaitBoundary, WaitIdentity, canonical_json,
-    sha256_hex,
+    StateScope, ThreadCommit, ThreadId, ToolWaitReason, WaitBoundary, WaitIdentity,
 };
 use serde_json::{Value, json};
 

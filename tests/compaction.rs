@@ -7,6 +7,7 @@
 mod common;
 
 use runcore::driver::{ContextMode, Driver};
+use runcore::store::*;
 use runcore::*;
 use serde_json::{Value, json};
 

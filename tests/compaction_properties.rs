@@ -11,6 +11,7 @@
 mod common;
 
 use proptest::prelude::*;
+use runcore::store::*;
 use runcore::*;
 use serde_json::json;
 

@@ -5,6 +5,7 @@ mod common;
 
 use common::harness::{Harness, Reply};
 use runcore::driver::Driver;
+use runcore::store::*;
 use runcore::*;
 use serde_json::{Value, json};
 

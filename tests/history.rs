@@ -4,10 +4,10 @@
 mod common;
 
 use runcore::driver::Driver;
+use runcore::store::{CommitLog, MemoryStore};
 use runcore::{
-    Agent, AgentConfig, AgentEvent, AssistantBlock, AssistantMessage, CommitLog, EndCause,
-    MemoryStore, Message, Output, RecoveryPolicy, RunDisposition, StopReason, ThreadId,
-    ToolResultMessage, UserMessage, reduce,
+    Agent, AgentConfig, AgentEvent, AssistantBlock, AssistantMessage, EndCause, Message, Output,
+    RecoveryPolicy, RunDisposition, StopReason, ThreadId, ToolResultMessage, UserMessage, reduce,
 };
 use serde_json::{Value, json};
 

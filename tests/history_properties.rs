@@ -15,10 +15,12 @@ mod common;
 use std::collections::BTreeSet;
 
 use proptest::prelude::*;
+use runcore::host::fork_thread;
+use runcore::store::{CommitLog, CommittedThreadView, MemoryStore};
 use runcore::{
-    Agent, AgentConfig, AssistantBlock, AssistantMessage, CommitLog, CommitOperation,
-    CommittedThreadView, MemoryStore, Message, Output, RecoveryPolicy, ResultOutcome, StopReason,
-    ThreadId, ToolOutput, ToolResultMessage, UserMessage, fork_thread,
+    Agent, AgentConfig, AssistantBlock, AssistantMessage, CommitOperation, Message, Output,
+    RecoveryPolicy, ResultOutcome, StopReason, ThreadId, ToolOutput, ToolResultMessage,
+    UserMessage,
 };
 use serde_json::json;
 

@@ -45,7 +45,8 @@ mod common;
 use common::harness::{Harness, Reply, check_pairing};
 use proptest::prelude::*;
 use proptest::sample::Index;
-use runcore::script::ModelTurn;
+use runcore::host::script::ModelTurn;
+use runcore::store::*;
 use runcore::*;
 use serde_json::json;
 

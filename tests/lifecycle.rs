@@ -7,11 +7,11 @@ mod common;
 
 use common::strategies::run_state;
 use proptest::prelude::*;
+use runcore::store::{CommitLog, CommittedThreadView, MemoryStore};
 use runcore::{
-    AuditDraft, CallId, CommitError, CommitLog, CommitOperation, CommittedThreadView, EndCause,
-    Failure, MemoryStore, Message, PauseReason, PendingTool, RemoteInputReason, ResumeTicket,
-    RunDisposition, RunId, RunState, StateCommand, StateScope, ThreadCommit, ThreadId,
-    ToolWaitReason, WaitIdentity,
+    AuditDraft, CallId, CommitError, CommitOperation, EndCause, Failure, Message, PauseReason,
+    PendingTool, RemoteInputReason, ResumeTicket, RunDisposition, RunId, RunState, StateCommand,
+    StateScope, ThreadCommit, ThreadId, ToolWaitReason, WaitIdentity,
 };
 use serde_json::json;
 

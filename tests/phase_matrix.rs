@@ -9,6 +9,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
+use runcore::store::*;
 use runcore::*;
 use serde_json::json;
 

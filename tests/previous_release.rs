@@ -7,9 +7,9 @@
 //! printed for it. Its commit lines are what that release stored.
 
 use runcore::driver::{Driver, InputLine, StoreWrite};
+use runcore::store::{CommitLog, CommittedThreadView, MemoryStore};
 use runcore::{
-    Agent, AgentConfig, CommitLog, CommittedThreadView, Input, MemoryStore, Output,
-    PermissionDecision, RecoveryPolicy, ResumeResult, ThreadId,
+    Agent, AgentConfig, Input, Output, PermissionDecision, RecoveryPolicy, ResumeResult, ThreadId,
 };
 use serde_json::Value;
 

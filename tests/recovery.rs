@@ -10,6 +10,7 @@
 mod common;
 
 use common::harness::{Harness, Reply};
+use runcore::store::*;
 use runcore::*;
 use serde_json::json;
 

@@ -8,10 +8,11 @@ use std::fmt::Debug;
 
 use common::strategies::*;
 use proptest::prelude::*;
+use runcore::store::{CommitLog, MemoryStore};
 use runcore::{
-    AuditDraft, AwaitTarget, CallId, CommitLog, EndCause, Failure, Input, MaterializedState,
-    MemoryStore, PauseReason, PendingTool, PermissionDecision, RemoteInputReason, ResumeResult,
-    ResumeTicket, RunDisposition, RunId, RunState, ToolOutput, ToolWaitReason, WaitIdentity,
+    AuditDraft, AwaitTarget, CallId, EndCause, Failure, Input, MaterializedState, PauseReason,
+    PendingTool, PermissionDecision, RemoteInputReason, ResumeResult, ResumeTicket, RunDisposition,
+    RunId, RunState, ToolOutput, ToolWaitReason, WaitIdentity,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -334,12 +335,13 @@ fn event_scope_rejects_unknown_fields() {
         r#"{"type":"thread","thread":"t"}"#,
     ] {
         assert!(
-            serde_json::from_str::<runcore::EventScope>(bad).is_err(),
+            serde_json::from_str::<runcore::store::EventScope>(bad).is_err(),
             "{bad}"
         );
     }
-    let scope: runcore::EventScope = serde_json::from_str(r#"{"type":"thread","id":"t"}"#).unwrap();
-    assert_eq!(scope, runcore::EventScope::Thread("t".into()));
+    let scope: runcore::store::EventScope =
+        serde_json::from_str(r#"{"type":"thread","id":"t"}"#).unwrap();
+    assert_eq!(scope, runcore::store::EventScope::Thread("t".into()));
 }
 
 /// Every typed audit draft the crate writes, in its stored `{kind, payload}` shape (SPEC §6),

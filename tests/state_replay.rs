@@ -7,9 +7,10 @@ mod common;
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
+use runcore::store::{CommitLog, CommittedThreadView, MemoryStore};
 use runcore::{
-    CommitLog, CommittedThreadView, EndCause, MaterializedState, MemoryStore, MergePolicy,
-    RunDisposition, RunId, StateAction, StateCommand, StateScope, ThreadCommit, ThreadId,
+    EndCause, MaterializedState, MergePolicy, RunDisposition, RunId, StateAction, StateCommand,
+    StateScope, ThreadCommit, ThreadId,
 };
 use serde_json::{Map, Value, json};
 

@@ -8,14 +8,17 @@ use std::ops::Range;
 
 use proptest::prelude::*;
 use runcore::store::conformance;
-use runcore::{
-    AuditDraft, CheckpointReader, Claim, ClaimRequest, CommitError, CommitLog, CommitOperation,
-    CommitReceipt, CommitRecord, CommittedThreadView, DueWork, EndCause, EventRecord, EventScope,
-    MemoryStore, MergePolicy, Message, PauseReason, ResumeTicket, RunDisposition, RunId, RunRecord,
-    StateCommand, StateScope, StoreError, ThreadClaims, ThreadCommit, ThreadId, ThreadSummary,
-    TranscriptError, TranscriptSnapshotRef, WaitIdentity,
+use runcore::store::{
+    CheckpointReader, Claim, ClaimRequest, CommitLog, CommittedThreadView, DueWork, EventRecord,
+    EventScope, MemoryStore, StoreError, ThreadClaims, ThreadSummary, TranscriptError,
+    TranscriptSnapshotRef,
 };
-use runcore::{Intercept, Intercepted, SharedStore};
+use runcore::store::{Intercept, Intercepted, SharedStore};
+use runcore::{
+    AuditDraft, CommitError, CommitOperation, CommitReceipt, CommitRecord, EndCause, MergePolicy,
+    Message, PauseReason, ResumeTicket, RunDisposition, RunId, RunRecord, StateCommand, StateScope,
+    ThreadCommit, ThreadId, WaitIdentity,
+};
 use serde_json::{Value, json};
 
 runcore::conformance_tests!(|| SharedStore::new(MemoryStore::new()));

@@ -12,7 +12,7 @@
 //!   events, commits, checks or ids): what any agent must at least do, the floor the core's
 //!   cost is compared to.
 //!
-//! Both run on `runcore::script::serve`, the one scripted host of the repository, with a
+//! Both run on `runcore::host::script::serve`, the one scripted host of the repository, with a
 //! sink that drops every output (as a host that forwards them elsewhere would), so the
 //! figures are the core's cost plus that host's. (Until 2026-12-03 they kept a hand-written
 //! loop: `serve` then cost +12.7% on w1 and +4.9% on w2. Streamed deltas now move their text
@@ -22,7 +22,7 @@
 
 use std::convert::Infallible;
 
-use runcore::script::{self, ModelOnly, ModelTurn, Script, Stop};
+use runcore::host::script::{self, ModelOnly, ModelTurn, Script, Stop};
 use runcore::{
     Agent, AgentConfig, AssistantBlock, AssistantMessage, Message, ModelRequest, Output, RunId,
     Step, StopReason, ToolCall, ToolOutput, UserMessage,

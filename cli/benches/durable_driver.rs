@@ -24,9 +24,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Instant;
 
-use runcore::script::{self, ModelTurn, Script, ServeError, Stop};
+use runcore::host::script::{self, ModelTurn, Script, ServeError, Stop};
+use runcore::store::CommitLog;
 use runcore::{
-    Action, Agent, AgentConfig, AssistantMessage, CommitLog, ModelRequest, Output, RunId, ToolCall,
+    Action, Agent, AgentConfig, AssistantMessage, ModelRequest, Output, RunId, ToolCall,
     ToolOutput, UserMessage,
 };
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
@@ -180,7 +181,7 @@ enum Held {
     /// At the last model call, on purpose (`ended` false).
     AtLastCall,
     /// The store refused a commit.
-    Store(runcore::StoreError),
+    Store(runcore::store::StoreError),
 }
 
 /// Commits a w1 session of about `messages` messages on thread `t` straight into SQLite; with

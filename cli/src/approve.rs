@@ -1,6 +1,6 @@
 //! `runcore approve RUN` and `runcore deny RUN` (SPEC §12.5): a person answers a run's
 //! current permission ticket from the command line, through the core's
-//! [`answer_permission`](runcore::answer_permission) (the same function the console calls).
+//! [`answer_permission`](runcore::host::answer_permission) (the same function the console calls).
 //!
 //! Output: one JSON line `{"thread_id","version"}` (the thread's version after the answer's
 //! commit). Exit status: 0 answered; 1 the run does not await a permission (the §10 error as
@@ -11,7 +11,8 @@
 
 use std::process::ExitCode;
 
-use runcore::{AnswerError, PermissionDecision, RunId};
+use runcore::host::AnswerError;
+use runcore::{PermissionDecision, RunId};
 
 use crate::store::{self, Access, StoreUrl, wall_clock_ms};
 
@@ -36,9 +37,9 @@ pub fn main(command: &str, run: &str, url: &str, decision: PermissionDecision) -
         Err(message) => return crate::start_error(command, &message),
     };
     let now_ms = wall_clock_ms();
-    let mut claim = runcore::driver::ClaimOptions::new(runcore_store_url::default_owner(), 30_000);
+    let mut claim = runcore::host::ClaimOptions::new(runcore_store_url::default_owner(), 30_000);
     claim.request_id = format!("{command}.{}.{now_ms}", std::process::id());
-    match runcore::answer_permission(backend.as_mut(), &run, decision, &claim, now_ms) {
+    match runcore::host::answer_permission(backend.as_mut(), &run, decision, &claim, now_ms) {
         Ok(answered) => {
             let mut line = crate::inspect::json_line(&answered);
             line.push('\n');

@@ -18,10 +18,10 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
 use runcore::driver::{ContextMode, error_line, idle_line, render_output_line};
-use runcore::script::{self, ModelTurn};
+use runcore::host::script::{self, ModelTurn};
+use runcore::store::{CheckpointReader, CommitLog, CommittedThreadView, EventScope, MemoryStore};
 use runcore::{
-    Action, Agent, AgentConfig, AssistantBlock, AssistantMessage, CallId, CheckpointReader,
-    CommitLog, CommittedThreadView, EventScope, Input, MemoryStore, Message, Output,
+    Action, Agent, AgentConfig, AssistantBlock, AssistantMessage, CallId, Input, Message, Output,
     RecoveryPolicy, ResumeCommand, ResumeResult, RunDisposition, RunId, RunState, StopReason,
     ThreadCommit, ThreadId, ToolCall, ToolOutput, ToolSpec, UserMessage,
 };
@@ -149,7 +149,7 @@ struct Host<S> {
     out: String,
 }
 
-impl<S: CommitLog + CheckpointReader + runcore::ThreadClaims> Host<S> {
+impl<S: CommitLog + CheckpointReader + runcore::store::ThreadClaims> Host<S> {
     /// A host over `store`, with a fresh agent (`agent` None) or a given one.
     fn new(json: bool, store: S, agent: Option<Agent>) -> DemoResult<Host<S>> {
         let agent = match agent {
@@ -235,7 +235,7 @@ impl<S: CommitLog + CheckpointReader + runcore::ThreadClaims> Host<S> {
                 out.push_str(&output_text(output));
             }
             out.push('\n');
-            Ok::<(), runcore::StoreError>(())
+            Ok::<(), runcore::store::StoreError>(())
         };
         match script::drain(&mut self.agent, &mut sink)? {
             Some(Action::CallModel { run_id, step, .. }) => self.model_call = Some((run_id, step)),

@@ -17,13 +17,10 @@ use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use runcore::driver::{
-    ClaimOptions, ConfigObjectError, ContextMode, Driver, DurableDriver, DurableLines,
-    DurableOptions, DurableStartError, InputLine, MAX_LINE_BYTES,
-};
-use runcore::{
-    Agent, AgentConfig, CommitError, Input, RecoveryPolicy, Store, StoreError, ThreadId,
-};
+use runcore::driver::{ConfigObjectError, ContextMode, Driver, InputLine, MAX_LINE_BYTES};
+use runcore::host::{ClaimOptions, DurableDriver, DurableLines, DurableOptions, DurableStartError};
+use runcore::store::{Store, StoreError};
+use runcore::{Agent, AgentConfig, CommitError, Input, RecoveryPolicy, ThreadId};
 use runcore_store_url::wall_clock_ms;
 use serde_json::Value;
 
@@ -430,11 +427,9 @@ mod tests {
     use super::*;
     use std::io::Read;
 
-    use runcore::SharedStore;
-    use runcore::{
-        CommitLog, CommitOperation, CommittedThreadView, MemoryStore, Message, RunId, StoreHandles,
-        ThreadClaims, ThreadCommit,
-    };
+    use runcore::store::SharedStore;
+    use runcore::store::{CommitLog, CommittedThreadView, MemoryStore, StoreHandles, ThreadClaims};
+    use runcore::{CommitOperation, Message, RunId, ThreadCommit};
     use serde_json::json;
 
     /// A session on a handle of `store` (the test keeps its own handle to look inside).

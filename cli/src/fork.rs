@@ -1,5 +1,5 @@
 //! `runcore fork THREAD --at VERSION --to NEW_THREAD --store URL` (SPEC §8.10, §12.6): a thin
-//! I/O shell over [`runcore::fork_thread`].
+//! I/O shell over [`runcore::host::fork_thread`].
 //!
 //! Output: one JSON line `{"thread_id","version","forked_from":{"thread_id","version"}}`.
 //! Exit status: 0 forked; 1 refused (the §10 error as one JSON line on stderr, nothing
@@ -8,7 +8,8 @@
 
 use std::process::ExitCode;
 
-use runcore::{ForkError, ThreadId};
+use runcore::ThreadId;
+use runcore::host::ForkError;
 
 use crate::args::ForkArgs;
 use crate::store::{self, Access, StoreUrl, wall_clock_ms};
@@ -29,7 +30,7 @@ pub fn main(args: ForkArgs) -> ExitCode {
     };
     let parent = ThreadId::new(args.thread);
     let new_thread = ThreadId::new(args.to);
-    match runcore::fork_thread(
+    match runcore::host::fork_thread(
         backend.as_mut(),
         &parent,
         args.at,

@@ -7,7 +7,8 @@
 
 use std::io::{self, Write};
 
-use runcore::{CheckpointReader, EventScope, ResumeTicket, StoreError};
+use runcore::ResumeTicket;
+use runcore::store::{CheckpointReader, EventScope, StoreError};
 use serde::Serialize;
 
 use crate::text::{deadline_text, state_text, ticket_target_text, transcript_line};
@@ -252,10 +253,8 @@ pub fn pending_text(tickets: &[ResumeTicket]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use runcore::{
-        Agent, AgentConfig, CommitLog, CommittedThreadView, MemoryStore, Output, RunId, ThreadId,
-        ToolSpec, UserMessage,
-    };
+    use runcore::store::{CommitLog, CommittedThreadView, MemoryStore};
+    use runcore::{Agent, AgentConfig, Output, RunId, ThreadId, ToolSpec, UserMessage};
 
     /// A store with one ended run and one awaiting run on thread `t`, and an empty thread
     /// listing elsewhere.

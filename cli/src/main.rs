@@ -22,7 +22,8 @@ use std::process::ExitCode;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 use runcore::driver::{input_line_schema, json_schema, output_line_schema};
-use runcore::{EventScope, PermissionDecision, RunId, ThreadId};
+use runcore::store::EventScope;
+use runcore::{PermissionDecision, RunId, ThreadId};
 
 mod approve;
 mod args;
@@ -164,11 +165,11 @@ fn drive(args: DriveArgs) -> ExitCode {
             .unwrap_or_else(|| ThreadId::new("thread-1")),
     };
     let owner = args.owner.unwrap_or_else(store::default_owner);
-    let mut claim_options = runcore::driver::ClaimOptions::new(owner, args.lease_ms);
+    let mut claim_options = runcore::host::ClaimOptions::new(owner, args.lease_ms);
     // Unique to this process start, so a restart that reuses --owner does not inherit the
     // claim its previous start left live.
     claim_options.request_id = store::request_id("drive");
-    if let Err(error) = runcore::check_claim_request(&claim_options.request(&thread)) {
+    if let Err(error) = runcore::store::check_claim_request(&claim_options.request(&thread)) {
         return usage_error(
             "drive",
             ErrorKind::ValueValidation,
@@ -285,7 +286,7 @@ fn events(args: EventsArgs) -> ExitCode {
     }
 }
 
-pub(crate) fn store_failed(command: &str, error: &runcore::StoreError) -> ExitCode {
+pub(crate) fn store_failed(command: &str, error: &runcore::store::StoreError) -> ExitCode {
     eprintln!("runcore {command}: reading the store failed: {error}");
     ExitCode::from(drive::EXIT_STORE)
 }

@@ -1,11 +1,12 @@
 //! `runcore sweep` and `runcore due` (SPEC §12.4): due work with no process holding the
-//! thread. The sweep itself is the library's ([`runcore::driver::sweep`]); this file opens the
+//! thread. The sweep itself is the library's ([`runcore::host::sweep`]); this file opens the
 //! store, reads the wall clock, and prints one JSON line per item.
 
 use std::process::ExitCode;
 
-use runcore::driver::{ClaimOptions, SweepOptions, sweep};
-use runcore::{AgentConfig, DueReason, RecoveryPolicy};
+use runcore::host::{ClaimOptions, SweepOptions, sweep};
+use runcore::store::DueReason;
+use runcore::{AgentConfig, RecoveryPolicy};
 use serde_json::json;
 
 use crate::write_stdout;

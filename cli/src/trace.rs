@@ -12,7 +12,8 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use runcore::{CheckpointReader, RunId, ThreadId};
+use runcore::store::CheckpointReader;
+use runcore::{RunId, ThreadId};
 use runcore_traces::{Span, SpanStatus, TraceError, TraceOptions, spans_from_store, to_otlp_json};
 use serde_json::{Value, json};
 

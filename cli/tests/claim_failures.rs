@@ -22,13 +22,17 @@ use common::console::postgres_store;
 use common::process::{
     Drive, RUNCORE, TempDir, first, kinds, model_text, model_tool, runcore, show_json,
 };
-use runcore::driver::{
-    ClaimOptions, DurableDriver, DurableOptions, InputLine, SweepAction, SweepOptions, sweep,
+use runcore::driver::InputLine;
+use runcore::host::{
+    ClaimOptions, DurableDriver, DurableOptions, SweepAction, SweepOptions, sweep,
+};
+use runcore::store::{
+    CheckpointReader, Claim, ClaimRequest, CommitLog, CommittedThreadView, DueReason, DueWork,
+    Intercept, Intercepted, MemoryStore, StoreError, ThreadClaims,
 };
 use runcore::{
-    AgentConfig, CheckpointReader, Claim, ClaimRequest, CommitError, CommitLog, CommitOperation,
-    CommitReceipt, CommittedThreadView, DueReason, DueWork, Input, Intercept, Intercepted,
-    MemoryStore, RecoveryPolicy, RunState, StoreError, ThreadClaims, ThreadCommit, ThreadId,
+    AgentConfig, CommitError, CommitOperation, CommitReceipt, Input, RecoveryPolicy, RunState,
+    ThreadCommit, ThreadId,
 };
 use runcore_sqlite::{SqliteOptions, SqliteStore};
 use serde_json::{Value, json};

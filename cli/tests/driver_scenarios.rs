@@ -19,9 +19,10 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use runcore::driver::{ContextMode, Driver, InputLine};
+use runcore::store::{CommitLog, MemoryStore};
 use runcore::{
-    Agent, AgentEvent, AgentState, AgentStatus, CommitLog, MemoryStore, Message, RecoveryPolicy,
-    ThreadCommit, ThreadId, reduce,
+    Agent, AgentEvent, AgentState, AgentStatus, Message, RecoveryPolicy, ThreadCommit, ThreadId,
+    reduce,
 };
 use serde_json::Value;
 

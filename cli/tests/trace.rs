@@ -16,8 +16,9 @@ use common::process::{Drive, TempDir, first, runcore};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value;
 use opentelemetry_proto::tonic::trace::v1::Span as ProtoSpan;
+use runcore::ThreadId;
 use runcore::driver::{Driver, StoreWrite};
-use runcore::{CommitLog, MemoryStore, ThreadId};
+use runcore::store::{CommitLog, MemoryStore};
 use runcore_traces::{Span, TraceOptions, spans_from_store, to_otlp_json};
 use serde_json::Value;
 

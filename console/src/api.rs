@@ -23,9 +23,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use runcore::driver::ErrorBody;
-use runcore::{
-    AnswerError, Answered, CheckpointReader, EventScope, PermissionDecision, RunId, ThreadId,
-};
+use runcore::host::{AnswerError, Answered};
+use runcore::store::{CheckpointReader, EventScope};
+use runcore::{PermissionDecision, RunId, ThreadId};
 use runcore_store_blocking::Blocking;
 use serde_json::{Map, Value};
 
@@ -78,7 +78,7 @@ pub(crate) fn shared<S: Send + 'static>(
 /// 127.0.0.1 (DNS rebinding) then cannot read the console through the browser either.
 pub(crate) fn router<S>(state: AppState<S>, local_hosts: Option<Vec<String>>) -> Router
 where
-    S: runcore::Store + Send + 'static,
+    S: runcore::store::Store + Send + 'static,
 {
     let hosts = Arc::new(local_hosts);
     let remote = state.remote;
@@ -216,7 +216,7 @@ async fn check_host(
 
 fn routes<S>(state: AppState<S>) -> Router
 where
-    S: runcore::Store + Send + 'static,
+    S: runcore::store::Store + Send + 'static,
 {
     Router::new()
         .route("/", get(threads_page::<S>))
@@ -252,7 +252,7 @@ impl Failure {
         }
     }
 
-    fn store(error: &runcore::StoreError) -> Self {
+    fn store(error: &runcore::store::StoreError) -> Self {
         Failure::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "store",
@@ -351,7 +351,7 @@ where
 
 async fn threads_page<S>(State(state): State<AppState<S>>) -> Response
 where
-    S: runcore::Store + Send + 'static,
+    S: runcore::store::Store + Send + 'static,
 {
     match with_store(&state, |s| shapes::threads(&*s)).await {
         Ok(Ok(lines)) => page_response(
@@ -371,16 +371,16 @@ where
 /// `show`'s view of a thread, where each of its runs starts in the transcript, and its spans
 /// derived from its commits (SPEC §14: the timeline and the decisions).
 fn thread_with_starts(
-    store: &(impl CheckpointReader + runcore::ThreadClaims),
+    store: &(impl CheckpointReader + runcore::store::ThreadClaims),
     thread: &ThreadId,
 ) -> Result<
     (
         shapes::ThreadView,
         html::RunStarts,
         Vec<runcore_traces::Span>,
-        Vec<runcore::Forked>,
+        Vec<runcore::host::Forked>,
     ),
-    runcore::StoreError,
+    runcore::store::StoreError,
 > {
     let view = shapes::show(store, thread)?;
     let forks = shapes::forks_of(store, thread)?;
@@ -401,7 +401,7 @@ fn thread_with_starts(
                     starts.push((at, event.run_id.to_string()));
                 }
             }
-            Ok::<(), runcore::StoreError>(())
+            Ok::<(), runcore::store::StoreError>(())
         },
     )?;
     let options = runcore_traces::TraceOptions::default();
@@ -416,7 +416,7 @@ fn thread_with_starts(
 
 async fn thread_page<S>(State(state): State<AppState<S>>, Path(thread_id): Path<String>) -> Response
 where
-    S: runcore::Store + Send + 'static,
+    S: runcore::store::Store + Send + 'static,
 {
     let thread = ThreadId::new(thread_id);
     let title = format!("Thread {thread}");
@@ -440,7 +440,7 @@ async fn pending_page<S>(
     Query(query): Query<BTreeMap<String, String>>,
 ) -> Response
 where
-    S: runcore::Store + Send + 'static,
+    S: runcore::store::Store + Send + 'static,
 {
     let notice = match (
         query.get("answered"),
@@ -511,9 +511,9 @@ fn scope_of(query: &EventsQuery) -> EventScope {
 async fn read_events<S>(
     state: &AppState<S>,
     query: &EventsQuery,
-) -> Result<Vec<runcore::EventRecord>, Failure>
+) -> Result<Vec<runcore::store::EventRecord>, Failure>
 where
-    S: runcore::Store + Send + 'static,
+    S: runcore::store::Store + Send + 'static,
 {
     let (scope, from, limit) = (scope_of(query), query.from, query.limit);
     with_store(state, move |s| shapes::events(&*s, &scope, from, limit))
@@ -526,7 +526,7 @@ async fn events_page<S>(
     Query(query): Query<BTreeMap<String, String>>,
 ) -> Response
 where
-    S: runcore::Store + Send + 'static,
+    S: runcore::store::Store + Send + 'static,
 {
     let query = match events_query(&query) {
         Ok(query) => query,
@@ -548,7 +548,7 @@ where
 
 async fn api_threads<S>(State(state): State<AppState<S>>) -> Response
 where
-    S: runcore::Store + Send + 'static,
+    S: runcore::store::Store + Send + 'static,
 {
     match with_store(&state, |s| shapes::threads(&*s)).await {
         Ok(Ok(lines)) => json_response(StatusCode::OK, &lines),
@@ -559,7 +559,7 @@ where
 
 async fn api_thread<S>(State(state): State<AppState<S>>, Path(thread_id): Path<String>) -> Response
 where
-    S: runcore::Store + Send + 'static,
+    S: runcore::store::Store + Send + 'static,
 {
     let thread = ThreadId::new(thread_id);
     match with_store(&state, move |s| shapes::show(&*s, &thread)).await {
@@ -571,7 +571,7 @@ where
 
 async fn api_pending<S>(State(state): State<AppState<S>>) -> Response
 where
-    S: runcore::Store + Send + 'static,
+    S: runcore::store::Store + Send + 'static,
 {
     match with_store(&state, |s| shapes::pending(&*s)).await {
         Ok(Ok(tickets)) => json_response(StatusCode::OK, &tickets),
@@ -585,7 +585,7 @@ async fn api_events<S>(
     Query(query): Query<BTreeMap<String, String>>,
 ) -> Response
 where
-    S: runcore::Store + Send + 'static,
+    S: runcore::store::Store + Send + 'static,
 {
     let query = match events_query(&query) {
         Ok(query) => query,
@@ -627,7 +627,7 @@ async fn decide<S>(
     decision: PermissionDecision,
 ) -> Result<Answered, Failure>
 where
-    S: runcore::Store + Send + 'static,
+    S: runcore::store::Store + Send + 'static,
 {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -636,13 +636,13 @@ where
     // at once are two attempts and exactly one gets the thread.
     static DECISIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let attempt = DECISIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut claim = runcore::driver::ClaimOptions::new(
+    let mut claim = runcore::host::ClaimOptions::new(
         format!("console:{}", std::process::id()),
         DECISION_LEASE_MS,
     );
     claim.request_id = format!("decision.{now_ms}.{attempt}");
     with_store(state, move |s| {
-        runcore::answer_permission(s, &run, decision, &claim, now_ms)
+        runcore::host::answer_permission(s, &run, decision, &claim, now_ms)
     })
     .await?
     .map_err(|e| Failure::of_answer(&e))
@@ -655,7 +655,7 @@ async fn api_decision<S>(
     body: Bytes,
 ) -> Response
 where
-    S: runcore::Store + Send + 'static,
+    S: runcore::store::Store + Send + 'static,
 {
     if !bearer(&headers).is_some_and(|given| state.token.matches(given)) {
         return unauthorized().json();
@@ -725,7 +725,7 @@ async fn form_decision<S>(
     body: Bytes,
 ) -> Response
 where
-    S: runcore::Store + Send + 'static,
+    S: runcore::store::Store + Send + 'static,
 {
     let fields: BTreeMap<String, String> = match serde_urlencoded_pairs(&body) {
         Some(fields) => fields,

@@ -7,7 +7,8 @@
 
 use std::fmt::Write as _;
 
-use runcore::{EventRecord, ResumeTicket, RunState};
+use runcore::store::EventRecord;
+use runcore::{ResumeTicket, RunState};
 use runcore_traces::{AttributeValue, Span, SpanStatus};
 use serde_json::Value;
 
@@ -167,7 +168,7 @@ pub fn threads_page(lines: &[ThreadLine], now_ms: u64) -> String {
 }
 
 /// Where a thread comes from and what was forked from it (SPEC §8.10), linked both ways.
-fn lineage(view: &ThreadView, forks: &[runcore::Forked]) -> String {
+fn lineage(view: &ThreadView, forks: &[runcore::host::Forked]) -> String {
     let mut text = String::new();
     if let Some(origin) = &view.forked_from {
         let _ = writeln!(
@@ -224,7 +225,7 @@ pub fn thread_page(
     view: &ThreadView,
     run_starts: &RunStarts,
     spans: &[Span],
-    forks: &[runcore::Forked],
+    forks: &[runcore::host::Forked],
     now_ms: u64,
 ) -> String {
     let context_start = view.context_start;

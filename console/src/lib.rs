@@ -4,7 +4,7 @@
 //!
 //! - Reads go through the core's read ports only, as `runcore show` does ([`shapes`] holds the
 //!   JSON shapes both print).
-//! - A decision is the core's [`answer_permission`](runcore::answer_permission): one fenced
+//! - A decision is the core's [`answer_permission`](runcore::host::answer_permission): one fenced
 //!   Running commit with the `permission_decided` draft, exactly as a host's `resume_ticket`
 //!   would commit it. Running the approved call is the next worker's (a `drive --store`
 //!   restart, a fleet worker), never the console's.
@@ -108,7 +108,7 @@ pub fn serve<S>(
     announce: impl FnOnce(&str, &str),
 ) -> Result<(), ConsoleError>
 where
-    S: runcore::Store + Send + 'static,
+    S: runcore::store::Store + Send + 'static,
 {
     check_listen(options.listen, options.allow_remote)?;
     let token = Token::generate()?;

@@ -5,10 +5,9 @@
 //! Each is gathered through the core's read ports only ([`CheckpointReader`]), so it reads
 //! any backend the same way.
 
-use runcore::{
-    AuditDraft, CheckpointReader, Claim, EventRecord, EventScope, ForkOrigin, Message,
-    ResumeTicket, RunId, RunRecord, RunState, StoreError, ThreadClaims, ThreadId,
-};
+use runcore::host::ForkOrigin;
+use runcore::store::{CheckpointReader, Claim, EventRecord, EventScope, StoreError, ThreadClaims};
+use runcore::{AuditDraft, Message, ResumeTicket, RunId, RunRecord, RunState, ThreadId};
 pub use runcore_store_url::wall_clock_ms;
 use serde::Serialize;
 
@@ -204,7 +203,7 @@ pub const FORK_SCAN: usize = 2_000;
 pub fn forks_of<S: CheckpointReader + ?Sized>(
     store: &S,
     thread: &ThreadId,
-) -> Result<Vec<runcore::Forked>, StoreError> {
+) -> Result<Vec<runcore::host::Forked>, StoreError> {
     let mut forks = Vec::new();
     let mut after: Option<ThreadId> = None;
     let mut seen = 0;
@@ -217,10 +216,10 @@ pub fn forks_of<S: CheckpointReader + ?Sized>(
             if summary.thread_id == *thread {
                 continue;
             }
-            if let Some(origin) = runcore::forked_from(store, &summary.thread_id)?
+            if let Some(origin) = runcore::host::forked_from(store, &summary.thread_id)?
                 && origin.thread_id == *thread
             {
-                forks.push(runcore::Forked {
+                forks.push(runcore::host::Forked {
                     thread_id: summary.thread_id,
                     version: summary.version,
                     forked_from: origin,

@@ -8,10 +8,8 @@
 use std::collections::BTreeMap;
 
 use libfuzzer_sys::fuzz_target;
-use runcore::{
-    CommitLog, CommitOperation, CommitReceipt, EndCause, MemoryStore, Message, RunDisposition,
-    RunId, StoreError, ThreadCommit, ThreadId,
-};
+use runcore::{CommitOperation, CommitReceipt, EndCause, Message, RunDisposition, RunId, ThreadCommit, ThreadId};
+use runcore::store::{CommitLog, MemoryStore, StoreError};
 
 /// What the model knows of a run.
 struct Run {

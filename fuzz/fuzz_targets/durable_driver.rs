@@ -7,11 +7,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use runcore::driver::{DurableDriver, DurableOptions, idle_line};
-use runcore::{
-    CommitLog, CommitOperation, CommitReceipt, CommitRecord, CommittedThreadView, Intercept,
-    Intercepted, MemoryStore, SharedStore, StoreError, ThreadCommit, ThreadId,
-};
+use runcore::driver::{idle_line};
+use runcore::host::{DurableDriver, DurableOptions};
+use runcore::{CommitOperation, CommitReceipt, CommitRecord, ThreadCommit, ThreadId};
+use runcore::store::{CommitLog, CommittedThreadView, Intercept, Intercepted, MemoryStore, SharedStore, StoreError};
 use serde_json::Value;
 
 /// `MemoryStore`, refusing the commits whose number has its bit set in `refuse`; every other

@@ -60,7 +60,7 @@ pub enum Output {
     /// Work for the host.
     Action(Action),
     /// A durable fact to persist before acting on what follows, with its operation fields
-    /// (SPEC §7.1): apply it with [`CommitLog::commit_operation`](crate::CommitLog) via
+    /// (SPEC §7.1): apply it with [`CommitLog::commit_operation`](crate::store::CommitLog) via
     /// [`AgentCommit::into_operation`]. Boxed, so that every output stays small to move (a
     /// commit is the largest and one of the rarest outputs).
     Commit(Box<AgentCommit>),
@@ -73,7 +73,7 @@ pub enum Output {
 /// The agent counts its own commits: `ordinal` is how many commits of this run it emitted
 /// before (from 0, continuing from the store's count after recovery) and
 /// `expected_thread_version` is the thread's commit count this commit builds on. A host
-/// persists it with [`CommitLog::commit_operation`](crate::CommitLog::commit_operation) on
+/// persists it with [`CommitLog::commit_operation`](crate::store::CommitLog::commit_operation) on
 /// [`into_operation`](AgentCommit::into_operation), so a retry after a lost acknowledgement is a
 /// harmless duplicate and a second writer on the same thread is fenced.
 ///
@@ -106,7 +106,7 @@ impl AgentCommit {
         self.commit.payload_hash()
     }
 
-    /// The operation to apply with [`CommitLog::commit_operation`](crate::CommitLog::commit_operation).
+    /// The operation to apply with [`CommitLog::commit_operation`](crate::store::CommitLog::commit_operation).
     pub fn into_operation(self) -> CommitOperation {
         CommitOperation::new(self.commit, self.ordinal, self.expected_thread_version)
     }

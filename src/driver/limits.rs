@@ -5,7 +5,7 @@
 //!
 //! | limit | rule | refused as |
 //! |---|---|---|
-//! | [`MAX_LINE_BYTES`](super::MAX_LINE_BYTES) | an input line (or the line a binding's method stands for) is at most 64 MiB of UTF-8 | `invalid_json` |
+//! | [`MAX_LINE_BYTES`] | an input line (or the line a binding's method stands for) is at most 64 MiB of UTF-8 | `invalid_json` |
 //! | [`MAX_DEPTH`] | an input's JSON nesting (objects and arrays, the input itself counting 1) is at most 64 | `invalid_input` |
 //! | [`MAX_NOW_MS`] | `now_ms` is an integer from 0 to 2^53 − 1 (exact as a JavaScript number) | `invalid_json` |
 //! | strings | valid Unicode: a lone surrogate (`"\ud800"`) is refused, never replaced by U+FFFD | `invalid_json` |

@@ -21,7 +21,7 @@
 //! zero lease or one over [`MAX_LEASE_MS`] is an [`InvalidClaim`](CommitError::InvalidClaim)
 //! rejection and nothing is written.
 //!
-//! [`admit`]: crate::admit
+//! [`admit`]: crate::store::admit
 
 use serde::{Deserialize, Serialize};
 

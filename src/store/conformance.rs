@@ -1,7 +1,7 @@
 //! The backend-agnostic conformance suite (SPEC §7).
 //!
-//! Any type that implements [`CommitLog`](crate::CommitLog),
-//! [`CheckpointReader`](crate::CheckpointReader) and [`StoreHandles`] can prove it keeps the
+//! Any type that implements [`CommitLog`](crate::store::CommitLog),
+//! [`CheckpointReader`](crate::store::CheckpointReader) and [`StoreHandles`] can prove it keeps the
 //! commit-log contract by running these cases. Each case is a plain function that takes a
 //! fresh, empty store, drives it only through the two traits, and returns `Err` with a message
 //! that says what was expected and what arrived. Nothing here panics, so a broken backend
@@ -22,7 +22,7 @@
 //! ```
 //! use runcore::store::conformance;
 //!
-//! let results = conformance::run_all(|| runcore::SharedStore::new(runcore::MemoryStore::new()));
+//! let results = conformance::run_all(|| runcore::store::SharedStore::new(runcore::store::MemoryStore::new()));
 //! assert_eq!(results.len(), conformance::CASES.len());
 //! for (case, result) in &results {
 //!     assert!(result.is_ok(), "{case}: {result:?}");
@@ -32,8 +32,8 @@
 //! # What the cases assume
 //!
 //! Nothing about a backend beyond the traits, plus three decisions where SPEC §7 is silent:
-//! - The transcript digest is [`transcript_digest`](crate::transcript_digest), so that a
-//!   [`TranscriptSnapshotRef`](crate::TranscriptSnapshotRef) pinned by one backend verifies on
+//! - The transcript digest is [`transcript_digest`](crate::store::transcript_digest), so that a
+//!   [`TranscriptSnapshotRef`](crate::store::TranscriptSnapshotRef) pinned by one backend verifies on
 //!   another.
 //! - A retry of an already committed operation is answered from its stored receipt before any
 //!   other check, so it gets `duplicate = true` even after the thread moved on or the run
@@ -189,8 +189,8 @@ where
 /// the expansion covers every name in [`CASES`](crate::store::conformance::CASES).
 ///
 /// ```ignore
-/// use runcore::SharedStore;
-/// runcore::conformance_tests!(|| SharedStore::new(runcore::MemoryStore::new()));
+/// use runcore::store::SharedStore;
+/// runcore::conformance_tests!(|| SharedStore::new(runcore::store::MemoryStore::new()));
 /// ```
 #[macro_export]
 macro_rules! conformance_tests {

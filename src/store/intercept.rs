@@ -8,9 +8,8 @@
 //! changes.
 //!
 //! ```
-//! use runcore::{
-//!     CommitLog, CommitOperation, CommitReceipt, Intercept, Intercepted, MemoryStore, StoreError,
-//! };
+//! use runcore::{CommitOperation, CommitReceipt};
+//! use runcore::store::{CommitLog, Intercept, Intercepted, MemoryStore, StoreError};
 //!
 //! /// Refuses every commit once `down` is set, as a store whose disk is gone would.
 //! struct Flaky {
@@ -48,9 +47,10 @@ use crate::store::ports::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
     StoreHandles, ThreadAsOf, ThreadClaims, ThreadSummary, TranscriptSnapshotRef,
 };
+use crate::store::{Claim, ClaimRequest, DueWork};
 use crate::{
-    Claim, ClaimRequest, CommitOperation, CommitReceipt, CommitRecord, DueWork, Message,
-    ResumeTicket, RunId, RunRecord, RunState, StateCommand, ThreadCommit, ThreadId,
+    CommitOperation, CommitReceipt, CommitRecord, Message, ResumeTicket, RunId, RunRecord,
+    RunState, StateCommand, ThreadCommit, ThreadId,
 };
 
 /// A wrapper around a store: every port method of [`Intercepted<Self>`] calls the method of the
@@ -389,7 +389,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{MemoryStore, RunDisposition};
+    use crate::RunDisposition;
+    use crate::store::MemoryStore;
     use std::cell::Cell;
 
     /// Counts reads of the run record, refuses commits on demand, forwards the rest.
@@ -464,13 +465,13 @@ mod tests {
 
     /// A wrapper that tags each handle with how many handles opened before it.
     struct Numbered {
-        store: crate::SharedStore<MemoryStore>,
+        store: crate::store::SharedStore<MemoryStore>,
         number: usize,
         opened: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     }
 
     impl Intercept for Numbered {
-        type Inner = crate::SharedStore<MemoryStore>;
+        type Inner = crate::store::SharedStore<MemoryStore>;
         fn inner(&self) -> &Self::Inner {
             &self.store
         }
@@ -495,7 +496,7 @@ mod tests {
     #[test]
     fn a_wrapper_with_handles_opens_handles_onto_the_same_log() {
         let mut first = Intercepted(Numbered {
-            store: crate::SharedStore::new(MemoryStore::new()),
+            store: crate::store::SharedStore::new(MemoryStore::new()),
             number: 0,
             opened: std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         });

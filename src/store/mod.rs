@@ -4,7 +4,7 @@
 //! [`ThreadCommit`](crate::ThreadCommit) atomically; readers see committed facts only, through
 //! [`CommittedThreadView`] and
 //! [`CheckpointReader`]. The crate ships an in-memory reference
-//! coordinator, [`MemoryStore`](crate::MemoryStore), and a backend-agnostic conformance suite
+//! coordinator, [`MemoryStore`], and a backend-agnostic conformance suite
 //! that any host backend can run against its own implementation.
 //!
 //! # Fallible reads and writes (SPEC §7.1)
@@ -16,16 +16,17 @@
 //! or reconnects on `Unavailable`; it never retries a rejection. `MemoryStore` never fails.
 //!
 //! Transcript snapshots pin a committed prefix of a thread's append-only transcript. A pin
-//! carries a chained digest of that prefix ([the transcript digest](crate::transcript_digest)),
+//! carries a chained digest of that prefix ([the transcript digest](transcript_digest)),
 //! so a backend can later prove the prefix is still there, unchanged, without keeping a copy.
 //!
-//! # Where the names live
+//! # Who reads this module
 //!
-//! The ports, `MemoryStore`, `StoreError` and the rest are reached at the crate root only
-//! (`runcore::CommitLog`, …). This module is public for one thing: the backend conformance
-//! suite at `runcore::store::conformance`, which exists with the `conformance` feature (a
-//! backend crate turns it on in its dev-dependencies). Without that feature the module is
-//! private.
+//! Backend authors: the ports a backend implements, the in-memory reference [`MemoryStore`],
+//! the test seam [`Intercept`], the admission rule every backend applies ([`admit`] and its
+//! types), the claim decisions ([`decide_claim`] and the checks beside it), the digests and
+//! the payload hash ([`canonical_json`], [`sha256_hex`]), and, with the `conformance` feature,
+//! the conformance suite (`conformance`). A host that only embeds the agent uses the ports
+//! through a backend crate and the operations of [`crate::host`].
 
 pub(crate) mod admission;
 pub(crate) mod claims;
@@ -37,10 +38,22 @@ pub(crate) mod shared;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
-pub(crate) use ports::{
-    CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
-    ThreadAsOf, ThreadClaims, ThreadSummary, TranscriptError, TranscriptSnapshotRef, check_ranges,
-    slice_ranges,
+pub use crate::canonical::canonical_json;
+pub use crate::hash::sha256_hex;
+pub use admission::{
+    Admission, AppendPlan, CommitHead, RunHead, StoreSequences, admit, admit_commit,
 };
-#[cfg(feature = "conformance")]
-use ports::{StoreHandles, transcript_digest};
+pub use claims::{
+    Claim, ClaimGrant, ClaimRecord, ClaimRequest, ClaimToken, DueReason, DueWork,
+    MAX_CLAIM_ID_BYTES, MAX_LEASE_MS, check_claim_request, check_commit_claim, check_lease,
+    check_token, decide_claim, decide_release, decide_renew, due_order,
+};
+pub use intercept::{Intercept, InterceptHandles, Intercepted};
+pub use memory::MemoryStore;
+pub(crate) use ports::slice_ranges;
+pub use ports::{
+    CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, Store, StoreError,
+    StoreHandles, ThreadAsOf, ThreadClaims, ThreadSummary, TranscriptError, TranscriptSnapshotRef,
+    chain_digest, check_ranges, transcript_digest,
+};
+pub use shared::{POISONED, SharedStore};

@@ -122,9 +122,9 @@ pub trait CommitLog {
 /// PostgreSQL ignores it and reads its server's clock, so worker clocks never decide who owns
 /// a thread.
 ///
-/// [`decide_claim`]: crate::decide_claim
-/// [`decide_renew`]: crate::decide_renew
-/// [`decide_release`]: crate::decide_release
+/// [`decide_claim`]: crate::store::decide_claim
+/// [`decide_renew`]: crate::store::decide_renew
+/// [`decide_release`]: crate::store::decide_release
 pub trait ThreadClaims {
     /// Claims the thread for `request.owner` (granted when no claim is live; a retry of the
     /// live claim's own request gets it again), else `ClaimHeld`.
@@ -141,7 +141,7 @@ pub trait ThreadClaims {
     /// The thread's live claim at store time, if any.
     fn thread_claim(&self, thread: &ThreadId, now_ms: u64) -> Result<Option<Claim>, StoreError>;
     /// Due work at store time (passed deadlines, orphaned runs), in the order each became due
-    /// ([`due_order`](crate::due_order)), at most `limit`.
+    /// ([`due_order`](crate::store::due_order)), at most `limit`.
     fn due_work(&self, now_ms: u64, limit: usize) -> Result<Vec<DueWork>, StoreError>;
 }
 

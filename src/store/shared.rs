@@ -11,9 +11,10 @@ use crate::store::ports::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, Store, StoreError,
     StoreHandles, ThreadClaims, ThreadSummary, TranscriptSnapshotRef, forward_ports,
 };
+use crate::store::{Claim, ClaimRequest, DueWork};
 use crate::{
-    Claim, ClaimRequest, CommitOperation, CommitReceipt, CommitRecord, DueWork, Message,
-    ResumeTicket, RunId, RunRecord, RunState, StateCommand, ThreadCommit, ThreadId,
+    CommitOperation, CommitReceipt, CommitRecord, Message, ResumeTicket, RunId, RunRecord,
+    RunState, StateCommand, ThreadCommit, ThreadId,
 };
 use std::ops::Range;
 
@@ -24,15 +25,16 @@ pub const POISONED: &str = "the store is unusable: a panic happened during an ea
 /// store, and every port call takes the store's lock for the length of the call.
 ///
 /// `SharedStore` is every port its store is, so it goes wherever a store goes
-/// ([`DurableDriver`](crate::driver::DurableDriver), [`Agent::recover`](crate::Agent::recover),
-/// [`sweep`](crate::driver::sweep)). The default parameter is the boxed store a host opens from
+/// ([`DurableDriver`](crate::host::DurableDriver), [`Agent::recover`](crate::Agent::recover),
+/// [`sweep`](crate::host::sweep)). The default parameter is the boxed store a host opens from
 /// a URL.
 ///
 /// A lock poisoned by a panic during an earlier call reads as an unavailable store
 /// ([`StoreError::Unavailable`], message [`POISONED`]), never as a panic.
 ///
 /// ```
-/// use runcore::{CommittedThreadView, MemoryStore, SharedStore, ThreadId};
+/// use runcore::{ThreadId};
+/// use runcore::store::{CommittedThreadView, MemoryStore, SharedStore};
 ///
 /// let store = SharedStore::new(MemoryStore::new());
 /// let other = store.clone(); // the same store
@@ -99,7 +101,7 @@ impl<S: CommitLog + CheckpointReader + ThreadClaims + Send> StoreHandles for Sha
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::MemoryStore;
+    use crate::store::MemoryStore;
 
     #[test]
     fn a_clone_is_the_same_store_and_a_poisoned_lock_is_unavailable() {

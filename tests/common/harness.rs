@@ -17,13 +17,14 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use runcore::MemoryStore;
-use runcore::script::ModelTurn;
+use runcore::host::script::ModelTurn;
+use runcore::store::MemoryStore;
+use runcore::store::{CommitLog, CommittedThreadView};
 use runcore::{
     Action, Agent, AgentConfig, AgentError, AgentEvent, AgentState, AgentStatus, AssistantBlock,
-    AssistantMessage, CallId, CommitLog, CommittedThreadView, EndCause, Input, LoopEvent, Message,
-    Output, RecoverError, RecoveryPolicy, ResumeResult, RunDisposition, RunId, RunResult, RunState,
-    Step, StopReason, ThreadCommit, ToolCall, ToolOutput, UserMessage, reduce,
+    AssistantMessage, CallId, EndCause, Input, LoopEvent, Message, Output, RecoverError,
+    RecoveryPolicy, ResumeResult, RunDisposition, RunId, RunResult, RunState, Step, StopReason,
+    ThreadCommit, ToolCall, ToolOutput, UserMessage, reduce,
 };
 use serde_json::Value;
 

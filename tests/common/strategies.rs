@@ -9,15 +9,15 @@ use proptest::option;
 use proptest::prelude::*;
 use serde_json::Value;
 
+use runcore::store::{EventRecord, EventScope, TranscriptError, TranscriptSnapshotRef};
 use runcore::{
     AssistantBlock, AssistantMessage, AuditDraft, AwaitTarget, COMMIT_SCHEMA_VERSION, CallId,
-    CommitError, CommitOperation, CommitReceipt, CommitRecord, ContentBlock, EndCause, EventRecord,
-    EventScope, Failure, MergePolicy, Message, Meta, OperationId, PauseReason, PendingTool,
-    PermissionDecision, RemoteInputReason, ResultKind, ResultOutcome, ResumeCommand, ResumeError,
-    ResumeResult, ResumeTicket, Role, RunDisposition, RunId, RunRecord, RunState, StateAction,
-    StateCommand, StateScope, StopReason, SystemMessage, ThreadCommit, ThreadId, ToolCall,
-    ToolOutput, ToolResultMessage, ToolWaitReason, TranscriptError, TranscriptSnapshotRef, Usage,
-    UserMessage, WaitIdentity,
+    CommitError, CommitOperation, CommitReceipt, CommitRecord, ContentBlock, EndCause, Failure,
+    MergePolicy, Message, Meta, OperationId, PauseReason, PendingTool, PermissionDecision,
+    RemoteInputReason, ResultKind, ResultOutcome, ResumeCommand, ResumeError, ResumeResult,
+    ResumeTicket, Role, RunDisposition, RunId, RunRecord, RunState, StateAction, StateCommand,
+    StateScope, StopReason, SystemMessage, ThreadCommit, ThreadId, ToolCall, ToolOutput,
+    ToolResultMessage, ToolWaitReason, Usage, UserMessage, WaitIdentity,
 };
 
 /// Short ids from a small alphabet (so collisions happen), sometimes empty.

@@ -8,6 +8,7 @@ use crate::support::{
     assert_nothing_executing, config, dispositions, execute_tools_count, outcomes, pending_ids,
     result_of, run1, text_of, ticket, tool_start_count,
 };
+use runcore::store::*;
 use runcore::*;
 use serde_json::json;
 

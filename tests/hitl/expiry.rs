@@ -7,6 +7,7 @@ use crate::support::{
     config, execute_tools_count, outcomes, reject, reject_at, result_of, resume_error, run1,
     ticket, waiting_call,
 };
+use runcore::store::*;
 use runcore::*;
 use serde_json::json;
 

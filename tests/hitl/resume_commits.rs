@@ -7,6 +7,7 @@ use crate::common::harness::{Harness, Reply, render_output};
 use crate::support::{
     command, config, draft_kinds, outcomes, reject, resume_error, resume_with, run1, system, ticket,
 };
+use runcore::store::*;
 use runcore::*;
 use serde_json::json;
 

@@ -8,6 +8,7 @@ use crate::support::{
     command, config, outcomes, pending_ids, reject, resume_error, resume_with, run1, ticket,
     waiting_call,
 };
+use runcore::store::*;
 use runcore::*;
 use serde_json::json;
 

@@ -3,6 +3,7 @@
 
 use crate::common;
 use crate::common::harness::{Harness, Reply};
+use runcore::store::*;
 use runcore::*;
 
 /// The id the agent mints for its first run on the default thread.

@@ -7,6 +7,7 @@ use crate::support::{
     assert_nothing_executing, config, execute_tools_count, gated_batch, outcomes, pending_ids,
     reject, result_of, run1, text_of, ticket, waiting_call,
 };
+use runcore::store::*;
 use runcore::*;
 use serde_json::json;
 

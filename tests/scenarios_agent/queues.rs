@@ -8,7 +8,7 @@ use crate::support::{
     answer_model_with_by_hand, assistant_text, count_model_calls, execute_tools_actions,
     is_input_closed, kinds, lines, poll_until, reject, result_of, results, run, steer_input,
 };
-use runcore::script::ModelTurn;
+use runcore::host::script::ModelTurn;
 use runcore::*;
 use serde_json::json;
 

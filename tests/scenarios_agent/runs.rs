@@ -9,7 +9,8 @@ use crate::support::{
     execute_tools_actions, is_input_closed, is_run_end, is_run_start, is_tool_start, kinds, lines,
     poll_until, prompt_input, reject, result_of, results, run, run_bounds,
 };
-use runcore::script::ModelTurn;
+use runcore::host::script::ModelTurn;
+use runcore::store::*;
 use runcore::*;
 use serde_json::json;
 

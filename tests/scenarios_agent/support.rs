@@ -2,7 +2,7 @@
 //! renderings for readable order assertions.
 
 use crate::common::harness::{Harness, render_cause, render_message};
-use runcore::script::ModelTurn;
+use runcore::host::script::ModelTurn;
 use runcore::*;
 
 /// The id the agent mints for its `n`th run on the default thread.

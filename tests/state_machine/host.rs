@@ -3,10 +3,11 @@
 //! [`reduce`], every action recorded as outstanding. [`Host::check_invariants`] and
 //! [`Host::check_against`] run after every transition.
 
+use runcore::store::{CommitLog, CommittedThreadView, MemoryStore};
 use runcore::{
     Action, Agent, AgentConfig, AgentError, AgentEvent, AgentState, AgentStatus, AwaitTarget,
-    CallId, CommitLog, CommittedThreadView, MemoryStore, Message, Output, PauseReason, ResumeError,
-    RunDisposition, RunId, RunResult, RunState, ThreadId, ToolCall, ToolSpec, reduce,
+    CallId, Message, Output, PauseReason, ResumeError, RunDisposition, RunId, RunResult, RunState,
+    ThreadId, ToolCall, ToolSpec, reduce,
 };
 use serde_json::json;
 

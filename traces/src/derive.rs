@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use runcore::store::{CheckpointReader, EventRecord, EventScope, StoreError};
 use runcore::{
-    AssistantBlock, AssistantMessage, AuditDraft, AwaitTarget, CheckpointReader, ContentBlock,
-    EndCause, EventRecord, EventScope, Message, PermissionDecision, ResultOutcome, RunId, RunState,
-    StoreError, ThreadId, ToolResultMessage, UserMessage,
+    AssistantBlock, AssistantMessage, AuditDraft, AwaitTarget, ContentBlock, EndCause, Message,
+    PermissionDecision, ResultOutcome, RunId, RunState, ThreadId, ToolResultMessage, UserMessage,
 };
 use serde_json::{Value, json};
 
@@ -167,7 +167,7 @@ fn hashed(parts: &[&str], len: usize) -> String {
         bytes.extend_from_slice(&(part.len() as u64).to_be_bytes());
         bytes.extend_from_slice(part.as_bytes());
     }
-    let mut hex = runcore::sha256_hex(&bytes);
+    let mut hex = runcore::store::sha256_hex(&bytes);
     hex.truncate(len);
     hex
 }
@@ -830,7 +830,7 @@ fn decision_of(next: &CommitFacts, fallback_ms: u64) -> (String, u64, Vec<(Strin
     // `decided_by {call_id, owner}`: who answered (the claim's owner), when a person's door
     // (`runcore approve`/`deny`, the console, a binding) committed the decision.
     let owner = next.drafts.iter().find_map(|draft| match draft {
-        AuditDraft::Custom { kind, payload } if kind == runcore::DECIDED_BY => payload
+        AuditDraft::Custom { kind, payload } if kind == runcore::host::DECIDED_BY => payload
             .get("owner")
             .and_then(Value::as_str)
             .map(str::to_owned),

@@ -2,9 +2,9 @@
 //!
 //! What happened in a run is already committed; a trace is a view of it, not a second record.
 //! [`derive_spans`] is a pure function of a thread's committed messages and audit events
-//! (what [`CommittedThreadView::committed_messages`](runcore::CommittedThreadView) and
+//! (what [`CommittedThreadView::committed_messages`](runcore::store::CommittedThreadView) and
 //! `list_events(EventScope::Thread(..))` return); [`spans_from_store`] reads both from any
-//! [`CheckpointReader`](runcore::CheckpointReader). No I/O, no clock: a trace read from the
+//! [`CheckpointReader`](runcore::store::CheckpointReader). No I/O, no clock: a trace read from the
 //! store after a crash is the trace of the run that crashed, identical on every backend.
 //!
 //! # Spans

@@ -5,8 +5,9 @@
 //! `cli/tests/trace.rs` derives the same spans from a SQLite store recovered after a SIGKILL
 //! of the driver process and checks them against this snapshot, byte for byte.
 
+use runcore::ThreadId;
 use runcore::driver::{Driver, StoreWrite};
-use runcore::{CommitLog, MemoryStore, ThreadId};
+use runcore::store::{CommitLog, MemoryStore};
 use runcore_traces::{Span, SpanKind, SpanStatus, TraceOptions, spans_from_store, to_otlp_json};
 use serde_json::Value;
 
@@ -212,7 +213,8 @@ fn commits_without_commit_clock_still_give_spans_with_bounds() {
 /// span ends no earlier than it starts.
 #[test]
 fn odd_events_never_panic() {
-    use runcore::{EventRecord, Message, RunId};
+    use runcore::store::EventRecord;
+    use runcore::{Message, RunId};
     use serde_json::json;
     let thread = ThreadId::new("t");
     let event = |sequence: u64, commit: u64, run: &str, kind: &str, payload: Value| EventRecord {

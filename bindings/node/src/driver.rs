@@ -5,7 +5,8 @@
 use napi::Either;
 use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
-use runcore::driver::{Driver, DurableDriver, DurableStartError};
+use runcore::driver::Driver;
+use runcore::host::{DurableDriver, DurableStartError};
 use serde_json::Value;
 
 use crate::agent::{NativeAgent, context_name};

@@ -5,7 +5,8 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use runcore::{AgentError, SnapshotError, StoreError};
+use runcore::store::StoreError;
+use runcore::{AgentError, SnapshotError};
 use serde_json::{Value, json};
 
 use crate::shared_candidates::error_body;

@@ -1,5 +1,5 @@
 //! Host glue that is not Node-specific. What every binding needs now lives in the core and is
-//! only named here: the shared store handle ([`runcore::SharedStore`]), the names of recovery
+//! only named here: the shared store handle ([`runcore::store::SharedStore`]), the names of recovery
 //! policies and context modes (`FromStr`), configuration objects ([`InputLine::config`]) and a
 //! durable driver's options ([`DurableOptions::from_line`]), an output's driver line
 //! (`runcore::driver::output_line`) and a `commit` line read back for a store
@@ -12,22 +12,23 @@
 //!   readings, with this package's messages.
 //! - [`error_body`]: an agent error as the body of its `error` line.
 
-use runcore::driver::{ContextMode, DurableOptions, InputLine, error_line};
+use runcore::driver::{ContextMode, InputLine, error_line};
+use runcore::host::DurableOptions;
 use runcore::{AgentConfig, AgentError, Input, RecoveryPolicy};
 use serde_json::Value;
 
 /// A backend a binding can hold: every port of a store, movable to another thread.
-pub trait Backend: runcore::Store + Send {}
+pub trait Backend: runcore::store::Store + Send {}
 
-impl<T: runcore::Store + Send> Backend for T {}
+impl<T: runcore::store::Store + Send> Backend for T {}
 
 /// Any backend, as one concrete type the core's generic functions accept: the core forwards
 /// every port through `Box<T>`, so the box needs no forwarding of its own.
 pub type DynStore = Box<dyn Backend>;
 
 /// A handle onto one [`DynStore`] that several owners share (the core's
-/// [`runcore::SharedStore`]; a poisoned lock reads as an unavailable store).
-pub type SharedStore = runcore::SharedStore<DynStore>;
+/// [`runcore::store::SharedStore`]; a poisoned lock reads as an unavailable store).
+pub type SharedStore = runcore::store::SharedStore<DynStore>;
 
 /// A recovery policy as the driver names it (`--recover replay|seal`).
 pub fn parse_policy(policy: &str) -> Result<RecoveryPolicy, String> {

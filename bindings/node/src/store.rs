@@ -14,10 +14,11 @@ use napi::bindgen_prelude::AsyncTask;
 use napi::{Env, Task};
 use napi_derive::napi;
 use runcore::driver::StoreWrite;
-use runcore::{
+use runcore::store::{
     CheckpointReader, Claim, ClaimRequest, CommitLog, CommittedThreadView, EventScope, MemoryStore,
-    RunId, StoreError, ThreadClaims, ThreadId, TranscriptSnapshotRef,
+    StoreError, ThreadClaims, TranscriptSnapshotRef,
 };
+use runcore::{RunId, ThreadId};
 use runcore_postgres::PostgresStore;
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use serde::Serialize;
@@ -337,7 +338,7 @@ impl NativeStore {
             shared: self.shared.clone(),
             call: Some(Box::new(move |shared: &SharedStore| {
                 let mut shared = shared.clone();
-                let forked = runcore::fork_thread(
+                let forked = runcore::host::fork_thread(
                     &mut shared,
                     &ThreadId::new(thread_id),
                     at_version,
@@ -348,10 +349,10 @@ impl NativeStore {
                     Ok(forked) => {
                         serde_json::to_string(&forked).map_err(|e| internal(e.to_string()))
                     }
-                    Err(runcore::ForkError::Invalid(error)) => {
+                    Err(runcore::host::ForkError::Invalid(error)) => {
                         Err(crate::errors::agent_error(&error))
                     }
-                    Err(runcore::ForkError::Store(error)) => Err(store_error(&error)),
+                    Err(runcore::host::ForkError::Store(error)) => Err(store_error(&error)),
                     Err(other) => Err(internal(other.to_string())),
                 }
             })),
@@ -361,7 +362,7 @@ impl NativeStore {
     /// The thread's origin when it was forked (`{thread_id, version}`), or `null`.
     #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn forked_from(&self, thread_id: String) -> AsyncTask<StoreCall> {
-        self.read(move |s| runcore::forked_from(s, &ThreadId::new(thread_id)))
+        self.read(move |s| runcore::host::forked_from(s, &ThreadId::new(thread_id)))
     }
 
     /// Threads in id order after `after`, at most `limit` (default 100).

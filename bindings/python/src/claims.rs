@@ -4,8 +4,9 @@
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use runcore::driver::{ClaimOptions, SweepOptions, sweep as core_sweep};
-use runcore::{AgentConfig, AnswerError, PermissionDecision, RunId};
+use runcore::host::AnswerError;
+use runcore::host::{ClaimOptions, SweepOptions, sweep as core_sweep};
+use runcore::{AgentConfig, PermissionDecision, RunId};
 
 use crate::agent::parse_policy;
 use crate::convert::serde_to_py;
@@ -79,7 +80,7 @@ fn answer<'py>(
     let run = RunId::new(run_id);
     let claim = claim_options(owner, None, what);
     let answered = store.borrow().detached(py, move |s| {
-        runcore::answer_permission(s, &run, decision, &claim, wall_clock_ms())
+        runcore::host::answer_permission(s, &run, decision, &claim, wall_clock_ms())
     })?;
     match answered {
         Ok(answered) => serde_to_py(py, &answered),
@@ -91,15 +92,11 @@ fn answer<'py>(
 fn answer_error(error: &AnswerError) -> PyErr {
     match error {
         AnswerError::Refused(error) => agent_error(error),
-        AnswerError::Held {
-            thread_id,
-            owner,
-            expires_at_ms,
-        } => claim_held(
+        AnswerError::Held(held) => claim_held(
             &error.to_string(),
-            Some(thread_id.as_str()),
-            owner,
-            *expires_at_ms,
+            Some(held.thread_id.as_str()),
+            &held.owner,
+            held.expires_at_ms,
         ),
         AnswerError::Fenced(fence) => store_error_with_code(fence.code(), &error.to_string()),
         AnswerError::Store(store) => store_error(store),

@@ -9,9 +9,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 use runcore::RecoveryPolicy;
-use runcore::driver::{
-    ClaimOptions, ContextMode, Driver, DurableDriver, DurableLines, DurableOptions,
-    DurableStartError, SessionEnded,
+use runcore::driver::{ContextMode, Driver};
+use runcore::host::{
+    ClaimOptions, DurableDriver, DurableLines, DurableOptions, DurableStartError, SessionEnded,
 };
 
 use crate::agent::{PyAgent, config_input, parse_policy};
@@ -96,15 +96,11 @@ fn start_error(error: &DurableStartError) -> PyErr {
         DurableStartError::Config(error) | DurableStartError::Recover { error, .. } => {
             agent_error(error)
         }
-        DurableStartError::ClaimHeld {
-            thread,
-            owner,
-            expires_at_ms,
-        } => claim_held(
+        DurableStartError::ClaimHeld(held) => claim_held(
             &error.to_string(),
-            Some(thread.as_str()),
-            owner,
-            *expires_at_ms,
+            Some(held.thread_id.as_str()),
+            &held.owner,
+            held.expires_at_ms,
         ),
         DurableStartError::InvalidClaim(_) => {
             store_error_with_code("invalid_claim", &error.to_string())

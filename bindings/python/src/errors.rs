@@ -13,10 +13,8 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use runcore::{
-    AgentError as CoreAgentError, CommitError, SnapshotError as CoreSnapshotError,
-    StoreError as CoreStoreError,
-};
+use runcore::store::StoreError as CoreStoreError;
+use runcore::{AgentError as CoreAgentError, CommitError, SnapshotError as CoreSnapshotError};
 use serde_json::Value;
 
 use crate::convert::to_py;

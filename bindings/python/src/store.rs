@@ -11,10 +11,11 @@ use std::sync::MutexGuard;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use runcore::driver::{CommitLineError, StoreWrite};
-use runcore::{
-    CheckpointReader, Claim, ClaimRequest, CommitError, CommitLog, CommittedThreadView, EventScope,
-    MemoryStore, RunId, StoreError, ThreadClaims, ThreadId, TranscriptSnapshotRef,
+use runcore::store::{
+    CheckpointReader, Claim, ClaimRequest, CommitLog, CommittedThreadView, EventScope, MemoryStore,
+    StoreError, ThreadClaims, TranscriptSnapshotRef,
 };
+use runcore::{CommitError, RunId, ThreadId};
 use serde_json::Value;
 
 use runcore_postgres::PostgresStore;
@@ -25,9 +26,9 @@ use crate::convert::{from_py, serde_to_py};
 use crate::errors::{claim_held, guard, internal, store_error};
 
 /// A backend the binding can hold: every port of a store, movable to another thread.
-pub trait Backend: runcore::Store + Send {}
+pub trait Backend: runcore::store::Store + Send {}
 
-impl<T: runcore::Store + Send> Backend for T {}
+impl<T: runcore::store::Store + Send> Backend for T {}
 
 /// Any backend, as one concrete type the core's generic functions accept (the core forwards
 /// every port through `Box`).
@@ -39,7 +40,7 @@ const POISONED: &str = "this store is unusable after an internal error (a Rust p
 /// A handle on a Python store's backend, for a durable `Driver`: each call takes the store's
 /// lock, so the Python object stays usable (its reads see every commit the driver made) while
 /// the driver runs.
-pub type SharedBackend = runcore::SharedStore<DynStore>;
+pub type SharedBackend = runcore::store::SharedStore<DynStore>;
 
 /// The commit log and read ports of a runcore store (SPEC §7, §7.1). Open one of its
 /// subclasses: `MemoryStore()`, ….
@@ -234,19 +235,23 @@ impl PyStore {
         let new_thread = ThreadId::new(new_thread_id);
         let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
         let forked = self.detached(py, move |store| {
-            runcore::fork_thread(store, &parent, at_version, &new_thread, now_ms)
+            runcore::host::fork_thread(store, &parent, at_version, &new_thread, now_ms)
         })?;
         match forked {
             Ok(forked) => serde_to_py(py, &forked),
-            Err(runcore::ForkError::Invalid(error)) => Err(crate::errors::agent_error(&error)),
-            Err(runcore::ForkError::Store(error)) => Err(store_error(&error)),
+            Err(runcore::host::ForkError::Invalid(error)) => {
+                Err(crate::errors::agent_error(&error))
+            }
+            Err(runcore::host::ForkError::Store(error)) => Err(store_error(&error)),
             Err(other) => Err(internal(other.to_string())),
         }
     }
 
     /// The thread's origin when it was forked (`{"thread_id", "version"}`), else `None`.
     fn forked_from<'py>(&self, py: Python<'py>, thread_id: &str) -> PyResult<Bound<'py, PyAny>> {
-        self.read(py, |s| runcore::forked_from(s, &ThreadId::new(thread_id)))
+        self.read(py, |s| {
+            runcore::host::forked_from(s, &ThreadId::new(thread_id))
+        })
     }
 
     /// Threads ordered by id, those after `after` (exclusive), at most `limit`.

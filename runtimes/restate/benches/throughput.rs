@@ -24,7 +24,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use runcore::driver::{DurableDriver, DurableOptions};
+use runcore::host::{DurableDriver, DurableOptions};
 use runcore::{AgentConfig, ThreadId};
 use runcore_restate::Tools;
 use runcore_restate::script::{ScriptedTools, answer, scripted_config};

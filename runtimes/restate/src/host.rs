@@ -4,10 +4,10 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use runcore::store::{CheckpointReader, CommitLog, CommittedThreadView, StoreError};
 use runcore::{
-    Agent, AgentConfig, AssistantMessage, CheckpointReader, CommitLog, CommitOperation,
-    CommitReceipt, CommittedThreadView, Message, RecoverError, RecoveryPolicy, RunId, Step,
-    StoreError, ThreadId, ToolCall, ToolOutput,
+    Agent, AgentConfig, AssistantMessage, CommitOperation, CommitReceipt, Message, RecoverError,
+    RecoveryPolicy, RunId, Step, ThreadId, ToolCall, ToolOutput,
 };
 
 /// A boxed future, so that [`Model`] and [`Tools`] stay object-safe (one worker hosts them as
@@ -94,7 +94,7 @@ pub trait Tools: Send + Sync + 'static {
 }
 
 /// The store a worker persists to: what a handler needs of a runcore store, object-safe.
-/// Every `CommitLog + CheckpointReader` store (SQLite, PostgreSQL, [`runcore::MemoryStore`])
+/// Every `CommitLog + CheckpointReader` store (SQLite, PostgreSQL, [`runcore::store::MemoryStore`])
 /// is one.
 pub trait ThreadStore: Send + 'static {
     /// The thread's commit count (0 when unknown).

@@ -25,7 +25,7 @@
 //!    (`{"kind","message",…}`: HTTP 409, or 400 for a body that does not parse), and nothing
 //!    is saved: the thread is unchanged;
 //! 5. drains the agent: each commit is a journaled `commit` step doing
-//!    [`commit_operation`](runcore::CommitLog::commit_operation) on the store; each model
+//!    [`commit_operation`](runcore::store::CommitLog::commit_operation) on the store; each model
 //!    call is a journaled `model` step through the host's [`Model`]; each tool call a
 //!    journaled `tool {call_id}` step through the host's [`Tools`], one after the other in
 //!    call order;

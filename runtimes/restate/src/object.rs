@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use restate_sdk::prelude::*;
+use runcore::store::StoreError;
 use runcore::{
     Action, Agent, AgentConfig, AgentError, AgentSnapshot, CommitOperation, CommitReceipt, Input,
-    Output, RecoverError, RecoveryPolicy, ResumeCommand, StoreError, ThreadId, ToolOutput,
+    Output, RecoverError, RecoveryPolicy, ResumeCommand, ThreadId, ToolOutput,
 };
 use runcore_store_blocking::BlockingError;
 use runcore_store_url::wall_clock_ms;

@@ -33,7 +33,7 @@ pub fn open_store(url: &str) -> Result<SharedStore, OpenStoreError> {
     Ok(Blocking::reopening(Box::new(backend), move || {
         runcore_store_url::open(&url, Access::Write)
             .map(|backend| Box::new(backend) as Box<dyn ThreadStore>)
-            .map_err(runcore::StoreError::unavailable)
+            .map_err(runcore::store::StoreError::unavailable)
     }))
 }
 

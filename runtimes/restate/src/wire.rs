@@ -1,9 +1,8 @@
 //! The JSON a caller sends and gets back, and the §10 error bodies of terminal errors.
 
 use restate_sdk::prelude::TerminalError;
-use runcore::{
-    Agent, AgentError, EndCause, Message, ResumeResult, ResumeTicket, RunId, StoreError, ThreadId,
-};
+use runcore::store::StoreError;
+use runcore::{Agent, AgentError, EndCause, Message, ResumeResult, ResumeTicket, RunId, ThreadId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

@@ -14,9 +14,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use runcore::{
-    CheckpointReader, CommittedThreadView, EventScope, Message, ResultOutcome, RunState, ThreadId,
-};
+use runcore::store::{CheckpointReader, CommittedThreadView, EventScope};
+use runcore::{Message, ResultOutcome, RunState, ThreadId};
 use runcore_store_url::{Access, StoreUrl};
 use serde_json::Value;
 use support::{
@@ -294,7 +293,7 @@ fn crashed_cluster_run(binary: std::path::PathBuf, dir: &tempfile::TempDir, stor
         assert_eq!(run.commits, version, "{thread}: commits of its one run");
 
         // The audit trail, kind by kind, equals the reference's (payloads carry times).
-        let kinds = |events: Vec<runcore::EventRecord>| -> Vec<(String, String, u64)> {
+        let kinds = |events: Vec<runcore::store::EventRecord>| -> Vec<(String, String, u64)> {
             let mut commit_index = BTreeMap::new();
             events
                 .into_iter()

@@ -13,10 +13,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use restate_sdk::prelude::{Endpoint, HttpServer};
+use runcore::store::{CommitLog, MemoryStore, StoreError};
 use runcore::{
-    Agent, AgentConfig, AssistantMessage, CommitError, CommitLog, CommitOperation, CommitReceipt,
-    MemoryStore, Message, RecoverError, RecoveryPolicy, RunDisposition, RunId, StoreError,
-    ThreadCommit, ThreadId, ToolCall, ToolOutput, UserMessage,
+    Agent, AgentConfig, AssistantMessage, CommitError, CommitOperation, CommitReceipt, Message,
+    RecoverError, RecoveryPolicy, RunDisposition, RunId, ThreadCommit, ThreadId, ToolCall,
+    ToolOutput, UserMessage,
 };
 use runcore_restate::script::{ScriptedModel, ScriptedTools, scripted_config};
 use runcore_restate::{
@@ -631,7 +632,7 @@ fn a_store_that_goes_away_mid_invocation_fails_it_and_the_thread_finishes_once_i
         runcore_store_url::Access::Read,
     )
     .expect("open the store");
-    use runcore::CommittedThreadView;
+    use runcore::store::CommittedThreadView;
     assert_eq!(
         stored.committed_messages(&thread).expect("messages"),
         reference.committed_messages(&thread).expect("reference")

@@ -2,8 +2,8 @@
 //! ([`StoreHandles::open_handle`]): on distinct threads, on one thread, and fenced writers
 //! racing on one thread (SPEC §7.1).
 //!
-//! A store that is not safe to share can still run them through [`SharedStore`](crate::SharedStore), which puts
-//! one lock around it (that is how [`MemoryStore`](crate::MemoryStore) runs them).
+//! A store that is not safe to share can still run them through [`SharedStore`](crate::store::SharedStore), which puts
+//! one lock around it (that is how [`MemoryStore`](crate::store::MemoryStore) runs them).
 
 use super::CaseResult;
 use super::support::{accepted, all_events, commit, expect_eq, read, running, thread, user};

@@ -6,7 +6,7 @@ use serde_json::json;
 use super::support::{ensure, expect_eq, read, thread};
 use super::{CaseFailure, CaseResult};
 use crate::agent::{Agent, AgentConfig, Output, RecoveryPolicy};
-use crate::fork::{ForkError, ForkOrigin, fork_thread, forked_from};
+use crate::host::{ForkError, ForkOrigin, fork_thread, forked_from};
 use crate::ids::ThreadId;
 use crate::message::{
     AssistantBlock, AssistantMessage, Message, StopReason, ToolOutput, UserMessage,
@@ -153,7 +153,7 @@ pub fn forks_read_as_of_a_version<S: CommitLog + CheckpointReader + ThreadClaims
     let before = read("committed_messages", store.committed_messages(&parent))?;
     let child = thread("child");
     let invalid =
-        |result: Result<crate::fork::Forked, ForkError>, what: &str, needle: &str| match result {
+        |result: Result<crate::host::Forked, ForkError>, what: &str, needle: &str| match result {
             Err(ForkError::Invalid(error)) if error.to_string().contains(needle) => Ok(()),
             other => Err(CaseFailure(format!(
                 "{what}: expected invalid_input naming {needle:?}, got {other:?}"

@@ -16,7 +16,8 @@
 //! answers the open's [`StoreError`] and the one after tries again.
 //!
 //! ```
-//! use runcore::{CommittedThreadView, MemoryStore, ThreadId};
+//! use runcore::{ThreadId};
+//! use runcore::store::{CommittedThreadView, MemoryStore};
 //! use runcore_store_blocking::Blocking;
 //!
 //! let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
@@ -32,7 +33,7 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use runcore::StoreError;
+use runcore::store::StoreError;
 
 /// Opens a fresh handle onto the same store (after a panic left the old one suspect).
 type Reopen<S> = Box<dyn Fn() -> Result<S, StoreError> + Send + Sync>;

@@ -42,10 +42,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use postgres::config::Host;
 use postgres::{Client, Config, NoTls};
+use runcore::store::{ClaimRequest, CommitLog, StoreHandles, ThreadClaims};
 use runcore::{
-    AssistantMessage, AuditDraft, CallId, ClaimRequest, CommitLog, CommitOperation, Message,
-    PendingTool, ResumeTicket, RunDisposition, RunId, StoreHandles, ThreadClaims, ThreadCommit,
-    ThreadId, ToolWaitReason, WaitIdentity,
+    AssistantMessage, AuditDraft, CallId, CommitOperation, Message, PendingTool, ResumeTicket,
+    RunDisposition, RunId, ThreadCommit, ThreadId, ToolWaitReason, WaitIdentity,
 };
 use runcore_postgres::{PostgresStore, URL_ENV};
 use serde_json::json;

@@ -25,11 +25,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use postgres::{Client, NoTls};
-use runcore::SharedStore;
+use runcore::store::SharedStore;
+use runcore::store::{CommitLog, MemoryStore, StoreHandles};
 use runcore::{
-    Agent, AgentConfig, AssistantMessage, AuditDraft, CommitLog, CommitOperation, EndCause,
-    MemoryStore, Message, RecoveryPolicy, RunDisposition, RunId, StoreHandles, ThreadCommit,
-    ThreadId,
+    Agent, AgentConfig, AssistantMessage, AuditDraft, CommitOperation, EndCause, Message,
+    RecoveryPolicy, RunDisposition, RunId, ThreadCommit, ThreadId,
 };
 use runcore_postgres::{PostgresStore, URL_ENV};
 use serde_json::json;

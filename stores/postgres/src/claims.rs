@@ -15,10 +15,11 @@
 //! deadline to fire: committed rows alone find it.
 
 use postgres::Transaction;
-use runcore::{
-    Claim, ClaimGrant, ClaimRecord, ClaimRequest, DueReason, DueWork, RunId, StoreError,
-    ThreadClaims, ThreadId, decide_claim, decide_release, decide_renew, due_order,
+use runcore::store::{
+    Claim, ClaimGrant, ClaimRecord, ClaimRequest, DueReason, DueWork, StoreError, ThreadClaims,
+    decide_claim, decide_release, decide_renew, due_order,
 };
+use runcore::{RunId, ThreadId};
 
 use crate::codec::{bound, column, count, db_error, limit, text_of};
 use crate::store::PostgresStore;
@@ -115,7 +116,7 @@ impl PostgresStore {
 
 impl ThreadClaims for PostgresStore {
     fn claim_thread(&mut self, request: &ClaimRequest, _now_ms: u64) -> Result<Claim, StoreError> {
-        runcore::check_claim_request(request)?;
+        runcore::store::check_claim_request(request)?;
         self.in_claim_transaction("claim_thread", |tx| {
             let (current, now) = lock_claim(tx, &request.thread_id)?;
             match decide_claim(request, current.as_ref(), now)? {
@@ -134,7 +135,7 @@ impl ThreadClaims for PostgresStore {
         lease_ms: u64,
         _now_ms: u64,
     ) -> Result<Claim, StoreError> {
-        runcore::check_lease(lease_ms)?;
+        runcore::store::check_lease(lease_ms)?;
         self.in_claim_transaction("renew_claim", |tx| {
             let (current, now) = lock_claim(tx, &claim.thread_id)?;
             let record = decide_renew(claim, lease_ms, current.as_ref(), now)?;

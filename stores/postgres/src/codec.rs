@@ -4,7 +4,7 @@
 
 use postgres::Row;
 use postgres::types::FromSql;
-use runcore::StoreError;
+use runcore::store::StoreError;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 

@@ -1,15 +1,16 @@
 //! `runcore-postgres`: runcore's commit log and read ports in PostgreSQL (15 or newer), for
 //! many processes on many machines.
 //!
-//! [`PostgresStore`] implements [`CommitLog`](runcore::CommitLog),
-//! [`CommittedThreadView`](runcore::CommittedThreadView),
-//! [`CheckpointReader`](runcore::CheckpointReader) and [`StoreHandles`](runcore::StoreHandles)
-//! with the semantics of the reference [`MemoryStore`](runcore::MemoryStore) — the same checks
+//! [`PostgresStore`] implements [`CommitLog`](runcore::store::CommitLog),
+//! [`CommittedThreadView`](runcore::store::CommittedThreadView),
+//! [`CheckpointReader`](runcore::store::CheckpointReader) and [`StoreHandles`](runcore::store::StoreHandles)
+//! with the semantics of the reference [`MemoryStore`](runcore::store::MemoryStore) — the same checks
 //! in the same order, the same answers — and passes runcore's whole conformance suite against a
 //! real server.
 //!
 //! ```no_run
-//! use runcore::{CommitLog, CommittedThreadView, Message, RunDisposition, ThreadCommit, ThreadId};
+//! use runcore::{Message, RunDisposition, ThreadCommit, ThreadId};
+//! use runcore::store::{CommitLog, CommittedThreadView};
 //! use runcore_postgres::PostgresStore;
 //!
 //! let mut store = PostgresStore::connect("postgresql://app@127.0.0.1:5432/app")?;
@@ -23,7 +24,7 @@
 //! );
 //! let record = store.commit(commit)?;
 //! assert_eq!(store.thread_version(&ThreadId::new("t1"))?, record.thread_version);
-//! # Ok::<(), runcore::StoreError>(())
+//! # Ok::<(), runcore::store::StoreError>(())
 //! ```
 //!
 //! # One transaction per commit: read, decide, write

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use postgres::Row;
 use postgres::types::ToSql;
-use runcore::{
-    CheckpointReader, CommittedThreadView, EventRecord, EventScope, Message, ResumeTicket, RunId,
-    RunRecord, StateCommand, StoreError, ThreadAsOf, ThreadId, ThreadSummary, TranscriptError,
-    TranscriptSnapshotRef, check_ranges,
+use runcore::store::{
+    CheckpointReader, CommittedThreadView, EventRecord, EventScope, StoreError, ThreadAsOf,
+    ThreadSummary, TranscriptError, TranscriptSnapshotRef, check_ranges,
 };
+use runcore::{Message, ResumeTicket, RunId, RunRecord, StateCommand, ThreadId};
 
 use crate::codec::{bound, column, count, db_error, from_json, limit, text_of};
 use crate::store::{PostgresStore, Session};

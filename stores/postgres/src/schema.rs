@@ -42,7 +42,7 @@
 use std::fmt;
 
 use postgres::Client;
-use runcore::StoreError;
+use runcore::store::StoreError;
 
 use crate::codec::{db_error, quote_identifier, stable_key};
 

@@ -1,7 +1,7 @@
 //! Every SQL statement the store runs, prepared once per connection.
 
 use postgres::{Client, Statement};
-use runcore::StoreError;
+use runcore::store::StoreError;
 
 use crate::codec::db_error;
 

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 
 use postgres::{Client, Config, NoTls};
-use runcore::{StoreError, StoreHandles};
+use runcore::store::{StoreError, StoreHandles};
 
 use crate::codec::{db_error, stable_key};
 use crate::schema;
@@ -26,10 +26,10 @@ pub const URL_ENV: &str = "RUNCORE_PG_URL";
 /// - open: [`connect`](Self::connect), [`connect_in_schema`](Self::connect_in_schema),
 ///   [`connect_from_env`](Self::connect_from_env); another connection:
 ///   [`open_handle`](StoreHandles::open_handle);
-/// - write: [`CommitLog`](runcore::CommitLog) (`commit`, `commit_operation`), one transaction
+/// - write: [`CommitLog`](runcore::store::CommitLog) (`commit`, `commit_operation`), one transaction
 ///   each;
-/// - read: [`CommittedThreadView`](runcore::CommittedThreadView) and
-///   [`CheckpointReader`](runcore::CheckpointReader), one statement each;
+/// - read: [`CommittedThreadView`](runcore::store::CommittedThreadView) and
+///   [`CheckpointReader`](runcore::store::CheckpointReader), one statement each;
 /// - connection: [`reconnect`](Self::reconnect), [`schema`](Self::schema).
 ///
 /// # A lost connection
@@ -38,7 +38,7 @@ pub const URL_ENV: &str = "RUNCORE_PG_URL";
 /// does it at once). What was lost is never half-written: a commit's write is one statement
 /// and so one transaction, either all stored or none of it. Only when the connection breaks
 /// while that statement is in flight can the client not know which; a host that commits through
-/// [`commit_operation`](runcore::CommitLog::commit_operation) (as the agent's commits are)
+/// [`commit_operation`](runcore::store::CommitLog::commit_operation) (as the agent's commits are)
 /// retries the same operation and gets the stored receipt (`duplicate = true`) if it had
 /// landed, or lands it now. A read that finds its connection already closed reconnects and
 /// reads once more, since reading twice changes nothing.

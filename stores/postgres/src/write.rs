@@ -31,10 +31,13 @@
 //! which SPEC §7.1 (amended) allows across threads.
 
 use postgres::error::SqlState;
+use runcore::store::{
+    Admission, AppendPlan, ClaimRecord, CommitHead, CommitLog, RunHead, StoreError, admit,
+    admit_commit,
+};
 use runcore::{
-    Admission, AppendPlan, ClaimRecord, CommitError, CommitHead, CommitLog, CommitOperation,
-    CommitReceipt, CommitRecord, RunDisposition, RunHead, RunState, StoreError, ThreadCommit,
-    ThreadId, admit, admit_commit,
+    CommitError, CommitOperation, CommitReceipt, CommitRecord, RunDisposition, RunState,
+    ThreadCommit, ThreadId,
 };
 
 use crate::codec::{bound, column, count, db_error, from_json, text_of, to_json};

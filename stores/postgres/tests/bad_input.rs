@@ -9,10 +9,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use postgres::Client;
+use runcore::store::{
+    CheckpointReader, CommitLog, CommittedThreadView, EventScope, StoreError, StoreHandles,
+};
 use runcore::{
-    AuditDraft, CheckpointReader, CommitError, CommitLog, CommitOperation, CommittedThreadView,
-    EventScope, Message, RunDisposition, RunId, StateCommand, StateScope, StoreError, StoreHandles,
-    ThreadCommit, ThreadId,
+    AuditDraft, CommitError, CommitOperation, Message, RunDisposition, RunId, StateCommand,
+    StateScope, ThreadCommit, ThreadId,
 };
 use runcore_postgres::{PostgresStore, SCHEMA_VERSION, SchemaTooNew};
 use serde_json::json;

@@ -19,7 +19,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use runcore::StoreError;
+use runcore::store::StoreError;
 use runcore_postgres::{PostgresStore, URL_ENV};
 use runcore_store_testkit::crash::{CrashTest, child_main};
 

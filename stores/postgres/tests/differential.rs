@@ -6,10 +6,10 @@
 mod support;
 
 use proptest::prelude::*;
+use runcore::store::{CheckpointReader, CommitLog, CommittedThreadView, EventScope, MemoryStore};
 use runcore::{
-    AuditDraft, CheckpointReader, CommitLog, CommitOperation, CommittedThreadView, EndCause,
-    EventScope, MemoryStore, Message, PauseReason, ResumeTicket, RunDisposition, RunId,
-    StateCommand, StateScope, ThreadCommit, ThreadId, WaitIdentity,
+    AuditDraft, CommitOperation, EndCause, Message, PauseReason, ResumeTicket, RunDisposition,
+    RunId, StateCommand, StateScope, ThreadCommit, ThreadId, WaitIdentity,
 };
 use serde_json::json;
 

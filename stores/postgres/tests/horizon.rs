@@ -11,9 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use postgres::Client;
+use runcore::store::{
+    CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreHandles,
+};
 use runcore::{
-    AuditDraft, CheckpointReader, CommitLog, CommitOperation, CommittedThreadView, EventRecord,
-    EventScope, Message, RunDisposition, RunId, StoreHandles, ThreadCommit, ThreadId,
+    AuditDraft, CommitOperation, Message, RunDisposition, RunId, ThreadCommit, ThreadId,
 };
 use serde_json::json;
 

@@ -4,9 +4,9 @@
 
 mod support;
 
+use runcore::store::{CheckpointReader, CommitLog, CommittedThreadView, EventScope};
 use runcore::{
-    AuditDraft, CheckpointReader, CommitLog, CommitOperation, CommittedThreadView, EventScope,
-    Message, RunDisposition, RunId, ThreadCommit, ThreadId,
+    AuditDraft, CommitOperation, Message, RunDisposition, RunId, ThreadCommit, ThreadId,
 };
 use runcore_postgres::SCHEMA_VERSION;
 use serde_json::json;

@@ -9,9 +9,12 @@ mod support;
 
 use std::sync::Barrier;
 
+use runcore::store::{
+    CheckpointReader, CommitLog, CommittedThreadView, EventScope, StoreError, StoreHandles,
+};
 use runcore::{
-    AuditDraft, CheckpointReader, CommitError, CommitLog, CommitOperation, CommittedThreadView,
-    EventScope, Message, RunDisposition, RunId, StoreError, StoreHandles, ThreadCommit, ThreadId,
+    AuditDraft, CommitError, CommitOperation, Message, RunDisposition, RunId, ThreadCommit,
+    ThreadId,
 };
 use serde_json::json;
 

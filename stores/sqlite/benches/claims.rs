@@ -29,10 +29,10 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use runcore::store::{ClaimRequest, CommitLog, MemoryStore, ThreadClaims};
 use runcore::{
-    AssistantMessage, AuditDraft, CallId, ClaimRequest, CommitLog, CommitOperation, MemoryStore,
-    Message, PendingTool, ResumeTicket, RunDisposition, RunId, ThreadClaims, ThreadCommit,
-    ThreadId, ToolWaitReason, WaitIdentity,
+    AssistantMessage, AuditDraft, CallId, CommitOperation, Message, PendingTool, ResumeTicket,
+    RunDisposition, RunId, ThreadCommit, ThreadId, ToolWaitReason, WaitIdentity,
 };
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use serde_json::json;

@@ -23,11 +23,11 @@
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
-use runcore::script::{self, ModelOnly, ModelTurn};
+use runcore::host::script::{self, ModelOnly, ModelTurn};
+use runcore::store::{CommitLog, MemoryStore, StoreError};
 use runcore::{
-    Agent, AgentConfig, AssistantMessage, AuditDraft, CommitLog, CommitOperation, MemoryStore,
-    Message, ModelRequest, Output, RecoveryPolicy, RunDisposition, StoreError, ThreadCommit,
-    ThreadId, UserMessage,
+    Agent, AgentConfig, AssistantMessage, AuditDraft, CommitOperation, Message, ModelRequest,
+    Output, RecoveryPolicy, RunDisposition, ThreadCommit, ThreadId, UserMessage,
 };
 use runcore_sqlite::{OpenCheck, SqliteOptions, SqliteStore, Synchronous};
 use serde_json::json;

@@ -21,11 +21,12 @@
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
-use runcore::script::{self, ModelOnly, ModelTurn};
+use runcore::host::fork_thread;
+use runcore::host::script::{self, ModelOnly, ModelTurn};
+use runcore::store::CommitLog;
 use runcore::{
-    Agent, AgentConfig, AssistantBlock, AssistantMessage, CommitLog, Message, ModelRequest, Output,
+    Agent, AgentConfig, AssistantBlock, AssistantMessage, Message, ModelRequest, Output,
     RecoveryPolicy, ResultOutcome, StopReason, ThreadId, ToolResultMessage, UserMessage,
-    fork_thread,
 };
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use serde_json::json;

@@ -8,10 +8,11 @@
 
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use runcore::{
-    Claim, ClaimGrant, ClaimRecord, ClaimRequest, DueReason, DueWork, RunId, StoreError,
-    ThreadClaims, ThreadId, decide_claim, decide_release, decide_renew, due_order,
+use runcore::store::{
+    Claim, ClaimGrant, ClaimRecord, ClaimRequest, DueReason, DueWork, StoreError, ThreadClaims,
+    decide_claim, decide_release, decide_renew, due_order,
 };
+use runcore::{RunId, ThreadId};
 
 use crate::SqliteStore;
 use crate::codec::{bound, count, int, limit};
@@ -95,7 +96,7 @@ fn store_claim(
 
 impl ThreadClaims for SqliteStore {
     fn claim_thread(&mut self, request: &ClaimRequest, now_ms: u64) -> Result<Claim, StoreError> {
-        runcore::check_claim_request(request)?;
+        runcore::store::check_claim_request(request)?;
         let tx = self.begin()?;
         let current = load_claim(&tx, &request.thread_id)?;
         let claim = match decide_claim(request, current.as_ref(), now_ms)? {

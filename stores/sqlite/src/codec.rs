@@ -1,7 +1,7 @@
 //! Conversions between the core's types and SQLite columns: JSON text, and counters that
 //! SQLite keeps as signed 64-bit integers.
 
-use runcore::StoreError;
+use runcore::store::StoreError;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 

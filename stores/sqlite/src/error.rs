@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use runcore::StoreError;
+use runcore::store::StoreError;
 
 /// Why [`SqliteStore::open`](crate::SqliteStore::open) refused or failed. Each message names
 /// the path and what was found there.

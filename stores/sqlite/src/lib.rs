@@ -1,15 +1,15 @@
 //! # runcore-sqlite — the embedded SQLite backend of runcore
 //!
 //! [`SqliteStore`] keeps runcore's commit log in one SQLite file (or in memory) and answers
-//! the read ports from it: it implements [`CommitLog`](runcore::CommitLog),
-//! [`CommittedThreadView`](runcore::CommittedThreadView),
-//! [`CheckpointReader`](runcore::CheckpointReader) and [`StoreHandles`],
+//! the read ports from it: it implements [`CommitLog`](runcore::store::CommitLog),
+//! [`CommittedThreadView`](runcore::store::CommittedThreadView),
+//! [`CheckpointReader`](runcore::store::CheckpointReader) and [`StoreHandles`],
 //! with exactly the semantics of the core's reference `MemoryStore`, and it runs the core's
 //! whole conformance suite against a real file.
 //!
 //! ```
-//! use runcore::{CommitLog, CommittedThreadView, CommitOperation, Message, RunDisposition,
-//!               ThreadCommit, ThreadId};
+//! use runcore::{CommitOperation, Message, RunDisposition, ThreadCommit, ThreadId};
+//! use runcore::store::{CommitLog, CommittedThreadView};
 //! use runcore_sqlite::{SqliteOptions, SqliteStore};
 //!
 //! # let dir = std::env::temp_dir().join(format!("runcore-sqlite-doc-{}", std::process::id()));
@@ -85,7 +85,7 @@
 //!
 //! Messages, tickets, states, state commands and payloads are the core's own serde JSON, so
 //! nothing is mapped by hand and nothing can drift from the core's types. Each message row
-//! carries the chained transcript digest up to it ([`runcore::chain_digest`]), so
+//! carries the chained transcript digest up to it ([`runcore::store::chain_digest`]), so
 //! pinning a transcript snapshot and verifying it are single-row reads, and a pin made by
 //! this store verifies on any other backend. Indexes: messages and state commands by
 //! (thread, position); events by thread and by run (ordered by sequence); Awaiting runs by
@@ -118,7 +118,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use runcore::{StoreError, StoreHandles};
+use runcore::store::{StoreError, StoreHandles};
 use rusqlite::Connection;
 
 mod claims;

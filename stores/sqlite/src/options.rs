@@ -41,7 +41,7 @@ pub enum OpenCheck {
     /// inside the data then shows up as a [`StoreError::Unavailable`] from the read or commit
     /// that meets it.
     ///
-    /// [`StoreError::Unavailable`]: runcore::StoreError::Unavailable
+    /// [`StoreError::Unavailable`]: runcore::store::StoreError::Unavailable
     SchemaOnly,
 }
 
@@ -59,7 +59,7 @@ pub struct SqliteOptions {
     /// Durability of a returned commit (default [`Synchronous::Full`]).
     pub synchronous: Synchronous,
     /// How long a commit waits for another connection's write transaction to finish before
-    /// failing with [`StoreError::Unavailable`](runcore::StoreError::Unavailable)
+    /// failing with [`StoreError::Unavailable`](runcore::store::StoreError::Unavailable)
     /// ("database is locked"). Default 5 s.
     pub busy_timeout: Duration,
     /// What is checked at open (default [`OpenCheck::Quick`]).

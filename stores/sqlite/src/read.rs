@@ -8,11 +8,13 @@ use std::ops::Range;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::Value;
 
+use runcore::store::{
+    CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
+    ThreadAsOf, ThreadSummary, TranscriptError, TranscriptSnapshotRef, check_ranges,
+};
 use runcore::{
-    CheckpointReader, CommitLog, CommitOperation, CommitReceipt, CommitRecord, CommittedThreadView,
-    EventRecord, EventScope, Message, ResumeTicket, RunId, RunRecord, RunState, StateCommand,
-    StoreError, ThreadAsOf, ThreadCommit, ThreadId, ThreadSummary, TranscriptError,
-    TranscriptSnapshotRef, check_ranges,
+    CommitOperation, CommitReceipt, CommitRecord, Message, ResumeTicket, RunId, RunRecord,
+    RunState, StateCommand, ThreadCommit, ThreadId,
 };
 
 use crate::SqliteStore;

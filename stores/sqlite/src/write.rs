@@ -9,10 +9,12 @@
 
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
+use runcore::store::{
+    Admission, AppendPlan, CommitHead, RunHead, StoreError, StoreSequences, admit, admit_commit,
+};
 use runcore::{
-    Admission, AppendPlan, CommitHead, CommitOperation, CommitReceipt, CommitRecord, OperationId,
-    RunDisposition, RunHead, RunId, RunState, StoreError, StoreSequences, ThreadCommit, ThreadId,
-    admit, admit_commit,
+    CommitOperation, CommitReceipt, CommitRecord, OperationId, RunDisposition, RunId, RunState,
+    ThreadCommit, ThreadId,
 };
 
 use crate::SqliteStore;

@@ -2,7 +2,7 @@
 //! file (each case in its own temporary directory, removed when the case and every handle it
 //! opened are done), once on an in-memory store.
 
-use runcore::Intercepted;
+use runcore::store::Intercepted;
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use runcore_store_testkit::{Guarded, guarded};
 use tempfile::TempDir;

@@ -5,10 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use runcore::{
-    CheckpointReader, CommitLog, CommitOperation, CommittedThreadView, EventScope, Message,
-    RunDisposition, StoreError, ThreadCommit, ThreadId,
-};
+use runcore::store::{CheckpointReader, CommitLog, CommittedThreadView, EventScope, StoreError};
+use runcore::{CommitOperation, Message, RunDisposition, ThreadCommit, ThreadId};
 use runcore_sqlite::{OpenCheck, OpenError, SqliteOptions, SqliteStore};
 use tempfile::TempDir;
 

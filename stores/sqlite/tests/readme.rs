@@ -1,9 +1,10 @@
 //! The README's "Using SQLite from Rust" example, run as written (in a temporary directory),
 //! twice: the second run finds the history and recovers instead of starting fresh.
 
+use runcore::store::{CommitLog, CommittedThreadView};
 use runcore::{
-    Action, Agent, AgentConfig, AssistantMessage, CommitLog, CommittedThreadView, Output,
-    RecoveryPolicy, ThreadId, ToolOutput, UserMessage,
+    Action, Agent, AgentConfig, AssistantMessage, Output, RecoveryPolicy, ThreadId, ToolOutput,
+    UserMessage,
 };
 use runcore_sqlite::{SqliteOptions, SqliteStore};
 use tempfile::TempDir;

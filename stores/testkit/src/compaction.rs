@@ -7,11 +7,11 @@
 //! commit) and compares its model call with the live agent's; then finishes the run and
 //! checks a new run of the recovered, idle thread still starts from the summary.
 
-use runcore::script;
+use runcore::host::script;
+use runcore::store::{CheckpointReader, CommitLog, EventScope};
 use runcore::{
-    Agent, AgentConfig, AssistantBlock, AssistantMessage, AuditDraft, CallId, CheckpointReader,
-    CommitLog, EventScope, Message, Output, RecoveryPolicy, RunId, StopReason, ThreadId,
-    ToolOutput, ToolSpec, UserMessage,
+    Agent, AgentConfig, AssistantBlock, AssistantMessage, AuditDraft, CallId, Message, Output,
+    RecoveryPolicy, RunId, StopReason, ThreadId, ToolOutput, ToolSpec, UserMessage,
 };
 use serde_json::json;
 
@@ -140,7 +140,7 @@ pub fn check<S: CommitLog + CheckpointReader>(
 mod tests {
     #[test]
     fn memory_store_rebuilds_the_compacted_context() {
-        let mut store = runcore::MemoryStore::new();
+        let mut store = runcore::store::MemoryStore::new();
         super::check(&mut store, &runcore::ThreadId::new("compacted"))
             .unwrap_or_else(|e| panic!("{e}"));
     }

@@ -29,10 +29,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use runcore::{
-    CheckpointReader, CommitLog, CommitOperation, CommitReceipt, EventRecord, EventScope, Message,
-    RunId, RunState,
-};
+use runcore::store::{CheckpointReader, CommitLog, EventRecord, EventScope};
+use runcore::{CommitOperation, CommitReceipt, Message, RunId, RunState};
 use serde_json::Value;
 
 use crate::session::{self, KitError, PROMPTS, Reference, THREAD};
@@ -838,7 +836,7 @@ mod tests {
 
     #[test]
     fn progress_lines_read_back_even_behind_libtest_output() {
-        let mut store = runcore::MemoryStore::new();
+        let mut store = runcore::store::MemoryStore::new();
         let mut lines = Vec::new();
         session::run_session(&mut store, &mut |op, receipt| {
             lines.push(Ack::line(op, receipt));
@@ -854,7 +852,7 @@ mod tests {
     #[test]
     fn an_uncrashed_store_passes_every_check() {
         let reference = session::reference().unwrap();
-        let mut store = runcore::MemoryStore::new();
+        let mut store = runcore::store::MemoryStore::new();
         let mut acks = Vec::new();
         session::run_session(&mut store, &mut |operation, receipt| {
             acks.push(Ack {
@@ -868,7 +866,7 @@ mod tests {
         assert_eq!(check.landed_unacknowledged, 0);
         finish_with_recover(&mut store, &reference, &acks).unwrap();
         // A store that lost an acknowledged commit is caught.
-        let mut short = runcore::MemoryStore::new();
+        let mut short = runcore::store::MemoryStore::new();
         let mut first = Vec::new();
         session::run_session(&mut short, &mut |operation, receipt| {
             if first.is_empty() {

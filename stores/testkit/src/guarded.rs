@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use runcore::{Intercept, InterceptHandles, Intercepted, StoreError, StoreHandles};
+use runcore::store::{Intercept, InterceptHandles, Intercepted, StoreError, StoreHandles};
 
 /// A store plus a guard that is dropped after the last handle: e.g.
 /// `runcore::conformance_tests!(|| guarded(open_in(&dir), dir))` keeps each case's
@@ -65,8 +65,8 @@ impl<S: StoreHandles, G: Send + Sync> InterceptHandles for Guarded<S, G> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use runcore::MemoryStore;
-    use runcore::SharedStore;
+    use runcore::store::MemoryStore;
+    use runcore::store::SharedStore;
 
     struct Flag(Arc<std::sync::atomic::AtomicBool>);
     impl Drop for Flag {

@@ -16,20 +16,20 @@
 //! | 5 | a tool call at every step until the budget is spent | `max_steps` |
 //! | 6 | a text answer, a follow-up taken at that stop, a second answer | `natural_end` |
 //!
-//! [`drive`] is the host: the crate's scripted host ([`runcore::script::serve`]) over
+//! [`drive`] is the host: the crate's scripted host ([`runcore::host::script::serve`]) over
 //! [`SessionScript`], committing every [`Output::Commit`] through [`commit_output`] *before*
 //! anything after it is acted on.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use runcore::script::{self, ModelTurn, Script, ServeError, Stop};
+use runcore::host::script::{self, ModelTurn, Script, ServeError, Stop};
+use runcore::store::{CheckpointReader, CommitLog, CommittedThreadView, MemoryStore, StoreError};
 use runcore::{
-    Action, Agent, AgentConfig, AssistantBlock, AssistantMessage, AwaitTarget, CheckpointReader,
-    CommitLog, CommitOperation, CommitReceipt, CommittedThreadView, Input, MemoryStore, Message,
-    ModelRequest, Output, RecoverError, RecoveryPolicy, ResumeResult, ResumeTicket, RunId,
-    RunState, StopReason, StoreError, ThreadCommit, ThreadId, ToolCall, ToolOutput, ToolSpec,
-    UserMessage,
+    Action, Agent, AgentConfig, AssistantBlock, AssistantMessage, AwaitTarget, CommitOperation,
+    CommitReceipt, Input, Message, ModelRequest, Output, RecoverError, RecoveryPolicy,
+    ResumeResult, ResumeTicket, RunId, RunState, StopReason, ThreadCommit, ThreadId, ToolCall,
+    ToolOutput, ToolSpec, UserMessage,
 };
 use serde_json::json;
 
@@ -454,7 +454,8 @@ pub fn reference() -> Result<Reference, KitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use runcore::{EndCause, Failure, Intercept, Intercepted};
+    use runcore::store::{Intercept, Intercepted};
+    use runcore::{EndCause, Failure};
 
     #[test]
     fn the_reference_session_covers_every_planned_ending() {

@@ -18,7 +18,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use runcore::Store;
+use runcore::store::Store;
 use runcore_postgres::PostgresStore;
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 

@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use runcore::script::{self, ModelTurn, Script};
+use runcore::host::script::{self, ModelTurn, Script};
+use runcore::store::{CommitLog, MemoryStore};
 use runcore::{
-    Agent, CommitLog, MemoryStore, ModelRequest, Output, PermissionDecision, ResumeResult, RunId,
-    ThreadId, ToolCall, UserMessage,
+    Agent, ModelRequest, Output, PermissionDecision, ResumeResult, RunId, ThreadId, ToolCall,
+    UserMessage,
 };
 use runcore_restate::Tools;
 use runcore_restate::script::{ScriptedTools, answer, scripted_config};
@@ -429,7 +430,7 @@ pub fn single_process_run(
         if let Output::Commit(commit) = output {
             store.commit_operation(commit.as_ref().clone().into_operation())?;
         }
-        Ok::<(), runcore::StoreError>(())
+        Ok::<(), runcore::store::StoreError>(())
     };
     loop {
         script::serve(&mut agent, &mut script, &mut sink).expect("served");

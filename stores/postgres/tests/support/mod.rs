@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use postgres::{Client, NoTls};
-use runcore::Intercepted;
+use runcore::store::Intercepted;
 use runcore_postgres::{PostgresStore, URL_ENV};
 use runcore_store_testkit::{Guarded, guarded};
 

@@ -31,16 +31,16 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::ClaimOptions;
+use super::session::{ClaimHeld, ClaimedSession, OpenError};
 use crate::agent::{Agent, AgentConfig, Output, RecoverError, RecoveryPolicy};
 use crate::commit::{AuditDraft, CommitError};
-use crate::driver::ClaimOptions;
 use crate::driver::ErrorBody;
 use crate::error::AgentError;
 use crate::ids::{RunId, ThreadId};
 use crate::resume::{PermissionDecision, ResumeError, ResumeResult};
 use crate::run::RunDisposition;
 use crate::store::StoreError;
-use crate::store::claims::Claim;
 use crate::store::ports::Store;
 
 /// Where a committed answer landed: `{"thread_id","version"}` (SPEC §12.5).
@@ -77,18 +77,8 @@ pub enum AnswerError {
     Unrecoverable(AgentError),
     /// Another owner holds the thread's claim live (SPEC §12.5: exit 4, `409 claim_held`).
     /// Nothing was read further or written.
-    #[error(
-        "thread {:?} is claimed by {owner:?} until {expires_at_ms} (store time)",
-        thread_id.as_str()
-    )]
-    Held {
-        /// The run's thread.
-        thread_id: ThreadId,
-        /// Who holds it.
-        owner: String,
-        /// When that claim expires, in store time.
-        expires_at_ms: u64,
-    },
+    #[error(transparent)]
+    Held(ClaimHeld),
 }
 
 impl AnswerError {
@@ -99,7 +89,7 @@ impl AnswerError {
             AnswerError::Refused(error) => error.kind(),
             AnswerError::Fenced(_) | AnswerError::Store(_) => "store",
             AnswerError::Unrecoverable(_) => "invalid_state",
-            AnswerError::Held { .. } => "claim_held",
+            AnswerError::Held(_) => "claim_held",
         }
     }
 
@@ -117,14 +107,10 @@ impl AnswerError {
                     details,
                 }
             }
-            AnswerError::Held {
-                owner,
-                expires_at_ms,
-                ..
-            } => {
+            AnswerError::Held(held) => {
                 let mut details = serde_json::Map::new();
-                details.insert("owner".into(), owner.as_str().into());
-                details.insert("expires_at_ms".into(), (*expires_at_ms).into());
+                details.insert("owner".into(), held.owner.as_str().into());
+                details.insert("expires_at_ms".into(), held.expires_at_ms.into());
                 ErrorBody {
                     kind: "claim_held".into(),
                     message: self.to_string(),
@@ -187,27 +173,19 @@ pub fn answer_permission<S: Store + ?Sized>(
     };
     let thread_id = record.thread_id;
     // Claimed before anything is recovered: a live claim of another owner is `Held`, and
-    // nothing is read further or written.
-    let granted = match store.claim_thread(&claim.request(&thread_id), now_ms) {
-        Ok(granted) => granted,
-        Err(StoreError::Rejected(CommitError::ClaimHeld {
-            owner,
-            expires_at_ms,
-        })) => {
-            return Err(AnswerError::Held {
-                thread_id,
-                owner,
-                expires_at_ms,
-            });
+    // nothing is read further or written; released whatever happened.
+    ClaimedSession::run(store, claim, &thread_id, now_ms, |store, session| {
+        answer_on_thread(store, session, run_id, decision, now_ms)
+    })
+}
+
+impl From<OpenError> for AnswerError {
+    fn from(error: OpenError) -> Self {
+        match error {
+            OpenError::Held(held) => AnswerError::Held(held),
+            OpenError::Store(store) => store.into(),
         }
-        Err(other) => return Err(other.into()),
-    };
-    let result = answer_on_thread(store, &thread_id, run_id, decision, &granted, now_ms);
-    // Released whatever happened: the next worker need not wait for the lease.
-    let released = store.release_claim(&granted, now_ms);
-    let answered = result?;
-    released?;
-    Ok(answered)
+    }
 }
 
 /// The kind of the host draft an answer adds beside its `permission_decided`:
@@ -217,12 +195,12 @@ pub const DECIDED_BY: &str = "decided_by";
 /// Steps 1–4 of the module docs on the (claimed) thread.
 fn answer_on_thread<S: Store + ?Sized>(
     store: &mut S,
-    thread_id: &ThreadId,
+    session: &ClaimedSession,
     run_id: &RunId,
     decision: PermissionDecision,
-    granted: &Claim,
     now_ms: u64,
 ) -> Result<Answered, AnswerError> {
+    let thread_id = session.thread_id();
     let Some(ticket) = store.resume_ticket(run_id)? else {
         return Err(not_waiting());
     };
@@ -231,7 +209,7 @@ fn answer_on_thread<S: Store + ?Sized>(
     config.catalog_fingerprint = ticket.catalog_fingerprint.clone();
     // Recovery refuses a run with more model calls than `max_steps`; the answer makes none.
     config.max_steps = u32::MAX;
-    let mut agent = match Agent::recover(config, &store, thread_id, RecoveryPolicy::Replay) {
+    let mut agent = match session.recover(store, config, RecoveryPolicy::Replay) {
         Ok(agent) => agent,
         // A backend's reads need not be one snapshot: another writer's commit between
         // recovery's reads (say, another answer deleting the ticket) can make the facts look
@@ -249,7 +227,7 @@ fn answer_on_thread<S: Store + ?Sized>(
             // The deadline passed before the answer: holding the claim, apply it here (as a
             // sweep would, SPEC §7.3), so of an approval and an expiry at the same instant
             // exactly one commits — the expiry — and the answer gets `expired`.
-            apply_passed_deadline(store, &mut agent, granted, now_ms)?;
+            apply_passed_deadline(store, &mut agent, session, now_ms)?;
             return Err(AnswerError::Refused(expired));
         }
         Err(other) => return Err(AnswerError::Refused(other)),
@@ -296,12 +274,11 @@ fn answer_on_thread<S: Store + ?Sized>(
         at,
         AuditDraft::new(
             DECIDED_BY,
-            serde_json::json!({"call_id": call_id, "owner": granted.owner}),
+            serde_json::json!({"call_id": call_id, "owner": session.claim().owner}),
         ),
     );
     let version = commit.expected_thread_version.saturating_add(1);
-    let operation = commit.into_operation().claimed(granted.token(), now_ms);
-    store.commit_operation(operation)?;
+    session.commit(store, *commit, now_ms)?;
     Ok(Answered {
         thread_id: thread_id.clone(),
         version,
@@ -313,27 +290,23 @@ fn answer_on_thread<S: Store + ?Sized>(
 fn apply_passed_deadline<S: Store + ?Sized>(
     store: &mut S,
     agent: &mut Agent,
-    granted: &Claim,
+    session: &ClaimedSession,
     now_ms: u64,
 ) -> Result<(), AnswerError> {
     agent
         .handle_timeout(now_ms)
         .map_err(AnswerError::Unrecoverable)?;
-    while let Some(output) = agent.poll() {
-        if let Output::Commit(commit) = output {
-            store.commit_operation(commit.into_operation().claimed(granted.token(), now_ms))?;
-        }
-    }
+    session.commit_outputs(store, agent, now_ms)?;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        AssistantBlock, AssistantMessage, CheckpointReader, CommitLog, CommittedThreadView,
-        EventScope, MemoryStore, RunState, StopReason, ThreadClaims, ToolSpec, UserMessage,
+    use crate::store::{
+        CheckpointReader, CommitLog, CommittedThreadView, EventScope, MemoryStore, ThreadClaims,
     };
+    use crate::{AssistantBlock, AssistantMessage, RunState, StopReason, ToolSpec, UserMessage};
     use serde_json::json;
 
     const RUN: &str = "t/run-1";
@@ -420,18 +393,17 @@ mod tests {
     fn a_thread_held_live_by_another_owner_is_held_and_nothing_is_written() {
         let mut store = awaiting(None);
         let thread = ThreadId::new("t");
-        let worker = crate::driver::ClaimOptions::new("worker", 60_000);
+        let worker = crate::host::ClaimOptions::new("worker", 60_000);
         let live = store.claim_thread(&worker.request(&thread), 1_900).unwrap();
         let before = serde_json::to_value(&store).unwrap();
         let error = answer_permission(&mut store, &RunId::new(RUN), allow(), &claimer(), 2_000)
             .unwrap_err();
         match &error {
-            AnswerError::Held {
-                owner,
-                expires_at_ms,
-                ..
-            } => {
-                assert_eq!((owner.as_str(), *expires_at_ms), ("worker", 61_900));
+            AnswerError::Held(held) => {
+                assert_eq!(
+                    (held.owner.as_str(), held.expires_at_ms),
+                    ("worker", 61_900)
+                );
             }
             other => panic!("expected Held, got {other:?}"),
         }
@@ -558,19 +530,19 @@ mod tests {
         assert_eq!(version, winner.version);
     }
 
-    fn claimer() -> crate::driver::ClaimOptions {
-        crate::driver::ClaimOptions::new("operator", 60_000)
+    fn claimer() -> crate::host::ClaimOptions {
+        crate::host::ClaimOptions::new("operator", 60_000)
     }
 
     /// A store whose reads are not one snapshot: the first `latest_run` read returns the head
     /// as it was, and then another writer's commit lands before recovery's next reads.
     struct Racing {
-        store: crate::SharedStore<MemoryStore>,
+        store: crate::store::SharedStore<MemoryStore>,
         winner: std::cell::RefCell<Option<crate::CommitOperation>>,
     }
 
-    impl crate::Intercept for Racing {
-        type Inner = crate::SharedStore<MemoryStore>;
+    impl crate::store::Intercept for Racing {
+        type Inner = crate::store::SharedStore<MemoryStore>;
         fn inner(&self) -> &Self::Inner {
             &self.store
         }
@@ -617,8 +589,8 @@ mod tests {
             }
         }
         let version = store.thread_version(&ThreadId::new("t")).unwrap();
-        let mut racing = crate::Intercepted(Racing {
-            store: crate::SharedStore::new(store),
+        let mut racing = crate::store::Intercepted(Racing {
+            store: crate::store::SharedStore::new(store),
             winner: std::cell::RefCell::new(winner),
         });
         let error = answer_permission(&mut racing, &run, allow(), &claimer(), 2_001).unwrap_err();

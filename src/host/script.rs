@@ -19,7 +19,7 @@
 //!
 //! ```
 //! use std::convert::Infallible;
-//! use runcore::script::{self, ModelTurn, Script, Stop};
+//! use runcore::host::script::{self, ModelTurn, Script, Stop};
 //! use runcore::{
 //!     Agent, AgentConfig, AssistantBlock, AssistantMessage, ModelRequest, Output, RunId,
 //!     StopReason, ToolCall, ToolOutput, ToolSpec, UserMessage,
@@ -186,7 +186,7 @@ pub trait Script {
 ///
 /// ```
 /// use std::convert::Infallible;
-/// use runcore::script::{self, ModelOnly, ModelTurn, Stop};
+/// use runcore::host::script::{self, ModelOnly, ModelTurn, Stop};
 /// use runcore::{Agent, AgentConfig, AssistantMessage, ModelRequest, Output, UserMessage};
 ///
 /// let mut agent = Agent::new(AgentConfig::default())?;

@@ -6,7 +6,7 @@
 //! is committed, apply its inputs, commit every commit the agent emits — fenced and under the
 //! claim — and release the claim. Whatever the agent asks for next (a model call, tools) is
 //! left to whichever worker claims the thread next: the run is then Running with no live
-//! claim, which [`due_work`](crate::ThreadClaims::due_work) lists as orphaned, and a worker
+//! claim, which [`due_work`](crate::store::ThreadClaims::due_work) lists as orphaned, and a worker
 //! recovering it under `replay` carries on.
 //!
 //! [`sweep`] handles due work once: each passed deadline is applied as a timeout at store time
@@ -20,8 +20,7 @@
 
 use serde::Serialize;
 
-use crate::agent::{Agent, AgentConfig, Output, RecoverError, RecoveryPolicy};
-use crate::commit::CommitError;
+use crate::agent::{Agent, AgentConfig, RecoverError, RecoveryPolicy};
 use crate::error::AgentError;
 use crate::ids::{RunId, ThreadId};
 use crate::run::RunState;
@@ -30,20 +29,12 @@ use crate::store::claims::{DueReason, DueWork};
 use crate::store::ports::Store;
 
 use super::ClaimOptions;
+use super::session::{ClaimHeld, ClaimedAct, ClaimedSession, OpenError};
 
 /// The reason an orphan with no open tool calls is stopped with under
 /// [`RecoveryPolicy::Seal`]: its in-flight model call is thrown away, and there is no tool call
 /// to pair `interrupted` (SPEC §8.7 seals only those), so it ends `Stopped("sealed")`.
 pub const SEALED_REASON: &str = "sealed";
-
-/// What [`act_under_claim`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimedAct {
-    /// How many commits the agent emitted and the store took.
-    pub commits: usize,
-    /// The thread's version after them.
-    pub version: u64,
-}
 
 /// Why [`act_under_claim`] did nothing (or stopped). Every commit made before the error is
 /// stored; none after it is.
@@ -51,15 +42,8 @@ pub struct ClaimedAct {
 #[non_exhaustive]
 pub enum ActError {
     /// Another owner holds the thread live (nothing was read or written).
-    #[error("thread {:?} is claimed by {owner:?} until {expires_at_ms} (store time)", thread.as_str())]
-    ClaimHeld {
-        /// The thread.
-        thread: ThreadId,
-        /// Who holds it.
-        owner: String,
-        /// When that claim expires, in store time.
-        expires_at_ms: u64,
-    },
+    #[error(transparent)]
+    ClaimHeld(ClaimHeld),
     /// The store failed or refused (a claim or a commit).
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -83,53 +67,34 @@ pub enum ActError {
 pub fn act_under_claim<S: Store + ?Sized>(
     store: &mut S,
     claim: &ClaimOptions,
-    mut config: AgentConfig,
+    config: AgentConfig,
     thread: &ThreadId,
     policy: RecoveryPolicy,
     now_ms: u64,
     act: impl FnOnce(&mut Agent) -> Result<(), AgentError>,
 ) -> Result<ClaimedAct, ActError> {
-    let granted = match store.claim_thread(&claim.request(thread), now_ms) {
-        Ok(granted) => granted,
-        Err(StoreError::Rejected(CommitError::ClaimHeld {
-            owner,
-            expires_at_ms,
-        })) => {
-            return Err(ActError::ClaimHeld {
-                thread: thread.clone(),
-                owner,
-                expires_at_ms,
-            });
-        }
-        Err(other) => return Err(other.into()),
-    };
-    let outcome = (|| -> Result<ClaimedAct, ActError> {
-        config.thread_id = thread.clone();
-        let mut agent = Agent::recover(config, &store, thread, policy).map_err(|e| match e {
-            RecoverError::Store(error) => ActError::Store(error),
-            RecoverError::Invalid(error) => ActError::Recover {
-                thread: thread.clone(),
-                error,
-            },
-        })?;
+    ClaimedSession::run(store, claim, thread, now_ms, |store, session| {
+        let mut agent = session
+            .recover(store, config, policy)
+            .map_err(|e| match e {
+                RecoverError::Store(error) => ActError::Store(error),
+                RecoverError::Invalid(error) => ActError::Recover {
+                    thread: thread.clone(),
+                    error,
+                },
+            })?;
         act(&mut agent).map_err(ActError::Agent)?;
-        let mut commits = 0;
-        let mut version = store.thread_version(thread)?;
-        while let Some(output) = agent.poll() {
-            if let Output::Commit(commit) = output {
-                let operation = commit.into_operation().claimed(granted.token(), now_ms);
-                let receipt = store.commit_operation(operation)?;
-                version = receipt.record.thread_version;
-                commits += 1;
-            }
+        Ok(session.commit_outputs(store, &mut agent, now_ms)?)
+    })
+}
+
+impl From<OpenError> for ActError {
+    fn from(error: OpenError) -> Self {
+        match error {
+            OpenError::Held(held) => ActError::ClaimHeld(held),
+            OpenError::Store(store) => ActError::Store(store),
         }
-        Ok(ClaimedAct { commits, version })
-    })();
-    // Released whatever happened, so the next owner need not wait for the lease.
-    let released = store.release_claim(&granted, now_ms);
-    let act = outcome?;
-    released?;
-    Ok(act)
+    }
 }
 
 /// What a sweep did with one item.
@@ -250,9 +215,10 @@ fn sweep_one<S: Store + ?Sized>(
     match result {
         Ok(done) if still_due && done.commits > 0 => report(action, None),
         Ok(_) => report(SweepAction::Skipped, Some("no longer due".to_owned())),
-        Err(ActError::ClaimHeld { owner, .. }) => {
-            report(SweepAction::Skipped, Some(format!("claimed by {owner:?}")))
-        }
+        Err(ActError::ClaimHeld(held)) => report(
+            SweepAction::Skipped,
+            Some(format!("claimed by {:?}", held.owner)),
+        ),
         Err(error) => report(SweepAction::Skipped, Some(error.to_string())),
     }
 }
@@ -260,10 +226,11 @@ fn sweep_one<S: Store + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::ToolPolicy;
+    use crate::ToolSpec;
+    use crate::agent::{Output, ToolPolicy};
     use crate::message::{AssistantBlock, AssistantMessage, StopReason, UserMessage};
     use crate::store::ThreadClaims;
-    use crate::{CommitLog, CommittedThreadView, MemoryStore, ToolSpec};
+    use crate::store::{CommitLog, CommittedThreadView, MemoryStore};
 
     /// A thread whose run waits for approval of `deploy`, with a deadline at 5_000.
     fn waiting_store() -> MemoryStore {

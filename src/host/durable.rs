@@ -25,11 +25,12 @@
 
 use serde_json::{Map, Value};
 
-use super::{
-    ContextMode, Driver, ErrorBody, InputLine, OutputLine, error_line, idle_line, render_line,
-};
+use super::session::{ClaimHeld, ClaimedSession, OpenError, commit_operation_for};
 use crate::agent::{Agent, AgentConfig, Input, Output, RecoverError, RecoveryPolicy};
 use crate::commit::CommitError;
+use crate::driver::{
+    ContextMode, Driver, ErrorBody, InputLine, OutputLine, error_line, idle_line, render_line,
+};
 use crate::error::AgentError;
 use crate::ids::ThreadId;
 use crate::store::claims::{Claim, ClaimRequest};
@@ -105,18 +106,8 @@ pub enum DurableStartError {
     Config(#[source] AgentError),
     /// Another owner holds the thread's claim, live at store time (SPEC §12.4: `runcore
     /// drive` exits with status 4). Nothing was read or written.
-    #[error(
-        "thread {:?} is claimed by {owner:?} until {expires_at_ms} (store time)",
-        thread.as_str()
-    )]
-    ClaimHeld {
-        /// The driver's thread.
-        thread: ThreadId,
-        /// Who holds it.
-        owner: String,
-        /// When that claim expires, in store time.
-        expires_at_ms: u64,
-    },
+    #[error(transparent)]
+    ClaimHeld(ClaimHeld),
     /// The claim options are malformed (empty or oversized owner, zero or too long lease).
     #[error("invalid claim options: {0}")]
     InvalidClaim(String),
@@ -233,7 +224,7 @@ impl ClaimOptions {
 /// The claim a durable driver holds, and what its own clock trusts of it.
 #[derive(Debug, Clone)]
 struct Lease {
-    claim: Claim,
+    session: ClaimedSession,
     options: ClaimOptions,
     /// Local time until which the driver may act: (local time when the claim or last renew
     /// was sent) + lease − margin.
@@ -246,9 +237,9 @@ struct Lease {
 }
 
 impl Lease {
-    fn granted(claim: Claim, options: ClaimOptions, sent_at: u64) -> Self {
+    fn granted(session: ClaimedSession, options: ClaimOptions, sent_at: u64) -> Self {
         let mut lease = Lease {
-            claim,
+            session,
             options,
             trusted_until: 0,
             renew_at: 0,
@@ -331,10 +322,12 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
         while let Some(output) = self.driver.poll() {
             let text = self.driver.render(&output);
             if let Output::Commit(commit) = output {
-                let mut operation = commit.into_operation();
-                if let Some(lease) = &self.lease {
-                    operation = operation.claimed(lease.claim.token(), lease.now_ms);
-                }
+                let operation = match &self.lease {
+                    Some(lease) => {
+                        commit_operation_for(*commit, Some(lease.session.claim()), lease.now_ms)
+                    }
+                    None => commit_operation_for(*commit, None, 0),
+                };
                 // A duplicate receipt is the same fact already stored (SPEC §7.1): harmless.
                 if let Err(error) = self.store.commit_operation(operation) {
                     // A commit refused because the claim is gone is the `claim_lost` line of
@@ -343,7 +336,9 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
                         (
                             StoreError::Rejected(CommitError::ClaimLost { current_epoch }),
                             Some(lease),
-                        ) => claim_lost_line(line, lease.claim.epoch, Some(*current_epoch)),
+                        ) => {
+                            claim_lost_line(line, lease.session.claim().epoch, Some(*current_epoch))
+                        }
                         _ => store_error_line(line, &error),
                     };
                     sink(text);
@@ -377,30 +372,23 @@ impl<S: CommitLog + CheckpointReader + ThreadClaims> DurableDriver<S> {
         now_ms: u64,
     ) -> Result<(Self, DurableLines), DurableStartError> {
         let thread = options.config.thread_id.clone();
-        let request = claim.request(&thread);
-        let granted = store.claim_thread(&request, now_ms).map_err(|e| match e {
-            StoreError::Rejected(CommitError::ClaimHeld {
-                owner,
-                expires_at_ms,
-            }) => DurableStartError::ClaimHeld {
-                thread: thread.clone(),
-                owner,
-                expires_at_ms,
-            },
-            StoreError::Rejected(CommitError::InvalidClaim { reason }) => {
-                DurableStartError::InvalidClaim(reason)
-            }
-            source => DurableStartError::Store {
-                thread: thread.clone(),
-                source,
-            },
-        })?;
+        let granted =
+            ClaimedSession::open(&mut store, &claim, &thread, now_ms).map_err(|e| match e {
+                OpenError::Held(held) => DurableStartError::ClaimHeld(held),
+                OpenError::Store(StoreError::Rejected(CommitError::InvalidClaim { reason })) => {
+                    DurableStartError::InvalidClaim(reason)
+                }
+                OpenError::Store(source) => DurableStartError::Store {
+                    thread: thread.clone(),
+                    source,
+                },
+            })?;
         let lease = Lease::granted(granted, claim, now_ms);
         // Recovery reads under the claim; if it fails, the claim is released again.
         let (mut durable, _) = match DurableDriver::start_unclaimed_parts(store, options) {
             Ok(parts) => parts,
             Err((mut store, error)) => {
-                let _ = store.release_claim(&lease.claim, now_ms);
+                let _ = lease.session.release(&mut store, now_ms);
                 return Err(error);
             }
         };
@@ -423,12 +411,11 @@ impl<S: CommitLog + CheckpointReader + ThreadClaims> DurableDriver<S> {
         let lease = self.lease.as_mut()?;
         lease.now_ms = lease.now_ms.max(now_ms);
         if now_ms >= lease.renew_at {
-            match self
-                .store
-                .renew_claim(&lease.claim, lease.options.lease_ms, now_ms)
+            match lease
+                .session
+                .renew(&mut self.store, lease.options.lease_ms, now_ms)
             {
-                Ok(renewed) => {
-                    lease.claim = renewed;
+                Ok(()) => {
                     lease.trust_from(now_ms);
                 }
                 Err(StoreError::Rejected(CommitError::ClaimLost { current_epoch })) => {
@@ -460,7 +447,7 @@ impl<S: CommitLog + CheckpointReader + ThreadClaims> DurableDriver<S> {
     pub fn claim(&self) -> Option<&Claim> {
         match self.ended {
             Some(_) => None,
-            None => self.lease.as_ref().map(|lease| &lease.claim),
+            None => self.lease.as_ref().map(|lease| lease.session.claim()),
         }
     }
 
@@ -474,7 +461,7 @@ impl<S: CommitLog + CheckpointReader + ThreadClaims> DurableDriver<S> {
             line: self.driver.lines_handled(),
             code: "released",
         });
-        self.store.release_claim(&lease.claim, now_ms)
+        lease.session.release(&mut self.store, now_ms)
     }
 
     fn lose_claim(&mut self, line: u64, current_epoch: Option<u64>) -> String {
@@ -482,7 +469,10 @@ impl<S: CommitLog + CheckpointReader + ThreadClaims> DurableDriver<S> {
             line,
             code: "claim_lost",
         });
-        let epoch = self.lease.as_ref().map_or(0, |lease| lease.claim.epoch);
+        let epoch = self
+            .lease
+            .as_ref()
+            .map_or(0, |lease| lease.session.claim().epoch);
         claim_lost_line(line, epoch, current_epoch)
     }
 }
@@ -623,9 +613,11 @@ impl<S> DurableDriver<S> {
     }
 }
 
-/// The `store` error line a durable driver writes for input line `line` when the store
-/// rejected or failed one of its commits: `code` is [`StoreError::code`].
-pub fn store_error_line(line: u64, error: &StoreError) -> String {
+/// The §10 body of a store's refusal or failure of a commit (`kind` `store`, `code`
+/// [`StoreError::code`], a message saying nothing of the commit was written and what to do):
+/// what a durable driver's `store` line carries and what the bindings and the Restate worker
+/// raise or answer, built here once.
+pub fn store_error_body(error: &StoreError) -> ErrorBody {
     let mut details = Map::new();
     details.insert("code".into(), Value::from(error.code()));
     let message = match error {
@@ -638,13 +630,19 @@ pub fn store_error_line(line: u64, error: &StoreError) -> String {
              from what is committed"
         ),
     };
+    ErrorBody {
+        kind: "store".into(),
+        message,
+        details,
+    }
+}
+
+/// The `store` error line a durable driver writes for input line `line` when the store
+/// rejected or failed one of its commits ([`store_error_body`]).
+pub fn store_error_line(line: u64, error: &StoreError) -> String {
     render_line(&OutputLine::Error {
         line,
-        error: ErrorBody {
-            kind: "store".into(),
-            message,
-            details,
-        },
+        error: store_error_body(error),
     })
 }
 
@@ -655,8 +653,8 @@ mod tests {
     use super::*;
     use crate::commit::{CommitError, CommitOperation, CommitReceipt};
     use crate::message::Message;
-    use crate::{CommittedThreadView, EventRecord, EventScope, MemoryStore, StoreHandles};
-    use crate::{Intercept, Intercepted, SharedStore};
+    use crate::store::{CommittedThreadView, EventRecord, EventScope, MemoryStore, StoreHandles};
+    use crate::store::{Intercept, Intercepted, SharedStore};
 
     fn values(lines: &[String]) -> Vec<Value> {
         lines
@@ -1021,11 +1019,9 @@ mod tests {
         };
         let before = stored(&store);
         match claimed(store.open_handle().unwrap(), "w2", 10) {
-            Err(DurableStartError::ClaimHeld {
-                owner,
-                expires_at_ms,
-                ..
-            }) => assert_eq!((owner.as_str(), expires_at_ms), ("w1", 1_000)),
+            Err(DurableStartError::ClaimHeld(held)) => {
+                assert_eq!((held.owner.as_str(), held.expires_at_ms), ("w1", 1_000))
+            }
             other => panic!("expected ClaimHeld, got {other:?}"),
         }
         assert_eq!(stored(&store), before);
