@@ -12,7 +12,8 @@ use runcore::ThreadId;
 use runcore::host::ForkError;
 
 use crate::args::ForkArgs;
-use crate::store::{self, Access, StoreUrl, wall_clock_ms};
+use crate::store::{self, Access, StoreUrl};
+use runcore_host::wall_clock_ms;
 
 /// Exit status when the fork is refused.
 const EXIT_REFUSED: u8 = 1;

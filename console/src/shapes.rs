@@ -8,7 +8,7 @@
 use runcore::host::ForkOrigin;
 use runcore::store::{CheckpointReader, Claim, EventRecord, EventScope, StoreError, ThreadClaims};
 use runcore::{AuditDraft, Message, ResumeTicket, RunId, RunRecord, RunState, ThreadId};
-pub use runcore_store_url::wall_clock_ms;
+pub use runcore_host::wall_clock_ms;
 use serde::Serialize;
 
 /// How many items one read asks the store for.

@@ -18,9 +18,9 @@ use runcore::store::{
 use runcore::{CommitError, RunId, ThreadId};
 use serde_json::Value;
 
+use runcore_host::wall_clock_ms;
 use runcore_postgres::PostgresStore;
 use runcore_sqlite::{OpenError, SqliteOptions, SqliteStore, Synchronous};
-use runcore_store_url::wall_clock_ms;
 
 use crate::convert::{from_py, serde_to_py};
 use crate::errors::{claim_held, guard, internal, store_error};

@@ -10,8 +10,8 @@ use runcore::{
     Action, Agent, AgentConfig, AgentError, AgentSnapshot, CommitOperation, CommitReceipt, Input,
     Output, RecoverError, RecoveryPolicy, ResumeCommand, ThreadId, ToolOutput,
 };
+use runcore_host::wall_clock_ms;
 use runcore_store_blocking::BlockingError;
-use runcore_store_url::wall_clock_ms;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -18,16 +18,6 @@ use crate::SqliteStore;
 use crate::codec::{bound, count, int, limit};
 use crate::error::backend;
 
-/// The machine's wall clock in Unix-epoch milliseconds (0 if the clock is before 1970): a
-/// SQLite store's time when the caller gives none, and the clock of claims and deadlines for
-/// every host that shares a store (SPEC §7.3). Hosts reach it as
-/// `runcore_store_url::wall_clock_ms`.
-pub fn wall_clock_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 /// The thread's claim row, live or not.
 pub(crate) fn load_claim(
     conn: &rusqlite::Connection,

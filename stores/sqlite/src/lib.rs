@@ -130,7 +130,6 @@ mod read;
 mod schema;
 mod write;
 
-pub use claims::wall_clock_ms;
 pub use error::OpenError;
 pub use options::{OpenCheck, SqliteOptions, Synchronous};
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};

@@ -22,27 +22,6 @@ use runcore::store::Store;
 use runcore_postgres::PostgresStore;
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
-pub use runcore_sqlite::wall_clock_ms;
-
-/// This process start's default owner id (SPEC §7.2: unique per process start): the host
-/// name, the pid and the start time, `host:pid:ms`.
-pub fn default_owner() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "host".to_owned());
-    format!("{host}:{}:{}", std::process::id(), wall_clock_ms())
-}
-
-/// A claim request id unique to this process start and to `what` asks (`drive`, `sweep`,
-/// `approve`): `what.pid.ms`. A restarted process never reuses its predecessor's, so it
-/// never inherits a live claim by retrying a request it did not make (SPEC §7.2).
-pub fn request_id(what: &str) -> String {
-    format!("{what}.{}.{}", std::process::id(), wall_clock_ms())
-}
-
 /// Where a store is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreUrl {
