@@ -20,7 +20,7 @@ use super::claims::{
 };
 use super::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
-    ThreadAsOf, ThreadClaims, ThreadSummary, TranscriptError, TranscriptSnapshotRef, check_ranges,
+    ThreadAsOf, ThreadClaims, ThreadSummary, TranscriptSnapshotRef, check_pin, check_ranges,
     slice_ranges,
 };
 use crate::commit::{CommitOperation, CommitReceipt, CommitRecord, OperationId, ThreadCommit};
@@ -458,27 +458,13 @@ impl CommittedThreadView for MemoryStore {
     ) -> Result<(), StoreError> {
         let entry = self.threads.get(&snapshot.thread_id);
         let committed = entry.map_or(0, |t| t.messages.len());
-        if snapshot.end > committed {
-            return Err(TranscriptError::SnapshotUnavailable {
-                thread_id: snapshot.thread_id.clone(),
-                end: snapshot.end,
-                committed,
-            }
-            .into());
-        }
         let digest = match snapshot.end.checked_sub(1) {
             None => "",
             Some(last) => entry
                 .and_then(|t| t.digests.get(last))
                 .map_or("", String::as_str),
         };
-        if digest != snapshot.digest {
-            return Err(TranscriptError::SnapshotMismatch {
-                thread_id: snapshot.thread_id.clone(),
-            }
-            .into());
-        }
-        Ok(())
+        Ok(check_pin(snapshot, committed, digest)?)
     }
 
     fn transcript_slice(

@@ -54,6 +54,6 @@ pub(crate) use ports::slice_ranges;
 pub use ports::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, Store, StoreError,
     StoreHandles, ThreadAsOf, ThreadClaims, ThreadSummary, TranscriptError, TranscriptSnapshotRef,
-    chain_digest, check_ranges, transcript_digest,
+    chain_digest, check_pin, check_ranges, transcript_digest,
 };
 pub use shared::{POISONED, SharedStore};

@@ -413,15 +413,32 @@ fn verify_prefix(
     snapshot: &TranscriptSnapshotRef,
     messages: &[Message],
 ) -> Result<(), TranscriptError> {
-    let prefix =
-        messages
-            .get(..snapshot.end)
-            .ok_or_else(|| TranscriptError::SnapshotUnavailable {
-                thread_id: snapshot.thread_id.clone(),
-                end: snapshot.end,
-                committed: messages.len(),
-            })?;
-    if transcript_digest(prefix) != snapshot.digest {
+    let digest = messages
+        .get(..snapshot.end)
+        .map(transcript_digest)
+        .unwrap_or_default();
+    check_pin(snapshot, messages.len(), &digest)
+}
+
+/// The pin check every backend makes (SPEC §7): `committed` is how many messages the thread
+/// has now, `digest` the chained digest of its first `snapshot.end` messages (what the backend
+/// keeps for the message at position `end - 1`; empty for an empty pin, or when there is no
+/// such message). A pin longer than what is committed is
+/// [`SnapshotUnavailable`](TranscriptError::SnapshotUnavailable); a digest that differs is
+/// [`SnapshotMismatch`](TranscriptError::SnapshotMismatch).
+pub fn check_pin(
+    snapshot: &TranscriptSnapshotRef,
+    committed: usize,
+    digest: &str,
+) -> Result<(), TranscriptError> {
+    if snapshot.end > committed {
+        return Err(TranscriptError::SnapshotUnavailable {
+            thread_id: snapshot.thread_id.clone(),
+            end: snapshot.end,
+            committed,
+        });
+    }
+    if digest != snapshot.digest {
         return Err(TranscriptError::SnapshotMismatch {
             thread_id: snapshot.thread_id.clone(),
         });

@@ -231,13 +231,6 @@ fn now_of(now_ms: Option<f64>) -> napi::Result<Option<u64>> {
         .map_err(invalid_json)
 }
 
-pub(crate) fn context_name(context: ContextMode) -> &'static str {
-    match context {
-        ContextMode::Full => "full",
-        ContextMode::Delta => "delta",
-    }
-}
-
 impl Drop for NativeAgent {
     fn drop(&mut self) {
         crate::raw::unregister(self);
@@ -881,7 +874,7 @@ impl NativeAgent {
     /// `"full"` or `"delta"`.
     #[napi(getter, catch_unwind)]
     pub fn context(&self) -> &'static str {
-        context_name(self.driver.context())
+        self.driver.context().as_str()
     }
 
     /// The ticket the active run waits on, as JSON text (`null` unless awaiting).

@@ -9,7 +9,7 @@ use runcore::driver::Driver;
 use runcore::host::{DurableDriver, DurableStartError};
 use serde_json::Value;
 
-use crate::agent::{NativeAgent, context_name};
+use crate::agent::NativeAgent;
 use crate::errors::{
     agent_error, bad_argument, guard, internal, invalid_json, parse_json, store_error_with_code,
 };
@@ -183,7 +183,7 @@ impl NativeDriver {
     /// `"full"` or `"delta"`.
     #[napi(getter, catch_unwind)]
     pub fn context(&self) -> &'static str {
-        context_name(self.driver().context())
+        self.driver().context().as_str()
     }
 
     /// The driven agent's snapshot (JSON text).

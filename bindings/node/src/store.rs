@@ -148,13 +148,10 @@ impl NativeStore {
     #[napi(factory, catch_unwind)]
     pub fn sqlite(path: String, synchronous: Option<String>) -> napi::Result<Self> {
         let synchronous = match synchronous.as_deref() {
-            None | Some("full") => Synchronous::Full,
-            Some("normal") => Synchronous::Normal,
-            Some(other) => {
-                return Err(bad_argument(format!(
-                    "synchronous must be \"full\" or \"normal\", got {other:?}"
-                )));
-            }
+            None => Synchronous::Full,
+            Some(name) => name
+                .parse::<Synchronous>()
+                .map_err(|e| bad_argument(e.to_string()))?,
         };
         let options = SqliteOptions::default().with_synchronous(synchronous);
         let store = SqliteStore::open(&path, options)

@@ -9,7 +9,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 use runcore::RecoveryPolicy;
-use runcore::driver::{ContextMode, Driver};
+use runcore::driver::Driver;
 use runcore::host::{
     ClaimOptions, DurableDriver, DurableLines, DurableOptions, DurableStartError, SessionEnded,
 };
@@ -389,10 +389,7 @@ impl PyDriver {
     /// `"full"` or `"delta"`: how `call_model` lines carry the transcript.
     #[getter]
     fn context(&self) -> &'static str {
-        match self.inner.driver().context() {
-            ContextMode::Full => "full",
-            ContextMode::Delta => "delta",
-        }
+        self.inner.driver().context().as_str()
     }
 
     /// The driven agent's `snapshot()` text.

@@ -460,15 +460,9 @@ impl PySqliteStore {
     #[new]
     #[pyo3(signature = (path, *, synchronous = "full"))]
     fn new(path: &str, synchronous: &str) -> PyResult<PyClassInitializer<Self>> {
-        let synchronous = match synchronous {
-            "full" => Synchronous::Full,
-            "normal" => Synchronous::Normal,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "synchronous must be \"full\" or \"normal\", got {other:?}"
-                )));
-            }
-        };
+        let synchronous = synchronous
+            .parse::<Synchronous>()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let options = SqliteOptions::default().with_synchronous(synchronous);
         let store = SqliteStore::open(path, options).map_err(|e| open_error(&e))?;
         Ok(

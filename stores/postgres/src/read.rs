@@ -11,7 +11,7 @@ use postgres::Row;
 use postgres::types::ToSql;
 use runcore::store::{
     CheckpointReader, CommittedThreadView, EventRecord, EventScope, StoreError, ThreadAsOf,
-    ThreadSummary, TranscriptError, TranscriptSnapshotRef, check_ranges,
+    ThreadSummary, TranscriptSnapshotRef, check_pin, check_ranges,
 };
 use runcore::{Message, ResumeTicket, RunId, RunRecord, StateCommand, ThreadId};
 
@@ -258,21 +258,7 @@ impl CommittedThreadView for PostgresStore {
             }
         })?;
         let committed = usize::try_from(committed).unwrap_or(usize::MAX);
-        if snapshot.end > committed {
-            return Err(TranscriptError::SnapshotUnavailable {
-                thread_id: snapshot.thread_id.clone(),
-                end: snapshot.end,
-                committed,
-            }
-            .into());
-        }
-        if digest != snapshot.digest {
-            return Err(TranscriptError::SnapshotMismatch {
-                thread_id: snapshot.thread_id.clone(),
-            }
-            .into());
-        }
-        Ok(())
+        Ok(check_pin(snapshot, committed, &digest)?)
     }
 
     fn transcript_slice(

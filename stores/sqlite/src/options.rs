@@ -18,12 +18,37 @@ pub enum Synchronous {
 }
 
 impl Synchronous {
+    /// The name hosts write for it (`"full"`, `"normal"`): in a store URL
+    /// (`sqlite:PATH?synchronous=normal`) and the bindings' `synchronous` argument.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Synchronous::Full => "full",
+            Synchronous::Normal => "normal",
+        }
+    }
+
     /// The value of `PRAGMA synchronous`.
     pub fn pragma_value(self) -> &'static str {
         match self {
             Synchronous::Full => "FULL",
             Synchronous::Normal => "NORMAL",
         }
+    }
+}
+
+impl std::str::FromStr for Synchronous {
+    type Err = runcore::UnknownName;
+
+    /// Reads the name [`Synchronous::as_str`] writes.
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        [Synchronous::Full, Synchronous::Normal]
+            .into_iter()
+            .find(|s| s.as_str() == name)
+            .ok_or_else(|| runcore::UnknownName {
+                setting: "synchronous",
+                expected: &["full", "normal"],
+                got: name.to_owned(),
+            })
     }
 }
 

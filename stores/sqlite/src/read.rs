@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use runcore::store::{
     CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, StoreError,
-    ThreadAsOf, ThreadSummary, TranscriptError, TranscriptSnapshotRef, check_ranges,
+    ThreadAsOf, ThreadSummary, TranscriptSnapshotRef, check_pin, check_ranges,
 };
 use runcore::{
     CommitOperation, CommitReceipt, CommitRecord, Message, ResumeTicket, RunId, RunRecord,
@@ -98,35 +98,28 @@ fn messages_between(
 /// Verifies a pin against what is committed (`SnapshotUnavailable`, `SnapshotMismatch`).
 fn verify_pin(conn: &Connection, snapshot: &TranscriptSnapshotRef) -> Result<(), StoreError> {
     let (committed, _) = transcript_head(conn, &snapshot.thread_id)?;
-    let end = snapshot.end as u64;
-    if end > committed {
-        return Err(TranscriptError::SnapshotUnavailable {
-            thread_id: snapshot.thread_id.clone(),
-            end: snapshot.end,
-            committed: usize::try_from(committed).unwrap_or(usize::MAX),
-        }
-        .into());
-    }
-    let digest = match end.checked_sub(1) {
+    let committed = usize::try_from(committed).unwrap_or(usize::MAX);
+    // The digest kept with the pin's last message (position end - 1); none for an empty pin
+    // or past what is committed.
+    let digest = match snapshot
+        .end
+        .checked_sub(1)
+        .filter(|_| snapshot.end <= committed)
+    {
         None => String::new(),
         Some(last) => conn
             .prepare_cached("SELECT digest FROM messages WHERE thread_id = ?1 AND position = ?2")
             .and_then(|mut s| {
-                s.query_row(params![snapshot.thread_id.as_str(), int(last)], |r| {
-                    r.get::<_, String>(0)
-                })
+                s.query_row(
+                    params![snapshot.thread_id.as_str(), int(last as u64)],
+                    |r| r.get::<_, String>(0),
+                )
                 .optional()
             })
             .map_err(|e| backend("read a message digest", e))?
             .unwrap_or_default(),
     };
-    if digest != snapshot.digest {
-        return Err(TranscriptError::SnapshotMismatch {
-            thread_id: snapshot.thread_id.clone(),
-        }
-        .into());
-    }
-    Ok(())
+    Ok(check_pin(snapshot, committed, &digest)?)
 }
 
 impl SqliteStore {

@@ -41,13 +41,14 @@ impl StoreUrl {
     pub fn parse(url: &str) -> Result<StoreUrl, String> {
         if let Some(rest) = url.strip_prefix("sqlite:") {
             let (path, synchronous) = match rest.rsplit_once("?synchronous=") {
-                Some((path, "full")) => (path, Synchronous::Full),
-                Some((path, "normal")) => (path, Synchronous::Normal),
-                Some((_, other)) => {
-                    return Err(format!(
-                        "--store {url:?}: synchronous takes full or normal, not {other:?}"
-                    ));
-                }
+                Some((path, name)) => match name.parse::<Synchronous>() {
+                    Ok(synchronous) => (path, synchronous),
+                    Err(_) => {
+                        return Err(format!(
+                            "--store {url:?}: synchronous takes full or normal, not {name:?}"
+                        ));
+                    }
+                },
                 None => (rest, Synchronous::Full),
             };
             if path.is_empty() {
@@ -82,7 +83,7 @@ impl fmt::Display for StoreUrl {
                 write!(f, "sqlite:{}", path.display())?;
                 match synchronous {
                     Synchronous::Full => Ok(()),
-                    Synchronous::Normal => f.write_str("?synchronous=normal"),
+                    other => write!(f, "?synchronous={}", other.as_str()),
                 }
             }
             StoreUrl::Postgres(url) => f.write_str(&redact_secrets(url)),
