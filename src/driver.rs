@@ -31,6 +31,7 @@ use crate::commit::ThreadCommit;
 use crate::error::AgentError;
 use crate::ids::{RunId, Step, ThreadId};
 use crate::message::{Message, ToolCall};
+use crate::store::StoreError;
 
 mod commit_line;
 
@@ -356,6 +357,20 @@ pub fn error_body(error: &AgentError) -> ErrorBody {
     details.remove("kind");
     ErrorBody {
         kind: error.kind().to_owned(),
+        message: error.to_string(),
+        details,
+    }
+}
+
+/// The body of a store's error (`kind` `store`, `code` [`StoreError::code`], `message` the
+/// error's text): what the bindings raise and the Restate worker answers for a store call that
+/// failed or was refused, built here once. A durable driver's `store` line carries the same
+/// body with advice in its message ([`host::store_error_line`](crate::host::store_error_line)).
+pub fn store_error_body(error: &StoreError) -> ErrorBody {
+    let mut details = Map::new();
+    details.insert("code".into(), Value::from(error.code()));
+    ErrorBody {
+        kind: "store".into(),
         message: error.to_string(),
         details,
     }

@@ -308,6 +308,11 @@ export interface TranscriptSnapshot {
  * `StoreError` (a malformed argument with `InvalidJsonError` or `TypeError`).
  */
 export abstract class Store {
+  /**
+   * The store at `url` (`sqlite:PATH`, `postgres://…`) through the one backend registry;
+   * `create: false` refuses a place that holds no runcore store (`StoreError`, code `open`).
+   */
+  static open(url: string, options?: { create?: boolean }): Store;
   commit(output: CommitOutput, options?: { claim?: Claim; nowMs?: number }): Promise<{ [key: string]: Json }>;
   claimThread(
     request: { threadId: string; owner: string; requestId?: string; leaseMs: number },

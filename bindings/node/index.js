@@ -960,12 +960,31 @@ class Driver {
  * The commit log (SPEC §7, §7.1) and its read ports, records as plain objects. Every method
  * returns a promise: the call runs on libuv's thread pool, never on the JavaScript thread.
  */
+const OPENED = Symbol('runcore.opened');
+
 class Store {
   #native;
 
-  constructor(handle) {
-    if (new.target === Store) throw new TypeError('use MemoryStore, SqliteStore or PostgresStore');
+  constructor(handle, opened) {
+    if (new.target === Store && opened !== OPENED) {
+      throw new TypeError('use Store.open(url), MemoryStore, SqliteStore or PostgresStore');
+    }
     this.#native = handle;
+  }
+
+  /**
+   * The store at `url` (`sqlite:PATH`, `postgres://…`) through the one backend registry;
+   * `create: false` refuses a place that holds no runcore store.
+   */
+  static open(url, { create = true } = {}) {
+    if (typeof url !== 'string') throw new TypeError('Store.open: url must be a string');
+    let handle;
+    try {
+      handle = native.NativeStore.open(url, create);
+    } catch (e) {
+      rethrow(e);
+    }
+    return new Store(handle, OPENED);
   }
 
   async #call(name, ...args) {

@@ -613,14 +613,12 @@ impl<S> DurableDriver<S> {
     }
 }
 
-/// The §10 body of a store's refusal or failure of a commit (`kind` `store`, `code`
-/// [`StoreError::code`], a message saying nothing of the commit was written and what to do):
-/// what a durable driver's `store` line carries and what the bindings and the Restate worker
-/// raise or answer, built here once.
-pub fn store_error_body(error: &StoreError) -> ErrorBody {
-    let mut details = Map::new();
-    details.insert("code".into(), Value::from(error.code()));
-    let message = match error {
+/// The `store` error line a durable driver writes for input line `line` when the store
+/// rejected or failed one of its commits: [`store_error_body`](crate::driver::store_error_body)
+/// with a message saying nothing of the commit was written and what to do.
+pub fn store_error_line(line: u64, error: &StoreError) -> String {
+    let mut body = crate::driver::store_error_body(error);
+    body.message = match error {
         StoreError::Rejected(rejection) => format!(
             "the store rejected the commit ({rejection}); nothing of it was written. Another \
              writer may hold this thread: restart the driver to recover from what is committed"
@@ -630,20 +628,7 @@ pub fn store_error_body(error: &StoreError) -> ErrorBody {
              from what is committed"
         ),
     };
-    ErrorBody {
-        kind: "store".into(),
-        message,
-        details,
-    }
-}
-
-/// The `store` error line a durable driver writes for input line `line` when the store
-/// rejected or failed one of its commits ([`store_error_body`]).
-pub fn store_error_line(line: u64, error: &StoreError) -> String {
-    render_line(&OutputLine::Error {
-        line,
-        error: store_error_body(error),
-    })
+    render_line(&OutputLine::Error { line, error: body })
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ mod sweep;
 pub use answer::{AnswerError, Answered, DECIDED_BY, answer_permission};
 pub use durable::{
     ClaimOptions, DurableDriver, DurableLines, DurableOptions, DurableStartError, SessionEnded,
-    store_error_body, store_error_line,
+    store_error_line,
 };
 pub use fork::{ForkError, ForkOrigin, Forked, fork_thread, forked_from};
 pub use session::{ClaimHeld, ClaimedAct, ClaimedSession, OpenError, commit_operation_for};

@@ -52,8 +52,8 @@ pub use intercept::{Intercept, InterceptHandles, Intercepted};
 pub use memory::MemoryStore;
 pub(crate) use ports::slice_ranges;
 pub use ports::{
-    CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, Store, StoreError,
-    StoreHandles, ThreadAsOf, ThreadClaims, ThreadSummary, TranscriptError, TranscriptSnapshotRef,
-    chain_digest, check_pin, check_ranges, transcript_digest,
+    BoxedStore, CheckpointReader, CommitLog, CommittedThreadView, EventRecord, EventScope, Store,
+    StoreError, StoreHandles, ThreadAsOf, ThreadClaims, ThreadSummary, TranscriptError,
+    TranscriptSnapshotRef, chain_digest, check_pin, check_ranges, transcript_digest,
 };
 pub use shared::{POISONED, SharedStore};

@@ -464,6 +464,11 @@ pub trait Store: CommitLog + CheckpointReader + ThreadClaims {}
 
 impl<T: CommitLog + CheckpointReader + ThreadClaims + ?Sized> Store for T {}
 
+/// Any store as one concrete type: what a URL opens (`runcore-store-url`), what the bindings
+/// hold and share ([`SharedStore`](super::SharedStore)'s default). Every port is forwarded
+/// through the box, so it is a [`Store`] itself.
+pub type BoxedStore = Box<dyn Store + Send>;
+
 /// Forwards every port through a pointer-like wrapper (`Box<T>`, `&mut T`), so a boxed or
 /// borrowed store is a store, with no hand-written forwarding at each call site.
 ///

@@ -41,7 +41,7 @@ pub const POISONED: &str = "the store is unusable: a panic happened during an ea
 /// assert_eq!(other.thread_version(&ThreadId::new("t")).unwrap(), 0);
 /// ```
 #[derive(Debug)]
-pub struct SharedStore<S: ?Sized = Box<dyn Store + Send>>(Arc<Mutex<S>>);
+pub struct SharedStore<S: ?Sized = super::BoxedStore>(Arc<Mutex<S>>);
 
 impl<S: ?Sized> Clone for SharedStore<S> {
     fn clone(&self) -> Self {

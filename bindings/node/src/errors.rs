@@ -9,7 +9,7 @@ use runcore::store::StoreError;
 use runcore::{AgentError, SnapshotError};
 use serde_json::{Value, json};
 
-use crate::shared_candidates::error_body;
+use crate::shared_candidates::{error_body, store_error_body};
 
 /// The prefix `index.js` recognises.
 const MARK: &str = "runcore:";
@@ -44,7 +44,7 @@ pub fn internal(message: impl Into<String>) -> napi::Error {
 
 /// A store call failed (`code`: the rejection's code, `transcript`, `unavailable`, `open`).
 pub fn store_error(error: &StoreError) -> napi::Error {
-    store_error_with_code(error.code(), &error.to_string())
+    thrown(store_error_body(error))
 }
 
 /// A store error with an explicit code.

@@ -12,19 +12,14 @@
 //!   readings, with this package's messages.
 //! - [`error_body`]: an agent error as the body of its `error` line.
 
-use runcore::driver::{ContextMode, InputLine, error_line};
+use runcore::driver::{ContextMode, InputLine};
 use runcore::host::DurableOptions;
 use runcore::{AgentConfig, AgentError, Input, RecoveryPolicy};
 use serde_json::Value;
 
-/// A backend a binding can hold: every port of a store, movable to another thread.
-pub trait Backend: runcore::store::Store + Send {}
-
-impl<T: runcore::store::Store + Send> Backend for T {}
-
 /// Any backend, as one concrete type the core's generic functions accept: the core forwards
 /// every port through `Box<T>`, so the box needs no forwarding of its own.
-pub type DynStore = Box<dyn Backend>;
+pub type DynStore = runcore::store::BoxedStore;
 
 /// A handle onto one [`DynStore`] that several owners share (the core's
 /// [`runcore::store::SharedStore`]; a poisoned lock reads as an unavailable store).
@@ -92,8 +87,17 @@ pub fn durable_options(
 /// The body of the driver's `error` line for `error`: `kind`, `message` and the error's own
 /// fields.
 pub fn error_body(error: &AgentError) -> Value {
-    serde_json::from_str::<Value>(&error_line(0, error))
-        .ok()
-        .and_then(|mut line| line.get_mut("error").map(Value::take))
-        .unwrap_or_else(|| serde_json::json!({"kind": error.kind(), "message": error.to_string()}))
+    body_value(runcore::driver::error_body(error))
+}
+
+/// The body of a store's error: `kind` `store`, `code`, `message`.
+pub fn store_error_body(error: &runcore::store::StoreError) -> Value {
+    body_value(runcore::driver::store_error_body(error))
+}
+
+fn body_value(body: runcore::driver::ErrorBody) -> Value {
+    let mut object = body.details;
+    object.insert("kind".into(), Value::from(body.kind));
+    object.insert("message".into(), Value::from(body.message));
+    Value::Object(object)
 }

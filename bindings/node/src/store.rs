@@ -27,7 +27,7 @@ use serde::de::DeserializeOwned;
 use crate::errors::{
     bad_argument, guard, internal, invalid_json, store_error, store_error_with_code,
 };
-use crate::shared_candidates::{Backend, DynStore, SharedStore};
+use crate::shared_candidates::{DynStore, SharedStore};
 
 /// One store call, run on libuv's thread pool: its answer is the JSON text the promise
 /// resolves to; a store error, or a panic (caught there: it never unwinds into Node), rejects
@@ -92,7 +92,7 @@ fn limit_of(limit: Option<u32>) -> usize {
 }
 
 impl NativeStore {
-    fn new(backend: impl Backend + 'static) -> Self {
+    fn new(backend: impl runcore::store::Store + Send + 'static) -> Self {
         NativeStore {
             shared: SharedStore::new(Box::new(backend)),
         }
@@ -157,6 +157,22 @@ impl NativeStore {
         let store = SqliteStore::open(&path, options)
             .map_err(|e| store_error_with_code("open", &e.to_string()))?;
         Ok(NativeStore::new(store))
+    }
+
+    /// The store at `url` (`sqlite:PATH`, `postgres://…`), opened through the one backend
+    /// registry (`runcore drive --store`'s URLs); `create` (default true) creates a missing
+    /// SQLite file or PostgreSQL tables, false refuses a place without a runcore store.
+    #[napi(factory, catch_unwind)]
+    pub fn open(url: String, create: Option<bool>) -> napi::Result<Self> {
+        let access = match create {
+            Some(false) => runcore_store_url::Access::Read,
+            _ => runcore_store_url::Access::Write,
+        };
+        let backend = runcore_store_url::open_url(&url, access)
+            .map_err(|message| store_error_with_code("open", &message))?;
+        Ok(NativeStore {
+            shared: SharedStore::new(backend),
+        })
     }
 
     /// A store in a PostgreSQL database at `url`, its tables in `schema` when given.

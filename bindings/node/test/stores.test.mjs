@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
@@ -204,4 +204,23 @@ test('PostgresStore: commits and read ports (RUNCORE_PG_URL)', async (t) => {
   await exercise(store, 'pg');
   const agent = Agent.recover(new PostgresStore(url, { schema }), 'pg', 'replay');
   assert.equal(agent.transcript().length, 2);
+});
+
+test('Store.open: any store URL through the registry; create: false creates nothing', async (t) => {
+  const dir = tempDir(t);
+  const path = join(dir, 'runs.db');
+  const store = runcore.Store.open(`sqlite:${path}`);
+  assert.ok(store instanceof runcore.Store);
+  await exercise(store, 'url');
+  const again = runcore.Store.open(`sqlite:${path}?synchronous=normal`, { create: false });
+  assert.equal(await again.threadVersion('url'), await new SqliteStore(path).threadVersion('url'));
+  const missing = join(dir, 'none.db');
+  assert.throws(() => runcore.Store.open(`sqlite:${missing}`, { create: false }), (e) => e instanceof StoreError && e.code === 'open');
+  assert.ok(!existsSync(missing));
+  assert.throws(() => runcore.Store.open('mysql://db/x'), (e) => e instanceof StoreError && e.code === 'open');
+  assert.throws(
+    () => runcore.Store.open('postgresql://nobody:hunter2@127.0.0.1:1/none'),
+    (e) => e instanceof StoreError && e.code === 'open' && !e.message.includes('hunter2'),
+  );
+  assert.throws(() => new runcore.Store({}), TypeError);
 });

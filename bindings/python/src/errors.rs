@@ -196,12 +196,8 @@ fn raise(kind: &str, message: String, details: serde_json::Map<String, Value>) -
 
 /// The exception for an agent error.
 pub fn agent_error(error: &CoreAgentError) -> PyErr {
-    let mut details = match serde_json::to_value(error) {
-        Ok(Value::Object(map)) => map,
-        _ => serde_json::Map::new(),
-    };
-    details.remove("kind");
-    raise(error.kind(), error.to_string(), details)
+    let body = runcore::driver::error_body(error);
+    raise(&body.kind, body.message, body.details)
 }
 
 /// The `AgentError` subclass of `kind` with `message` and no fields of its own.
@@ -247,13 +243,13 @@ pub fn store_error(error: &CoreStoreError) -> PyErr {
     {
         return claim_held(&error.to_string(), None, owner, *expires_at_ms);
     }
-    let err = StoreError::new_err(error.to_string());
-    Python::attach(|py| {
-        let value = err.value(py);
-        let _ = value.setattr("code", error.code());
-        let _ = value.setattr("message", error.to_string());
-    });
-    err
+    let body = runcore::driver::store_error_body(error);
+    let code = body
+        .details
+        .get("code")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    store_error_with_code(code, &body.message)
 }
 
 /// `StoreError` with an explicit code (e.g. `"open"` for a store that cannot be opened).

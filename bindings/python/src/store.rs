@@ -24,15 +24,11 @@ use runcore_sqlite::{OpenError, SqliteOptions, SqliteStore, Synchronous};
 
 use crate::convert::{from_py, serde_to_py};
 use crate::errors::{claim_held, guard, internal, store_error};
-
-/// A backend the binding can hold: every port of a store, movable to another thread.
-pub trait Backend: runcore::store::Store + Send {}
-
-impl<T: runcore::store::Store + Send> Backend for T {}
+use runcore_store_url::Access;
 
 /// Any backend, as one concrete type the core's generic functions accept (the core forwards
 /// every port through `Box`).
-pub type DynStore = Box<dyn Backend>;
+pub type DynStore = runcore::store::BoxedStore;
 
 /// The message of a store whose lock a Rust panic poisoned.
 const POISONED: &str = "this store is unusable after an internal error (a Rust panic) in a call";
@@ -42,8 +38,8 @@ const POISONED: &str = "this store is unusable after an internal error (a Rust p
 /// the driver runs.
 pub type SharedBackend = runcore::store::SharedStore<DynStore>;
 
-/// The commit log and read ports of a runcore store (SPEC §7, §7.1). Open one of its
-/// subclasses: `MemoryStore()`, ….
+/// The commit log and read ports of a runcore store (SPEC §7, §7.1). Open any store from its
+/// URL with `Store.open(url)`, or one of the subclasses: `MemoryStore()`, ….
 #[pyclass(subclass, module = "runcore", name = "Store")]
 pub struct PyStore {
     inner: SharedBackend,
@@ -51,7 +47,7 @@ pub struct PyStore {
 
 impl PyStore {
     /// A store over `backend`.
-    pub fn new(backend: impl Backend + 'static) -> Self {
+    pub fn new(backend: impl runcore::store::Store + Send + 'static) -> Self {
         PyStore {
             inner: SharedBackend::new(Box::new(backend)),
         }
@@ -131,6 +127,24 @@ fn scope_of(scope: Option<&Bound<'_, PyAny>>) -> PyResult<EventScope> {
 
 #[pymethods]
 impl PyStore {
+    /// Opens the store at `url` through the one backend registry (`runcore drive --store`'s
+    /// URLs): `sqlite:PATH` (`?synchronous=normal` optional) or `postgres://…`. With
+    /// `create=True` (the default) a missing SQLite file or PostgreSQL tables are created;
+    /// with `create=False` a place that holds no runcore store raises `StoreError` with code
+    /// `"open"` and nothing is created. Any secret in the URL is masked in every message.
+    #[staticmethod]
+    #[pyo3(signature = (url, *, create = true))]
+    fn open(py: Python<'_>, url: &str, create: bool) -> PyResult<PyStore> {
+        let access = if create { Access::Write } else { Access::Read };
+        let url = url.to_owned();
+        let backend = py
+            .detach(move || runcore_store_url::open_url(&url, access))
+            .map_err(|message| crate::errors::store_error_with_code("open", &message))?;
+        Ok(PyStore {
+            inner: SharedBackend::new(backend),
+        })
+    }
+
     /// Applies a `commit` output of the agent or driver (`{"type": "commit", "commit": ...}`):
     /// fenced and idempotent when it carries `ordinal` and `expected_thread_version` (SPEC
     /// §7.1), a plain commit otherwise. Returns the receipt (or record) as a dict; a rejection

@@ -100,3 +100,40 @@ def test_postgres_connect_errors():
     with pytest.raises(runcore.StoreError) as e:
         runcore.PostgresStore("postgresql://nobody@127.0.0.1:1/none")
     assert e.value.code == "unavailable"
+
+
+def test_store_open_reads_any_store_url_through_the_registry(tmp_path):
+    path = tmp_path / "runs.db"
+    store = runcore.Store.open(f"sqlite:{path}")
+    assert type(store) is runcore.Store and path.exists()
+    check_like_memory(store, "t-url")
+    # The same file through the class and through a URL that names `synchronous`.
+    assert runcore.SqliteStore(str(path)).thread_version("t-url") == 3
+    assert runcore.Store.open(f"sqlite:{path}?synchronous=normal", create=False).thread_version("t-url") == 3
+
+
+def test_store_open_without_create_creates_nothing_and_masks_secrets(tmp_path):
+    missing = tmp_path / "none.db"
+    with pytest.raises(runcore.StoreError) as e:
+        runcore.Store.open(f"sqlite:{missing}", create=False)
+    assert e.value.code == "open" and not missing.exists()
+    with pytest.raises(runcore.StoreError) as e:
+        runcore.Store.open("mysql://db/x")
+    assert e.value.code == "open" and "sqlite:" in str(e.value)
+    with pytest.raises(runcore.StoreError) as e:
+        runcore.Store.open(f"sqlite:{tmp_path}/x.db?synchronous=sometimes")
+    assert e.value.code == "open"
+    with pytest.raises(runcore.StoreError) as e:
+        runcore.Store.open("postgresql://nobody:hunter2@127.0.0.1:1/none")
+    assert e.value.code == "open" and "hunter2" not in str(e.value)
+
+
+def test_store_open_on_postgres_creates_only_when_asked():
+    url = postgres_url()
+    schema = f"py_open_{uuid.uuid4().hex[:12]}"
+    # A database whose search path names a schema without runcore's tables: not a store.
+    scoped = f"{url}{'&' if '?' in url else '?'}options=-c%20search_path%3D{schema}"
+    for _ in range(2):  # the first refusal created nothing the second could find
+        with pytest.raises(runcore.StoreError) as e:
+            runcore.Store.open(scoped, create=False)
+        assert e.value.code == "open" and "not a runcore store" in str(e.value)

@@ -1,14 +1,11 @@
-//! What the host supplies: the model ([`Model`]), the tools ([`Tools`]) and the store
-//! ([`ThreadStore`]), and how a failed step reports itself ([`StepError`]).
+//! What the host supplies: the model ([`Model`]) and the tools ([`Tools`]), and how a failed
+//! step reports itself ([`StepError`]). The store is any [`runcore::store::BoxedStore`]
+//! (see [`crate::open_store`] and [`crate::shared`]).
 
 use std::future::Future;
 use std::pin::Pin;
 
-use runcore::store::{CheckpointReader, CommitLog, CommittedThreadView, StoreError};
-use runcore::{
-    Agent, AgentConfig, AssistantMessage, CommitOperation, CommitReceipt, Message, RecoverError,
-    RecoveryPolicy, RunId, Step, ThreadId, ToolCall, ToolOutput,
-};
+use runcore::{AssistantMessage, Message, RunId, Step, ThreadId, ToolCall, ToolOutput};
 
 /// A boxed future, so that [`Model`] and [`Tools`] stay object-safe (one worker hosts them as
 /// `Arc<dyn Model>` / `Arc<dyn Tools>`).
@@ -91,44 +88,4 @@ pub trait Model: Send + Sync + 'static {
 pub trait Tools: Send + Sync + 'static {
     /// Runs one call of run `run_id`.
     fn execute(&self, run_id: RunId, call: ToolCall) -> StepFuture<ToolOutput>;
-}
-
-/// The store a worker persists to: what a handler needs of a runcore store, object-safe.
-/// Every `CommitLog + CheckpointReader` store (SQLite, PostgreSQL, [`runcore::store::MemoryStore`])
-/// is one.
-pub trait ThreadStore: Send + 'static {
-    /// The thread's commit count (0 when unknown).
-    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError>;
-    /// [`Agent::recover`] of `thread` from this store.
-    fn recover(
-        &self,
-        config: AgentConfig,
-        thread: &ThreadId,
-        policy: RecoveryPolicy,
-    ) -> Result<Agent, RecoverError>;
-    /// [`CommitLog::commit_operation`]: fenced and idempotent (SPEC §7.1).
-    fn commit_operation(&mut self, operation: CommitOperation)
-    -> Result<CommitReceipt, StoreError>;
-}
-
-impl<S: CommitLog + CheckpointReader + Send + 'static> ThreadStore for S {
-    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-        CommittedThreadView::thread_version(self, thread)
-    }
-
-    fn recover(
-        &self,
-        config: AgentConfig,
-        thread: &ThreadId,
-        policy: RecoveryPolicy,
-    ) -> Result<Agent, RecoverError> {
-        Agent::recover(config, self, thread, policy)
-    }
-
-    fn commit_operation(
-        &mut self,
-        operation: CommitOperation,
-    ) -> Result<CommitReceipt, StoreError> {
-        CommitLog::commit_operation(self, operation)
-    }
 }

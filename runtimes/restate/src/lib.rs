@@ -94,8 +94,9 @@
 //!
 //! [`open_store`]: `sqlite:PATH` for one node (several worker processes on one machine may
 //! share the file) or `postgres://…` for a cluster, through the public APIs of
-//! `runcore-sqlite` and `runcore-postgres`. Any other `CommitLog + CheckpointReader` store
-//! is a [`ThreadStore`] too.
+//! `runcore-sqlite` and `runcore-postgres`. Any other store ([`runcore::store::Store`]) joins
+//! through [`shared`], boxed as the workspace's one boxed store
+//! ([`runcore::store::BoxedStore`]).
 //!
 //! The store ports are synchronous; the handlers are async. They meet in one place, the
 //! workspace's crossing `runcore-store-blocking` ([`SharedStore`]): the `load` and `commit`
@@ -120,7 +121,7 @@ pub mod script;
 mod store;
 mod wire;
 
-pub use host::{Model, ModelCall, StepError, StepFuture, ThreadStore, Tools};
+pub use host::{Model, ModelCall, StepError, StepFuture, Tools};
 pub use object::{ThreadHost, ThreadObject};
 pub use store::{OpenStoreError, SharedStore, open_store, shared};
 pub use wire::{ResumeRequest, RunEnd, ThreadView, agent_error_body};

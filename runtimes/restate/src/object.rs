@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use restate_sdk::prelude::*;
-use runcore::store::StoreError;
+use runcore::store::{BoxedStore, CommittedThreadView, StoreError};
 use runcore::{
     Action, Agent, AgentConfig, AgentError, AgentSnapshot, CommitOperation, CommitReceipt, Input,
     Output, RecoverError, RecoveryPolicy, ResumeCommand, ThreadId, ToolOutput,
@@ -15,7 +15,7 @@ use runcore_store_blocking::BlockingError;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::host::{Model, ModelCall, StepError, ThreadStore, Tools};
+use crate::host::{Model, ModelCall, StepError, Tools};
 use crate::store::SharedStore;
 use crate::wire::{self, ResumeRequest, ThreadView};
 
@@ -229,7 +229,7 @@ impl ThreadObject {
             let thread = thread.clone();
             ctx.run(move || async move {
                 store
-                    .call(move |store| load(&**store, config, &thread, saved_version))
+                    .call(move |store| load(store, config, &thread, saved_version))
                     .await
                     .map_err(blocking_failed)?
             })
@@ -329,7 +329,7 @@ impl ThreadObject {
                     let receipt = ctx
                         .run(move || async move {
                             store
-                                .call(move |store| persist(&mut **store, operation))
+                                .call(move |store| persist(store, operation))
                                 .await
                                 .map_err(blocking_failed)?
                         })
@@ -447,7 +447,7 @@ fn parse_line(kind: &'static str, body: &[u8]) -> Result<Input, TerminalError> {
 /// holds something the saved agent has not seen (or there is no saved agent).
 /// Runs on the blocking pool (see [`SharedStore`]).
 fn load(
-    store: &dyn ThreadStore,
+    store: &BoxedStore,
     config: AgentConfig,
     thread: &ThreadId,
     saved_version: Option<u64>,
@@ -462,15 +462,15 @@ fn load(
             version,
         }));
     }
-    let agent = store
-        .recover(config, thread, RecoveryPolicy::Replay)
-        .map_err(|error| -> HandlerError {
+    let agent = Agent::recover(config, store, thread, RecoveryPolicy::Replay).map_err(
+        |error| -> HandlerError {
             match error {
                 RecoverError::Store(error) => retryable(error),
                 RecoverError::Invalid(error) => wire::unrecoverable(error.to_string()).into(),
                 other => wire::unrecoverable(other.to_string()).into(),
             }
-        })?;
+        },
+    )?;
     Ok(Json(Loaded::Store {
         snapshot: Some(Box::new(agent.snapshot())),
         version,
@@ -481,7 +481,7 @@ fn load(
 /// stored receipt (`duplicate`); a refusal is terminal; a backend failure is retried.
 /// Runs on the blocking pool (see [`SharedStore`]).
 fn persist(
-    store: &mut dyn ThreadStore,
+    store: &mut BoxedStore,
     operation: CommitOperation,
 ) -> Result<Json<CommitReceipt>, HandlerError> {
     match store.commit_operation(operation) {

@@ -11,12 +11,12 @@
 use runcore_store_blocking::Blocking;
 use runcore_store_url::{Access, StoreUrl};
 
-use crate::host::ThreadStore;
+use runcore::store::BoxedStore;
 
 /// A store shared by the handlers of one worker process. Each journaled step makes one
 /// synchronous store call on the blocking pool ([`Blocking::call`]); a call that panics fails
 /// its step (retried by Restate) and leaves the store usable.
-pub type SharedStore = Blocking<Box<dyn ThreadStore>>;
+pub type SharedStore = Blocking<BoxedStore>;
 
 /// Why a store URL could not be opened: the registry's one-line message
 /// (`runcore-store-url`), with any secret of the URL masked.
@@ -30,15 +30,14 @@ pub struct OpenStoreError(pub String);
 pub fn open_store(url: &str) -> Result<SharedStore, OpenStoreError> {
     let url = StoreUrl::parse(url).map_err(OpenStoreError)?;
     let backend = runcore_store_url::open(&url, Access::Write).map_err(OpenStoreError)?;
-    Ok(Blocking::reopening(Box::new(backend), move || {
+    Ok(Blocking::reopening(backend, move || {
         runcore_store_url::open(&url, Access::Write)
-            .map(|backend| Box::new(backend) as Box<dyn ThreadStore>)
             .map_err(runcore::store::StoreError::unavailable)
     }))
 }
 
 /// Wraps any store as a [`SharedStore`] (tests, an embedder's own backend). The same handle
 /// is used again after a call panicked.
-pub fn shared(store: Box<dyn ThreadStore>) -> SharedStore {
+pub fn shared(store: BoxedStore) -> SharedStore {
     Blocking::new(store)
 }

@@ -4,7 +4,7 @@ use restate_sdk::prelude::TerminalError;
 use runcore::store::StoreError;
 use runcore::{Agent, AgentError, EndCause, Message, ResumeResult, ResumeTicket, RunId, ThreadId};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// The body of a `resume` call: the answer, and optionally the wait it answers.
 ///
@@ -105,13 +105,8 @@ pub const STORE_REFUSED_CODE: u16 = 409;
 /// The §10 body of an agent error: `{"kind", "message", …its fields}`, as the JSON-lines
 /// driver writes it.
 pub fn agent_error_body(error: &AgentError) -> Value {
-    let mut body = match serde_json::to_value(error) {
-        Ok(Value::Object(map)) => map,
-        _ => Map::new(),
-    };
-    body.insert("kind".into(), Value::String(error.kind().to_owned()));
-    body.insert("message".into(), Value::String(error.to_string()));
-    Value::Object(body)
+    serde_json::to_value(runcore::driver::error_body(error))
+        .unwrap_or_else(|_| serde_json::json!({"kind": error.kind(), "message": error.to_string()}))
 }
 
 /// A terminal error carrying the §10 body of a misuse input: the engine does not retry it,
@@ -132,11 +127,10 @@ pub fn invalid_json(message: impl Into<String>) -> TerminalError {
 
 /// A terminal error for a commit the store refused: `{"kind":"store","code","message"}`.
 pub fn store_refused(error: &StoreError) -> TerminalError {
-    let body = serde_json::json!({
-        "kind": "store",
-        "code": error.code(),
-        "message": format!("the store refused a commit ({}): {error}", error.code()),
-    });
+    let mut body = runcore::driver::store_error_body(error);
+    body.message = format!("the store refused a commit ({}): {error}", error.code());
+    let body = serde_json::to_value(body)
+        .unwrap_or_else(|_| serde_json::json!({"kind": "store", "code": error.code()}));
     TerminalError::new_with_code(STORE_REFUSED_CODE, body.to_string())
 }
 

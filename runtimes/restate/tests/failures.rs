@@ -13,15 +13,16 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use restate_sdk::prelude::{Endpoint, HttpServer};
-use runcore::store::{CommitLog, MemoryStore, StoreError};
+use runcore::store::{
+    BoxedStore, CommitLog, CommittedThreadView, Intercept, Intercepted, MemoryStore, StoreError,
+};
 use runcore::{
-    Agent, AgentConfig, AssistantMessage, CommitError, CommitOperation, CommitReceipt, Message,
-    RecoverError, RecoveryPolicy, RunDisposition, RunId, ThreadCommit, ThreadId, ToolCall,
-    ToolOutput, UserMessage,
+    Agent, AssistantMessage, CommitError, CommitOperation, CommitReceipt, Message, RecoveryPolicy,
+    RunDisposition, RunId, ThreadCommit, ThreadId, ToolCall, ToolOutput, UserMessage,
 };
 use runcore_restate::script::{ScriptedModel, ScriptedTools, scripted_config};
 use runcore_restate::{
-    Model, ModelCall, SharedStore, StepFuture, ThreadHost, ThreadObject, ThreadStore, Tools, shared,
+    Model, ModelCall, SharedStore, StepFuture, ThreadHost, ThreadObject, Tools, shared,
 };
 use runcore_store_blocking::BlockingError;
 use serde_json::Value;
@@ -108,7 +109,7 @@ struct Cluster {
     _dir: tempfile::TempDir,
 }
 
-fn cluster(label: &str, store: Box<dyn ThreadStore>) -> Option<Cluster> {
+fn cluster(label: &str, store: BoxedStore) -> Option<Cluster> {
     let binary = server_binary()?;
     let dir = temp_dir(label);
     let server = Server::start(binary, dir.path());
@@ -157,7 +158,12 @@ fn transcript(store: &SharedStore, thread: &str) -> Vec<Message> {
     config.thread_id = ThreadId::from(thread);
     let agent = store
         .call_blocking(|store| {
-            store.recover(config, &ThreadId::from(thread), RecoveryPolicy::Replay)
+            Agent::recover(
+                config,
+                store,
+                &ThreadId::from(thread),
+                RecoveryPolicy::Replay,
+            )
         })
         .expect("the call")
         .expect("recover");
@@ -293,18 +299,15 @@ struct SecondWriter {
     commits: usize,
 }
 
-impl ThreadStore for SecondWriter {
-    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-        ThreadStore::thread_version(&self.inner, thread)
+impl Intercept for SecondWriter {
+    type Inner = MemoryStore;
+
+    fn inner(&self) -> &MemoryStore {
+        &self.inner
     }
 
-    fn recover(
-        &self,
-        config: AgentConfig,
-        thread: &ThreadId,
-        policy: RecoveryPolicy,
-    ) -> Result<Agent, RecoverError> {
-        ThreadStore::recover(&self.inner, config, thread, policy)
+    fn inner_mut(&mut self) -> &mut MemoryStore {
+        &mut self.inner
     }
 
     fn commit_operation(
@@ -335,7 +338,7 @@ fn a_store_that_refuses_a_commit_ends_the_invocation_with_a_terminal_error_namin
         inner: MemoryStore::new(),
         commits: 0,
     };
-    let Some(c) = cluster("fence", Box::new(store)) else {
+    let Some(c) = cluster("fence", Box::new(Intercepted(store))) else {
         return;
     };
     let (status, answer) = c
@@ -393,20 +396,25 @@ impl FaultSwitch {
     }
 }
 
-impl ThreadStore for FaultSwitch {
-    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-        self.fault(thread)?;
-        ThreadStore::thread_version(&self.inner, thread)
+impl Intercept for FaultSwitch {
+    type Inner = MemoryStore;
+
+    fn inner(&self) -> &MemoryStore {
+        &self.inner
     }
 
-    fn recover(
-        &self,
-        config: AgentConfig,
-        thread: &ThreadId,
-        policy: RecoveryPolicy,
-    ) -> Result<Agent, RecoverError> {
-        self.fault(thread).map_err(RecoverError::Store)?;
-        ThreadStore::recover(&self.inner, config, thread, policy)
+    fn inner_mut(&mut self) -> &mut MemoryStore {
+        &mut self.inner
+    }
+
+    // Every handler reads the thread's version first (its `load` step), then recovers from
+    // it: a fault here fails the invocation before anything is read or written.
+    fn thread_version(&self, thread: &ThreadId) -> Result<u64, StoreError>
+    where
+        Self::Inner: CommittedThreadView,
+    {
+        self.fault(thread)?;
+        self.inner.thread_version(thread)
     }
 
     fn commit_operation(
@@ -427,7 +435,7 @@ fn a_failing_handler_fails_only_its_invocation_and_finishes_once_the_cause_is_go
         on: on.clone(),
         faults: faults.clone(),
     };
-    let Some(c) = cluster("fault", Box::new(store)) else {
+    let Some(c) = cluster("fault", Box::new(Intercepted(store))) else {
         return;
     };
     let healthy = ["ok-1", "ok-2", "ok-3"];

@@ -1,5 +1,5 @@
 //! The one backend registry (SPEC §12.2): which backend a store URL names, the checks that
-//! can be made before opening it, opening it as one boxed [`Store`], and showing the URL with
+//! can be made before opening it, opening it as one boxed [`Store`](runcore::store::Store), and showing the URL with
 //! every secret masked. The `runcore` binary, the Python package and the console open stores
 //! through here, so adding a backend touches its own crate and this one, nothing else.
 //!
@@ -18,7 +18,6 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use runcore::store::Store;
 use runcore_postgres::PostgresStore;
 use runcore_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
@@ -219,7 +218,7 @@ pub fn precheck(url: &StoreUrl, access: Access) -> Result<(), String> {
 }
 
 /// An opened store, behind every port of the core.
-pub type Backend = Box<dyn Store + Send>;
+pub type Backend = runcore::store::BoxedStore;
 
 /// Opens `url` for `access`, or says in one line why it cannot be opened (the URL shown with
 /// its secrets masked).
@@ -240,6 +239,13 @@ pub fn open(url: &StoreUrl, access: Access) -> Result<Backend, String> {
         .map(|store| Box::new(store) as Backend)
         .map_err(|e| format!("--store {url}: {}", redact_secrets(&error_chain(&e)))),
     }
+}
+
+/// Parses `url` and opens it ([`StoreUrl::parse`], then [`open`]): what a binding's
+/// `Store.open(url)` does. Every message names the URL with its secrets masked.
+pub fn open_url(url: &str, access: Access) -> Result<Backend, String> {
+    let parsed = StoreUrl::parse(url).map_err(|e| redact_secrets(&e))?;
+    open(&parsed, access)
 }
 
 /// An error and its sources, on one line (a backend's message names what failed; its
