@@ -4,6 +4,8 @@
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+
+use crate::convert::Text;
 use pyo3::types::{PyString, PyType};
 use runcore::driver::{ContextMode, InputLine, OutputLine, call_model_line, output_line};
 use runcore::{
@@ -275,7 +277,7 @@ impl PyAgent {
     /// Any driver input line, as a dict or its JSON text (`{"type": "prompt", ...}`).
     fn handle(&mut self, line: &Bound<'_, PyAny>) -> PyResult<()> {
         let value = if let Ok(text) = line.cast::<PyString>() {
-            let text = text.to_cow()?;
+            let text = crate::convert::str_of(&text)?;
             runcore::driver::limits::check_line_len(text.len()).map_err(invalid_json)?;
             runcore::driver::limits::check_json_depth(text.as_bytes())
                 .map_err(|e| agent_error(&runcore::AgentError::InvalidInput(e)))?;
@@ -293,13 +295,14 @@ impl PyAgent {
     fn prompt(
         &mut self,
         text: &Bound<'_, PyAny>,
-        run_id: Option<&str>,
+        run_id: Option<Text>,
         now_ms: Option<u64>,
     ) -> PyResult<String> {
+        let run_id = run_id.as_deref();
         // What the driver makes of `{"type": "prompt", "text" | "messages": …, "run_id"?: …}`,
         // built directly.
         let (message, messages) = if let Ok(text) = text.cast::<PyString>() {
-            let text = text.to_cow()?;
+            let text = crate::convert::str_of(&text)?;
             // `{"type":"prompt","text":T,"run_id":R,"now_ms":N}`
             let fixed = r#"{"type":"prompt","text":}"#.len() + now_len(now_ms);
             match run_id {
@@ -352,7 +355,8 @@ impl PyAgent {
 
     /// Queues steering for the active run (enters at the next complete boundary).
     #[pyo3(signature = (text, *, now_ms = None))]
-    fn steer(&mut self, text: &str, now_ms: Option<u64>) -> PyResult<()> {
+    fn steer(&mut self, text: Text, now_ms: Option<u64>) -> PyResult<()> {
+        let text: &str = &text;
         // `{"type":"steer","text":T,"now_ms":N}`
         check_line(
             r#"{"type":"steer","text":}"#.len() + now_len(now_ms),
@@ -364,7 +368,8 @@ impl PyAgent {
 
     /// Queues a follow-up (enters only after a natural text stop).
     #[pyo3(signature = (text, *, now_ms = None))]
-    fn follow_up(&mut self, text: &str, now_ms: Option<u64>) -> PyResult<()> {
+    fn follow_up(&mut self, text: Text, now_ms: Option<u64>) -> PyResult<()> {
+        let text: &str = &text;
         // `{"type":"follow_up","text":T,"now_ms":N}`
         check_line(
             r#"{"type":"follow_up","text":}"#.len() + now_len(now_ms),
@@ -388,15 +393,18 @@ impl PyAgent {
 
     /// Streamed text of the outstanding model call; `kind="thinking"` for streamed reasoning
     /// (a `thinking_delta` event).
-    #[pyo3(signature = (run_id, step, text, *, kind = "text", now_ms = None))]
+    #[pyo3(signature = (run_id, step, text, *, kind = Text::from("text"), now_ms = None))]
     fn model_delta(
         &mut self,
-        run_id: &str,
+        run_id: Text,
         step: u64,
-        text: &str,
-        kind: &str,
+        text: Text,
+        kind: Text,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
+        let run_id: &str = &run_id;
+        let text: &str = &text;
+        let kind: &str = &kind;
         let kind: DeltaKind = kind
             .parse()
             .map_err(|error: runcore::UnknownName| PyValueError::new_err(error.to_string()))?;
@@ -424,11 +432,12 @@ impl PyAgent {
     #[pyo3(signature = (run_id, step, message, *, now_ms = None))]
     fn model_done(
         &mut self,
-        run_id: &str,
+        run_id: Text,
         step: u64,
         message: &Bound<'_, PyAny>,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
+        let run_id: &str = &run_id;
         // The message read as the driver reads a `model_done` line's (an assistant message,
         // `"role": "assistant"` allowed), without the line around it; anything that does not
         // read goes the line's way, so its error is the driver's.
@@ -468,12 +477,15 @@ impl PyAgent {
     #[pyo3(signature = (run_id, step, code, message, *, now_ms = None))]
     fn model_failed(
         &mut self,
-        run_id: &str,
+        run_id: Text,
         step: u64,
-        code: &str,
-        message: &str,
+        code: Text,
+        message: Text,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
+        let run_id: &str = &run_id;
+        let code: &str = &code;
+        let message: &str = &message;
         let input = Input::ModelFailed {
             run_id: RunId::from(run_id),
             step: step_of(step)?,
@@ -487,11 +499,13 @@ impl PyAgent {
     #[pyo3(signature = (run_id, call_id, content, *, now_ms = None))]
     fn tool_progress(
         &mut self,
-        run_id: &str,
-        call_id: &str,
+        run_id: Text,
+        call_id: Text,
         content: &Bound<'_, PyAny>,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
+        let run_id: &str = &run_id;
+        let call_id: &str = &call_id;
         let line = Line::new("tool_progress")
             .set("run_id", run_id)
             .set("call_id", call_id)
@@ -504,15 +518,17 @@ impl PyAgent {
     #[pyo3(signature = (run_id, call_id, content, *, is_error = false, details = None, now_ms = None))]
     fn tool_done(
         &mut self,
-        run_id: &str,
-        call_id: &str,
+        run_id: Text,
+        call_id: Text,
         content: &Bound<'_, PyAny>,
         is_error: bool,
         details: Option<&Bound<'_, PyAny>>,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
+        let run_id: &str = &run_id;
+        let call_id: &str = &call_id;
         if let (Ok(text), None) = (content.cast::<PyString>(), details) {
-            let text = text.to_cow()?;
+            let text = crate::convert::str_of(&text)?;
             // `{"type":"tool_done","run_id":R,"call_id":C,"content":T,"is_error":B,"now_ms":N}`
             let fixed = r#"{"type":"tool_done","run_id":,"call_id":,"content":,"is_error":}"#.len()
                 + if is_error { 4 } else { 5 }
@@ -563,7 +579,8 @@ impl PyAgent {
 
     /// Ends the active run by host policy, `stopped` with `reason`.
     #[pyo3(signature = (reason, *, now_ms = None))]
-    fn stop(&mut self, reason: &str, now_ms: Option<u64>) -> PyResult<()> {
+    fn stop(&mut self, reason: Text, now_ms: Option<u64>) -> PyResult<()> {
+        let reason: &str = &reason;
         let reason = reason.to_owned();
         self.handle_input(Input::Stop { reason }, now_ms)
     }
@@ -665,7 +682,9 @@ impl PyAgent {
     /// transcript from `base` 0.
     #[classmethod]
     #[pyo3(signature = (snapshot, *, context = None))]
-    fn restore(_cls: &Bound<'_, PyType>, snapshot: &str, context: Option<&str>) -> PyResult<Self> {
+    fn restore(_cls: &Bound<'_, PyType>, snapshot: Text, context: Option<Text>) -> PyResult<Self> {
+        let context = context.as_deref();
+        let snapshot: &str = &snapshot;
         let context = parse_context(context)?.unwrap_or_default();
         match guard(|| Agent::restore_json(snapshot).map_err(|e| errors::snapshot_error(&e))) {
             Ok(result) => Ok(PyAgent::from_agent(result?, context)),
@@ -678,14 +697,16 @@ impl PyAgent {
     /// an interrupted tool batch `indeterminate`. `config` is the configuration the thread
     /// ran with (tool policies are configuration, not committed facts).
     #[classmethod]
-    #[pyo3(signature = (store, thread_id, policy = "replay", *, config = None))]
+    #[pyo3(signature = (store, thread_id, policy = Text::from("replay"), *, config = None))]
     fn recover(
         _cls: &Bound<'_, PyType>,
         store: &Bound<'_, PyStore>,
-        thread_id: &str,
-        policy: &str,
+        thread_id: Text,
+        policy: Text,
         config: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let thread_id: &str = &thread_id;
+        let policy: &str = &policy;
         let policy = parse_policy(policy)?;
         let mut line = match config {
             Some(config) => config_line(config)?,

@@ -4,6 +4,8 @@
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+
+use crate::convert::Text;
 use runcore::driver::{ClaimOptions, SweepOptions, sweep as core_sweep};
 use runcore::{AgentConfig, AnswerError, PermissionDecision, RunId};
 
@@ -44,14 +46,16 @@ fn store_of<'a, 'py>(store: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, Py
 /// one dict per item, as `runcore sweep` prints them: `{"thread_id", "run_id", "reason",
 /// "action"}` and, for a skipped item, `"detail"`.
 #[pyfunction]
-#[pyo3(signature = (store, *, owner = None, limit = 1000, policy = "replay"))]
+#[pyo3(signature = (store, *, owner = None, limit = 1000, policy = Text::from("replay")))]
 pub fn sweep<'py>(
     py: Python<'py>,
     store: &Bound<'py, PyAny>,
-    owner: Option<String>,
+    owner: Option<Text>,
     limit: usize,
-    policy: &str,
+    policy: Text,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let owner = owner.map(Text::into_string);
+    let policy: &str = &policy;
     let policy = parse_policy(policy)?;
     let store = store_of(store)?;
     let options = SweepOptions {
@@ -117,10 +121,13 @@ fn answer_error(error: &AnswerError) -> PyErr {
 pub fn approve<'py>(
     py: Python<'py>,
     store: &Bound<'py, PyAny>,
-    run_id: &str,
-    note: Option<String>,
-    owner: Option<String>,
+    run_id: Text,
+    note: Option<Text>,
+    owner: Option<Text>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let note = note.map(Text::into_string);
+    let owner = owner.map(Text::into_string);
+    let run_id: &str = &run_id;
     let note = note.filter(|n| !n.trim().is_empty());
     answer(
         py,
@@ -139,10 +146,13 @@ pub fn approve<'py>(
 pub fn deny<'py>(
     py: Python<'py>,
     store: &Bound<'py, PyAny>,
-    run_id: &str,
-    reason: Option<String>,
-    owner: Option<String>,
+    run_id: Text,
+    reason: Option<Text>,
+    owner: Option<Text>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let reason = reason.map(Text::into_string);
+    let owner = owner.map(Text::into_string);
+    let run_id: &str = &run_id;
     let reason = reason.filter(|r| !r.trim().is_empty());
     answer(
         py,
@@ -164,10 +174,12 @@ pub fn deny<'py>(
 pub fn trace<'py>(
     py: Python<'py>,
     store: &Bound<'py, PyAny>,
-    thread_id: &str,
-    run_id: Option<String>,
+    thread_id: Text,
+    run_id: Option<Text>,
     content: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let run_id = run_id.map(Text::into_string);
+    let thread_id: &str = &thread_id;
     let store = store_of(store)?;
     let thread = runcore::ThreadId::new(thread_id);
     let run = run_id.map(RunId::new);

@@ -7,6 +7,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+
+use crate::convert::Text;
 use pyo3::types::{PyBytes, PyList, PyString};
 use runcore::RecoveryPolicy;
 use runcore::driver::{
@@ -56,7 +58,20 @@ pub struct PyDriver {
 /// The bytes of one line given as `str`, `bytes` or a dict, without its `\n`.
 fn line_bytes(line: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     let mut bytes: Vec<u8> = if let Ok(text) = line.cast::<PyString>() {
-        text.to_cow()?.as_bytes().to_vec()
+        match text.to_cow() {
+            Ok(text) => text.as_bytes().to_vec(),
+            // A lone surrogate: its three-byte form (WTF-8), which is not UTF-8, so the driver
+            // answers the line with the `invalid_json` error line it gives those bytes on stdin.
+            Err(error)
+                if error.is_instance_of::<pyo3::exceptions::PyUnicodeEncodeError>(line.py()) =>
+            {
+                text.call_method1("encode", ("utf-8", "surrogatepass"))?
+                    .cast_into::<PyBytes>()?
+                    .as_bytes()
+                    .to_vec()
+            }
+            Err(error) => return Err(error),
+        }
     } else if let Ok(bytes) = line.cast::<PyBytes>() {
         bytes.as_bytes().to_vec()
     } else if line.cast::<pyo3::types::PyDict>().is_ok() {
@@ -226,15 +241,17 @@ impl PyDriver {
     /// `ClaimHeld`. When the claim is lost, `send` returns the one `claim_lost` store error
     /// dict and the driver is closed.
     #[new]
-    #[pyo3(signature = (config = None, store = None, *, policy = "replay", owner = None, lease_ms = None))]
+    #[pyo3(signature = (config = None, store = None, *, policy = Text::from("replay"), owner = None, lease_ms = None))]
     fn new(
         py: Python<'_>,
         config: Option<&Bound<'_, PyAny>>,
         store: Option<&Bound<'_, PyAny>>,
-        policy: &str,
-        owner: Option<String>,
+        policy: Text,
+        owner: Option<Text>,
         lease_ms: Option<u64>,
     ) -> PyResult<Self> {
+        let owner = owner.map(Text::into_string);
+        let policy: &str = &policy;
         let policy = parse_policy(policy)?;
         let claim = if owner.is_some() || lease_ms.is_some() {
             Some(claim_options(owner, lease_ms, "drive"))

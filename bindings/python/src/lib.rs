@@ -11,6 +11,8 @@
 
 use pyo3::prelude::*;
 
+use crate::convert::Text;
+
 mod agent;
 mod claims;
 mod convert;
@@ -24,7 +26,8 @@ mod topy;
 /// Raises `InternalError` from inside the panic guard: lets the tests check that a Rust panic
 /// becomes an ordinary exception (not an abort, not `PanicException`).
 #[pyfunction]
-fn _panic_for_tests(message: &str) -> PyResult<()> {
+fn _panic_for_tests(message: Text) -> PyResult<()> {
+    let message: &str = &message;
     errors::guard(|| -> PyResult<()> { panic!("{message}") })?
 }
 

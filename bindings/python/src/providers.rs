@@ -8,6 +8,8 @@
 //! `…openai_responses` name these per API.
 
 use pyo3::prelude::*;
+
+use crate::convert::Text;
 use pyo3::types::PyList;
 use runcore_providers::{AnyDecoder, Api, CallModelContext, Options};
 
@@ -26,8 +28,18 @@ fn api_named(name: &str) -> PyResult<Api> {
     })
 }
 
+/// A value that is not JSON as `CodecError` of `code`; a lone surrogate in a string stays the
+/// `InvalidJsonError` every method gives it.
+fn not_json(code: &str, error: PyErr) -> PyErr {
+    if Python::attach(|py| error.is_instance_of::<crate::errors::InvalidJsonError>(py)) {
+        error
+    } else {
+        codec_error(code, format!("{code}: {error}"))
+    }
+}
+
 fn options_from(options: &Bound<'_, PyAny>) -> PyResult<Options> {
-    let value = from_py(options).map_err(|e| codec_error("options", format!("options: {e}")))?;
+    let value = from_py(options).map_err(|e| not_json("options", e))?;
     if !value.is_object() {
         return Err(codec_error(
             "options",
@@ -44,8 +56,7 @@ fn options_from(options: &Bound<'_, PyAny>) -> PyResult<Options> {
 }
 
 fn context_from(call_model: &Bound<'_, PyAny>) -> PyResult<CallModelContext> {
-    let value =
-        from_py(call_model).map_err(|e| codec_error("call_model", format!("call_model: {e}")))?;
+    let value = from_py(call_model).map_err(|e| not_json("call_model", e))?;
     serde_json::from_value(value).map_err(|e| {
         codec_error(
             "call_model",
@@ -60,10 +71,11 @@ fn context_from(call_model: &Bound<'_, PyAny>) -> PyResult<CallModelContext> {
 #[pyfunction]
 pub fn _provider_encode<'py>(
     py: Python<'py>,
-    api: &str,
+    api: Text,
     call_model: &Bound<'py, PyAny>,
     options: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let api: &str = &api;
     guard(|| {
         let api = api_named(api)?;
         let options = options_from(options)?;
@@ -120,7 +132,9 @@ impl PyProviderDecoder {
     /// `model_failed`).
     #[new]
     #[pyo3(signature = (api, run_id, step, status = None))]
-    fn new(api: &str, run_id: &str, step: i64, status: Option<i64>) -> PyResult<Self> {
+    fn new(api: Text, run_id: Text, step: i64, status: Option<i64>) -> PyResult<Self> {
+        let api: &str = &api;
+        let run_id: &str = &run_id;
         let api = api_named(api)?;
         let step = runcore::Step::try_from(step).map_err(|_| {
             codec_error(

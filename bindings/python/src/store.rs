@@ -10,6 +10,8 @@ use std::sync::MutexGuard;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+
+use crate::convert::Text;
 use runcore::driver::{CommitLineError, StoreWrite};
 use runcore::{
     CheckpointReader, Claim, ClaimRequest, CommitError, CommitLog, CommittedThreadView, EventScope,
@@ -162,28 +164,33 @@ impl PyStore {
     fn committed_messages<'py>(
         &self,
         py: Python<'py>,
-        thread_id: &str,
+        thread_id: Text,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let thread_id: &str = &thread_id;
         self.read(py, |s| s.committed_messages(&ThreadId::new(thread_id)))
     }
 
     /// Any run's record (`{"id", "thread_id", "state", ...}`), or `None`.
-    fn run<'py>(&self, py: Python<'py>, run_id: &str) -> PyResult<Bound<'py, PyAny>> {
+    fn run<'py>(&self, py: Python<'py>, run_id: Text) -> PyResult<Bound<'py, PyAny>> {
+        let run_id: &str = &run_id;
         self.read(py, |s| s.run(&RunId::new(run_id)))
     }
 
     /// The run of the thread's latest commit, or `None`.
-    fn latest_run<'py>(&self, py: Python<'py>, thread_id: &str) -> PyResult<Bound<'py, PyAny>> {
+    fn latest_run<'py>(&self, py: Python<'py>, thread_id: Text) -> PyResult<Bound<'py, PyAny>> {
+        let thread_id: &str = &thread_id;
         self.read(py, |s| s.latest_run(&ThreadId::new(thread_id)))
     }
 
     /// The run's ticket while it is awaiting, else `None`.
-    fn resume_ticket<'py>(&self, py: Python<'py>, run_id: &str) -> PyResult<Bound<'py, PyAny>> {
+    fn resume_ticket<'py>(&self, py: Python<'py>, run_id: Text) -> PyResult<Bound<'py, PyAny>> {
+        let run_id: &str = &run_id;
         self.read(py, |s| s.resume_ticket(&RunId::new(run_id)))
     }
 
     /// The run's latest committed state (`{"type": "running"}`, ...), or `None`.
-    fn run_state<'py>(&self, py: Python<'py>, run_id: &str) -> PyResult<Bound<'py, PyAny>> {
+    fn run_state<'py>(&self, py: Python<'py>, run_id: Text) -> PyResult<Bound<'py, PyAny>> {
+        let run_id: &str = &run_id;
         self.read(py, |s| s.run_state(&RunId::new(run_id)))
     }
 
@@ -191,13 +198,15 @@ impl PyStore {
     fn committed_state<'py>(
         &self,
         py: Python<'py>,
-        thread_id: &str,
+        thread_id: Text,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let thread_id: &str = &thread_id;
         self.read(py, |s| s.committed_state(&ThreadId::new(thread_id)))
     }
 
     /// The thread's commit count (0 for an unknown thread).
-    fn thread_version(&self, thread_id: &str) -> PyResult<u64> {
+    fn thread_version(&self, thread_id: Text) -> PyResult<u64> {
+        let thread_id: &str = &thread_id;
         self.with(|s| {
             s.thread_version(&ThreadId::new(thread_id))
                 .map_err(|e| store_error(&e))
@@ -210,9 +219,10 @@ impl PyStore {
     fn thread_as_of<'py>(
         &self,
         py: Python<'py>,
-        thread_id: &str,
+        thread_id: Text,
         version: u64,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let thread_id: &str = &thread_id;
         self.read(py, |s| s.thread_as_of(&ThreadId::new(thread_id), version))
     }
 
@@ -225,11 +235,13 @@ impl PyStore {
     fn fork<'py>(
         &self,
         py: Python<'py>,
-        thread_id: &str,
+        thread_id: Text,
         at_version: u64,
-        new_thread_id: &str,
+        new_thread_id: Text,
         now_ms: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let thread_id: &str = &thread_id;
+        let new_thread_id: &str = &new_thread_id;
         let parent = ThreadId::new(thread_id);
         let new_thread = ThreadId::new(new_thread_id);
         let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
@@ -245,7 +257,8 @@ impl PyStore {
     }
 
     /// The thread's origin when it was forked (`{"thread_id", "version"}`), else `None`.
-    fn forked_from<'py>(&self, py: Python<'py>, thread_id: &str) -> PyResult<Bound<'py, PyAny>> {
+    fn forked_from<'py>(&self, py: Python<'py>, thread_id: Text) -> PyResult<Bound<'py, PyAny>> {
+        let thread_id: &str = &thread_id;
         self.read(py, |s| runcore::forked_from(s, &ThreadId::new(thread_id)))
     }
 
@@ -254,9 +267,10 @@ impl PyStore {
     fn threads<'py>(
         &self,
         py: Python<'py>,
-        after: Option<&str>,
+        after: Option<Text>,
         limit: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let after = after.as_deref();
         let after = after.map(ThreadId::new);
         self.read(py, |s| s.threads(after.as_ref(), limit))
     }
@@ -267,9 +281,10 @@ impl PyStore {
     fn pending_tickets<'py>(
         &self,
         py: Python<'py>,
-        after: Option<&str>,
+        after: Option<Text>,
         limit: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let after = after.as_deref();
         let after = after.map(RunId::new);
         self.read(py, |s| s.pending_tickets(after.as_ref(), limit))
     }
@@ -292,8 +307,9 @@ impl PyStore {
     fn transcript_snapshot<'py>(
         &self,
         py: Python<'py>,
-        thread_id: &str,
+        thread_id: Text,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let thread_id: &str = &thread_id;
         self.read(py, |s| s.transcript_snapshot(&ThreadId::new(thread_id)))
     }
 
@@ -328,12 +344,15 @@ impl PyStore {
     fn claim_thread<'py>(
         &self,
         py: Python<'py>,
-        thread_id: &str,
-        owner: &str,
-        request_id: &str,
+        thread_id: Text,
+        owner: Text,
+        request_id: Text,
         lease_ms: u64,
         now_ms: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let thread_id: &str = &thread_id;
+        let owner: &str = &owner;
+        let request_id: &str = &request_id;
         let request = ClaimRequest {
             thread_id: ThreadId::new(thread_id),
             owner: owner.to_owned(),
@@ -394,9 +413,10 @@ impl PyStore {
     fn thread_claim<'py>(
         &self,
         py: Python<'py>,
-        thread_id: &str,
+        thread_id: Text,
         now_ms: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let thread_id: &str = &thread_id;
         let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
         self.read(py, |s| s.thread_claim(&ThreadId::new(thread_id), now_ms))
     }
@@ -453,8 +473,10 @@ impl PySqliteStore {
     /// returned commit survive a power loss; `"normal"` survives a process crash only, and
     /// commits faster.
     #[new]
-    #[pyo3(signature = (path, *, synchronous = "full"))]
-    fn new(path: &str, synchronous: &str) -> PyResult<PyClassInitializer<Self>> {
+    #[pyo3(signature = (path, *, synchronous = Text::from("full")))]
+    fn new(path: Text, synchronous: Text) -> PyResult<PyClassInitializer<Self>> {
+        let path: &str = &path;
+        let synchronous: &str = &synchronous;
         let synchronous = match synchronous {
             "full" => Synchronous::Full,
             "normal" => Synchronous::Normal,
@@ -497,11 +519,9 @@ impl PyPostgresStore {
     /// Connects to the database at `url` (migrating the store's schema forward if needed).
     #[new]
     #[pyo3(signature = (url, *, schema = None))]
-    fn new(
-        py: Python<'_>,
-        url: &str,
-        schema: Option<String>,
-    ) -> PyResult<PyClassInitializer<Self>> {
+    fn new(py: Python<'_>, url: Text, schema: Option<Text>) -> PyResult<PyClassInitializer<Self>> {
+        let schema = schema.map(Text::into_string);
+        let url: &str = &url;
         let connected = py.detach(|| match &schema {
             Some(schema) => PostgresStore::connect_in_schema(url, schema),
             None => PostgresStore::connect(url),

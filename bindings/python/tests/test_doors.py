@@ -174,11 +174,158 @@ def test_nesting_agrees_with_the_driver_and_snapshots_restore(depth):
     assert runcore.Agent.restore(snapshot).snapshot() == snapshot
 
 
+S = "a\ud800b"  # a lone surrogate: a Python str may hold one, Unicode text may not
+
+
+def surrogate_calls(tmp_path):
+    """One call per string parameter of the package (stub name `Class.method:param`), each
+    with a lone surrogate in that parameter and everything else valid; `agent` is left with a
+    model call out, so each agent call would otherwise be accepted."""
+    agent = runcore.Agent()
+    agent.prompt("go", run_id="r")
+    drain(agent)
+    store = runcore.MemoryStore()
+    user = {"role": "user", "content": [{"type": "text", "text": S}]}
+    text_answer = {"content": [{"type": "text", "text": "ok"}], "stop_reason": "stop"}
+    call_model = {"type": "call_model", "run_id": "r", "step": 1, "final_step": False,
+                  "context": {"system": None, "messages": [], "tools": []}}
+    ticket = {"thread_id": "t", "version": 0, "digest": "0" * 64}
+    calls = {
+        "Agent.__init__:config": lambda: runcore.Agent({"thread_id": S}),
+        "Agent.handle:line": lambda: agent.handle('{"type":"model_delta","run_id":"r","step":1,"text":"' + S + '"}'),
+        "Agent.handle:line(dict)": lambda: agent.handle({"type": "model_delta", "run_id": "r", "step": 1, "text": S}),
+        "Agent.handle:line(key)": lambda: agent.handle({"type": "model_delta", "run_id": "r", "step": 1, "text": "x", S: 1}),
+        "Agent.prompt:text": lambda: runcore.Agent().prompt(S),
+        "Agent.prompt:text(messages)": lambda: runcore.Agent().prompt([user]),
+        "Agent.prompt:run_id": lambda: runcore.Agent().prompt("go", run_id=S),
+        "Agent.import_messages:messages": lambda: runcore.Agent().import_messages([user]),
+        "Agent.steer:text": lambda: agent.steer(S),
+        "Agent.follow_up:text": lambda: agent.follow_up(S),
+        "Agent.model_delta:run_id": lambda: agent.model_delta(S, 1, "x"),
+        "Agent.model_delta:text": lambda: agent.model_delta("r", 1, S),
+        "Agent.model_delta:kind": lambda: agent.model_delta("r", 1, "x", kind=S),
+        "Agent.model_done:run_id": lambda: agent.model_done(S, 1, text_answer),
+        "Agent.model_done:message": lambda: agent.model_done("r", 1, {**text_answer, "stop_reason": S}),
+        "Agent.model_failed:run_id": lambda: agent.model_failed(S, 1, "c", "m"),
+        "Agent.model_failed:code": lambda: agent.model_failed("r", 1, S, "m"),
+        "Agent.model_failed:message": lambda: agent.model_failed("r", 1, "c", S),
+        "Agent.tool_progress:run_id": lambda: agent.tool_progress(S, "c", "x"),
+        "Agent.tool_progress:call_id": lambda: agent.tool_progress("r", S, "x"),
+        "Agent.tool_progress:content": lambda: agent.tool_progress("r", "c", S),
+        "Agent.tool_done:run_id": lambda: agent.tool_done(S, "c", "x"),
+        "Agent.tool_done:call_id": lambda: agent.tool_done("r", S, "x"),
+        "Agent.tool_done:content": lambda: agent.tool_done("r", "c", S),
+        "Agent.tool_done:details": lambda: agent.tool_done("r", "c", "x", details={"d": S}),
+        "Agent.resume:command": lambda: agent.resume({"type": S}),
+        "Agent.resume_ticket:result": lambda: agent.resume_ticket({"type": "input", "text": S}),
+        "Agent.stop:reason": lambda: agent.stop(S),
+        "Agent.compact:summary": lambda: agent.compact(S, 0),
+        "Agent.restore:snapshot": lambda: runcore.Agent.restore(agent.snapshot()[:-1] + ',"x":"' + S + '"}'),
+        "Agent.restore:context": lambda: runcore.Agent.restore(agent.snapshot(), context=S),
+        "Agent.recover:thread_id": lambda: runcore.Agent.recover(store, S),
+        "Agent.recover:policy": lambda: runcore.Agent.recover(store, "t", S),
+        "Agent.recover:config": lambda: runcore.Agent.recover(store, "t", config={"system": S}),
+        "Driver.__init__:config": lambda: runcore.Driver({"thread_id": S}),
+        "Driver.__init__:policy": lambda: runcore.Driver(store=store, policy=S),
+        "Driver.__init__:owner": lambda: runcore.Driver(store=store, owner=S),
+        "Store.commit:output": lambda: store.commit({"type": "commit", "thread_id": S}),
+        "Store.committed_messages:thread_id": lambda: store.committed_messages(S),
+        "Store.run:run_id": lambda: store.run(S),
+        "Store.latest_run:thread_id": lambda: store.latest_run(S),
+        "Store.resume_ticket:run_id": lambda: store.resume_ticket(S),
+        "Store.run_state:run_id": lambda: store.run_state(S),
+        "Store.committed_state:thread_id": lambda: store.committed_state(S),
+        "Store.thread_version:thread_id": lambda: store.thread_version(S),
+        "Store.thread_as_of:thread_id": lambda: store.thread_as_of(S, 0),
+        "Store.fork:thread_id": lambda: store.fork(S, 0, "n"),
+        "Store.fork:new_thread_id": lambda: store.fork("t", 0, S),
+        "Store.forked_from:thread_id": lambda: store.forked_from(S),
+        "Store.threads:after": lambda: store.threads(after=S),
+        "Store.pending_tickets:after": lambda: store.pending_tickets(after=S),
+        "Store.list_events:scope": lambda: store.list_events({"type": "thread", "id": S}),
+        "Store.transcript_snapshot:thread_id": lambda: store.transcript_snapshot(S),
+        "Store.verify_transcript_snapshot:snapshot": lambda: store.verify_transcript_snapshot({**ticket, "thread_id": S}),
+        "Store.transcript_slice:snapshot": lambda: store.transcript_slice({**ticket, "thread_id": S}, [(0, 1)]),
+        "Store.claim_thread:thread_id": lambda: store.claim_thread(S, "o", "q", 1000, 0),
+        "Store.claim_thread:owner": lambda: store.claim_thread("t", S, "q", 1000, 0),
+        "Store.claim_thread:request_id": lambda: store.claim_thread("t", "o", S, 1000, 0),
+        "Store.renew_claim:claim": lambda: store.renew_claim({"thread_id": S, "owner": "o", "epoch": 1, "expires_at_ms": 1}, 10),
+        "Store.release_claim:claim": lambda: store.release_claim({"thread_id": S, "owner": "o", "epoch": 1, "expires_at_ms": 1}),
+        "Store.thread_claim:thread_id": lambda: store.thread_claim(S),
+        "SqliteStore.__init__:path": lambda: runcore.SqliteStore(str(tmp_path / S)),
+        "SqliteStore.__init__:synchronous": lambda: runcore.SqliteStore(str(tmp_path / "db"), synchronous=S),
+        "PostgresStore.__init__:url": lambda: runcore.PostgresStore(S),
+        "PostgresStore.__init__:schema": lambda: runcore.PostgresStore("postgres://localhost:1/x", schema=S),
+        "sweep:owner": lambda: runcore.sweep(store, owner=S),
+        "sweep:policy": lambda: runcore.sweep(store, policy=S),
+        "approve:run_id": lambda: runcore.approve(store, S),
+        "approve:note": lambda: runcore.approve(store, "r", S),
+        "approve:owner": lambda: runcore.approve(store, "r", owner=S),
+        "deny:run_id": lambda: runcore.deny(store, S),
+        "deny:reason": lambda: runcore.deny(store, "r", S),
+        "deny:owner": lambda: runcore.deny(store, "r", owner=S),
+        "trace:thread_id": lambda: runcore.trace(store, S),
+        "trace:run_id": lambda: runcore.trace(store, "t", run_id=S),
+        "providers.encode:call_model": lambda: runcore.providers.anthropic.encode({**call_model, "run_id": S}, {"model": "m"}),
+        "providers.encode:options": lambda: runcore.providers.openai_chat.encode(call_model, {"model": S}),
+        "providers.Decoder:run_id": lambda: runcore.providers.openai_responses.Decoder(S, 1),
+    }
+    return agent, calls
+
+
+def stub_str_parameters():
+    """`Class.method:param` (or `function:param`) of every parameter the stub types with
+    `str` in it (`str`, `Optional[str]`, `Union[..., str]`, `Mapping[str, Any]`, ...)."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(runcore.__file__).with_name("__init__.pyi").read_text())
+    found = set()
+
+    def visit(prefix, fn):
+        args = fn.args
+        for a in args.posonlyargs + args.args + args.kwonlyargs:
+            if a.arg in ("self", "cls") or a.annotation is None:
+                continue
+            if any(isinstance(n, ast.Name) and n.id == "str" for n in ast.walk(a.annotation)):
+                found.add(f"{prefix}{fn.name}:{a.arg}")
+
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            visit("", node)
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef):
+                    visit(f"{node.name}.", item)
+    return found
+
+
+def test_every_str_parameter_refuses_a_lone_surrogate_as_invalid_json(tmp_path):
+    agent, calls = surrogate_calls(tmp_path)
+    # `Driver.send` never raises for a line's content: it gives the driver's error line (below).
+    line_path = {"Driver.send:line", "Driver.send_raw:line"}
+    missing = stub_str_parameters() - line_path - {name.split("(")[0] for name in calls}
+    assert not missing, f"string parameters with no lone-surrogate case: {sorted(missing)}"
+    before = agent.snapshot()
+    for name, call in calls.items():
+        with pytest.raises(runcore.InvalidJsonError, match="lone surrogate") as e:
+            call()
+        assert e.value.kind == "invalid_json", name
+        assert agent.snapshot() == before, f"{name} changed the agent"
+    # The agent still works: the model call it had out is answered.
+    agent.model_done("r", 1, {"content": [{"type": "text", "text": "ok"}], "stop_reason": "stop"})
+    assert any(o["type"] == "commit" for o in drain(agent))
+
+
 def test_lone_surrogates_are_refused_not_replaced():
     agent = runcore.Agent()
-    with pytest.raises(UnicodeEncodeError):
+    with pytest.raises(runcore.InvalidJsonError):
         agent.prompt("\ud800")
     assert agent.is_idle
-    lines = runcore.Driver().send('{"type":"prompt","text":"\\ud800"}')
-    assert lines[0]["type"] == "error"
-    assert lines[0]["error"]["kind"] == "invalid_json"
+    # The line path: a str line holding one is the bytes the driver refuses on its stdin.
+    for line in ('{"type":"prompt","text":"\\ud800"}', '{"type":"prompt","text":"\ud800"}'):
+        lines = runcore.Driver().send(line)
+        assert lines[0]["type"] == "error"
+        assert lines[0]["error"]["kind"] == "invalid_json"
+        raw = runcore.Driver().send_raw(line)
+        assert json.loads(raw[0])["error"]["kind"] == "invalid_json"
