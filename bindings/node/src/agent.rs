@@ -80,6 +80,8 @@ pub struct NativeAgent {
     held_sent: SentContext,
     /// How many of `held` are on the last tape.
     held_on_tape: usize,
+    /// Whether the last `pollLine` line is the first queued output, still in the outbox.
+    line_peeked: bool,
     /// This agent's serial number in its thread (`raw` tells a second registration of this
     /// agent from a stale one at the same address).
     pub(crate) serial: u64,
@@ -256,6 +258,7 @@ impl NativeAgent {
             held: Vec::new(),
             held_sent: SentContext::default(),
             held_on_tape: 0,
+            line_peeked: false,
             serial: SERIAL.with(|serial| {
                 serial.set(serial.get() + 1);
                 serial.get()
@@ -471,6 +474,70 @@ impl NativeAgent {
         ));
         self.held_sent = self.sent;
         Some(line)
+    }
+
+    /// `pollLine`: the next output's driver line, or `None`. A queued output is rendered
+    /// where it is, in the outbox (taken once JavaScript has the line); an action is taken
+    /// (the first one held from a failed string first) and held until JavaScript has the
+    /// line ([`NativeAgent::line_sent`]).
+    pub(crate) fn poll_line_text(&mut self) -> napi::Result<Option<Text>> {
+        self.guarded(|this| {
+            this.line_peeked = false;
+            let context = this.driver.context();
+            if this.held.is_empty() {
+                this.held_sent = this.sent;
+                if let Some(output) = this.driver.agent().peek_outputs().next() {
+                    let text = render_line(&output_line(
+                        this.driver.agent(),
+                        output,
+                        context,
+                        &mut this.sent,
+                        &mut this.canonical,
+                    ));
+                    this.line_peeked = true;
+                    let ascii = text.is_ascii();
+                    return Ok(Some(Text { text, ascii }));
+                }
+                match this.driver.poll() {
+                    Some(output) => this.held.push(output),
+                    None => return Ok(None),
+                }
+            } else {
+                this.sent = this.held_sent;
+            }
+            let text = render_line(&output_line(
+                this.driver.agent(),
+                &this.held[0],
+                context,
+                &mut this.sent,
+                &mut this.canonical,
+            ));
+            this.held_on_tape = 1;
+            let ascii = text.is_ascii();
+            Ok(Some(Text { text, ascii }))
+        })
+    }
+
+    /// After a line of [`NativeAgent::poll_line_text`] was (or failed to be) made a
+    /// JavaScript string: when it failed, its output stays where it was (queued, or held: the
+    /// next poll of any kind hands it out first, rendered from the same sent context); else
+    /// it is handed out.
+    pub(crate) fn line_sent(
+        &mut self,
+        sent: napi::Result<napi::sys::napi_value>,
+    ) -> napi::Result<napi::sys::napi_value> {
+        let peeked = std::mem::take(&mut self.line_peeked);
+        if sent.is_err() {
+            self.held_on_tape = 0;
+            self.sent = self.held_sent;
+        } else if peeked {
+            // The queued output JavaScript now has: taken from the outbox.
+            let _ = self.driver.poll();
+            self.held_sent = self.sent;
+        } else {
+            self.delivered();
+        }
+        sent
     }
 
     /// Writes `output`'s line on the tape.

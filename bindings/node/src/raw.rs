@@ -482,6 +482,16 @@ callback! {
 }
 
 callback! {
+    /// `agentPollLine(agent)`: `pollLine`, the next output's driver line (JSON text) or
+    /// `null`; a line that cannot be made a string throws `InternalError` and stays queued.
+    fn poll_line(env, [this]) {
+        let agent = agent(env, this)?;
+        let line = agent.poll_line_text()?;
+        agent.line_sent(text(env, line))
+    }
+}
+
+callback! {
     /// `agentPollAll(agent, tape)`: `pollAllTape`.
     fn poll_all(env, [this, tape]) {
         let agent = agent(env, this)?;
@@ -572,13 +582,14 @@ callback! {
 
 type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
 
-const FUNCTIONS: [(&std::ffi::CStr, Callback); 10] = [
+const FUNCTIONS: [(&std::ffi::CStr, Callback); 11] = [
     (c"agentModelDone", model_done),
     (c"agentPollAhead", poll_ahead),
     (c"agentSettle", settle),
     (c"agentModelDoneText", model_done_text),
     (c"agentPoll", poll),
     (c"agentPollAll", poll_all),
+    (c"agentPollLine", poll_line),
     (c"agentHandle", handle),
     (c"agentPrompt", prompt),
     (c"agentModelDelta", model_delta),

@@ -333,6 +333,7 @@ test('an action whose tape cannot be made a string is held, never lost', () => {
   try {
     assert.throws(() => agent.poll(), runcore.InternalError);
     assert.throws(() => agent.pollAll(), runcore.InternalError);
+    assert.throws(() => agent.pollLine(), runcore.InternalError);
   } finally {
     native._setTapeTextCapForTests(0);
   }
@@ -397,4 +398,90 @@ test('shared memory raced by a worker: Driver.send(Buffer) never takes invalid U
     Atomics.store(new Int32Array(globalThis.stop), 0, 1);
     await worker.terminate();
   }
+});
+
+test('pollLine: a line that cannot be made a string throws InternalError and stays queued', () => {
+  const build = () => {
+    const agent = new Agent({ context: 'delta' });
+    const run = agent.prompt('p'.repeat(3000), { runId: 'r' });
+    drain(agent);
+    agent.modelDone(run, 1, { content: [{ type: 'text', text: 't'.repeat(3000) }, { type: 'tool_call', id: 'c', name: 'echo', arguments: {} }], stop_reason: 'tool_use' });
+    return agent;
+  };
+  const lines = (agent) => {
+    const out = [];
+    for (let line = agent.pollLine(); line !== null; line = agent.pollLine()) out.push(line);
+    return out;
+  };
+  const expected = lines(build());
+  assert.equal(JSON.parse(expected.at(-1)).type, 'execute_tools');
+  assert.ok(expected.length >= 3);
+  const agent = build();
+  const before = agent.snapshot();
+  native._setTapeTextCapForTests(1000);
+  try {
+    // A queued output (the commit, past the cap) and then, after it, the action.
+    assert.throws(() => agent.pollLine(), runcore.InternalError);
+    assert.throws(() => agent.pollLine(), runcore.InternalError);
+    assert.equal(agent.snapshot(), before, 'nothing was handed out');
+  } finally {
+    native._setTapeTextCapForTests(0);
+  }
+  assert.deepEqual(lines(agent), expected);
+  // The same through poll(): a failed pollLine leaves the outputs for any kind of poll.
+  const other = build();
+  native._setTapeTextCapForTests(1000);
+  try {
+    assert.throws(() => other.pollLine(), runcore.InternalError);
+  } finally {
+    native._setTapeTextCapForTests(0);
+  }
+  assert.deepEqual(JSON.parse(JSON.stringify(drain(other))), expected.map((l) => JSON.parse(l)));
+});
+
+test('ids with a lone surrogate: every store method and Agent.recover refuse them (InvalidJsonError)', async () => {
+  const S = 'a\ud800b';
+  const store = new MemoryStore();
+  // A thread whose id the surrogate would turn into under U+FFFD replacement.
+  const agent = new Agent({ thread_id: 'a\ufffdb' });
+  agent.prompt('go');
+  for (const output of drain(agent)) if (output.type === 'commit') await store.commit(output);
+  assert.equal(await store.threadVersion('a\ufffdb'), 1);
+  const claim = { thread_id: S, owner: 'o', epoch: 1, expires_at_ms: 1 };
+  const snapshot = { thread_id: S, end: 0, digest: '0'.repeat(64) };
+  const calls = {
+    committedMessages: () => store.committedMessages(S),
+    run: () => store.run(S),
+    latestRun: () => store.latestRun(S),
+    resumeTicket: () => store.resumeTicket(S),
+    runState: () => store.runState(S),
+    committedState: () => store.committedState(S),
+    threadVersion: () => store.threadVersion(S),
+    threadAsOf: () => store.threadAsOf(S, 1),
+    fork: () => store.fork(S, 1, 'n'),
+    forkNew: () => store.fork('a\ufffdb', 1, S),
+    forkedFrom: () => store.forkedFrom(S),
+    threads: () => store.threads({ after: S }),
+    pendingTickets: () => store.pendingTickets({ after: S }),
+    listEvents: () => store.listEvents({ scope: { type: 'thread', id: S } }),
+    trace: () => store.trace(S),
+    transcriptSnapshot: () => store.transcriptSnapshot(S),
+    verifyTranscriptSnapshot: () => store.verifyTranscriptSnapshot(snapshot),
+    transcriptSlice: () => store.transcriptSlice(snapshot, [[0, 1]]),
+    claimThread: () => store.claimThread({ threadId: S, owner: 'o', requestId: 'q', leaseMs: 1000 }),
+    claimOwner: () => store.claimThread({ threadId: 't', owner: S, requestId: 'q', leaseMs: 1000 }),
+    claimRequest: () => store.claimThread({ threadId: 't', owner: 'o', requestId: S, leaseMs: 1000 }),
+    renewClaim: () => store.renewClaim(claim, 1000),
+    releaseClaim: () => store.releaseClaim(claim),
+    threadClaim: () => store.threadClaim(S),
+    commit: () => store.commit({ type: 'commit', thread_id: S }),
+  };
+  for (const [name, call] of Object.entries(calls)) {
+    await assert.rejects(call, runcore.InvalidJsonError, name);
+  }
+  assert.throws(() => Agent.recover(store, S), runcore.InvalidJsonError);
+  assert.equal(Agent.recover(store, 'a\ufffdb').threadId, 'a\ufffdb');
+  assert.equal(await store.threadVersion('a\ufffdb'), 1, 'nothing was written');
+  assert.equal(await store.thread_claim?.('t'), undefined);
+  assert.equal(await store.threadClaim('t'), null);
 });
