@@ -329,3 +329,41 @@ def test_lone_surrogates_are_refused_not_replaced():
         assert lines[0]["error"]["kind"] == "invalid_json"
         raw = runcore.Driver().send_raw(line)
         assert json.loads(raw[0])["error"]["kind"] == "invalid_json"
+
+
+MAX_SNAPSHOT_DEPTH = MAX_DEPTH + 32
+
+
+def json_depth(value):
+    if isinstance(value, dict):
+        return 1 + max((json_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((json_depth(v) for v in value), default=0)
+    return 0
+
+
+def snapshot_with_arguments(levels):
+    """An agent's snapshot whose transcript's tool call arguments nest `levels` levels."""
+    agent = runcore.Agent()
+    agent.prompt("go", run_id="r")
+    drain(agent)
+    agent.model_done("r", 1, {"content": [{"type": "tool_call", "id": "c", "name": "t", "arguments": {"x": 1}}], "stop_reason": "tool_use"})
+    snapshot = json.loads(agent.snapshot())
+    snapshot["agent"]["messages"][-1]["content"][0]["arguments"] = {"x": nested(levels - 1)}
+    return json.dumps(snapshot)
+
+
+def test_the_snapshot_reader_applies_its_own_depth_limit():
+    # envelope, agent, messages, message, content, block: the arguments are level 7.
+    around = json_depth(json.loads(snapshot_with_arguments(20))) - 20
+    at_edge = snapshot_with_arguments(MAX_SNAPSHOT_DEPTH - around)
+    assert json_depth(json.loads(at_edge)) == MAX_SNAPSHOT_DEPTH
+    runcore.Agent.restore(at_edge)
+    # Past the edge, below serde_json's limit of 128 and past it: one error, the reader's own.
+    for levels in (MAX_SNAPSHOT_DEPTH - around + 1, 127 - around, 300):
+        text = snapshot_with_arguments(levels) if levels < 200 else at_edge.replace(
+            '{"x": ' + "[" * (MAX_SNAPSHOT_DEPTH - around - 1), '{"x": ' + "[" * levels, 1
+        ).replace("]" * (MAX_SNAPSHOT_DEPTH - around - 1) + "}", "]" * levels + "}", 1)
+        with pytest.raises(runcore.SnapshotError, match=f"nests deeper than {MAX_SNAPSHOT_DEPTH} levels") as e:
+            runcore.Agent.restore(text)
+        assert e.value.kind == "malformed", levels
