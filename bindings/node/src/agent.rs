@@ -104,7 +104,8 @@ impl Text {
     ///
     /// # Safety
     ///
-    /// `env` is the environment of the call being answered.
+    /// `env` is the environment of the Node-API call being answered, running now (the string
+    /// is made in its handle scope).
     pub(crate) unsafe fn to_js(
         &self,
         env: napi::sys::napi_env,
@@ -117,7 +118,9 @@ impl Text {
         }
         let mut value = std::ptr::null_mut();
         let (pointer, length) = (self.text.as_ptr().cast(), self.text.len() as isize);
-        // SAFETY: `env` is the calling environment; the text outlives the call, which copies it.
+        // SAFETY: `env` is the running call's (this function's contract); `pointer` is
+        // `length` valid bytes of our own string (Latin-1 when ASCII, else UTF-8), which Node
+        // copies; `value` is a local out-parameter.
         let status = unsafe {
             if self.ascii {
                 napi::sys::napi_create_string_latin1(env, pointer, length, &mut value)
@@ -137,11 +140,18 @@ impl Text {
 }
 
 impl napi::bindgen_prelude::ToNapiValue for Text {
+    /// The JavaScript string ([`Text::to_js`]).
+    ///
+    /// # Safety
+    ///
+    /// As the trait's: `env` is the environment of the call whose return value this is,
+    /// running now.
     unsafe fn to_napi_value(
         env: napi::sys::napi_env,
         val: Self,
     ) -> napi::Result<napi::sys::napi_value> {
-        // SAFETY: napi-rs converts a return value in its call's environment.
+        // SAFETY: napi-rs calls `to_napi_value` with the environment of the call whose return
+        // value it converts, running now: `to_js`'s contract.
         unsafe { val.to_js(env) }
     }
 }
@@ -163,9 +173,15 @@ impl napi::bindgen_prelude::TypeName for Text {
 
 /// The tape array a class method was passed (never read or written through a Rust reference:
 /// it may be shared memory).
+///
+/// Only the class methods call it, each with its own `env` and argument, and use the
+/// `TapeArray` before they return.
 fn words(env: napi::Env, ops: napi::Unknown<'_>) -> napi::Result<TapeArray> {
     use napi::bindgen_prelude::JsValue;
-    crate::raw::tape_array(env.raw(), ops.raw())
+    // SAFETY: `env` is the environment napi-rs passed the running class method and `ops` one
+    // of its arguments (an `Unknown` napi-rs made for this call); the callers use the
+    // `TapeArray` only before they return.
+    unsafe { crate::raw::tape_array(env.raw(), ops.raw()) }
 }
 
 /// The length of the line `{"type":"…"<fields>}` whose fixed text (keys, punctuation, numbers)

@@ -485,3 +485,24 @@ test('ids with a lone surrogate: every store method and Agent.recover refuse the
   assert.equal(await store.thread_claim?.('t'), undefined);
   assert.equal(await store.threadClaim('t'), null);
 });
+
+test('the snapshot reader applies its own depth limit: one malformed SnapshotError past 96 levels', () => {
+  const MAX_SNAPSHOT_DEPTH = MAX_DEPTH + 32;
+  const agent = new Agent();
+  agent.prompt('go', { runId: 'r' });
+  drain(agent);
+  agent.modelDone('r', 1, { content: [{ type: 'tool_call', id: 'c', name: 't', arguments: { x: 1 } }], stop_reason: 'tool_use' });
+  const base = agent.snapshot();
+  // The transcript's arguments sit at level 7 (envelope, agent, messages, message, content,
+  // block, arguments): `levels` levels of arrays inside them make the snapshot this deep.
+  const withDepth = (depth) => base.replace('{"x":1}', `{"x":${'['.repeat(depth - 7)}1${']'.repeat(depth - 7)}}`);
+  assert.equal(Agent.restore(withDepth(MAX_SNAPSHOT_DEPTH)).threadId, 'thread-1');
+  for (const depth of [MAX_SNAPSHOT_DEPTH + 1, 128, 129, 5000]) {
+    assert.throws(() => Agent.restore(withDepth(depth)), (e) => {
+      assert.equal(e.name, 'SnapshotError', `${depth}`);
+      assert.equal(e.code, 'malformed');
+      assert.match(e.message, new RegExp(`nests deeper than ${MAX_SNAPSHOT_DEPTH} levels`));
+      return true;
+    });
+  }
+});
