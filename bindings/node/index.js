@@ -824,6 +824,7 @@ class Agent {
 
   /** An agent from `snapshot()` text. */
   static restore(snapshot, { context } = {}) {
+    checkText(snapshot, 'snapshot');
     try {
       return new Agent(native.NativeAgent.restore(snapshot, context));
     } catch (e) {
@@ -1131,7 +1132,7 @@ class SqliteStore extends Store {
   constructor(path, { synchronous } = {}) {
     let handle;
     try {
-      handle = native.NativeStore.sqlite(path, synchronous);
+      handle = native.NativeStore.sqlite(checkText(path, 'path'), synchronous);
     } catch (e) {
       rethrow(e);
     }
@@ -1145,7 +1146,7 @@ class PostgresStore extends Store {
   constructor(url, { schema } = {}) {
     let handle;
     try {
-      handle = native.NativeStore.postgres(url, schema);
+      handle = native.NativeStore.postgres(checkText(url, 'url'), checkText(schema, 'schema'));
     } catch (e) {
       rethrow(e);
     }

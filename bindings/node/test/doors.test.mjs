@@ -480,6 +480,10 @@ test('ids with a lone surrogate: every store method and Agent.recover refuse the
     await assert.rejects(call, runcore.InvalidJsonError, name);
   }
   assert.throws(() => Agent.recover(store, S), runcore.InvalidJsonError);
+  assert.throws(() => Agent.restore(agent.snapshot().replace('"go"', `"${S}"`)), runcore.InvalidJsonError);
+  assert.throws(() => new runcore.SqliteStore(`/tmp/${S}.db`), runcore.InvalidJsonError);
+  assert.throws(() => new runcore.PostgresStore(`postgres://${S}/x`), runcore.InvalidJsonError);
+  assert.throws(() => new runcore.PostgresStore('postgres://localhost:1/x', { schema: S }), runcore.InvalidJsonError);
   assert.equal(Agent.recover(store, 'a\ufffdb').threadId, 'a\ufffdb');
   assert.equal(await store.threadVersion('a\ufffdb'), 1, 'nothing was written');
   assert.equal(await store.thread_claim?.('t'), undefined);

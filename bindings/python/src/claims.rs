@@ -54,21 +54,23 @@ pub fn sweep<'py>(
     limit: usize,
     policy: Text,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let owner = owner.map(Text::into_string);
-    let policy: &str = &policy;
-    let policy = parse_policy(policy)?;
-    let store = store_of(store)?;
-    let options = SweepOptions {
-        claim: claim_options(owner, None, "sweep"),
-        limit,
-        policy,
-        config: AgentConfig::default(),
-    };
-    let items = store
-        .borrow()
-        .detached(py, move |s| core_sweep(s, &options, wall_clock_ms()))?
-        .map_err(|e| store_error(&e))?;
-    serde_to_py(py, &items)
+    crate::errors::guard(|| {
+        let owner = owner.map(Text::into_string);
+        let policy: &str = &policy;
+        let policy = parse_policy(policy)?;
+        let store = store_of(store)?;
+        let options = SweepOptions {
+            claim: claim_options(owner, None, "sweep"),
+            limit,
+            policy,
+            config: AgentConfig::default(),
+        };
+        let items = store
+            .borrow()
+            .detached(py, move |s| core_sweep(s, &options, wall_clock_ms()))?
+            .map_err(|e| store_error(&e))?;
+        serde_to_py(py, &items)
+    })?
 }
 
 fn answer<'py>(
@@ -125,18 +127,20 @@ pub fn approve<'py>(
     note: Option<Text>,
     owner: Option<Text>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let note = note.map(Text::into_string);
-    let owner = owner.map(Text::into_string);
-    let run_id: &str = &run_id;
-    let note = note.filter(|n| !n.trim().is_empty());
-    answer(
-        py,
-        store,
-        run_id,
-        PermissionDecision::Allow { note },
-        owner,
-        "approve",
-    )
+    crate::errors::guard(|| {
+        let note = note.map(Text::into_string);
+        let owner = owner.map(Text::into_string);
+        let run_id: &str = &run_id;
+        let note = note.filter(|n| !n.trim().is_empty());
+        answer(
+            py,
+            store,
+            run_id,
+            PermissionDecision::Allow { note },
+            owner,
+            "approve",
+        )
+    })?
 }
 
 /// Denies the tool call `run_id` waits for (`runcore deny`); `reason` is what the model sees
@@ -150,18 +154,20 @@ pub fn deny<'py>(
     reason: Option<Text>,
     owner: Option<Text>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let reason = reason.map(Text::into_string);
-    let owner = owner.map(Text::into_string);
-    let run_id: &str = &run_id;
-    let reason = reason.filter(|r| !r.trim().is_empty());
-    answer(
-        py,
-        store,
-        run_id,
-        PermissionDecision::Deny { reason },
-        owner,
-        "deny",
-    )
+    crate::errors::guard(|| {
+        let reason = reason.map(Text::into_string);
+        let owner = owner.map(Text::into_string);
+        let run_id: &str = &run_id;
+        let reason = reason.filter(|r| !r.trim().is_empty());
+        answer(
+            py,
+            store,
+            run_id,
+            PermissionDecision::Deny { reason },
+            owner,
+            "deny",
+        )
+    })?
 }
 
 /// The spans of `thread_id` derived from its commits (SPEC §14), as the OTLP/JSON export body
@@ -178,21 +184,23 @@ pub fn trace<'py>(
     run_id: Option<Text>,
     content: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let run_id = run_id.map(Text::into_string);
-    let thread_id: &str = &thread_id;
-    let store = store_of(store)?;
-    let thread = runcore::ThreadId::new(thread_id);
-    let run = run_id.map(RunId::new);
-    let options = runcore_traces::TraceOptions {
-        content,
-        ..runcore_traces::TraceOptions::default()
-    };
-    let spans = store.borrow().detached(py, move |s| {
-        runcore_traces::spans_from_store(&*s, &thread, run.as_ref(), &options)
-    })?;
-    match spans {
-        Ok(spans) => serde_to_py(py, &runcore_traces::to_otlp_json(&spans, "runcore")),
-        Err(runcore_traces::TraceError::Store(error)) => Err(store_error(&error)),
-        Err(error) => Err(agent_error_of_kind("invalid_state", error.to_string())),
-    }
+    crate::errors::guard(|| {
+        let run_id = run_id.map(Text::into_string);
+        let thread_id: &str = &thread_id;
+        let store = store_of(store)?;
+        let thread = runcore::ThreadId::new(thread_id);
+        let run = run_id.map(RunId::new);
+        let options = runcore_traces::TraceOptions {
+            content,
+            ..runcore_traces::TraceOptions::default()
+        };
+        let spans = store.borrow().detached(py, move |s| {
+            runcore_traces::spans_from_store(&*s, &thread, run.as_ref(), &options)
+        })?;
+        match spans {
+            Ok(spans) => serde_to_py(py, &runcore_traces::to_otlp_json(&spans, "runcore")),
+            Err(runcore_traces::TraceError::Store(error)) => Err(store_error(&error)),
+            Err(error) => Err(agent_error_of_kind("invalid_state", error.to_string())),
+        }
+    })?
 }

@@ -58,7 +58,7 @@ fn from_py_at(obj: &Bound<'_, PyAny>, path: &mut String) -> PyResult<Value> {
         return Ok(Value::Bool(b.is_true()));
     }
     if let Ok(s) = obj.cast::<PyString>() {
-        return Ok(Value::String(str_of(&s)?.into_owned()));
+        return Ok(Value::String(str_of(s)?.into_owned()));
     }
     if obj.cast::<PyInt>().is_ok() {
         if let Ok(u) = obj.extract::<u64>() {
@@ -92,7 +92,7 @@ fn from_py_at(obj: &Bound<'_, PyAny>, path: &mut String) -> PyResult<Value> {
                     key.get_type().name()?
                 )));
             };
-            let key = str_of(&key)?.into_owned();
+            let key = str_of(key)?.into_owned();
             let len = path.len();
             path.push('.');
             path.push_str(&key);

@@ -27,8 +27,7 @@ mod topy;
 /// becomes an ordinary exception (not an abort, not `PanicException`).
 #[pyfunction]
 fn _panic_for_tests(message: Text) -> PyResult<()> {
-    let message: &str = &message;
-    errors::guard(|| -> PyResult<()> { panic!("{message}") })?
+    errors::guard(|| -> PyResult<()> { panic!("{}", &*message) })?
 }
 
 /// The native module.

@@ -75,17 +75,19 @@ pub fn _provider_encode<'py>(
     call_model: &Bound<'py, PyAny>,
     options: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let api: &str = &api;
-    guard(|| {
-        let api = api_named(api)?;
-        let options = options_from(options)?;
-        let context = context_from(call_model)?;
-        let encoded = api
-            .encode(&context, &options)
-            .map_err(|e| codec_error("options", e.to_string()))?;
-        let value = serde_json::to_value(&encoded)
-            .map_err(|e| crate::errors::internal(format!("encoded body: {e}")))?;
-        to_py(py, &value)
+    crate::errors::guard(|| {
+        let api: &str = &api;
+        guard(|| {
+            let api = api_named(api)?;
+            let options = options_from(options)?;
+            let context = context_from(call_model)?;
+            let encoded = api
+                .encode(&context, &options)
+                .map_err(|e| codec_error("options", e.to_string()))?;
+            let value = serde_json::to_value(&encoded)
+                .map_err(|e| crate::errors::internal(format!("encoded body: {e}")))?;
+            to_py(py, &value)
+        })?
     })?
 }
 
@@ -133,33 +135,35 @@ impl PyProviderDecoder {
     #[new]
     #[pyo3(signature = (api, run_id, step, status = None))]
     fn new(api: Text, run_id: Text, step: i64, status: Option<i64>) -> PyResult<Self> {
-        let api: &str = &api;
-        let run_id: &str = &run_id;
-        let api = api_named(api)?;
-        let step = runcore::Step::try_from(step).map_err(|_| {
-            codec_error(
-                "options",
-                format!("step must be an integer from 0 to {}, got {step}", u32::MAX),
-            )
-        })?;
-        let status = match status {
-            None => 200,
-            Some(status) => u16::try_from(status)
-                .ok()
-                .filter(|s| (100..=999).contains(s))
-                .ok_or_else(|| {
-                    codec_error(
-                        "options",
-                        format!("status must be an HTTP status (100 to 999), got {status}"),
-                    )
-                })?,
-        };
-        Ok(PyProviderDecoder {
-            api,
-            inner: Some(api.decoder(run_id, step, status)),
-            keys: KeyCache::default(),
-            format_error: None,
-        })
+        crate::errors::guard(|| {
+            let api: &str = &api;
+            let run_id: &str = &run_id;
+            let api = api_named(api)?;
+            let step = runcore::Step::try_from(step).map_err(|_| {
+                codec_error(
+                    "options",
+                    format!("step must be an integer from 0 to {}, got {step}", u32::MAX),
+                )
+            })?;
+            let status = match status {
+                None => 200,
+                Some(status) => u16::try_from(status)
+                    .ok()
+                    .filter(|s| (100..=999).contains(s))
+                    .ok_or_else(|| {
+                        codec_error(
+                            "options",
+                            format!("status must be an HTTP status (100 to 999), got {status}"),
+                        )
+                    })?,
+            };
+            Ok(PyProviderDecoder {
+                api,
+                inner: Some(api.decoder(run_id, step, status)),
+                keys: KeyCache::default(),
+                format_error: None,
+            })
+        })?
     }
 
     /// Feeds the next bytes of the body; returns the `model_delta` inputs they complete.
@@ -189,21 +193,25 @@ impl PyProviderDecoder {
     /// After `finish()`: `None`, or, when a 2xx body was not the API's format at all, where and
     /// what was expected (the inputs still end in `model_failed`).
     #[getter]
-    fn format_error(&self) -> Option<String> {
-        self.format_error.clone()
+    fn format_error(&self) -> PyResult<Option<String>> {
+        crate::errors::guard(|| Ok(self.format_error.clone()))?
     }
 
     /// The API this decoder reads: `"anthropic"`, `"openai-chat"` or `"openai-responses"`.
     #[getter]
-    fn api(&self) -> &'static str {
-        self.api.name()
+    fn api(&self) -> PyResult<&'static str> {
+        crate::errors::guard(|| Ok(self.api.name()))?
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "<runcore.providers decoder api={} finished={}>",
-            self.api.name(),
-            self.inner.is_none()
-        )
+    fn __repr__(&self) -> PyResult<String> {
+        crate::errors::guard(|| {
+            Ok({
+                format!(
+                    "<runcore.providers decoder api={} finished={}>",
+                    self.api.name(),
+                    self.inner.is_none()
+                )
+            })
+        })?
     }
 }

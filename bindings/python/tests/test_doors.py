@@ -367,3 +367,136 @@ def test_the_snapshot_reader_applies_its_own_depth_limit():
         with pytest.raises(runcore.SnapshotError, match=f"nests deeper than {MAX_SNAPSHOT_DEPTH} levels") as e:
             runcore.Agent.restore(text)
         assert e.value.kind == "malformed", levels
+
+
+# ----- every native entry point runs under the panic guard -------------------------------------
+
+SRC = __import__("pathlib").Path(__file__).resolve().parent.parent / "src"
+GUARDS = ("crate::errors::guard(", "errors::guard(", "guard(", "self.guarded(")
+
+
+def _skip_literal(s, i):
+    """The index after the string, char literal or line comment starting at `i`, or None."""
+    import re
+
+    if s.startswith("//", i):
+        return s.index("\n", i)
+    raw = re.match(r'b?r(#*)"', s[i:])
+    if raw and (i == 0 or not (s[i - 1].isalnum() or s[i - 1] == "_")):
+        end = s.index('"' + raw.group(1), i + len(raw.group(0)))
+        return end + 1 + len(raw.group(1))
+    if s[i] == '"' or s.startswith('b"', i):
+        j = i + (2 if s[i] == "b" else 1)
+        while s[j] != '"':
+            j += 2 if s[j] == "\\" else 1
+        return j + 1
+    char = re.match(r"'(\\.|[^\\'])'", s[i:])
+    if s[i] == "'" and char:
+        return i + len(char.group(0))
+    return None
+
+
+def _close(s, i, open_="{", close="}"):
+    depth = 0
+    while i < len(s):
+        skipped = _skip_literal(s, i)
+        if skipped is not None:
+            i = skipped
+            continue
+        if s[i] == open_:
+            depth += 1
+        elif s[i] == close:
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    raise AssertionError("unbalanced braces")
+
+
+def _body_start(s, i):
+    """The `{` opening the body of the fn whose name ends at `i`."""
+    depth = 0
+    while True:
+        skipped = _skip_literal(s, i)
+        if skipped is not None:
+            i = skipped
+            continue
+        if s[i] in "(<[":
+            depth += 1
+        elif s[i] in ")>]" and not (s[i] == ">" and s[i - 1] == "-"):
+            depth -= 1
+        elif s[i] == "{" and depth == 0:
+            return i
+        i += 1
+
+
+def entry_points():
+    """`{file: {fn: body}}` of every `#[pymethods]` method and `#[pyfunction]`."""
+    import re
+
+    found = {}
+    for path in sorted(SRC.glob("*.rs")):
+        s = path.read_text()
+        fns = {}
+        for block in re.finditer(r"#\[pymethods\]\s*impl[^{]*\{", s):
+            end = _close(s, block.end() - 1)
+            at = block.end()
+            while True:
+                fn = re.compile(r"\bfn\s+(\w+)").search(s, at, end)
+                if not fn:
+                    break
+                start = _body_start(s, fn.end())
+                close = _close(s, start)
+                fns[f"{block.group(0).split()[-2]}.{fn.group(1)}"] = s[start + 1:close]
+                at = close + 1
+        for attr in re.finditer(r"#\[pyfunction\]", s):
+            fn = re.compile(r"\bfn\s+(\w+)").search(s, attr.end())
+            start = _body_start(s, fn.end())
+            fns[fn.group(1)] = s[start + 1:_close(s, start)]
+        if fns:
+            found[path.name] = fns
+    return found
+
+
+def _one_guarded_expression(body):
+    body = body.strip()
+    if not body.startswith(GUARDS):
+        return False
+    depth, i = 0, 0
+    while i < len(body):
+        skipped = _skip_literal(body, i)
+        if skipped is not None:
+            i = skipped
+            continue
+        if body[i] in "({[":
+            depth += 1
+        elif body[i] in ")}]":
+            depth -= 1
+        elif body[i] == ";" and depth == 0:
+            return False
+        i += 1
+    return True
+
+
+def test_every_native_entry_point_is_one_guarded_expression():
+    """A Rust panic anywhere in a method, getter or function (argument checks, conversions,
+    getters included) becomes `InternalError`, never pyo3's `PanicException`: each body is one
+    call of the panic guard (`errors::guard`, or `Agent`'s `guarded`, which also poisons)."""
+    found = entry_points()
+    names = {f"{file}:{fn}" for file, fns in found.items() for fn in fns}
+    # The listing finds every kind of entry point (a sample of each).
+    for expected in ("agent.rs:PyAgent.thread_id", "agent.rs:PyAgent.__repr__", "agent.rs:Drain.__next__",
+                     "driver.rs:PyDriver.new", "driver.rs:PyDriver.lines_handled", "store.rs:PyStore.run",
+                     "store.rs:PySqliteStore.path", "claims.rs:sweep", "providers.rs:_provider_encode",
+                     "providers.rs:PyProviderDecoder.feed", "lib.rs:_panic_for_tests"):
+        assert expected in names, expected
+    assert len(names) > 90
+    unguarded = sorted(f"{file}:{fn}" for file, fns in found.items() for fn, body in fns.items()
+                       if not _one_guarded_expression(body))
+    assert not unguarded, f"entry points outside the panic guard: {unguarded}"
+
+
+def test_the_guard_turns_a_panic_into_internal_error():
+    with pytest.raises(runcore.InternalError, match="boom") as e:
+        runcore._runcore._panic_for_tests("boom")
+    assert isinstance(e.value, Exception)
