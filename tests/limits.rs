@@ -154,8 +154,12 @@ fn the_snapshot_reader_applies_its_own_depth_limit_at_and_past_the_edge() {
     let around = depth_of(&serde_json::from_str(&snapshot_nested(20)).unwrap()) - 20;
     assert_eq!(around, 6);
     let at_edge = snapshot_nested(MAX_SNAPSHOT_DEPTH - around);
-    assert_eq!(depth_of(&serde_json::from_str(&at_edge).unwrap()), MAX_SNAPSHOT_DEPTH);
-    let restored = Agent::restore_json(&at_edge).unwrap_or_else(|e| panic!("a snapshot at the edge restores: {e}"));
+    assert_eq!(
+        depth_of(&serde_json::from_str(&at_edge).unwrap()),
+        MAX_SNAPSHOT_DEPTH
+    );
+    let restored = Agent::restore_json(&at_edge)
+        .unwrap_or_else(|e| panic!("a snapshot at the edge restores: {e}"));
     assert_eq!(
         serde_json::from_str::<Value>(&restored.snapshot_json()).unwrap(),
         serde_json::from_str::<Value>(&at_edge).unwrap()
@@ -167,7 +171,11 @@ fn the_snapshot_reader_applies_its_own_depth_limit_at_and_past_the_edge() {
         snapshot_nested(1).replace(r#"{"x":1}"#, &deep)
     };
     for levels in [MAX_SNAPSHOT_DEPTH - around + 1, 127 - around, 200, 100_000] {
-        let text = if levels > 200 { deepest(levels) } else { snapshot_nested(levels) };
+        let text = if levels > 200 {
+            deepest(levels)
+        } else {
+            snapshot_nested(levels)
+        };
         assert_eq!(
             Agent::restore_json(&text).err(),
             Some(SnapshotError::Malformed(snapshot_too_deep())),
@@ -176,7 +184,7 @@ fn the_snapshot_reader_applies_its_own_depth_limit_at_and_past_the_edge() {
         // The envelope read by serde (`AgentSnapshot`) applies it too, where serde can read it.
         if levels < 120 {
             let envelope: Result<runcore::AgentSnapshot, _> = serde_json::from_str(&text);
-            let error = envelope.err().expect("refused").to_string();
+            let error = envelope.expect_err("refused").to_string();
             assert!(error.contains(&snapshot_too_deep()), "{error}");
         }
     }
