@@ -223,6 +223,33 @@ function checkLineText(text) {
   return text;
 }
 
+/**
+ * Refuses a string argument (an id, an owner, a cursor) holding a lone surrogate as the
+ * driver refuses a line holding one (`InvalidJsonError`): Node-API would turn it into U+FFFD
+ * and the call would act on another id.
+ */
+function checkText(value, name) {
+  if (typeof value === 'string' && !value.isWellFormed()) {
+    throw invalidJson(`not a valid input line: ${name} holds a lone surrogate at index ` +
+      `${loneSurrogate(value)}, which is not valid Unicode`);
+  }
+  return value;
+}
+
+/**
+ * `JSON.stringify(value)`, refusing a string in it that holds a lone surrogate (which
+ * `JSON.stringify` writes as a `\uD800`-style escape, every literal backslash doubled) as
+ * `checkText` does.
+ */
+function stringified(value, name) {
+  const text = JSON.stringify(value);
+  if (typeof text === 'string' && text.includes('\\ud') && /(^|[^\\])(\\\\)*\\ud[89a-f]/.test(text)) {
+    throw invalidJson(`not a valid input line: a string in ${name} holds a lone surrogate, ` +
+      'which is not valid Unicode');
+  }
+  return text;
+}
+
 function configText(config) {
   if (config === undefined || config === null) return undefined;
   if (typeof config !== 'object' || Array.isArray(config)) {
@@ -749,7 +776,8 @@ class Agent {
    */
   pollLine() {
     try {
-      return this.#agent.poll();
+      // A line past V8's string limit throws InternalError and stays queued (as in poll()).
+      return native.agentPollLine(this.#agent);
     } catch (e) {
       rethrow(e);
     }
@@ -796,6 +824,7 @@ class Agent {
 
   /** An agent from `snapshot()` text. */
   static restore(snapshot, { context } = {}) {
+    checkText(snapshot, 'snapshot');
     try {
       return new Agent(native.NativeAgent.restore(snapshot, context));
     } catch (e) {
@@ -812,6 +841,7 @@ class Agent {
       throw new TypeError('store must be a MemoryStore, SqliteStore or PostgresStore');
     }
     checkPolicy(policy);
+    checkText(threadId, 'threadId');
     try {
       return new Agent(native.NativeAgent.recover(store._native, threadId, policy, configText(config)));
     } catch (e) {
@@ -980,6 +1010,7 @@ class Store {
     if (typeof url !== 'string') throw new TypeError('Store.open: url must be a string');
     let handle;
     try {
+      checkText(url, 'url');
       handle = native.NativeStore.open(url, create);
     } catch (e) {
       rethrow(e);
@@ -988,6 +1019,7 @@ class Store {
   }
 
   async #call(name, ...args) {
+    for (const arg of args) checkText(arg, `an argument of ${name}`);
     let text;
     try {
       text = await this.#native[name](...args);
@@ -1004,9 +1036,9 @@ class Store {
    * time `nowMs` (default `Date.now()`); without one it is refused (`claim_held`) while another
    * owner holds the thread (SPEC §7.2).
    */
-  commit(output, { claim, nowMs } = {}) {
-    if (claim === undefined) return this.#call('commit', JSON.stringify(output));
-    return this.#call('commit', JSON.stringify(output), JSON.stringify(claim), nowMs ?? Date.now());
+  async commit(output, { claim, nowMs } = {}) {
+    if (claim === undefined) return this.#call('commit', stringified(output, 'output'));
+    return this.#call('commit', stringified(output, 'output'), stringified(claim, 'claim'), nowMs ?? Date.now());
   }
 
   /**
@@ -1015,19 +1047,19 @@ class Store {
    * `claim_held` while another owner's claim is live. A retry with the same `requestId` gets
    * the same claim.
    */
-  claimThread({ threadId, owner, requestId, leaseMs }, { nowMs } = {}) {
+  async claimThread({ threadId, owner, requestId, leaseMs }, { nowMs } = {}) {
     const request = { thread_id: threadId, owner, request_id: requestId ?? owner, lease_ms: leaseMs };
-    return this.#call('claimThread', JSON.stringify(request), nowMs ?? Date.now());
+    return this.#call('claimThread', stringified(request, 'request'), nowMs ?? Date.now());
   }
 
   /** Extends the current claim to store time + `leaseMs`; rejects (`claim_lost`) when it is not current. */
-  renewClaim(claim, leaseMs, { nowMs } = {}) {
-    return this.#call('renewClaim', JSON.stringify(claim), leaseMs, nowMs ?? Date.now());
+  async renewClaim(claim, leaseMs, { nowMs } = {}) {
+    return this.#call('renewClaim', stringified(claim, 'claim'), leaseMs, nowMs ?? Date.now());
   }
 
   /** Ends the claim if it is the thread's current one. */
   async releaseClaim(claim, { nowMs } = {}) {
-    await this.#call('releaseClaim', JSON.stringify(claim), nowMs ?? Date.now());
+    await this.#call('releaseClaim', stringified(claim, 'claim'), nowMs ?? Date.now());
   }
 
   /** The thread's live claim at store time, or `null`. */
@@ -1079,7 +1111,7 @@ class Store {
 
   /** Audit events of `scope` (`{type: "thread", id}`, `{type: "run", id}`; default all) after `after`. */
   async listEvents({ scope, after, limit } = {}) {
-    return this.#call('listEvents', scope === undefined ? undefined : JSON.stringify(scope), after, checkLimit(limit));
+    return this.#call('listEvents', scope === undefined ? undefined : stringified(scope, 'scope'), after, checkLimit(limit));
   }
 
   /**
@@ -1094,12 +1126,12 @@ class Store {
 
   /** Checks that a pinned prefix is still committed, unchanged (rejects with `StoreError` if not). */
   async verifyTranscriptSnapshot(snapshot) {
-    await this.#call('verifyTranscriptSnapshot', JSON.stringify(snapshot));
+    await this.#call('verifyTranscriptSnapshot', stringified(snapshot, 'snapshot'));
   }
 
   /** The messages of `ranges` (`[start, end]` pairs) within a pinned prefix. */
-  transcriptSlice(snapshot, ranges) {
-    return this.#call('transcriptSlice', JSON.stringify(snapshot), JSON.stringify(ranges));
+  async transcriptSlice(snapshot, ranges) {
+    return this.#call('transcriptSlice', stringified(snapshot, 'snapshot'), stringified(ranges, 'ranges'));
   }
 
   /** @internal */
@@ -1120,7 +1152,7 @@ class SqliteStore extends Store {
   constructor(path, { synchronous } = {}) {
     let handle;
     try {
-      handle = native.NativeStore.sqlite(path, synchronous);
+      handle = native.NativeStore.sqlite(checkText(path, 'path'), synchronous);
     } catch (e) {
       rethrow(e);
     }
@@ -1134,7 +1166,7 @@ class PostgresStore extends Store {
   constructor(url, { schema } = {}) {
     let handle;
     try {
-      handle = native.NativeStore.postgres(url, schema);
+      handle = native.NativeStore.postgres(checkText(url, 'url'), checkText(schema, 'schema'));
     } catch (e) {
       rethrow(e);
     }
@@ -1177,6 +1209,7 @@ function codecFor(api) {
 
     constructor(runId, step, status) {
       if (typeof runId !== 'string') throw new TypeError('runId must be a string');
+      checkText(runId, 'runId');
       if (typeof step !== 'number') throw new TypeError('step must be a number');
       if (status !== undefined && status !== null && typeof status !== 'number') {
         throw new TypeError('status must be a number');

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::run_loop::ActiveRun;
 use super::thread::Thread;
 use super::{Agent, AgentConfig};
+use crate::driver::limits;
 use crate::ids::RunId;
 use crate::message::Message;
 use crate::run::EndCause;
@@ -140,6 +141,10 @@ impl TryFrom<SnapshotRepr> for AgentSnapshot {
 
     fn try_from(repr: SnapshotRepr) -> Result<AgentSnapshot, SnapshotError> {
         check_version(repr.schema_version)?;
+        // The envelope is level 1, its `agent` level 2.
+        if !limits::nests_within(&repr.agent, limits::MAX_SNAPSHOT_DEPTH - 1) {
+            return Err(SnapshotError::Malformed(limits::snapshot_too_deep()));
+        }
         let agent: AgentRepr = serde_json::from_value(repr.agent)
             .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
         let agent = Agent::from(agent);
@@ -229,6 +234,10 @@ impl Agent {
     /// Restores an agent from [`snapshot_json`](Agent::snapshot_json) text. The version is
     /// checked before the rest is decoded.
     pub fn restore_json(text: &str) -> Result<Agent, SnapshotError> {
+        // The reader's own nesting limit, below serde_json's (the same error from every door).
+        if !limits::json_nests_within(text.as_bytes(), limits::MAX_SNAPSHOT_DEPTH) {
+            return Err(SnapshotError::Malformed(limits::snapshot_too_deep()));
+        }
         let probe: VersionProbe =
             serde_json::from_str(text).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
         check_version(probe.schema_version)?;

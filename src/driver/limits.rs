@@ -10,9 +10,12 @@
 //! | [`MAX_NOW_MS`] | `now_ms` is an integer from 0 to 2^53 − 1 (exact as a JavaScript number) | `invalid_json` |
 //! | strings | valid Unicode: a lone surrogate (`"\ud800"`) is refused, never replaced by U+FFFD | `invalid_json` |
 //!
-//! Serialized snapshots nest at most a fixed number of levels deeper than the inputs they hold,
-//! far below serde_json's recursion limit of 128, so [`MAX_DEPTH`] keeps every snapshot
-//! restorable.
+//! Serialized snapshots nest at most a fixed number of levels deeper than the inputs they hold
+//! (the envelope, the agent, its outbox, a commit, its messages, ...): the snapshot reader
+//! (`Agent::restore_json`) applies [`MAX_SNAPSHOT_DEPTH`], [`MAX_DEPTH`] plus
+//! [`SNAPSHOT_NESTING`], itself, below serde_json's recursion limit of 128, so a snapshot nested
+//! past it is the same `malformed` snapshot error from every door, and every snapshot an agent
+//! writes (its inputs held to [`MAX_DEPTH`]) is one it restores.
 
 use serde::Serialize;
 use serde::ser;
@@ -21,6 +24,19 @@ use super::MAX_LINE_BYTES;
 
 /// The deepest nesting of an input's JSON (objects and arrays; the input object is level 1).
 pub const MAX_DEPTH: usize = 64;
+
+/// How many levels deeper than the input line it came in a value sits in a snapshot, at most,
+/// with room to spare (measured: 7, a `tool_done`'s `details` in the outbox's commit).
+pub const SNAPSHOT_NESTING: usize = 32;
+
+/// The deepest nesting of a snapshot's JSON that the snapshot reader accepts (the envelope is
+/// level 1): [`MAX_DEPTH`] plus [`SNAPSHOT_NESTING`], below serde_json's limit of 128.
+pub const MAX_SNAPSHOT_DEPTH: usize = MAX_DEPTH + SNAPSHOT_NESTING;
+
+/// Why a snapshot is refused by the snapshot reader's depth check.
+pub fn snapshot_too_deep() -> String {
+    format!("the snapshot nests deeper than {MAX_SNAPSHOT_DEPTH} levels of objects and arrays")
+}
 
 /// The largest `now_ms`: 2^53 − 1, the largest integer a JavaScript number holds exactly.
 pub const MAX_NOW_MS: u64 = (1 << 53) - 1;
@@ -89,6 +105,17 @@ pub fn decimal_len(n: u64) -> usize {
 /// with the same `invalid_input` as the input it holds would be, never a parser's own limit.
 /// Text that is not JSON passes here (the parser says what is wrong with it).
 pub fn check_json_depth(bytes: &[u8]) -> Result<(), String> {
+    if json_nests_within(bytes, MAX_DEPTH) {
+        Ok(())
+    } else {
+        Err(too_deep())
+    }
+}
+
+/// Whether the JSON text `bytes` nests at most `max` levels of objects and arrays (brackets
+/// inside strings not counted); text that is not JSON is measured all the same (its parser
+/// says what is wrong with it).
+pub fn json_nests_within(bytes: &[u8], max: usize) -> bool {
     let (mut level, mut in_string, mut escaped) = (0usize, false, false);
     for &byte in bytes {
         if in_string {
@@ -105,15 +132,15 @@ pub fn check_json_depth(bytes: &[u8]) -> Result<(), String> {
             b'"' => in_string = true,
             b'[' | b'{' => {
                 level += 1;
-                if level > MAX_DEPTH {
-                    return Err(too_deep());
+                if level > max {
+                    return false;
                 }
             }
             b']' | b'}' => level = level.saturating_sub(1),
             _ => {}
         }
     }
-    Ok(())
+    true
 }
 
 /// Why an input is refused by [`check_depth`].
@@ -124,10 +151,16 @@ pub fn too_deep() -> String {
 /// Checks that `value` nests at most [`MAX_DEPTH`] levels (objects, arrays, maps, sequences and
 /// structs as its JSON has them); the error is the reason of an `invalid_input`.
 pub fn check_depth<T: Serialize + ?Sized>(value: &T) -> Result<(), String> {
-    value
-        .serialize(Depth { level: 0 })
-        .map(|_| ())
-        .map_err(|_| too_deep())
+    if nests_within(value, MAX_DEPTH) {
+        Ok(())
+    } else {
+        Err(too_deep())
+    }
+}
+
+/// Whether `value` nests at most `max` levels (as [`check_depth`] counts them).
+pub fn nests_within<T: Serialize + ?Sized>(value: &T, max: usize) -> bool {
+    value.serialize(Depth { level: 0, max }).is_ok()
 }
 
 /// The error of [`Depth`]: too deep.
@@ -153,15 +186,17 @@ impl ser::Error for TooDeep {
 #[derive(Clone, Copy)]
 struct Depth {
     level: usize,
+    /// The deepest level allowed.
+    max: usize,
 }
 
 impl Depth {
     fn enter(self) -> Result<Depth, TooDeep> {
         let level = self.level + 1;
-        if level > MAX_DEPTH {
+        if level > self.max {
             Err(TooDeep)
         } else {
-            Ok(Depth { level })
+            Ok(Depth { level, ..self })
         }
     }
 }

@@ -80,6 +80,8 @@ pub struct NativeAgent {
     held_sent: SentContext,
     /// How many of `held` are on the last tape.
     held_on_tape: usize,
+    /// Whether the last `pollLine` line is the first queued output, still in the outbox.
+    line_peeked: bool,
     /// This agent's serial number in its thread (`raw` tells a second registration of this
     /// agent from a stale one at the same address).
     pub(crate) serial: u64,
@@ -102,7 +104,8 @@ impl Text {
     ///
     /// # Safety
     ///
-    /// `env` is the environment of the call being answered.
+    /// `env` is the environment of the Node-API call being answered, running now (the string
+    /// is made in its handle scope).
     pub(crate) unsafe fn to_js(
         &self,
         env: napi::sys::napi_env,
@@ -115,7 +118,9 @@ impl Text {
         }
         let mut value = std::ptr::null_mut();
         let (pointer, length) = (self.text.as_ptr().cast(), self.text.len() as isize);
-        // SAFETY: `env` is the calling environment; the text outlives the call, which copies it.
+        // SAFETY: `env` is the running call's (this function's contract); `pointer` is
+        // `length` valid bytes of our own string (Latin-1 when ASCII, else UTF-8), which Node
+        // copies; `value` is a local out-parameter.
         let status = unsafe {
             if self.ascii {
                 napi::sys::napi_create_string_latin1(env, pointer, length, &mut value)
@@ -135,11 +140,18 @@ impl Text {
 }
 
 impl napi::bindgen_prelude::ToNapiValue for Text {
+    /// The JavaScript string ([`Text::to_js`]).
+    ///
+    /// # Safety
+    ///
+    /// As the trait's: `env` is the environment of the call whose return value this is,
+    /// running now.
     unsafe fn to_napi_value(
         env: napi::sys::napi_env,
         val: Self,
     ) -> napi::Result<napi::sys::napi_value> {
-        // SAFETY: napi-rs converts a return value in its call's environment.
+        // SAFETY: napi-rs calls `to_napi_value` with the environment of the call whose return
+        // value it converts, running now: `to_js`'s contract.
         unsafe { val.to_js(env) }
     }
 }
@@ -161,9 +173,15 @@ impl napi::bindgen_prelude::TypeName for Text {
 
 /// The tape array a class method was passed (never read or written through a Rust reference:
 /// it may be shared memory).
+///
+/// Only the class methods call it, each with its own `env` and argument, and use the
+/// `TapeArray` before they return.
 fn words(env: napi::Env, ops: napi::Unknown<'_>) -> napi::Result<TapeArray> {
     use napi::bindgen_prelude::JsValue;
-    crate::raw::tape_array(env.raw(), ops.raw())
+    // SAFETY: `env` is the environment napi-rs passed the running class method and `ops` one
+    // of its arguments (an `Unknown` napi-rs made for this call); the callers use the
+    // `TapeArray` only before they return.
+    unsafe { crate::raw::tape_array(env.raw(), ops.raw()) }
 }
 
 /// The length of the line `{"type":"…"<fields>}` whose fixed text (keys, punctuation, numbers)
@@ -249,6 +267,7 @@ impl NativeAgent {
             held: Vec::new(),
             held_sent: SentContext::default(),
             held_on_tape: 0,
+            line_peeked: false,
             serial: SERIAL.with(|serial| {
                 serial.set(serial.get() + 1);
                 serial.get()
@@ -464,6 +483,70 @@ impl NativeAgent {
         ));
         self.held_sent = self.sent;
         Some(line)
+    }
+
+    /// `pollLine`: the next output's driver line, or `None`. A queued output is rendered
+    /// where it is, in the outbox (taken once JavaScript has the line); an action is taken
+    /// (the first one held from a failed string first) and held until JavaScript has the
+    /// line ([`NativeAgent::line_sent`]).
+    pub(crate) fn poll_line_text(&mut self) -> napi::Result<Option<Text>> {
+        self.guarded(|this| {
+            this.line_peeked = false;
+            let context = this.driver.context();
+            if this.held.is_empty() {
+                this.held_sent = this.sent;
+                if let Some(output) = this.driver.agent().peek_outputs().next() {
+                    let text = render_line(&output_line(
+                        this.driver.agent(),
+                        output,
+                        context,
+                        &mut this.sent,
+                        &mut this.canonical,
+                    ));
+                    this.line_peeked = true;
+                    let ascii = text.is_ascii();
+                    return Ok(Some(Text { text, ascii }));
+                }
+                match this.driver.poll() {
+                    Some(output) => this.held.push(output),
+                    None => return Ok(None),
+                }
+            } else {
+                this.sent = this.held_sent;
+            }
+            let text = render_line(&output_line(
+                this.driver.agent(),
+                &this.held[0],
+                context,
+                &mut this.sent,
+                &mut this.canonical,
+            ));
+            this.held_on_tape = 1;
+            let ascii = text.is_ascii();
+            Ok(Some(Text { text, ascii }))
+        })
+    }
+
+    /// After a line of [`NativeAgent::poll_line_text`] was (or failed to be) made a
+    /// JavaScript string: when it failed, its output stays where it was (queued, or held: the
+    /// next poll of any kind hands it out first, rendered from the same sent context); else
+    /// it is handed out.
+    pub(crate) fn line_sent(
+        &mut self,
+        sent: napi::Result<napi::sys::napi_value>,
+    ) -> napi::Result<napi::sys::napi_value> {
+        let peeked = std::mem::take(&mut self.line_peeked);
+        if sent.is_err() {
+            self.held_on_tape = 0;
+            self.sent = self.held_sent;
+        } else if peeked {
+            // The queued output JavaScript now has: taken from the outbox.
+            let _ = self.driver.poll();
+            self.held_sent = self.sent;
+        } else {
+            self.delivered();
+        }
+        sent
     }
 
     /// Writes `output`'s line on the tape.

@@ -3,7 +3,6 @@
 //! the bytes the binary writes for each input line.
 
 use napi::Either;
-use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
 use runcore::driver::Driver;
 use runcore::host::{DurableDriver, DurableStartError};
@@ -106,30 +105,29 @@ impl NativeDriver {
 
     /// Handles one input line (text or bytes, without its `\n`) and returns what the binary
     /// writes for it: its output lines, each ending in `\n`.
-    #[napi(catch_unwind)]
-    pub fn send(&mut self, line: Either<String, Buffer>) -> napi::Result<String> {
+    #[napi(catch_unwind, ts_args_type = "line: string | Buffer")]
+    pub fn send(
+        &mut self,
+        env: napi::Env,
+        line: Either<String, napi::Unknown<'_>>,
+    ) -> napi::Result<String> {
         if self.poisoned {
             return Err(internal(
                 "this Driver is unusable after an internal error (a Rust panic)",
             ));
         }
         // A Buffer's memory may be a SharedArrayBuffer another thread writes during this
-        // call: its bytes are copied once, and only the copy is read (checked as UTF-8 and
-        // parsed), so what is checked is what is used.
+        // call: its bytes are copied once, by raw pointer (no Rust reference to them is ever
+        // made), and only the copy is read (checked as UTF-8 and parsed), so what is checked
+        // is what is used.
         let copied: Vec<u8>;
         let bytes: &[u8] = match &line {
             Either::A(text) => text.as_bytes(),
             Either::B(buffer) => {
-                let (data, length) = (buffer.as_ptr(), buffer.len());
-                let mut copy = Vec::with_capacity(length);
-                // SAFETY: the Buffer's `length` bytes at `data` are alive for this call (an
-                // argument of it); they are copied by raw pointer, never borrowed while
-                // another thread may write them, into our own new allocation.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(data, copy.as_mut_ptr(), length);
-                    copy.set_len(length);
-                }
-                copied = copy;
+                use napi::bindgen_prelude::JsValue;
+                // SAFETY: `env` is the environment napi-rs passed this running method and
+                // `buffer` one of its arguments.
+                copied = unsafe { crate::raw::buffer_copy(env.raw(), buffer.raw()) }?;
                 &copied
             }
         };

@@ -10,6 +10,8 @@
 //! caught at the boundary.
 
 #![warn(missing_docs)]
+// Every `unsafe` block says why it is sound, and every `unsafe fn` what its callers owe.
+#![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 mod agent;
 mod driver;

@@ -10,6 +10,11 @@
 //! is a live `NativeAgent` registered by `enableFastCalls()` (a thread's set of addresses,
 //! removed when the agent is dropped), so no other object is ever read as one. Input strings
 //! are read into a reused buffer.
+//!
+//! Handles: every `sys::napi_env` and `sys::napi_value` the private helpers below are given is
+//! the current Node-API callback's own (its `env`, its arguments, or a value made with that
+//! `env` during the call): only the `callback!` bodies and `exports` call them, with their own.
+//! The `// SAFETY:` comments below rely on that and on nothing else about the callers.
 
 // A test build has no module registration (napi-derive leaves it out), so nothing here is
 // reached from it.
@@ -67,13 +72,19 @@ fn check(status: sys::napi_status, what: &str) -> Result<()> {
 }
 
 /// The call's first `N` arguments (`undefined` past those given).
+///
+/// # Safety
+///
+/// `env` and `info` are the environment and callback info Node-API passed the callback that
+/// is running now (they are valid only during that call).
 unsafe fn arguments<const N: usize>(
     env: sys::napi_env,
     info: sys::napi_callback_info,
 ) -> Result<[sys::napi_value; N]> {
     let mut argc = N;
     let mut argv = [ptr::null_mut(); N];
-    // SAFETY: `info` is this call's; `argv` holds `argc` values.
+    // SAFETY: `env` and `info` are the running callback's (this function's contract); `argv`
+    // has room for `argc` values, and Node-API writes at most `argc`.
     let status = unsafe {
         sys::napi_get_cb_info(
             env,
@@ -89,9 +100,16 @@ unsafe fn arguments<const N: usize>(
 }
 
 /// The registered agent wrapped by `value`.
+///
+/// # Safety
+///
+/// `env` is the running callback's and `value` one of its arguments; the reference returned
+/// is used only during that call, and no other reference to the same agent is live meanwhile
+/// (each callback takes one agent, once, and runs no JavaScript that could call back in).
 unsafe fn agent<'a>(env: sys::napi_env, value: sys::napi_value) -> Result<&'a mut NativeAgent> {
     let mut wrapped: *mut c_void = ptr::null_mut();
-    // SAFETY: `value` is an argument of this call.
+    // SAFETY: `env` and `value` are the running callback's (this function's contract);
+    // `napi_unwrap` only reads the object's wrapped pointer (an error for other values).
     let status = unsafe { sys::napi_unwrap(env, value, &mut wrapped) };
     let address = wrapped as usize;
     if status != sys::Status::napi_ok || !LIVE.with(|live| live.borrow().contains_key(&address)) {
@@ -100,15 +118,16 @@ unsafe fn agent<'a>(env: sys::napi_env, value: sys::napi_value) -> Result<&'a mu
         ));
     }
     // SAFETY: a registered address is a live `NativeAgent` (napi-rs's box, which it frees only
-    // after dropping it, which unregisters it); JavaScript does not run during this call, so
-    // nothing else borrows it.
+    // after dropping it, which unregisters it); the caller holds no other reference to it and
+    // uses this one only during the call (this function's contract), and JavaScript, which
+    // could reach it through a class method, does not run before the call returns.
     Ok(unsafe { &mut *(wrapped as *mut NativeAgent) })
 }
 
 fn value_type(env: sys::napi_env, value: sys::napi_value) -> Result<sys::napi_valuetype> {
     let mut kind = 0;
-    // SAFETY: `value` is an argument of this call.
     check(
+        // SAFETY: `env` and `value` are the running callback's (see the module's note on handles).
         unsafe { sys::napi_typeof(env, value, &mut kind) },
         "napi_typeof",
     )?;
@@ -166,9 +185,10 @@ fn read_str(env: sys::napi_env, value: sys::napi_value, buffer: &mut Vec<u8>) ->
     }
     let capacity = read_capacity(buffer.capacity());
     let mut written = 0;
-    // SAFETY: the buffer has at least `capacity` bytes; Node writes at most `capacity - 1` and
-    // a NUL.
     check(
+        // SAFETY: `env` and `value` are the running callback's (see the module's note on
+        // handles) and `value` is a string (checked by `with_str`); the buffer has room for at
+        // least `capacity` bytes, and Node writes at most `capacity - 1` bytes and a NUL.
         unsafe {
             sys::napi_get_value_string_utf8(
                 env,
@@ -181,13 +201,15 @@ fn read_str(env: sys::napi_env, value: sys::napi_value, buffer: &mut Vec<u8>) ->
         "napi_get_value_string_utf8",
     )?;
     if read_whole(written, capacity) {
-        // SAFETY: Node wrote `written` (< capacity) initialized bytes.
+        // SAFETY: Node initialized the first `written` bytes, and `written` < `capacity` <=
+        // the buffer's capacity.
         unsafe { buffer.set_len(written) };
         return Ok(());
     }
     let mut length = 0;
-    // SAFETY: a null buffer asks for the length only.
     check(
+        // SAFETY: handles as above; a null buffer with size 0 asks for the length only (nothing
+        // is written but `length`).
         unsafe { sys::napi_get_value_string_utf8(env, value, ptr::null_mut(), 0, &mut length) },
         "napi_get_value_string_utf8",
     )?;
@@ -199,8 +221,9 @@ fn read_str(env: sys::napi_env, value: sys::napi_value, buffer: &mut Vec<u8>) ->
     }
     buffer.clear();
     buffer.reserve(length + 1);
-    // SAFETY: as above, with room for the whole string and its NUL.
     check(
+        // SAFETY: handles as above; the buffer (cleared, then reserved) has room for `length + 1`
+        // bytes, the most Node writes for a buffer of that size (the string and its NUL).
         unsafe {
             sys::napi_get_value_string_utf8(
                 env,
@@ -217,7 +240,8 @@ fn read_str(env: sys::napi_env, value: sys::napi_value, buffer: &mut Vec<u8>) ->
             "napi_get_value_string_utf8 wrote more than the string's length",
         ));
     }
-    // SAFETY: Node wrote `written` (<= the capacity) initialized bytes.
+    // SAFETY: Node initialized the first `written` bytes, and `written` < the buffer's
+    // capacity (checked just above).
     unsafe { buffer.set_len(written) };
     Ok(())
 }
@@ -254,8 +278,9 @@ fn optional_number(env: sys::napi_env, value: sys::napi_value) -> Result<Option<
 
 fn number(env: sys::napi_env, value: sys::napi_value) -> Result<f64> {
     let mut number = 0.0;
-    // SAFETY: `value` is an argument of this call.
     check(
+        // SAFETY: `env` and `value` are the running callback's (see the module's note on handles);
+        // the out-parameter is a local.
         unsafe { sys::napi_get_value_double(env, value, &mut number) },
         "napi_get_value_double",
     )?;
@@ -276,8 +301,9 @@ fn step(env: sys::napi_env, value: sys::napi_value) -> Result<u32> {
 
 fn boolean(env: sys::napi_env, value: sys::napi_value) -> Result<bool> {
     let mut flag = false;
-    // SAFETY: `value` is an argument of this call.
     check(
+        // SAFETY: `env` and `value` are the running callback's (see the module's note on handles);
+        // the out-parameter is a local.
         unsafe { sys::napi_get_value_bool(env, value, &mut flag) },
         "napi_get_value_bool",
     )?;
@@ -303,23 +329,32 @@ impl TapeArray {
         if index >= self.length {
             return 0;
         }
-        // SAFETY: `index` is within the array's `length` words, alive for this call; a volatile
-        // read of memory another thread may write yields some value, never a reference.
+        // SAFETY: `index` < `length`, and the array's `length` words at `data` are alive
+        // while this `TapeArray` is (`tape_array`'s contract: it is used only during the call
+        // it came from); a volatile read of memory another thread may write yields some value
+        // and makes no reference.
         unsafe { self.data.add(index).read_volatile() }
     }
 
     /// Copies `words` to the start of the array (as many as fit).
     pub(crate) fn write(&self, words: &[u32]) {
         let count = words.len().min(self.length);
-        // SAFETY: `count` words fit in the array, alive for this call; the source is our own
-        // buffer, which cannot overlap JavaScript's array.
+        // SAFETY: `count` <= `length` words fit in the array, alive while this `TapeArray` is
+        // (`tape_array`'s contract); the source is a Rust slice of our own, which cannot overlap
+        // JavaScript's array memory; raw writes make no reference to shared memory.
         unsafe { std::ptr::copy_nonoverlapping(words.as_ptr(), self.data, count) };
     }
 }
 
 /// The `Uint32Array` `value`, an argument of the current call (`env`'s).
-pub(crate) fn tape_array(env: sys::napi_env, value: sys::napi_value) -> Result<TapeArray> {
-    // SAFETY: the caller passes the current call's `env` and one of its arguments.
+///
+/// # Safety
+///
+/// `env` is the environment of the Node-API call running now and `value` one of its
+/// arguments; the `TapeArray` returned is used only until that call returns (the array's
+/// memory is kept alive by the call's handle scope, not by the `TapeArray`).
+pub(crate) unsafe fn tape_array(env: sys::napi_env, value: sys::napi_value) -> Result<TapeArray> {
+    // SAFETY: the same contract as this function's.
     unsafe { words(env, value) }
 }
 
@@ -327,14 +362,16 @@ pub(crate) fn tape_array(env: sys::napi_env, value: sys::napi_value) -> Result<T
 ///
 /// # Safety
 ///
-/// `env` and `value` are the current call's: the array stays alive until the call returns.
+/// As [`tape_array`]: `env` and `value` are the running call's, and the `TapeArray` is used
+/// only until it returns.
 unsafe fn words(env: sys::napi_env, value: sys::napi_value) -> Result<TapeArray> {
     let mut kind = 0;
     let mut length = 0;
     let mut data: *mut c_void = ptr::null_mut();
     let mut buffer = ptr::null_mut();
     let mut offset = 0;
-    // SAFETY: `value` is an argument of this call (the status says whether it is a typed array).
+    // SAFETY: `env` and `value` are the running call's (this function's contract); the status
+    // says whether `value` is a typed array; every out-parameter is a local.
     let status = unsafe {
         sys::napi_get_typedarray_info(
             env,
@@ -362,10 +399,43 @@ unsafe fn words(env: sys::napi_env, value: sys::napi_value) -> Result<TapeArray>
     })
 }
 
+/// A copy of the bytes of the Node `Buffer` `value` (any other value is an error), read by raw
+/// pointer: the memory may be a `SharedArrayBuffer` another thread writes meanwhile, so no Rust
+/// reference to it is made, and the copy is what the caller reads.
+///
+/// # Safety
+///
+/// `env` is the environment of the Node-API call running now and `value` one of its
+/// arguments (its memory stays alive until that call returns).
+pub(crate) unsafe fn buffer_copy(env: sys::napi_env, value: sys::napi_value) -> Result<Vec<u8>> {
+    let mut data: *mut c_void = ptr::null_mut();
+    let mut length = 0;
+    // SAFETY: `env` and `value` are the running call's (this function's contract); the status
+    // says whether `value` is a Buffer; both out-parameters are locals.
+    let status = unsafe { sys::napi_get_buffer_info(env, value, &mut data, &mut length) };
+    if status != sys::Status::napi_ok {
+        return Err(crate::errors::bad_argument(
+            "a line is a string or a Buffer",
+        ));
+    }
+    let mut copy = Vec::with_capacity(length);
+    if length > 0 && !data.is_null() {
+        // SAFETY: the Buffer's `length` bytes at `data` are alive until the call returns (this
+        // function's contract); they are read by raw pointer into our own new allocation of
+        // `length` bytes (no overlap), which they then initialize.
+        unsafe {
+            ptr::copy_nonoverlapping(data.cast::<u8>(), copy.as_mut_ptr(), length);
+            copy.set_len(length);
+        }
+    }
+    Ok(copy)
+}
+
 fn null(env: sys::napi_env) -> Result<sys::napi_value> {
     let mut value = ptr::null_mut();
-    // SAFETY: `env` is this call's.
     check(
+        // SAFETY: `env` is the running callback's (see the module's note on handles); the
+        // out-parameter is a local.
         unsafe { sys::napi_get_null(env, &mut value) },
         "napi_get_null",
     )?;
@@ -374,8 +444,9 @@ fn null(env: sys::napi_env) -> Result<sys::napi_value> {
 
 fn undefined(env: sys::napi_env) -> Result<sys::napi_value> {
     let mut value = ptr::null_mut();
-    // SAFETY: `env` is this call's.
     check(
+        // SAFETY: `env` is the running callback's (see the module's note on handles); the
+        // out-parameter is a local.
         unsafe { sys::napi_get_undefined(env, &mut value) },
         "napi_get_undefined",
     )?;
@@ -384,8 +455,9 @@ fn undefined(env: sys::napi_env) -> Result<sys::napi_value> {
 
 fn boolean_value(env: sys::napi_env, flag: bool) -> Result<sys::napi_value> {
     let mut value = ptr::null_mut();
-    // SAFETY: `env` is this call's.
     check(
+        // SAFETY: `env` is the running callback's (see the module's note on handles); the
+        // out-parameter is a local.
         unsafe { sys::napi_get_boolean(env, flag, &mut value) },
         "napi_get_boolean",
     )?;
@@ -394,8 +466,9 @@ fn boolean_value(env: sys::napi_env, flag: bool) -> Result<sys::napi_value> {
 
 fn js_string(env: sys::napi_env, text: &str) -> Result<sys::napi_value> {
     let mut value = ptr::null_mut();
-    // SAFETY: `env` is this call's; the text is copied.
     check(
+        // SAFETY: `env` is the running callback's (see the module's note on handles); `text` is
+        // `text.len()` valid bytes, which Node copies.
         unsafe {
             sys::napi_create_string_utf8(env, text.as_ptr().cast(), text.len() as isize, &mut value)
         },
@@ -406,7 +479,8 @@ fn js_string(env: sys::napi_env, text: &str) -> Result<sys::napi_value> {
 
 fn text(env: sys::napi_env, text: Option<Text>) -> Result<sys::napi_value> {
     match text {
-        // SAFETY: `env` is this call's.
+        // SAFETY: `env` is the running callback's (see the module's note on handles), as
+        // `Text::to_js` requires.
         Some(text) => unsafe { text.to_js(env) },
         None => null(env),
     }
@@ -419,7 +493,8 @@ fn answer(env: sys::napi_env, result: Result<sys::napi_value>) -> sys::napi_valu
         Err(error) => {
             let message = CString::new(error.reason.replace('\0', "\\u0000"))
                 .unwrap_or_else(|_| c"runcore: an error".to_owned());
-            // SAFETY: `env` is this call's; the message is a NUL-terminated string.
+            // SAFETY: `env` is the running callback's (see the module's note on handles); the
+            // message is a NUL-terminated string that outlives the call, which copies it.
             unsafe { sys::napi_throw_error(env, ptr::null(), message.as_ptr()) };
             ptr::null_mut()
         }
@@ -432,6 +507,11 @@ fn answer(env: sys::napi_env, result: Result<sys::napi_value>) -> sys::napi_valu
 macro_rules! callback {
     ($(#[$doc:meta])* fn $name:ident($env:ident, [$($arg:ident),+]) $body:block) => {
         $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// Called by Node-API only (registered by `exports`), with the environment and
+        /// callback info of the call it answers.
         unsafe extern "C" fn $name(
             $env: sys::napi_env,
             info: sys::napi_callback_info,
@@ -440,7 +520,8 @@ macro_rules! callback {
             // A panic never unwinds into Node: it becomes `InternalError` (the agent's own
             // methods poison it first).
             let result = crate::errors::guard(|| {
-                // SAFETY: a Node-API callback's `env` and `info`.
+                // SAFETY: `$env` and `info` are the parameters Node-API calls this callback with,
+                // as `arguments` requires.
                 unsafe { arguments::<COUNT>($env, info).and_then(|[$($arg),+]| $body) }
             })
             .unwrap_or_else(|()| Err(crate::errors::internal("runcore panicked (a bug)")));
@@ -478,6 +559,16 @@ callback! {
         let consumed = step(env, consumed)?;
         agent.settle(consumed)?;
         undefined(env)
+    }
+}
+
+callback! {
+    /// `agentPollLine(agent)`: `pollLine`, the next output's driver line (JSON text) or
+    /// `null`; a line that cannot be made a string throws `InternalError` and stays queued.
+    fn poll_line(env, [this]) {
+        let agent = agent(env, this)?;
+        let line = agent.poll_line_text()?;
+        agent.line_sent(text(env, line))
     }
 }
 
@@ -572,13 +663,14 @@ callback! {
 
 type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
 
-const FUNCTIONS: [(&std::ffi::CStr, Callback); 10] = [
+const FUNCTIONS: [(&std::ffi::CStr, Callback); 11] = [
     (c"agentModelDone", model_done),
     (c"agentPollAhead", poll_ahead),
     (c"agentSettle", settle),
     (c"agentModelDoneText", model_done_text),
     (c"agentPoll", poll),
     (c"agentPollAll", poll_all),
+    (c"agentPollLine", poll_line),
     (c"agentHandle", handle),
     (c"agentPrompt", prompt),
     (c"agentModelDelta", model_delta),
@@ -592,7 +684,9 @@ pub fn exports(exports: napi::bindgen_prelude::Object, env: napi::Env) -> Result
     let (env, exports) = (env.raw(), exports.raw());
     for (name, callback) in FUNCTIONS {
         let mut function = ptr::null_mut();
-        // SAFETY: `env` and `exports` are the module's; `name` is NUL-terminated.
+        // SAFETY: `env` and `exports` are the ones napi-rs passes the module's registration,
+        // running now; `name` is NUL-terminated and `callback` a Node-API callback of the
+        // right signature; `function` is a local out-parameter.
         unsafe {
             check(
                 sys::napi_create_function(

@@ -333,6 +333,7 @@ test('an action whose tape cannot be made a string is held, never lost', () => {
   try {
     assert.throws(() => agent.poll(), runcore.InternalError);
     assert.throws(() => agent.pollAll(), runcore.InternalError);
+    assert.throws(() => agent.pollLine(), runcore.InternalError);
   } finally {
     native._setTapeTextCapForTests(0);
   }
@@ -396,5 +397,116 @@ test('shared memory raced by a worker: Driver.send(Buffer) never takes invalid U
   } finally {
     Atomics.store(new Int32Array(globalThis.stop), 0, 1);
     await worker.terminate();
+  }
+});
+
+test('pollLine: a line that cannot be made a string throws InternalError and stays queued', () => {
+  const build = () => {
+    const agent = new Agent({ context: 'delta' });
+    const run = agent.prompt('p'.repeat(3000), { runId: 'r' });
+    drain(agent);
+    agent.modelDone(run, 1, { content: [{ type: 'text', text: 't'.repeat(3000) }, { type: 'tool_call', id: 'c', name: 'echo', arguments: {} }], stop_reason: 'tool_use' });
+    return agent;
+  };
+  const lines = (agent) => {
+    const out = [];
+    for (let line = agent.pollLine(); line !== null; line = agent.pollLine()) out.push(line);
+    return out;
+  };
+  const expected = lines(build());
+  assert.equal(JSON.parse(expected.at(-1)).type, 'execute_tools');
+  assert.ok(expected.length >= 3);
+  const agent = build();
+  const before = agent.snapshot();
+  native._setTapeTextCapForTests(1000);
+  try {
+    // A queued output (the commit, past the cap) and then, after it, the action.
+    assert.throws(() => agent.pollLine(), runcore.InternalError);
+    assert.throws(() => agent.pollLine(), runcore.InternalError);
+    assert.equal(agent.snapshot(), before, 'nothing was handed out');
+  } finally {
+    native._setTapeTextCapForTests(0);
+  }
+  assert.deepEqual(lines(agent), expected);
+  // The same through poll(): a failed pollLine leaves the outputs for any kind of poll.
+  const other = build();
+  native._setTapeTextCapForTests(1000);
+  try {
+    assert.throws(() => other.pollLine(), runcore.InternalError);
+  } finally {
+    native._setTapeTextCapForTests(0);
+  }
+  assert.deepEqual(JSON.parse(JSON.stringify(drain(other))), expected.map((l) => JSON.parse(l)));
+});
+
+test('ids with a lone surrogate: every store method and Agent.recover refuse them (InvalidJsonError)', async () => {
+  const S = 'a\ud800b';
+  const store = new MemoryStore();
+  // A thread whose id the surrogate would turn into under U+FFFD replacement.
+  const agent = new Agent({ thread_id: 'a\ufffdb' });
+  agent.prompt('go');
+  for (const output of drain(agent)) if (output.type === 'commit') await store.commit(output);
+  assert.equal(await store.threadVersion('a\ufffdb'), 1);
+  const claim = { thread_id: S, owner: 'o', epoch: 1, expires_at_ms: 1 };
+  const snapshot = { thread_id: S, end: 0, digest: '0'.repeat(64) };
+  const calls = {
+    committedMessages: () => store.committedMessages(S),
+    run: () => store.run(S),
+    latestRun: () => store.latestRun(S),
+    resumeTicket: () => store.resumeTicket(S),
+    runState: () => store.runState(S),
+    committedState: () => store.committedState(S),
+    threadVersion: () => store.threadVersion(S),
+    threadAsOf: () => store.threadAsOf(S, 1),
+    fork: () => store.fork(S, 1, 'n'),
+    forkNew: () => store.fork('a\ufffdb', 1, S),
+    forkedFrom: () => store.forkedFrom(S),
+    threads: () => store.threads({ after: S }),
+    pendingTickets: () => store.pendingTickets({ after: S }),
+    listEvents: () => store.listEvents({ scope: { type: 'thread', id: S } }),
+    trace: () => store.trace(S),
+    transcriptSnapshot: () => store.transcriptSnapshot(S),
+    verifyTranscriptSnapshot: () => store.verifyTranscriptSnapshot(snapshot),
+    transcriptSlice: () => store.transcriptSlice(snapshot, [[0, 1]]),
+    claimThread: () => store.claimThread({ threadId: S, owner: 'o', requestId: 'q', leaseMs: 1000 }),
+    claimOwner: () => store.claimThread({ threadId: 't', owner: S, requestId: 'q', leaseMs: 1000 }),
+    claimRequest: () => store.claimThread({ threadId: 't', owner: 'o', requestId: S, leaseMs: 1000 }),
+    renewClaim: () => store.renewClaim(claim, 1000),
+    releaseClaim: () => store.releaseClaim(claim),
+    threadClaim: () => store.threadClaim(S),
+    commit: () => store.commit({ type: 'commit', thread_id: S }),
+  };
+  for (const [name, call] of Object.entries(calls)) {
+    await assert.rejects(call, runcore.InvalidJsonError, name);
+  }
+  assert.throws(() => Agent.recover(store, S), runcore.InvalidJsonError);
+  assert.throws(() => Agent.restore(agent.snapshot().replace('"go"', `"${S}"`)), runcore.InvalidJsonError);
+  assert.throws(() => new runcore.SqliteStore(`/tmp/${S}.db`), runcore.InvalidJsonError);
+  assert.throws(() => new runcore.PostgresStore(`postgres://${S}/x`), runcore.InvalidJsonError);
+  assert.throws(() => new runcore.PostgresStore('postgres://localhost:1/x', { schema: S }), runcore.InvalidJsonError);
+  assert.equal(Agent.recover(store, 'a\ufffdb').threadId, 'a\ufffdb');
+  assert.equal(await store.threadVersion('a\ufffdb'), 1, 'nothing was written');
+  assert.equal(await store.thread_claim?.('t'), undefined);
+  assert.equal(await store.threadClaim('t'), null);
+});
+
+test('the snapshot reader applies its own depth limit: one malformed SnapshotError past 96 levels', () => {
+  const MAX_SNAPSHOT_DEPTH = MAX_DEPTH + 32;
+  const agent = new Agent();
+  agent.prompt('go', { runId: 'r' });
+  drain(agent);
+  agent.modelDone('r', 1, { content: [{ type: 'tool_call', id: 'c', name: 't', arguments: { x: 1 } }], stop_reason: 'tool_use' });
+  const base = agent.snapshot();
+  // The transcript's arguments sit at level 7 (envelope, agent, messages, message, content,
+  // block, arguments): `levels` levels of arrays inside them make the snapshot this deep.
+  const withDepth = (depth) => base.replace('{"x":1}', `{"x":${'['.repeat(depth - 7)}1${']'.repeat(depth - 7)}}`);
+  assert.equal(Agent.restore(withDepth(MAX_SNAPSHOT_DEPTH)).threadId, 'thread-1');
+  for (const depth of [MAX_SNAPSHOT_DEPTH + 1, 128, 129, 5000]) {
+    assert.throws(() => Agent.restore(withDepth(depth)), (e) => {
+      assert.equal(e.name, 'SnapshotError', `${depth}`);
+      assert.equal(e.code, 'malformed');
+      assert.match(e.message, new RegExp(`nests deeper than ${MAX_SNAPSHOT_DEPTH} levels`));
+      return true;
+    });
   }
 });

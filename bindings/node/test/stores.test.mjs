@@ -222,5 +222,6 @@ test('Store.open: any store URL through the registry; create: false creates noth
     () => runcore.Store.open('postgresql://nobody:hunter2@127.0.0.1:1/none'),
     (e) => e instanceof StoreError && e.code === 'open' && !e.message.includes('hunter2'),
   );
+  assert.throws(() => runcore.Store.open('sqlite:/tmp/\ud800.db'), (e) => e instanceof runcore.InvalidJsonError);
   assert.throws(() => new runcore.Store({}), TypeError);
 });

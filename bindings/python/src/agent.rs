@@ -4,6 +4,8 @@
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+
+use crate::convert::Text;
 use pyo3::types::{PyString, PyType};
 use runcore::driver::{ContextMode, InputLine, OutputLine, call_model_line, output_line};
 use runcore::{
@@ -264,27 +266,31 @@ impl PyAgent {
     #[new]
     #[pyo3(signature = (config = None))]
     fn new(config: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
-        let agent = Agent::new(AgentConfig::default()).map_err(|e| agent_error(&e))?;
-        let mut this = PyAgent::from_agent(agent, ContextMode::Full);
-        if let Some(config) = config {
-            this.input(config_line(config)?)?;
-        }
-        Ok(this)
+        crate::errors::guard(|| {
+            let agent = Agent::new(AgentConfig::default()).map_err(|e| agent_error(&e))?;
+            let mut this = PyAgent::from_agent(agent, ContextMode::Full);
+            if let Some(config) = config {
+                this.input(config_line(config)?)?;
+            }
+            Ok(this)
+        })?
     }
 
     /// Any driver input line, as a dict or its JSON text (`{"type": "prompt", ...}`).
     fn handle(&mut self, line: &Bound<'_, PyAny>) -> PyResult<()> {
-        let value = if let Ok(text) = line.cast::<PyString>() {
-            let text = text.to_cow()?;
-            runcore::driver::limits::check_line_len(text.len()).map_err(invalid_json)?;
-            runcore::driver::limits::check_json_depth(text.as_bytes())
-                .map_err(|e| agent_error(&runcore::AgentError::InvalidInput(e)))?;
-            serde_json::from_str(&text)
-                .map_err(|e| invalid_json(format!("the line is not valid JSON: {e}")))?
-        } else {
-            from_py(line)?
-        };
-        self.input(value)
+        crate::errors::guard(|| {
+            let value = if let Ok(text) = line.cast::<PyString>() {
+                let text = crate::convert::str_of(text)?;
+                runcore::driver::limits::check_line_len(text.len()).map_err(invalid_json)?;
+                runcore::driver::limits::check_json_depth(text.as_bytes())
+                    .map_err(|e| agent_error(&runcore::AgentError::InvalidInput(e)))?;
+                serde_json::from_str(&text)
+                    .map_err(|e| invalid_json(format!("the line is not valid JSON: {e}")))?
+            } else {
+                from_py(line)?
+            };
+            self.input(value)
+        })?
     }
 
     /// Starts a run with the user's `text`, or with several user messages (a list of message
@@ -293,41 +299,46 @@ impl PyAgent {
     fn prompt(
         &mut self,
         text: &Bound<'_, PyAny>,
-        run_id: Option<&str>,
+        run_id: Option<Text>,
         now_ms: Option<u64>,
     ) -> PyResult<String> {
-        // What the driver makes of `{"type": "prompt", "text" | "messages": …, "run_id"?: …}`,
-        // built directly.
-        let (message, messages) = if let Ok(text) = text.cast::<PyString>() {
-            let text = text.to_cow()?;
-            // `{"type":"prompt","text":T,"run_id":R,"now_ms":N}`
-            let fixed = r#"{"type":"prompt","text":}"#.len() + now_len(now_ms);
-            match run_id {
-                Some(run) => check_line(fixed + r#","run_id":"#.len(), &[&text, run])?,
-                None => check_line(fixed, &[&text])?,
-            }
-            (Some(UserMessage::text(text)), Vec::new())
-        } else if text.is_instance_of::<pyo3::types::PyList>()
-            || text.is_instance_of::<pyo3::types::PyTuple>()
-        {
-            let messages: Vec<UserMessage> = serde_json::from_value(from_py(text)?)
-                .map_err(|e| invalid_json(format!("prompt: not a list of user messages: {e}")))?;
-            (None, messages)
-        } else {
-            return Err(PyTypeError::new_err(
-                "prompt takes a str or a list of user message dicts",
-            ));
-        };
-        let input = Input::Prompt {
-            message,
-            messages,
-            run_id: run_id.map(RunId::from),
-        };
-        self.handle_input(input, now_ms)?;
-        self.agent
-            .active_run_id()
-            .map(|run| run.as_str().to_owned())
-            .ok_or_else(|| internal("prompt was accepted but no run is active"))
+        crate::errors::guard(|| {
+            let run_id = run_id.as_deref();
+            // What the driver makes of `{"type": "prompt", "text" | "messages": …, "run_id"?: …}`,
+            // built directly.
+            let (message, messages) = if let Ok(text) = text.cast::<PyString>() {
+                let text = crate::convert::str_of(text)?;
+                // `{"type":"prompt","text":T,"run_id":R,"now_ms":N}`
+                let fixed = r#"{"type":"prompt","text":}"#.len() + now_len(now_ms);
+                match run_id {
+                    Some(run) => check_line(fixed + r#","run_id":"#.len(), &[&text, run])?,
+                    None => check_line(fixed, &[&text])?,
+                }
+                (Some(UserMessage::text(text)), Vec::new())
+            } else if text.is_instance_of::<pyo3::types::PyList>()
+                || text.is_instance_of::<pyo3::types::PyTuple>()
+            {
+                let messages: Vec<UserMessage> =
+                    serde_json::from_value(from_py(text)?).map_err(|e| {
+                        invalid_json(format!("prompt: not a list of user messages: {e}"))
+                    })?;
+                (None, messages)
+            } else {
+                return Err(PyTypeError::new_err(
+                    "prompt takes a str or a list of user message dicts",
+                ));
+            };
+            let input = Input::Prompt {
+                message,
+                messages,
+                run_id: run_id.map(RunId::from),
+            };
+            self.handle_input(input, now_ms)?;
+            self.agent
+                .active_run_id()
+                .map(|run| run.as_str().to_owned())
+                .ok_or_else(|| internal("prompt was accepted but no run is active"))
+        })?
     }
 
     /// Appends existing messages (a list of message dicts of any roles) to this idle agent's
@@ -340,249 +351,286 @@ impl PyAgent {
         messages: &Bound<'_, PyAny>,
         now_ms: Option<u64>,
     ) -> PyResult<String> {
-        let messages: Vec<runcore::Message> = serde_json::from_value(from_py(messages)?)
-            .map_err(|e| invalid_json(format!("import: not a list of messages: {e}")))?;
-        let before = self.agent.last_end().map(|(run, _)| run.clone());
-        self.handle_input(Input::Import { messages }, now_ms)?;
-        match self.agent.last_end() {
-            Some((run, _)) if Some(run) != before.as_ref() => Ok(run.as_str().to_owned()),
-            _ => Err(internal("import was accepted but no run ended")),
-        }
+        crate::errors::guard(|| {
+            let messages: Vec<runcore::Message> = serde_json::from_value(from_py(messages)?)
+                .map_err(|e| invalid_json(format!("import: not a list of messages: {e}")))?;
+            let before = self.agent.last_end().map(|(run, _)| run.clone());
+            self.handle_input(Input::Import { messages }, now_ms)?;
+            match self.agent.last_end() {
+                Some((run, _)) if Some(run) != before.as_ref() => Ok(run.as_str().to_owned()),
+                _ => Err(internal("import was accepted but no run ended")),
+            }
+        })?
     }
 
     /// Queues steering for the active run (enters at the next complete boundary).
     #[pyo3(signature = (text, *, now_ms = None))]
-    fn steer(&mut self, text: &str, now_ms: Option<u64>) -> PyResult<()> {
-        // `{"type":"steer","text":T,"now_ms":N}`
-        check_line(
-            r#"{"type":"steer","text":}"#.len() + now_len(now_ms),
-            &[text],
-        )?;
-        let message = UserMessage::text(text);
-        self.handle_input(Input::Steer { message }, now_ms)
+    fn steer(&mut self, text: Text, now_ms: Option<u64>) -> PyResult<()> {
+        crate::errors::guard(|| {
+            let text: &str = &text;
+            // `{"type":"steer","text":T,"now_ms":N}`
+            check_line(
+                r#"{"type":"steer","text":}"#.len() + now_len(now_ms),
+                &[text],
+            )?;
+            let message = UserMessage::text(text);
+            self.handle_input(Input::Steer { message }, now_ms)
+        })?
     }
 
     /// Queues a follow-up (enters only after a natural text stop).
     #[pyo3(signature = (text, *, now_ms = None))]
-    fn follow_up(&mut self, text: &str, now_ms: Option<u64>) -> PyResult<()> {
-        // `{"type":"follow_up","text":T,"now_ms":N}`
-        check_line(
-            r#"{"type":"follow_up","text":}"#.len() + now_len(now_ms),
-            &[text],
-        )?;
-        let message = UserMessage::text(text);
-        self.handle_input(Input::FollowUp { message }, now_ms)
+    fn follow_up(&mut self, text: Text, now_ms: Option<u64>) -> PyResult<()> {
+        crate::errors::guard(|| {
+            let text: &str = &text;
+            // `{"type":"follow_up","text":T,"now_ms":N}`
+            check_line(
+                r#"{"type":"follow_up","text":}"#.len() + now_len(now_ms),
+                &[text],
+            )?;
+            let message = UserMessage::text(text);
+            self.handle_input(Input::FollowUp { message }, now_ms)
+        })?
     }
 
     /// Cancels the active run (a no-op when idle).
     #[pyo3(signature = (*, now_ms = None))]
     fn abort(&mut self, now_ms: Option<u64>) -> PyResult<()> {
-        self.handle_input(Input::Abort, now_ms)
+        crate::errors::guard(|| self.handle_input(Input::Abort, now_ms))?
     }
 
     /// Asks the running run to pause at its next boundary.
     #[pyo3(signature = (*, now_ms = None))]
     fn pause(&mut self, now_ms: Option<u64>) -> PyResult<()> {
-        self.handle_input(Input::Pause, now_ms)
+        crate::errors::guard(|| self.handle_input(Input::Pause, now_ms))?
     }
 
     /// Streamed text of the outstanding model call; `kind="thinking"` for streamed reasoning
     /// (a `thinking_delta` event).
-    #[pyo3(signature = (run_id, step, text, *, kind = "text", now_ms = None))]
+    #[pyo3(signature = (run_id, step, text, *, kind = Text::from("text"), now_ms = None))]
     fn model_delta(
         &mut self,
-        run_id: &str,
+        run_id: Text,
         step: u64,
-        text: &str,
-        kind: &str,
+        text: Text,
+        kind: Text,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
-        let kind: DeltaKind = kind
-            .parse()
-            .map_err(|error: runcore::UnknownName| PyValueError::new_err(error.to_string()))?;
-        // `{"type":"model_delta","run_id":R,"step":S,"text":T,"kind":K,"now_ms":N}`
-        let kind_len = if kind == DeltaKind::Text {
-            0
-        } else {
-            r#","kind":"thinking""#.len()
-        };
-        let fixed = r#"{"type":"model_delta","run_id":,"step":,"text":}"#.len()
-            + runcore::driver::limits::decimal_len(step)
-            + kind_len
-            + now_len(now_ms);
-        check_line(fixed, &[run_id, text])?;
-        let input = Input::ModelDelta {
-            run_id: RunId::new(run_id),
-            step: step_of(step)?,
-            text: text.to_owned(),
-            kind,
-        };
-        self.handle_input(input, now_ms)
+        crate::errors::guard(|| {
+            let run_id: &str = &run_id;
+            let text: &str = &text;
+            let kind: &str = &kind;
+            let kind: DeltaKind = kind
+                .parse()
+                .map_err(|error: runcore::UnknownName| PyValueError::new_err(error.to_string()))?;
+            // `{"type":"model_delta","run_id":R,"step":S,"text":T,"kind":K,"now_ms":N}`
+            let kind_len = if kind == DeltaKind::Text {
+                0
+            } else {
+                r#","kind":"thinking""#.len()
+            };
+            let fixed = r#"{"type":"model_delta","run_id":,"step":,"text":}"#.len()
+                + runcore::driver::limits::decimal_len(step)
+                + kind_len
+                + now_len(now_ms);
+            check_line(fixed, &[run_id, text])?;
+            let input = Input::ModelDelta {
+                run_id: RunId::new(run_id),
+                step: step_of(step)?,
+                text: text.to_owned(),
+                kind,
+            };
+            self.handle_input(input, now_ms)
+        })?
     }
 
     /// The model's answer: an assistant message dict (`content`, `stop_reason`, ...).
     #[pyo3(signature = (run_id, step, message, *, now_ms = None))]
     fn model_done(
         &mut self,
-        run_id: &str,
+        run_id: Text,
         step: u64,
         message: &Bound<'_, PyAny>,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
-        // The message read as the driver reads a `model_done` line's (an assistant message,
-        // `"role": "assistant"` allowed), without the line around it; anything that does not
-        // read goes the line's way, so its error is the driver's.
-        let message_value = from_py(message)?;
-        // `{"type":"model_done","run_id":R,"step":S,"message":M,"now_ms":N}`
-        let fixed = r#"{"type":"model_done","run_id":,"step":,"message":}"#.len()
-            + runcore::driver::limits::decimal_len(step)
-            + json_len(&message_value)
-            + now_len(now_ms);
-        check_line(fixed, &[run_id])?;
-        if let (Ok(step), Value::Object(mut object)) = (Step::try_from(step), message_value) {
-            let role_ok = match object.remove("role") {
-                None => true,
-                Some(role) => role == "assistant",
-            };
-            if role_ok
-                && let Ok(message) =
-                    serde_json::from_value::<AssistantMessage>(Value::Object(object))
-            {
-                let input = Input::ModelDone {
-                    run_id: RunId::from(run_id),
-                    step,
-                    message,
+        crate::errors::guard(|| {
+            let run_id: &str = &run_id;
+            // The message read as the driver reads a `model_done` line's (an assistant message,
+            // `"role": "assistant"` allowed), without the line around it; anything that does not
+            // read goes the line's way, so its error is the driver's.
+            let message_value = from_py(message)?;
+            // `{"type":"model_done","run_id":R,"step":S,"message":M,"now_ms":N}`
+            let fixed = r#"{"type":"model_done","run_id":,"step":,"message":}"#.len()
+                + runcore::driver::limits::decimal_len(step)
+                + json_len(&message_value)
+                + now_len(now_ms);
+            check_line(fixed, &[run_id])?;
+            if let (Ok(step), Value::Object(mut object)) = (Step::try_from(step), message_value) {
+                let role_ok = match object.remove("role") {
+                    None => true,
+                    Some(role) => role == "assistant",
                 };
-                return self.handle_input(input, now_ms);
+                if role_ok
+                    && let Ok(message) =
+                        serde_json::from_value::<AssistantMessage>(Value::Object(object))
+                {
+                    let input = Input::ModelDone {
+                        run_id: RunId::from(run_id),
+                        step,
+                        message,
+                    };
+                    return self.handle_input(input, now_ms);
+                }
             }
-        }
-        let line = Line::new("model_done")
-            .set("run_id", run_id)
-            .set("step", step)
-            .json("message", message)?
-            .now(now_ms);
-        self.send(line)
+            let line = Line::new("model_done")
+                .set("run_id", run_id)
+                .set("step", step)
+                .json("message", message)?
+                .now(now_ms);
+            self.send(line)
+        })?
     }
 
     /// The outstanding model call failed with the provider's `code` and `message`.
     #[pyo3(signature = (run_id, step, code, message, *, now_ms = None))]
     fn model_failed(
         &mut self,
-        run_id: &str,
+        run_id: Text,
         step: u64,
-        code: &str,
-        message: &str,
+        code: Text,
+        message: Text,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
-        let input = Input::ModelFailed {
-            run_id: RunId::from(run_id),
-            step: step_of(step)?,
-            code: code.to_owned(),
-            message: message.to_owned(),
-        };
-        self.handle_input(input, now_ms)
+        crate::errors::guard(|| {
+            let run_id: &str = &run_id;
+            let code: &str = &code;
+            let message: &str = &message;
+            let input = Input::ModelFailed {
+                run_id: RunId::from(run_id),
+                step: step_of(step)?,
+                code: code.to_owned(),
+                message: message.to_owned(),
+            };
+            self.handle_input(input, now_ms)
+        })?
     }
 
     /// Live progress of an executing call (a string or content blocks; never committed).
     #[pyo3(signature = (run_id, call_id, content, *, now_ms = None))]
     fn tool_progress(
         &mut self,
-        run_id: &str,
-        call_id: &str,
+        run_id: Text,
+        call_id: Text,
         content: &Bound<'_, PyAny>,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
-        let line = Line::new("tool_progress")
-            .set("run_id", run_id)
-            .set("call_id", call_id)
-            .json("content", content)?
-            .now(now_ms);
-        self.send(line)
+        crate::errors::guard(|| {
+            let run_id: &str = &run_id;
+            let call_id: &str = &call_id;
+            let line = Line::new("tool_progress")
+                .set("run_id", run_id)
+                .set("call_id", call_id)
+                .json("content", content)?
+                .now(now_ms);
+            self.send(line)
+        })?
     }
 
     /// The result of one executing call (a string or content blocks).
     #[pyo3(signature = (run_id, call_id, content, *, is_error = false, details = None, now_ms = None))]
     fn tool_done(
         &mut self,
-        run_id: &str,
-        call_id: &str,
+        run_id: Text,
+        call_id: Text,
         content: &Bound<'_, PyAny>,
         is_error: bool,
         details: Option<&Bound<'_, PyAny>>,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
-        if let (Ok(text), None) = (content.cast::<PyString>(), details) {
-            let text = text.to_cow()?;
-            // `{"type":"tool_done","run_id":R,"call_id":C,"content":T,"is_error":B,"now_ms":N}`
-            let fixed = r#"{"type":"tool_done","run_id":,"call_id":,"content":,"is_error":}"#.len()
-                + if is_error { 4 } else { 5 }
-                + now_len(now_ms);
-            check_line(fixed, &[run_id, call_id, &text])?;
-            let input = Input::ToolDone {
-                run_id: RunId::new(run_id),
-                call_id: CallId::new(call_id),
-                content: vec![ContentBlock::text(text.into_owned())],
-                is_error,
-                details: None,
-            };
-            return self.handle_input(input, now_ms);
-        }
-        let mut line = Line::new("tool_done")
-            .set("run_id", run_id)
-            .set("call_id", call_id)
-            .json("content", content)?
-            .set("is_error", is_error);
-        if let Some(details) = details {
-            line = line.json("details", details)?;
-        }
-        self.send(line.now(now_ms))
+        crate::errors::guard(|| {
+            let run_id: &str = &run_id;
+            let call_id: &str = &call_id;
+            if let (Ok(text), None) = (content.cast::<PyString>(), details) {
+                let text = crate::convert::str_of(text)?;
+                // `{"type":"tool_done","run_id":R,"call_id":C,"content":T,"is_error":B,"now_ms":N}`
+                let fixed = r#"{"type":"tool_done","run_id":,"call_id":,"content":,"is_error":}"#
+                    .len()
+                    + if is_error { 4 } else { 5 }
+                    + now_len(now_ms);
+                check_line(fixed, &[run_id, call_id, &text])?;
+                let input = Input::ToolDone {
+                    run_id: RunId::new(run_id),
+                    call_id: CallId::new(call_id),
+                    content: vec![ContentBlock::text(text.into_owned())],
+                    is_error,
+                    details: None,
+                };
+                return self.handle_input(input, now_ms);
+            }
+            let mut line = Line::new("tool_done")
+                .set("run_id", run_id)
+                .set("call_id", call_id)
+                .json("content", content)?
+                .set("is_error", is_error);
+            if let Some(details) = details {
+                line = line.json("details", details)?;
+            }
+            self.send(line.now(now_ms))
+        })?
     }
 
     /// A full resume command (a `ResumeCommand` dict).
     #[pyo3(signature = (command, *, now_ms = None))]
     fn resume(&mut self, command: &Bound<'_, PyAny>, now_ms: Option<u64>) -> PyResult<()> {
-        let line = Line::new("resume").json("command", command)?.now(now_ms);
-        self.send(line)
+        crate::errors::guard(|| {
+            let line = Line::new("resume").json("command", command)?.now(now_ms);
+            self.send(line)
+        })?
     }
 
     /// Answers the current ticket with a `ResumeResult` dict (`{"type": "permission",
     /// "decision": "allow"}`, `{"type": "input", "text": ...}`, ...).
     #[pyo3(signature = (result, *, now_ms = None))]
     fn resume_ticket(&mut self, result: &Bound<'_, PyAny>, now_ms: Option<u64>) -> PyResult<()> {
-        let line = Line::new("resume_ticket")
-            .json("result", result)?
-            .now(now_ms);
-        self.send(line)
+        crate::errors::guard(|| {
+            let line = Line::new("resume_ticket")
+                .json("result", result)?
+                .now(now_ms);
+            self.send(line)
+        })?
     }
 
     /// Ends the awaiting run `cancelled`.
     #[pyo3(signature = (*, now_ms = None))]
     fn cancel_wait(&mut self, now_ms: Option<u64>) -> PyResult<()> {
-        self.handle_input(Input::CancelWait, now_ms)
+        crate::errors::guard(|| self.handle_input(Input::CancelWait, now_ms))?
     }
 
     /// Ends the active run by host policy, `stopped` with `reason`.
     #[pyo3(signature = (reason, *, now_ms = None))]
-    fn stop(&mut self, reason: &str, now_ms: Option<u64>) -> PyResult<()> {
-        let reason = reason.to_owned();
-        self.handle_input(Input::Stop { reason }, now_ms)
+    fn stop(&mut self, reason: Text, now_ms: Option<u64>) -> PyResult<()> {
+        crate::errors::guard(|| {
+            let reason: &str = &reason;
+            let reason = reason.to_owned();
+            self.handle_input(Input::Stop { reason }, now_ms)
+        })?
     }
 
     /// Ends an expired wait (`NotExpiredError` before its deadline).
     fn expire_wait(&mut self, now_ms: u64) -> PyResult<()> {
-        self.handle_input(Input::ExpireWait, Some(now_ms))
+        crate::errors::guard(|| self.handle_input(Input::ExpireWait, Some(now_ms)))?
     }
 
     /// Gives up on the executing tools: open calls `interrupted`, the run `indeterminate`.
     #[pyo3(signature = (*, now_ms = None))]
     fn abandon_tools(&mut self, now_ms: Option<u64>) -> PyResult<()> {
-        self.handle_input(Input::AbandonTools, now_ms)
+        crate::errors::guard(|| self.handle_input(Input::AbandonTools, now_ms))?
     }
 
     /// Does what is due at `now_ms` (SPEC §8.5): an expired wait ends `stopped`
     /// (`"wait_expired"`); a harmless no-op when nothing is due yet.
     fn handle_timeout(&mut self, now_ms: u64) -> PyResult<()> {
-        self.handle_input(Input::Timeout, Some(now_ms))
+        crate::errors::guard(|| self.handle_input(Input::Timeout, Some(now_ms)))?
     }
 
     /// Starts a run from the current transcript without a new message (SPEC §8.8); returns
@@ -590,11 +638,13 @@ impl PyAgent {
     /// run is active.
     #[pyo3(signature = (*, now_ms = None))]
     fn continue_run(&mut self, now_ms: Option<u64>) -> PyResult<String> {
-        self.handle_input(Input::Continue, now_ms)?;
-        self.agent
-            .active_run_id()
-            .map(|run| run.as_str().to_owned())
-            .ok_or_else(|| internal("continue was accepted but no run is active"))
+        crate::errors::guard(|| {
+            self.handle_input(Input::Continue, now_ms)?;
+            self.agent
+                .active_run_id()
+                .map(|run| run.as_str().to_owned())
+                .ok_or_else(|| internal("continue was accepted but no run is active"))
+        })?
     }
 
     /// Compacts the thread (SPEC §8.9) instead of answering the outstanding model call: from
@@ -610,29 +660,31 @@ impl PyAgent {
         keep_from: u64,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
-        let line = Line::new("compact")
-            .json("summary", summary)?
-            .set("keep_from", keep_from)
-            .now(now_ms);
-        self.send(line)
+        crate::errors::guard(|| {
+            let line = Line::new("compact")
+                .json("summary", summary)?
+                .set("keep_from", keep_from)
+                .now(now_ms);
+            self.send(line)
+        })?
     }
 
     /// The earliest `now_ms` at which something is due (call `handle_timeout` then), or
     /// `None`. Changes with every input.
-    fn poll_timeout(&self) -> Option<u64> {
-        self.agent.poll_timeout()
+    fn poll_timeout(&self) -> PyResult<Option<u64>> {
+        crate::errors::guard(|| Ok(self.agent.poll_timeout()))?
     }
 
     /// The next output as the dict `runcore drive` would print (`commit`, `event`,
     /// `call_model`, `execute_tools`), or `None` when there is nothing to do until the next
     /// input. An action is decided only when it is polled.
     fn poll<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.next_output(py)
+        crate::errors::guard(|| self.next_output(py))?
     }
 
     /// An iterator that polls lazily until `poll()` returns `None`.
-    fn drain(slf: Py<Self>) -> Drain {
-        Drain { agent: slf }
+    fn drain(slf: Py<Self>) -> PyResult<Drain> {
+        crate::errors::guard(|| Ok(Drain { agent: slf }))?
     }
 
     /// The outstanding model call as its `call_model` dict with the whole transcript (full
@@ -657,20 +709,26 @@ impl PyAgent {
 
     /// The whole agent as JSON text (queues and in-flight actions included).
     fn snapshot(&self) -> PyResult<String> {
-        self.usable()?;
-        guard(|| Ok(self.agent.snapshot_json()))?
+        crate::errors::guard(|| {
+            self.usable()?;
+            guard(|| Ok(self.agent.snapshot_json()))?
+        })?
     }
 
     /// An agent from `snapshot()` text. In delta context the next `call_model` carries the
     /// transcript from `base` 0.
     #[classmethod]
     #[pyo3(signature = (snapshot, *, context = None))]
-    fn restore(_cls: &Bound<'_, PyType>, snapshot: &str, context: Option<&str>) -> PyResult<Self> {
-        let context = parse_context(context)?.unwrap_or_default();
-        match guard(|| Agent::restore_json(snapshot).map_err(|e| errors::snapshot_error(&e))) {
-            Ok(result) => Ok(PyAgent::from_agent(result?, context)),
-            Err(panic) => Err(panic),
-        }
+    fn restore(_cls: &Bound<'_, PyType>, snapshot: Text, context: Option<Text>) -> PyResult<Self> {
+        crate::errors::guard(|| {
+            let context = context.as_deref();
+            let snapshot: &str = &snapshot;
+            let context = parse_context(context)?.unwrap_or_default();
+            match guard(|| Agent::restore_json(snapshot).map_err(|e| errors::snapshot_error(&e))) {
+                Ok(result) => Ok(PyAgent::from_agent(result?, context)),
+                Err(panic) => Err(panic),
+            }
+        })?
     }
 
     /// An agent rebuilt from what `store` committed for `thread_id` (SPEC §8.7); drain it
@@ -678,75 +736,83 @@ impl PyAgent {
     /// an interrupted tool batch `indeterminate`. `config` is the configuration the thread
     /// ran with (tool policies are configuration, not committed facts).
     #[classmethod]
-    #[pyo3(signature = (store, thread_id, policy = "replay", *, config = None))]
+    #[pyo3(signature = (store, thread_id, policy = Text::from("replay"), *, config = None))]
     fn recover(
         _cls: &Bound<'_, PyType>,
         store: &Bound<'_, PyStore>,
-        thread_id: &str,
-        policy: &str,
+        thread_id: Text,
+        policy: Text,
         config: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let policy = parse_policy(policy)?;
-        let mut line = match config {
-            Some(config) => config_line(config)?,
-            None => serde_json::json!({"type": "config"}),
-        };
-        if let Value::Object(object) = &mut line {
-            object
-                .entry("thread_id")
-                .or_insert_with(|| Value::from(thread_id));
-        }
-        let line = InputLine::from_value(line)
-            .map_err(|e| invalid_json(format!("not a valid config: {e}")))?;
-        let context = line.context.unwrap_or_default();
-        let Input::Config(config) = line.input else {
-            return Err(internal("a config line did not read as a config input"));
-        };
-        let store = store.borrow();
-        let thread = ThreadId::new(thread_id);
-        let recovered = guard(|| {
-            store.with(|backend| {
-                Agent::recover(config, backend, &thread, policy).map_err(|e| match e {
-                    runcore::RecoverError::Store(e) => errors::store_error(&e),
-                    runcore::RecoverError::Invalid(e) => agent_error(&e),
-                    other => internal(other.to_string()),
+        crate::errors::guard(|| {
+            let thread_id: &str = &thread_id;
+            let policy: &str = &policy;
+            let policy = parse_policy(policy)?;
+            let mut line = match config {
+                Some(config) => config_line(config)?,
+                None => serde_json::json!({"type": "config"}),
+            };
+            if let Value::Object(object) = &mut line {
+                object
+                    .entry("thread_id")
+                    .or_insert_with(|| Value::from(thread_id));
+            }
+            let line = InputLine::from_value(line)
+                .map_err(|e| invalid_json(format!("not a valid config: {e}")))?;
+            let context = line.context.unwrap_or_default();
+            let Input::Config(config) = line.input else {
+                return Err(internal("a config line did not read as a config input"));
+            };
+            let store = store.borrow();
+            let thread = ThreadId::new(thread_id);
+            let recovered = guard(|| {
+                store.with(|backend| {
+                    Agent::recover(config, backend, &thread, policy).map_err(|e| match e {
+                        runcore::RecoverError::Store(e) => errors::store_error(&e),
+                        runcore::RecoverError::Invalid(e) => agent_error(&e),
+                        other => internal(other.to_string()),
+                    })
                 })
-            })
-        })??;
-        Ok(PyAgent::from_agent(recovered, context))
+            })??;
+            Ok(PyAgent::from_agent(recovered, context))
+        })?
     }
 
     /// The thread this agent drives.
     #[getter]
-    fn thread_id(&self) -> String {
-        self.agent.thread_id().as_str().to_owned()
+    fn thread_id(&self) -> PyResult<String> {
+        crate::errors::guard(|| Ok(self.agent.thread_id().as_str().to_owned()))?
     }
 
     /// The active run's id (`None` when idle).
     #[getter]
-    fn active_run_id(&self) -> Option<String> {
-        self.agent
-            .active_run_id()
-            .map(|run| run.as_str().to_owned())
+    fn active_run_id(&self) -> PyResult<Option<String>> {
+        crate::errors::guard(|| {
+            Ok({
+                self.agent
+                    .active_run_id()
+                    .map(|run| run.as_str().to_owned())
+            })
+        })?
     }
 
     /// The agent's clock: the latest `now_ms` of an accepted input.
     #[getter]
-    fn clock_ms(&self) -> u64 {
-        self.agent.clock_ms()
+    fn clock_ms(&self) -> PyResult<u64> {
+        crate::errors::guard(|| Ok(self.agent.clock_ms()))?
     }
 
     /// Where the model context's transcript part starts (SPEC §8.9): the latest compaction's
     /// `keep_from`, 0 when the thread was never compacted.
     #[getter]
-    fn context_start(&self) -> usize {
-        self.agent.context_start()
+    fn context_start(&self) -> PyResult<usize> {
+        crate::errors::guard(|| Ok(self.agent.context_start()))?
     }
 
     /// True when no run is active and nothing is left to poll.
     #[getter]
-    fn is_idle(&self) -> bool {
-        self.agent.is_idle()
+    fn is_idle(&self) -> PyResult<bool> {
+        crate::errors::guard(|| Ok(self.agent.is_idle()))?
     }
 
     /// The ticket the active run waits on, as a dict (`None` unless awaiting).
@@ -764,18 +830,22 @@ impl PyAgent {
         guard(|| serde_to_py(py, &self.agent.transcript()))?
     }
 
-    fn __repr__(&self) -> String {
-        match self.agent.active_run_id() {
-            Some(run) => format!(
-                "Agent(thread_id={:?}, active_run_id={:?})",
-                self.agent.thread_id().as_str(),
-                run.as_str()
-            ),
-            None => format!(
-                "Agent(thread_id={:?}, idle)",
-                self.agent.thread_id().as_str()
-            ),
-        }
+    fn __repr__(&self) -> PyResult<String> {
+        crate::errors::guard(|| {
+            Ok({
+                match self.agent.active_run_id() {
+                    Some(run) => format!(
+                        "Agent(thread_id={:?}, active_run_id={:?})",
+                        self.agent.thread_id().as_str(),
+                        run.as_str()
+                    ),
+                    None => format!(
+                        "Agent(thread_id={:?}, idle)",
+                        self.agent.thread_id().as_str()
+                    ),
+                }
+            })
+        })?
     }
 }
 
@@ -787,11 +857,11 @@ pub struct Drain {
 
 #[pymethods]
 impl Drain {
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
+    fn __iter__(slf: PyRef<'_, Self>) -> PyResult<PyRef<'_, Self>> {
+        crate::errors::guard(|| Ok(slf))?
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.agent.bind(py).borrow_mut().next_output(py)
+        crate::errors::guard(|| self.agent.bind(py).borrow_mut().next_output(py))?
     }
 }

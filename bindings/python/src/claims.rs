@@ -4,8 +4,9 @@
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use runcore::host::AnswerError;
-use runcore::host::{ClaimOptions, SweepOptions, sweep as core_sweep};
+
+use crate::convert::Text;
+use runcore::host::{AnswerError, ClaimOptions, SweepOptions, sweep as core_sweep};
 use runcore::{AgentConfig, PermissionDecision, RunId};
 
 use crate::agent::parse_policy;
@@ -45,27 +46,31 @@ fn store_of<'a, 'py>(store: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, Py
 /// one dict per item, as `runcore sweep` prints them: `{"thread_id", "run_id", "reason",
 /// "action"}` and, for a skipped item, `"detail"`.
 #[pyfunction]
-#[pyo3(signature = (store, *, owner = None, limit = 1000, policy = "replay"))]
+#[pyo3(signature = (store, *, owner = None, limit = 1000, policy = Text::from("replay")))]
 pub fn sweep<'py>(
     py: Python<'py>,
     store: &Bound<'py, PyAny>,
-    owner: Option<String>,
+    owner: Option<Text>,
     limit: usize,
-    policy: &str,
+    policy: Text,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let policy = parse_policy(policy)?;
-    let store = store_of(store)?;
-    let options = SweepOptions {
-        claim: claim_options(owner, None, "sweep"),
-        limit,
-        policy,
-        config: AgentConfig::default(),
-    };
-    let items = store
-        .borrow()
-        .detached(py, move |s| core_sweep(s, &options, wall_clock_ms()))?
-        .map_err(|e| store_error(&e))?;
-    serde_to_py(py, &items)
+    crate::errors::guard(|| {
+        let owner = owner.map(Text::into_string);
+        let policy: &str = &policy;
+        let policy = parse_policy(policy)?;
+        let store = store_of(store)?;
+        let options = SweepOptions {
+            claim: claim_options(owner, None, "sweep"),
+            limit,
+            policy,
+            config: AgentConfig::default(),
+        };
+        let items = store
+            .borrow()
+            .detached(py, move |s| core_sweep(s, &options, wall_clock_ms()))?
+            .map_err(|e| store_error(&e))?;
+        serde_to_py(py, &items)
+    })?
 }
 
 fn answer<'py>(
@@ -114,19 +119,24 @@ fn answer_error(error: &AnswerError) -> PyErr {
 pub fn approve<'py>(
     py: Python<'py>,
     store: &Bound<'py, PyAny>,
-    run_id: &str,
-    note: Option<String>,
-    owner: Option<String>,
+    run_id: Text,
+    note: Option<Text>,
+    owner: Option<Text>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let note = note.filter(|n| !n.trim().is_empty());
-    answer(
-        py,
-        store,
-        run_id,
-        PermissionDecision::Allow { note },
-        owner,
-        "approve",
-    )
+    crate::errors::guard(|| {
+        let note = note.map(Text::into_string);
+        let owner = owner.map(Text::into_string);
+        let run_id: &str = &run_id;
+        let note = note.filter(|n| !n.trim().is_empty());
+        answer(
+            py,
+            store,
+            run_id,
+            PermissionDecision::Allow { note },
+            owner,
+            "approve",
+        )
+    })?
 }
 
 /// Denies the tool call `run_id` waits for (`runcore deny`); `reason` is what the model sees
@@ -136,19 +146,24 @@ pub fn approve<'py>(
 pub fn deny<'py>(
     py: Python<'py>,
     store: &Bound<'py, PyAny>,
-    run_id: &str,
-    reason: Option<String>,
-    owner: Option<String>,
+    run_id: Text,
+    reason: Option<Text>,
+    owner: Option<Text>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let reason = reason.filter(|r| !r.trim().is_empty());
-    answer(
-        py,
-        store,
-        run_id,
-        PermissionDecision::Deny { reason },
-        owner,
-        "deny",
-    )
+    crate::errors::guard(|| {
+        let reason = reason.map(Text::into_string);
+        let owner = owner.map(Text::into_string);
+        let run_id: &str = &run_id;
+        let reason = reason.filter(|r| !r.trim().is_empty());
+        answer(
+            py,
+            store,
+            run_id,
+            PermissionDecision::Deny { reason },
+            owner,
+            "deny",
+        )
+    })?
 }
 
 /// The spans of `thread_id` derived from its commits (SPEC §14), as the OTLP/JSON export body
@@ -161,23 +176,27 @@ pub fn deny<'py>(
 pub fn trace<'py>(
     py: Python<'py>,
     store: &Bound<'py, PyAny>,
-    thread_id: &str,
-    run_id: Option<String>,
+    thread_id: Text,
+    run_id: Option<Text>,
     content: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let store = store_of(store)?;
-    let thread = runcore::ThreadId::new(thread_id);
-    let run = run_id.map(RunId::new);
-    let options = runcore_traces::TraceOptions {
-        content,
-        ..runcore_traces::TraceOptions::default()
-    };
-    let spans = store.borrow().detached(py, move |s| {
-        runcore_traces::spans_from_store(&*s, &thread, run.as_ref(), &options)
-    })?;
-    match spans {
-        Ok(spans) => serde_to_py(py, &runcore_traces::to_otlp_json(&spans, "runcore")),
-        Err(runcore_traces::TraceError::Store(error)) => Err(store_error(&error)),
-        Err(error) => Err(agent_error_of_kind("invalid_state", error.to_string())),
-    }
+    crate::errors::guard(|| {
+        let run_id = run_id.map(Text::into_string);
+        let thread_id: &str = &thread_id;
+        let store = store_of(store)?;
+        let thread = runcore::ThreadId::new(thread_id);
+        let run = run_id.map(RunId::new);
+        let options = runcore_traces::TraceOptions {
+            content,
+            ..runcore_traces::TraceOptions::default()
+        };
+        let spans = store.borrow().detached(py, move |s| {
+            runcore_traces::spans_from_store(&*s, &thread, run.as_ref(), &options)
+        })?;
+        match spans {
+            Ok(spans) => serde_to_py(py, &runcore_traces::to_otlp_json(&spans, "runcore")),
+            Err(runcore_traces::TraceError::Store(error)) => Err(store_error(&error)),
+            Err(error) => Err(agent_error_of_kind("invalid_state", error.to_string())),
+        }
+    })?
 }

@@ -58,7 +58,7 @@ fn from_py_at(obj: &Bound<'_, PyAny>, path: &mut String) -> PyResult<Value> {
         return Ok(Value::Bool(b.is_true()));
     }
     if let Ok(s) = obj.cast::<PyString>() {
-        return Ok(Value::String(s.to_cow()?.into_owned()));
+        return Ok(Value::String(str_of(s)?.into_owned()));
     }
     if obj.cast::<PyInt>().is_ok() {
         if let Ok(u) = obj.extract::<u64>() {
@@ -92,7 +92,7 @@ fn from_py_at(obj: &Bound<'_, PyAny>, path: &mut String) -> PyResult<Value> {
                     key.get_type().name()?
                 )));
             };
-            let key = key.to_cow()?.into_owned();
+            let key = str_of(key)?.into_owned();
             let len = path.len();
             path.push('.');
             path.push_str(&key);
@@ -267,5 +267,60 @@ impl<'de, 'py> serde::de::Visitor<'de> for Key<'py> {
 
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
         Ok(PyString::new(self.0, v))
+    }
+}
+
+/// A Python `str` as Rust text: a lone surrogate (not valid Unicode, which Python strings may
+/// hold) is refused with `InvalidJsonError`, the error the driver gives a line holding one,
+/// never pyo3's `UnicodeEncodeError` (`runcore::driver::limits`: strings are valid Unicode).
+pub fn str_of<'a>(s: &'a Bound<'_, PyString>) -> PyResult<std::borrow::Cow<'a, str>> {
+    s.to_cow().map_err(|error| {
+        let py = s.py();
+        if !error.is_instance_of::<pyo3::exceptions::PyUnicodeEncodeError>(py) {
+            return error;
+        }
+        let at = error
+            .value(py)
+            .getattr("start")
+            .and_then(|start| start.extract::<usize>())
+            .map_or_else(|_| String::new(), |start| format!(" at index {start}"));
+        crate::errors::invalid_json(format!(
+            "not a valid input line: a string holds a lone surrogate{at}, which is not valid \
+             Unicode (the driver refuses it)"
+        ))
+    })
+}
+
+/// A `str` argument read by [`str_of`]: every method's string arguments are this type (or a
+/// dict, list or line read by [`from_py`], which reads its strings the same way), so a lone
+/// surrogate is `InvalidJsonError` from every method, the agent unchanged.
+pub struct Text(String);
+
+impl Text {
+    /// The text, owned.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl From<&str> for Text {
+    fn from(text: &str) -> Self {
+        Text(text.to_owned())
+    }
+}
+
+impl std::ops::Deref for Text {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromPyObject<'_, '_> for Text {
+    type Error = PyErr;
+
+    fn extract(obj: pyo3::Borrowed<'_, '_, PyAny>) -> PyResult<Self> {
+        let s = obj.cast::<PyString>()?;
+        Ok(Text(str_of(&s)?.into_owned()))
     }
 }

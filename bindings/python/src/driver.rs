@@ -7,6 +7,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+
+use crate::convert::Text;
 use pyo3::types::{PyBytes, PyList, PyString};
 use runcore::RecoveryPolicy;
 use runcore::driver::Driver;
@@ -56,7 +58,20 @@ pub struct PyDriver {
 /// The bytes of one line given as `str`, `bytes` or a dict, without its `\n`.
 fn line_bytes(line: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     let mut bytes: Vec<u8> = if let Ok(text) = line.cast::<PyString>() {
-        text.to_cow()?.as_bytes().to_vec()
+        match text.to_cow() {
+            Ok(text) => text.as_bytes().to_vec(),
+            // A lone surrogate: its three-byte form (WTF-8), which is not UTF-8, so the driver
+            // answers the line with the `invalid_json` error line it gives those bytes on stdin.
+            Err(error)
+                if error.is_instance_of::<pyo3::exceptions::PyUnicodeEncodeError>(line.py()) =>
+            {
+                text.call_method1("encode", ("utf-8", "surrogatepass"))?
+                    .cast_into::<PyBytes>()?
+                    .as_bytes()
+                    .to_vec()
+            }
+            Err(error) => return Err(error),
+        }
     } else if let Ok(bytes) = line.cast::<PyBytes>() {
         bytes.as_bytes().to_vec()
     } else if line.cast::<pyo3::types::PyDict>().is_ok() {
@@ -222,46 +237,50 @@ impl PyDriver {
     /// `ClaimHeld`. When the claim is lost, `send` returns the one `claim_lost` store error
     /// dict and the driver is closed.
     #[new]
-    #[pyo3(signature = (config = None, store = None, *, policy = "replay", owner = None, lease_ms = None))]
+    #[pyo3(signature = (config = None, store = None, *, policy = Text::from("replay"), owner = None, lease_ms = None))]
     fn new(
         py: Python<'_>,
         config: Option<&Bound<'_, PyAny>>,
         store: Option<&Bound<'_, PyAny>>,
-        policy: &str,
-        owner: Option<String>,
+        policy: Text,
+        owner: Option<Text>,
         lease_ms: Option<u64>,
     ) -> PyResult<Self> {
-        let policy = parse_policy(policy)?;
-        let claim = if owner.is_some() || lease_ms.is_some() {
-            Some(claim_options(owner, lease_ms, "drive"))
-        } else {
-            None
-        };
-        if let Some(store) = store {
-            return PyDriver::durable(py, config, store, policy, claim);
-        }
-        if claim.is_some() {
-            return Err(PyValueError::new_err(
-                "owner and lease_ms are for a durable driver (it claims a store's thread): \
-                 pass store=...",
-            ));
-        }
-        if policy == RecoveryPolicy::Seal {
-            return Err(PyValueError::new_err(
-                "policy is for a durable driver (it recovers from a store): pass store=...",
-            ));
-        }
-        let mut driver = Driver::new();
-        if let Some(config) = config {
-            driver
-                .apply(config_input(Some(config))?)
-                .map_err(|e| agent_error(&e))?;
-        }
-        Ok(PyDriver {
-            inner: Inner::Memory(driver),
-            startup: Vec::new(),
-            poisoned: false,
-        })
+        crate::errors::guard(|| {
+            let owner = owner.map(Text::into_string);
+            let policy: &str = &policy;
+            let policy = parse_policy(policy)?;
+            let claim = if owner.is_some() || lease_ms.is_some() {
+                Some(claim_options(owner, lease_ms, "drive"))
+            } else {
+                None
+            };
+            if let Some(store) = store {
+                return PyDriver::durable(py, config, store, policy, claim);
+            }
+            if claim.is_some() {
+                return Err(PyValueError::new_err(
+                    "owner and lease_ms are for a durable driver (it claims a store's thread): \
+                     pass store=...",
+                ));
+            }
+            if policy == RecoveryPolicy::Seal {
+                return Err(PyValueError::new_err(
+                    "policy is for a durable driver (it recovers from a store): pass store=...",
+                ));
+            }
+            let mut driver = Driver::new();
+            if let Some(config) = config {
+                driver
+                    .apply(config_input(Some(config))?)
+                    .map_err(|e| agent_error(&e))?;
+            }
+            Ok(PyDriver {
+                inner: Inner::Memory(driver),
+                startup: Vec::new(),
+                poisoned: false,
+            })
+        })?
     }
 
     /// Handles one input line (a JSON `str`/`bytes`, or a dict) and returns the output
@@ -274,28 +293,34 @@ impl PyDriver {
         py: Python<'py>,
         line: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let lines = self.lines(py, line)?;
-        let list = PyList::empty(py);
-        for line in &lines {
-            list.append(line_to_py(py, line)?)?;
-        }
-        Ok(list)
+        crate::errors::guard(|| {
+            let lines = self.lines(py, line)?;
+            let list = PyList::empty(py);
+            for line in &lines {
+                list.append(line_to_py(py, line)?)?;
+            }
+            Ok(list)
+        })?
     }
 
     /// Like `send`, but the output lines as the exact JSON text the binary writes.
     fn send_raw(&mut self, py: Python<'_>, line: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-        self.lines(py, line)
+        crate::errors::guard(|| self.lines(py, line))?
     }
 
     /// A driver over a copy of `agent` (e.g. one from `Agent.recover`); the agent is left as
     /// it was. In delta context the next `call_model` carries the transcript from `base` 0.
     #[staticmethod]
-    fn from_agent(agent: PyRef<'_, PyAgent>) -> Self {
-        PyDriver {
-            inner: Inner::Memory(Driver::from_agent(agent.agent.clone(), agent.context)),
-            startup: Vec::new(),
-            poisoned: false,
-        }
+    fn from_agent(agent: PyRef<'_, PyAgent>) -> PyResult<Self> {
+        crate::errors::guard(|| {
+            Ok({
+                PyDriver {
+                    inner: Inner::Memory(Driver::from_agent(agent.agent.clone(), agent.context)),
+                    startup: Vec::new(),
+                    poisoned: false,
+                }
+            })
+        })?
     }
 
     /// What the driver wrote before input line 1, as dicts: with a store, the recovered
@@ -303,11 +328,13 @@ impl PyDriver {
     /// store refused a recovery commit: the driver is then closed); `[]` in memory.
     #[getter]
     fn startup<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let list = PyList::empty(py);
-        for line in &self.startup {
-            list.append(line_to_py(py, line)?)?;
-        }
-        Ok(list)
+        crate::errors::guard(|| {
+            let list = PyList::empty(py);
+            for line in &self.startup {
+                list.append(line_to_py(py, line)?)?;
+            }
+            Ok(list)
+        })?
     }
 
     /// Renews the claim now if it is due (a host idle between lines calls it before the
@@ -315,46 +342,52 @@ impl PyDriver {
     /// gone (the driver is then closed). `[]` for an unclaimed driver.
     #[pyo3(name = "tick")]
     fn py_tick<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let list = PyList::empty(py);
-        if let Some(line) = self.tick(py)? {
-            list.append(line_to_py(py, &line)?)?;
-        }
-        Ok(list)
+        crate::errors::guard(|| {
+            let list = PyList::empty(py);
+            if let Some(line) = self.tick(py)? {
+                list.append(line_to_py(py, &line)?)?;
+            }
+            Ok(list)
+        })?
     }
 
     /// When the claim's next renew is due (wall clock, Unix-epoch ms), or `None` for an
     /// unclaimed or closed driver.
     #[getter]
-    fn renew_at_ms(&self) -> Option<u64> {
-        match &self.inner {
-            Inner::Durable(durable) => durable.poll_renew(),
-            Inner::Memory(_) => None,
-        }
+    fn renew_at_ms(&self) -> PyResult<Option<u64>> {
+        crate::errors::guard(|| {
+            Ok({
+                match &self.inner {
+                    Inner::Durable(durable) => durable.poll_renew(),
+                    Inner::Memory(_) => None,
+                }
+            })
+        })?
     }
 
     /// The claim the driver holds (`{"thread_id", "owner", "epoch", "expires_at_ms"}`), or
     /// `None` (unclaimed, released or lost).
     #[getter]
     fn claim<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match &self.inner {
+        crate::errors::guard(|| match &self.inner {
             Inner::Durable(durable) => durable.claim().map(|c| serde_to_py(py, c)).transpose(),
             Inner::Memory(_) => Ok(None),
-        }
+        })?
     }
 
     /// Releases the claim (a claimed driver), so another owner can take the thread at once;
     /// the driver is then closed. A no-op for an unclaimed driver or a second call.
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.release_claim(py)
+        crate::errors::guard(|| self.release_claim(py))?
     }
 
     /// `close()`.
     fn release(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.release_claim(py)
+        crate::errors::guard(|| self.release_claim(py))?
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
+    fn __enter__(slf: Py<Self>) -> PyResult<Py<Self>> {
+        crate::errors::guard(|| Ok(slf))?
     }
 
     /// Releases the claim (`close()`); an exception in the block goes on.
@@ -365,31 +398,37 @@ impl PyDriver {
         exc_value: &Bound<'_, PyAny>,
         traceback: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        let _ = (exc_type, exc_value, traceback);
-        self.release_claim(py)?;
-        Ok(false)
+        crate::errors::guard(|| {
+            let _ = (exc_type, exc_value, traceback);
+            self.release_claim(py)?;
+            Ok(false)
+        })?
     }
 
     /// Whether the store refused a commit of this driver, or its claim was lost or released:
     /// `send` then raises `StoreError`. Always `False` in memory.
     #[getter]
-    fn closed(&self) -> bool {
-        match &self.inner {
-            Inner::Memory(_) => false,
-            Inner::Durable(durable) => durable.ended().is_some(),
-        }
+    fn closed(&self) -> PyResult<bool> {
+        crate::errors::guard(|| {
+            Ok({
+                match &self.inner {
+                    Inner::Memory(_) => false,
+                    Inner::Durable(durable) => durable.ended().is_some(),
+                }
+            })
+        })?
     }
 
     /// Input lines handled so far.
     #[getter]
-    fn lines_handled(&self) -> u64 {
-        self.inner.driver().lines_handled()
+    fn lines_handled(&self) -> PyResult<u64> {
+        crate::errors::guard(|| Ok(self.inner.driver().lines_handled()))?
     }
 
     /// `"full"` or `"delta"`: how `call_model` lines carry the transcript.
     #[getter]
-    fn context(&self) -> &'static str {
-        self.inner.driver().context().as_str()
+    fn context(&self) -> PyResult<&'static str> {
+        crate::errors::guard(|| Ok(self.inner.driver().context().as_str()))?
     }
 
     /// The driven agent's `snapshot()` text.

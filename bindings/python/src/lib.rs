@@ -11,6 +11,8 @@
 
 use pyo3::prelude::*;
 
+use crate::convert::Text;
+
 mod agent;
 mod claims;
 mod convert;
@@ -24,8 +26,8 @@ mod topy;
 /// Raises `InternalError` from inside the panic guard: lets the tests check that a Rust panic
 /// becomes an ordinary exception (not an abort, not `PanicException`).
 #[pyfunction]
-fn _panic_for_tests(message: &str) -> PyResult<()> {
-    errors::guard(|| -> PyResult<()> { panic!("{message}") })?
+fn _panic_for_tests(message: Text) -> PyResult<()> {
+    errors::guard(|| -> PyResult<()> { panic!("{}", &*message) })?
 }
 
 /// The native module.

@@ -8,6 +8,8 @@
 //! `…openai_responses` name these per API.
 
 use pyo3::prelude::*;
+
+use crate::convert::Text;
 use pyo3::types::PyList;
 use runcore_providers::{AnyDecoder, Api, CallModelContext, Options};
 
@@ -26,8 +28,18 @@ fn api_named(name: &str) -> PyResult<Api> {
     })
 }
 
+/// A value that is not JSON as `CodecError` of `code`; a lone surrogate in a string stays the
+/// `InvalidJsonError` every method gives it.
+fn not_json(code: &str, error: PyErr) -> PyErr {
+    if Python::attach(|py| error.is_instance_of::<crate::errors::InvalidJsonError>(py)) {
+        error
+    } else {
+        codec_error(code, format!("{code}: {error}"))
+    }
+}
+
 fn options_from(options: &Bound<'_, PyAny>) -> PyResult<Options> {
-    let value = from_py(options).map_err(|e| codec_error("options", format!("options: {e}")))?;
+    let value = from_py(options).map_err(|e| not_json("options", e))?;
     if !value.is_object() {
         return Err(codec_error(
             "options",
@@ -44,8 +56,7 @@ fn options_from(options: &Bound<'_, PyAny>) -> PyResult<Options> {
 }
 
 fn context_from(call_model: &Bound<'_, PyAny>) -> PyResult<CallModelContext> {
-    let value =
-        from_py(call_model).map_err(|e| codec_error("call_model", format!("call_model: {e}")))?;
+    let value = from_py(call_model).map_err(|e| not_json("call_model", e))?;
     serde_json::from_value(value).map_err(|e| {
         codec_error(
             "call_model",
@@ -60,20 +71,23 @@ fn context_from(call_model: &Bound<'_, PyAny>) -> PyResult<CallModelContext> {
 #[pyfunction]
 pub fn _provider_encode<'py>(
     py: Python<'py>,
-    api: &str,
+    api: Text,
     call_model: &Bound<'py, PyAny>,
     options: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    guard(|| {
-        let api = api_named(api)?;
-        let options = options_from(options)?;
-        let context = context_from(call_model)?;
-        let encoded = api
-            .encode(&context, &options)
-            .map_err(|e| codec_error("options", e.to_string()))?;
-        let value = serde_json::to_value(&encoded)
-            .map_err(|e| crate::errors::internal(format!("encoded body: {e}")))?;
-        to_py(py, &value)
+    crate::errors::guard(|| {
+        let api: &str = &api;
+        guard(|| {
+            let api = api_named(api)?;
+            let options = options_from(options)?;
+            let context = context_from(call_model)?;
+            let encoded = api
+                .encode(&context, &options)
+                .map_err(|e| codec_error("options", e.to_string()))?;
+            let value = serde_json::to_value(&encoded)
+                .map_err(|e| crate::errors::internal(format!("encoded body: {e}")))?;
+            to_py(py, &value)
+        })?
     })?
 }
 
@@ -120,32 +134,36 @@ impl PyProviderDecoder {
     /// `model_failed`).
     #[new]
     #[pyo3(signature = (api, run_id, step, status = None))]
-    fn new(api: &str, run_id: &str, step: i64, status: Option<i64>) -> PyResult<Self> {
-        let api = api_named(api)?;
-        let step = runcore::Step::try_from(step).map_err(|_| {
-            codec_error(
-                "options",
-                format!("step must be an integer from 0 to {}, got {step}", u32::MAX),
-            )
-        })?;
-        let status = match status {
-            None => 200,
-            Some(status) => u16::try_from(status)
-                .ok()
-                .filter(|s| (100..=999).contains(s))
-                .ok_or_else(|| {
-                    codec_error(
-                        "options",
-                        format!("status must be an HTTP status (100 to 999), got {status}"),
-                    )
-                })?,
-        };
-        Ok(PyProviderDecoder {
-            api,
-            inner: Some(api.decoder(run_id, step, status)),
-            keys: KeyCache::default(),
-            format_error: None,
-        })
+    fn new(api: Text, run_id: Text, step: i64, status: Option<i64>) -> PyResult<Self> {
+        crate::errors::guard(|| {
+            let api: &str = &api;
+            let run_id: &str = &run_id;
+            let api = api_named(api)?;
+            let step = runcore::Step::try_from(step).map_err(|_| {
+                codec_error(
+                    "options",
+                    format!("step must be an integer from 0 to {}, got {step}", u32::MAX),
+                )
+            })?;
+            let status = match status {
+                None => 200,
+                Some(status) => u16::try_from(status)
+                    .ok()
+                    .filter(|s| (100..=999).contains(s))
+                    .ok_or_else(|| {
+                        codec_error(
+                            "options",
+                            format!("status must be an HTTP status (100 to 999), got {status}"),
+                        )
+                    })?,
+            };
+            Ok(PyProviderDecoder {
+                api,
+                inner: Some(api.decoder(run_id, step, status)),
+                keys: KeyCache::default(),
+                format_error: None,
+            })
+        })?
     }
 
     /// Feeds the next bytes of the body; returns the `model_delta` inputs they complete.
@@ -175,21 +193,25 @@ impl PyProviderDecoder {
     /// After `finish()`: `None`, or, when a 2xx body was not the API's format at all, where and
     /// what was expected (the inputs still end in `model_failed`).
     #[getter]
-    fn format_error(&self) -> Option<String> {
-        self.format_error.clone()
+    fn format_error(&self) -> PyResult<Option<String>> {
+        crate::errors::guard(|| Ok(self.format_error.clone()))?
     }
 
     /// The API this decoder reads: `"anthropic"`, `"openai-chat"` or `"openai-responses"`.
     #[getter]
-    fn api(&self) -> &'static str {
-        self.api.name()
+    fn api(&self) -> PyResult<&'static str> {
+        crate::errors::guard(|| Ok(self.api.name()))?
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "<runcore.providers decoder api={} finished={}>",
-            self.api.name(),
-            self.inner.is_none()
-        )
+    fn __repr__(&self) -> PyResult<String> {
+        crate::errors::guard(|| {
+            Ok({
+                format!(
+                    "<runcore.providers decoder api={} finished={}>",
+                    self.api.name(),
+                    self.inner.is_none()
+                )
+            })
+        })?
     }
 }

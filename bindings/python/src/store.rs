@@ -10,6 +10,8 @@ use std::sync::MutexGuard;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+
+use crate::convert::Text;
 use runcore::driver::{CommitLineError, StoreWrite};
 use runcore::store::{
     CheckpointReader, Claim, ClaimRequest, CommitLog, CommittedThreadView, EventScope, MemoryStore,
@@ -134,15 +136,17 @@ impl PyStore {
     /// `"open"` and nothing is created. Any secret in the URL is masked in every message.
     #[staticmethod]
     #[pyo3(signature = (url, *, create = true))]
-    fn open(py: Python<'_>, url: &str, create: bool) -> PyResult<PyStore> {
-        let access = if create { Access::Write } else { Access::Read };
-        let url = url.to_owned();
-        let backend = py
-            .detach(move || runcore_store_url::open_url(&url, access))
-            .map_err(|message| crate::errors::store_error_with_code("open", &message))?;
-        Ok(PyStore {
-            inner: SharedBackend::new(backend),
-        })
+    fn open(py: Python<'_>, url: Text, create: bool) -> PyResult<PyStore> {
+        crate::errors::guard(|| {
+            let access = if create { Access::Write } else { Access::Read };
+            let url = url.into_string();
+            let backend = py
+                .detach(move || runcore_store_url::open_url(&url, access))
+                .map_err(|message| crate::errors::store_error_with_code("open", &message))?;
+            Ok(PyStore {
+                inner: SharedBackend::new(backend),
+            })
+        })?
     }
 
     /// Applies a `commit` output of the agent or driver (`{"type": "commit", "commit": ...}`):
@@ -154,69 +158,92 @@ impl PyStore {
         py: Python<'py>,
         output: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let write =
-            StoreWrite::from_output_line(from_py(output)?).map_err(|error| match error {
-                CommitLineError::NotAnObject => PyTypeError::new_err(
-                    "commit() takes a commit output dict ({\"type\": \"commit\", \"commit\": ...})",
-                ),
-                error => PyValueError::new_err(error.to_string()),
-            })?;
-        match write {
-            StoreWrite::Fenced(operation) => {
-                let receipt = self.write(py, move |store| store.commit_operation(operation))?;
-                serde_to_py(py, &receipt)
+        crate::errors::guard(|| {
+            let write =
+                StoreWrite::from_output_line(from_py(output)?).map_err(|error| match error {
+                    CommitLineError::NotAnObject => PyTypeError::new_err(
+                        "commit() takes a commit output dict ({\"type\": \"commit\", \"commit\": ...})",
+                    ),
+                    error => PyValueError::new_err(error.to_string()),
+                })?;
+            match write {
+                StoreWrite::Fenced(operation) => {
+                    let receipt = self.write(py, move |store| store.commit_operation(operation))?;
+                    serde_to_py(py, &receipt)
+                }
+                StoreWrite::Plain(commit) => {
+                    let record = self.write(py, move |store| store.commit(commit))?;
+                    serde_to_py(py, &record)
+                }
             }
-            StoreWrite::Plain(commit) => {
-                let record = self.write(py, move |store| store.commit(commit))?;
-                serde_to_py(py, &record)
-            }
-        }
+        })?
     }
 
     /// The thread's committed messages, in commit order.
     fn committed_messages<'py>(
         &self,
         py: Python<'py>,
-        thread_id: &str,
+        thread_id: Text,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.read(py, |s| s.committed_messages(&ThreadId::new(thread_id)))
+        crate::errors::guard(|| {
+            let thread_id: &str = &thread_id;
+            self.read(py, |s| s.committed_messages(&ThreadId::new(thread_id)))
+        })?
     }
 
     /// Any run's record (`{"id", "thread_id", "state", ...}`), or `None`.
-    fn run<'py>(&self, py: Python<'py>, run_id: &str) -> PyResult<Bound<'py, PyAny>> {
-        self.read(py, |s| s.run(&RunId::new(run_id)))
+    fn run<'py>(&self, py: Python<'py>, run_id: Text) -> PyResult<Bound<'py, PyAny>> {
+        crate::errors::guard(|| {
+            let run_id: &str = &run_id;
+            self.read(py, |s| s.run(&RunId::new(run_id)))
+        })?
     }
 
     /// The run of the thread's latest commit, or `None`.
-    fn latest_run<'py>(&self, py: Python<'py>, thread_id: &str) -> PyResult<Bound<'py, PyAny>> {
-        self.read(py, |s| s.latest_run(&ThreadId::new(thread_id)))
+    fn latest_run<'py>(&self, py: Python<'py>, thread_id: Text) -> PyResult<Bound<'py, PyAny>> {
+        crate::errors::guard(|| {
+            let thread_id: &str = &thread_id;
+            self.read(py, |s| s.latest_run(&ThreadId::new(thread_id)))
+        })?
     }
 
     /// The run's ticket while it is awaiting, else `None`.
-    fn resume_ticket<'py>(&self, py: Python<'py>, run_id: &str) -> PyResult<Bound<'py, PyAny>> {
-        self.read(py, |s| s.resume_ticket(&RunId::new(run_id)))
+    fn resume_ticket<'py>(&self, py: Python<'py>, run_id: Text) -> PyResult<Bound<'py, PyAny>> {
+        crate::errors::guard(|| {
+            let run_id: &str = &run_id;
+            self.read(py, |s| s.resume_ticket(&RunId::new(run_id)))
+        })?
     }
 
     /// The run's latest committed state (`{"type": "running"}`, ...), or `None`.
-    fn run_state<'py>(&self, py: Python<'py>, run_id: &str) -> PyResult<Bound<'py, PyAny>> {
-        self.read(py, |s| s.run_state(&RunId::new(run_id)))
+    fn run_state<'py>(&self, py: Python<'py>, run_id: Text) -> PyResult<Bound<'py, PyAny>> {
+        crate::errors::guard(|| {
+            let run_id: &str = &run_id;
+            self.read(py, |s| s.run_state(&RunId::new(run_id)))
+        })?
     }
 
     /// The thread's state commands, in commit order.
     fn committed_state<'py>(
         &self,
         py: Python<'py>,
-        thread_id: &str,
+        thread_id: Text,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.read(py, |s| s.committed_state(&ThreadId::new(thread_id)))
+        crate::errors::guard(|| {
+            let thread_id: &str = &thread_id;
+            self.read(py, |s| s.committed_state(&ThreadId::new(thread_id)))
+        })?
     }
 
     /// The thread's commit count (0 for an unknown thread).
-    fn thread_version(&self, thread_id: &str) -> PyResult<u64> {
-        self.with(|s| {
-            s.thread_version(&ThreadId::new(thread_id))
-                .map_err(|e| store_error(&e))
-        })
+    fn thread_version(&self, thread_id: Text) -> PyResult<u64> {
+        crate::errors::guard(|| {
+            let thread_id: &str = &thread_id;
+            self.with(|s| {
+                s.thread_version(&ThreadId::new(thread_id))
+                    .map_err(|e| store_error(&e))
+            })
+        })?
     }
 
     /// The thread as of `version` (SPEC §8.10): `{"thread_id", "version", "commit_sequence",
@@ -225,10 +252,13 @@ impl PyStore {
     fn thread_as_of<'py>(
         &self,
         py: Python<'py>,
-        thread_id: &str,
+        thread_id: Text,
         version: u64,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.read(py, |s| s.thread_as_of(&ThreadId::new(thread_id), version))
+        crate::errors::guard(|| {
+            let thread_id: &str = &thread_id;
+            self.read(py, |s| s.thread_as_of(&ThreadId::new(thread_id), version))
+        })?
     }
 
     /// Forks `thread_id` as of `at_version` onto the unused thread `new_thread_id` (SPEC
@@ -240,32 +270,39 @@ impl PyStore {
     fn fork<'py>(
         &self,
         py: Python<'py>,
-        thread_id: &str,
+        thread_id: Text,
         at_version: u64,
-        new_thread_id: &str,
+        new_thread_id: Text,
         now_ms: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let parent = ThreadId::new(thread_id);
-        let new_thread = ThreadId::new(new_thread_id);
-        let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
-        let forked = self.detached(py, move |store| {
-            runcore::host::fork_thread(store, &parent, at_version, &new_thread, now_ms)
-        })?;
-        match forked {
-            Ok(forked) => serde_to_py(py, &forked),
-            Err(runcore::host::ForkError::Invalid(error)) => {
-                Err(crate::errors::agent_error(&error))
+        crate::errors::guard(|| {
+            let thread_id: &str = &thread_id;
+            let new_thread_id: &str = &new_thread_id;
+            let parent = ThreadId::new(thread_id);
+            let new_thread = ThreadId::new(new_thread_id);
+            let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
+            let forked = self.detached(py, move |store| {
+                runcore::host::fork_thread(store, &parent, at_version, &new_thread, now_ms)
+            })?;
+            match forked {
+                Ok(forked) => serde_to_py(py, &forked),
+                Err(runcore::host::ForkError::Invalid(error)) => {
+                    Err(crate::errors::agent_error(&error))
+                }
+                Err(runcore::host::ForkError::Store(error)) => Err(store_error(&error)),
+                Err(other) => Err(internal(other.to_string())),
             }
-            Err(runcore::host::ForkError::Store(error)) => Err(store_error(&error)),
-            Err(other) => Err(internal(other.to_string())),
-        }
+        })?
     }
 
     /// The thread's origin when it was forked (`{"thread_id", "version"}`), else `None`.
-    fn forked_from<'py>(&self, py: Python<'py>, thread_id: &str) -> PyResult<Bound<'py, PyAny>> {
-        self.read(py, |s| {
-            runcore::host::forked_from(s, &ThreadId::new(thread_id))
-        })
+    fn forked_from<'py>(&self, py: Python<'py>, thread_id: Text) -> PyResult<Bound<'py, PyAny>> {
+        crate::errors::guard(|| {
+            let thread_id: &str = &thread_id;
+            self.read(py, |s| {
+                runcore::host::forked_from(s, &ThreadId::new(thread_id))
+            })
+        })?
     }
 
     /// Threads ordered by id, those after `after` (exclusive), at most `limit`.
@@ -273,11 +310,14 @@ impl PyStore {
     fn threads<'py>(
         &self,
         py: Python<'py>,
-        after: Option<&str>,
+        after: Option<Text>,
         limit: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let after = after.map(ThreadId::new);
-        self.read(py, |s| s.threads(after.as_ref(), limit))
+        crate::errors::guard(|| {
+            let after = after.as_deref();
+            let after = after.map(ThreadId::new);
+            self.read(py, |s| s.threads(after.as_ref(), limit))
+        })?
     }
 
     /// Every awaiting run's ticket across threads, ordered by run id, those after `after`
@@ -286,11 +326,14 @@ impl PyStore {
     fn pending_tickets<'py>(
         &self,
         py: Python<'py>,
-        after: Option<&str>,
+        after: Option<Text>,
         limit: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let after = after.map(RunId::new);
-        self.read(py, |s| s.pending_tickets(after.as_ref(), limit))
+        crate::errors::guard(|| {
+            let after = after.as_deref();
+            let after = after.map(RunId::new);
+            self.read(py, |s| s.pending_tickets(after.as_ref(), limit))
+        })?
     }
 
     /// Committed audit events of `scope` (`None`: all; `{"type": "thread", "id": ...}`;
@@ -303,26 +346,33 @@ impl PyStore {
         after: Option<u64>,
         limit: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let scope = scope_of(scope)?;
-        self.read(py, |s| s.list_events(&scope, after, limit))
+        crate::errors::guard(|| {
+            let scope = scope_of(scope)?;
+            self.read(py, |s| s.list_events(&scope, after, limit))
+        })?
     }
 
     /// Pins the thread's committed transcript prefix: `{"thread_id", "end", "digest"}`.
     fn transcript_snapshot<'py>(
         &self,
         py: Python<'py>,
-        thread_id: &str,
+        thread_id: Text,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.read(py, |s| s.transcript_snapshot(&ThreadId::new(thread_id)))
+        crate::errors::guard(|| {
+            let thread_id: &str = &thread_id;
+            self.read(py, |s| s.transcript_snapshot(&ThreadId::new(thread_id)))
+        })?
     }
 
     /// Checks that a pinned prefix is still committed, unchanged (`StoreError` if not).
     fn verify_transcript_snapshot(&self, snapshot: &Bound<'_, PyAny>) -> PyResult<()> {
-        let snapshot: TranscriptSnapshotRef = decode("transcript snapshot", snapshot)?;
-        self.with(|s| {
-            s.verify_transcript_snapshot(&snapshot)
-                .map_err(|e| store_error(&e))
-        })
+        crate::errors::guard(|| {
+            let snapshot: TranscriptSnapshotRef = decode("transcript snapshot", snapshot)?;
+            self.with(|s| {
+                s.verify_transcript_snapshot(&snapshot)
+                    .map_err(|e| store_error(&e))
+            })
+        })?
     }
 
     /// The messages of `ranges` (sorted, non-overlapping, half-open `(start, end)` pairs)
@@ -333,9 +383,11 @@ impl PyStore {
         snapshot: &Bound<'py, PyAny>,
         ranges: Vec<(usize, usize)>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let snapshot: TranscriptSnapshotRef = decode("transcript snapshot", snapshot)?;
-        let ranges: Vec<Range<usize>> = ranges.into_iter().map(|(a, b)| a..b).collect();
-        self.read(py, |s| s.transcript_slice(&snapshot, &ranges))
+        crate::errors::guard(|| {
+            let snapshot: TranscriptSnapshotRef = decode("transcript snapshot", snapshot)?;
+            let ranges: Vec<Range<usize>> = ranges.into_iter().map(|(a, b)| a..b).collect();
+            self.read(py, |s| s.transcript_slice(&snapshot, &ranges))
+        })?
     }
 
     /// Claims the thread for `owner` (SPEC §7.2): granted when no claim is live at store time
@@ -347,34 +399,39 @@ impl PyStore {
     fn claim_thread<'py>(
         &self,
         py: Python<'py>,
-        thread_id: &str,
-        owner: &str,
-        request_id: &str,
+        thread_id: Text,
+        owner: Text,
+        request_id: Text,
         lease_ms: u64,
         now_ms: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let request = ClaimRequest {
-            thread_id: ThreadId::new(thread_id),
-            owner: owner.to_owned(),
-            request_id: request_id.to_owned(),
-            lease_ms,
-        };
-        let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
-        match self.detached(py, move |s| s.claim_thread(&request, now_ms))? {
-            Ok(claim) => serde_to_py(py, &claim),
-            Err(error) => match &error {
-                StoreError::Rejected(CommitError::ClaimHeld {
-                    owner,
-                    expires_at_ms,
-                }) => Err(claim_held(
-                    &error.to_string(),
-                    Some(thread_id),
-                    owner,
-                    *expires_at_ms,
-                )),
-                _ => Err(store_error(&error)),
-            },
-        }
+        crate::errors::guard(|| {
+            let thread_id: &str = &thread_id;
+            let owner: &str = &owner;
+            let request_id: &str = &request_id;
+            let request = ClaimRequest {
+                thread_id: ThreadId::new(thread_id),
+                owner: owner.to_owned(),
+                request_id: request_id.to_owned(),
+                lease_ms,
+            };
+            let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
+            match self.detached(py, move |s| s.claim_thread(&request, now_ms))? {
+                Ok(claim) => serde_to_py(py, &claim),
+                Err(error) => match &error {
+                    StoreError::Rejected(CommitError::ClaimHeld {
+                        owner,
+                        expires_at_ms,
+                    }) => Err(claim_held(
+                        &error.to_string(),
+                        Some(thread_id),
+                        owner,
+                        *expires_at_ms,
+                    )),
+                    _ => Err(store_error(&error)),
+                },
+            }
+        })?
     }
 
     /// Extends a claim (a dict `claim_thread` returned) to store time + `lease_ms`; returns
@@ -388,10 +445,12 @@ impl PyStore {
         lease_ms: u64,
         now_ms: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let claim: Claim = decode("claim", claim)?;
-        let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
-        let renewed = self.write(py, move |s| s.renew_claim(&claim, lease_ms, now_ms))?;
-        serde_to_py(py, &renewed)
+        crate::errors::guard(|| {
+            let claim: Claim = decode("claim", claim)?;
+            let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
+            let renewed = self.write(py, move |s| s.renew_claim(&claim, lease_ms, now_ms))?;
+            serde_to_py(py, &renewed)
+        })?
     }
 
     /// Ends the claim if it is still the thread's current one (a no-op otherwise), so another
@@ -403,9 +462,11 @@ impl PyStore {
         claim: &Bound<'_, PyAny>,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
-        let claim: Claim = decode("claim", claim)?;
-        let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
-        self.write(py, move |s| s.release_claim(&claim, now_ms))
+        crate::errors::guard(|| {
+            let claim: Claim = decode("claim", claim)?;
+            let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
+            self.write(py, move |s| s.release_claim(&claim, now_ms))
+        })?
     }
 
     /// The thread's live claim at store time `now_ms` (default: the wall clock), or `None`.
@@ -413,11 +474,14 @@ impl PyStore {
     fn thread_claim<'py>(
         &self,
         py: Python<'py>,
-        thread_id: &str,
+        thread_id: Text,
         now_ms: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
-        self.read(py, |s| s.thread_claim(&ThreadId::new(thread_id), now_ms))
+        crate::errors::guard(|| {
+            let thread_id: &str = &thread_id;
+            let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
+            self.read(py, |s| s.thread_claim(&ThreadId::new(thread_id), now_ms))
+        })?
     }
 
     /// Due work at store time `now_ms` (default: the wall clock), in the order each item
@@ -430,19 +494,21 @@ impl PyStore {
         now_ms: Option<u64>,
         limit: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
-        let items = self.write(py, move |s| s.due_work(now_ms, limit))?;
-        let lines: Vec<Value> = items
-            .iter()
-            .map(|item| {
-                serde_json::json!({
-                    "thread_id": item.thread_id,
-                    "run_id": item.run_id,
-                    "reason": item.reason,
+        crate::errors::guard(|| {
+            let now_ms = now_ms.unwrap_or_else(wall_clock_ms);
+            let items = self.write(py, move |s| s.due_work(now_ms, limit))?;
+            let lines: Vec<Value> = items
+                .iter()
+                .map(|item| {
+                    serde_json::json!({
+                        "thread_id": item.thread_id,
+                        "run_id": item.run_id,
+                        "reason": item.reason,
+                    })
                 })
-            })
-            .collect();
-        serde_to_py(py, &lines)
+                .collect();
+            serde_to_py(py, &lines)
+        })?
     }
 }
 
@@ -454,8 +520,13 @@ pub struct PyMemoryStore;
 impl PyMemoryStore {
     /// An empty in-memory store.
     #[new]
-    fn new() -> PyClassInitializer<Self> {
-        PyClassInitializer::from(PyStore::new(MemoryStore::new())).add_subclass(PyMemoryStore)
+    fn new() -> PyResult<PyClassInitializer<Self>> {
+        crate::errors::guard(|| {
+            Ok({
+                PyClassInitializer::from(PyStore::new(MemoryStore::new()))
+                    .add_subclass(PyMemoryStore)
+            })
+        })?
     }
 }
 
@@ -472,28 +543,32 @@ impl PySqliteStore {
     /// returned commit survive a power loss; `"normal"` survives a process crash only, and
     /// commits faster.
     #[new]
-    #[pyo3(signature = (path, *, synchronous = "full"))]
-    fn new(path: &str, synchronous: &str) -> PyResult<PyClassInitializer<Self>> {
-        let synchronous = synchronous
-            .parse::<Synchronous>()
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let options = SqliteOptions::default().with_synchronous(synchronous);
-        let store = SqliteStore::open(path, options).map_err(|e| open_error(&e))?;
-        Ok(
-            PyClassInitializer::from(PyStore::new(store)).add_subclass(PySqliteStore {
-                path: path.to_owned(),
-            }),
-        )
+    #[pyo3(signature = (path, *, synchronous = Text::from("full")))]
+    fn new(path: Text, synchronous: Text) -> PyResult<PyClassInitializer<Self>> {
+        crate::errors::guard(|| {
+            let path: &str = &path;
+            let synchronous: &str = &synchronous;
+            let synchronous = synchronous
+                .parse::<Synchronous>()
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            let options = SqliteOptions::default().with_synchronous(synchronous);
+            let store = SqliteStore::open(path, options).map_err(|e| open_error(&e))?;
+            Ok(
+                PyClassInitializer::from(PyStore::new(store)).add_subclass(PySqliteStore {
+                    path: path.to_owned(),
+                }),
+            )
+        })?
     }
 
     /// The file's path, as given.
     #[getter]
-    fn path(&self) -> &str {
-        &self.path
+    fn path(&self) -> PyResult<&str> {
+        crate::errors::guard(|| Ok(self.path.as_str()))?
     }
 
-    fn __repr__(&self) -> String {
-        format!("SqliteStore({:?})", self.path)
+    fn __repr__(&self) -> PyResult<String> {
+        crate::errors::guard(|| Ok(format!("SqliteStore({:?})", self.path)))?
     }
 }
 
@@ -510,30 +585,35 @@ impl PyPostgresStore {
     /// Connects to the database at `url` (migrating the store's schema forward if needed).
     #[new]
     #[pyo3(signature = (url, *, schema = None))]
-    fn new(
-        py: Python<'_>,
-        url: &str,
-        schema: Option<String>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        let connected = py.detach(|| match &schema {
-            Some(schema) => PostgresStore::connect_in_schema(url, schema),
-            None => PostgresStore::connect(url),
-        });
-        let store = connected.map_err(|e| store_error(&e))?;
-        Ok(PyClassInitializer::from(PyStore::new(store)).add_subclass(PyPostgresStore { schema }))
+    fn new(py: Python<'_>, url: Text, schema: Option<Text>) -> PyResult<PyClassInitializer<Self>> {
+        crate::errors::guard(|| {
+            let schema = schema.map(Text::into_string);
+            let url: &str = &url;
+            let connected = py.detach(|| match &schema {
+                Some(schema) => PostgresStore::connect_in_schema(url, schema),
+                None => PostgresStore::connect(url),
+            });
+            let store = connected.map_err(|e| store_error(&e))?;
+            Ok(PyClassInitializer::from(PyStore::new(store))
+                .add_subclass(PyPostgresStore { schema }))
+        })?
     }
 
     /// The schema the store's tables live in (`None`: the connection's default).
     #[getter]
-    fn schema(&self) -> Option<&str> {
-        self.schema.as_deref()
+    fn schema(&self) -> PyResult<Option<&str>> {
+        crate::errors::guard(|| Ok(self.schema.as_deref()))?
     }
 
-    fn __repr__(&self) -> String {
-        match &self.schema {
-            Some(schema) => format!("PostgresStore(schema={schema:?})"),
-            None => "PostgresStore()".to_owned(),
-        }
+    fn __repr__(&self) -> PyResult<String> {
+        crate::errors::guard(|| {
+            Ok({
+                match &self.schema {
+                    Some(schema) => format!("PostgresStore(schema={schema:?})"),
+                    None => "PostgresStore()".to_owned(),
+                }
+            })
+        })?
     }
 }
 

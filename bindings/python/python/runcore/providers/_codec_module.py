@@ -1,0 +1,33 @@
+"""The runtime shared by the three codec modules (private): each module is its API's name, an
+`encode` function and a `Decoder` class, made here for that name."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Optional, Tuple
+
+from runcore._runcore import ProviderDecoder as _ProviderDecoder
+from runcore._runcore import _provider_encode
+
+
+def codec_module(api: str, module: str) -> Tuple[Callable[..., Any], type]:
+    """`(encode, Decoder)` of the codec of `api`, named as members of `module`."""
+
+    def encode(call_model: Mapping[str, Any], options: Mapping[str, Any]) -> Any:
+        """The request body for a `call_model` output (full-context mode, as `Agent.poll()`
+        gives it): `{"body": ..., "left_out": [...]}`. `options`: `model` (required),
+        `max_tokens`, `stream` (default True), `reasoning`, `tool_choice`, `extra`. Raises
+        `runcore.CodecError` for bad options or a context that does not read."""
+        return _provider_encode(api, call_model, options)
+
+    class Decoder(_ProviderDecoder):
+        """A decoder of one response: `feed(bytes)` in chunks split anywhere, then `finish()`;
+        both return input dicts for `Agent.handle` (`model_delta`s, then exactly one
+        `model_done` or `model_failed`). `status`: the HTTP status (default 200)."""
+
+        def __new__(cls, run_id: str, step: int, status: Optional[int] = None) -> "Decoder":
+            return super().__new__(cls, api, run_id, step, status)  # type: ignore[call-arg]
+
+    for member in (encode, Decoder):
+        member.__module__ = module
+        member.__qualname__ = member.__name__
+    return encode, Decoder
