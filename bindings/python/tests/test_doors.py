@@ -256,6 +256,7 @@ def surrogate_calls(tmp_path):
         "SqliteStore.__init__:synchronous": lambda: runcore.SqliteStore(str(tmp_path / "db"), synchronous=S),
         "PostgresStore.__init__:url": lambda: runcore.PostgresStore(S),
         "PostgresStore.__init__:schema": lambda: runcore.PostgresStore("postgres://localhost:1/x", schema=S),
+        "Store.open:url": lambda: runcore.Store.open(f"sqlite:{tmp_path}/{S}.db"),
         "sweep:owner": lambda: runcore.sweep(store, owner=S),
         "sweep:policy": lambda: runcore.sweep(store, policy=S),
         "approve:run_id": lambda: runcore.approve(store, S),

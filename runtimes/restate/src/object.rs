@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use restate_sdk::prelude::*;
+use runcore::host::commit_operation_for;
 use runcore::store::{BoxedStore, CommittedThreadView, StoreError};
 use runcore::{
     Action, Agent, AgentConfig, AgentError, AgentSnapshot, CommitOperation, CommitReceipt, Input,
@@ -324,7 +325,9 @@ impl ThreadObject {
         while let Some(output) = agent.poll() {
             match output {
                 Output::Commit(commit) => {
-                    let operation = commit.into_operation();
+                    // The one commit path of every host; the object is the thread's single
+                    // writer (Restate keys it by thread), so it commits under no claim.
+                    let operation = commit_operation_for(*commit, None, 0);
                     let store = self.host.store.clone();
                     let receipt = ctx
                         .run(move || async move {
