@@ -481,7 +481,6 @@ impl AssistantMessage {
     /// Checks the shape the loop relies on: every tool call has a non-blank id and name, and
     /// call ids are unique within the message. Returns a reason on failure.
     pub(crate) fn check_shape(&self) -> Result<(), String> {
-        let mut seen: Vec<&CallId> = Vec::new();
         for (index, block) in self.content.iter().enumerate() {
             if let AssistantBlock::ToolCall { id, name, .. } = block {
                 if id.is_blank() {
@@ -490,10 +489,14 @@ impl AssistantMessage {
                 if name.trim().is_empty() {
                     return Err(format!("tool call {id} has an empty tool name"));
                 }
-                if seen.contains(&id) {
+                // The calls before this one, compared in place (no list of seen ids to
+                // allocate for every answer).
+                let repeated = self.content[..index].iter().any(
+                    |earlier| matches!(earlier, AssistantBlock::ToolCall { id: other, .. } if other == id),
+                );
+                if repeated {
                     return Err(format!("tool call id {id} appears twice in one message"));
                 }
-                seen.push(id);
             }
         }
         Ok(())

@@ -228,3 +228,137 @@ fn every_snapshot_the_agent_writes_restores_for_inputs_at_the_edge() {
         assert_eq!(restored.snapshot_json(), snapshot);
     }
 }
+
+// ----- the Rust doors' nesting check: a fast walk of the JSON values an answer or a tool
+// output holds, the exact walk near the limit; both must agree with the exact rule. -----
+
+use runcore::{
+    AgentConfig, AssistantBlock, AssistantMessage, Input, Meta, RunId, StopReason, ToolOutput,
+    UserMessage,
+};
+
+/// An agent waiting for step 1's answer of run `r`.
+fn agent_waiting_for_model() -> Agent {
+    let mut agent = Agent::new(AgentConfig::default()).unwrap();
+    agent
+        .prompt_with_run_id(RunId::from("r"), UserMessage::text("hi"), 0)
+        .unwrap();
+    while agent.poll().is_some() {}
+    agent
+}
+
+/// An agent whose call `c` of run `r` is executing.
+fn agent_waiting_for_tool() -> Agent {
+    let mut agent = agent_waiting_for_model();
+    let answer = AssistantMessage::new(
+        vec![AssistantBlock::tool_call("c", "t", json!({}))],
+        StopReason::ToolUse,
+    );
+    agent.model_done(&RunId::from("r"), 1, answer).unwrap();
+    while agent.poll().is_some() {}
+    agent
+}
+
+fn meta_nesting(levels: usize) -> Meta {
+    // The object itself is one level.
+    std::iter::once(("k".to_owned(), nested(levels - 1))).collect()
+}
+
+/// Answers whose deepest value (in each place an answer holds one) nests `levels` levels.
+fn answers_nesting(levels: usize) -> Vec<(&'static str, AssistantMessage)> {
+    let call = |arguments: Value, meta: Meta| AssistantBlock::ToolCall {
+        id: "c".into(),
+        name: "t".into(),
+        arguments: arguments.into(),
+        meta,
+    };
+    let mut message_meta = AssistantMessage::text("x");
+    message_meta.meta = meta_nesting(levels);
+    vec![
+        (
+            "arguments",
+            AssistantMessage::new(vec![call(nested(levels), Meta::new())], StopReason::ToolUse),
+        ),
+        (
+            "call meta",
+            AssistantMessage::new(
+                vec![call(json!({}), meta_nesting(levels))],
+                StopReason::ToolUse,
+            ),
+        ),
+        (
+            "text meta",
+            AssistantMessage::new(
+                vec![AssistantBlock::Text {
+                    text: "x".into(),
+                    meta: meta_nesting(levels),
+                }],
+                StopReason::Stop,
+            ),
+        ),
+        ("message meta", message_meta),
+    ]
+}
+
+#[test]
+fn rust_doors_agree_with_the_exact_rule_around_the_edge() {
+    // From well inside the fast walk's budget to past the limit, in every place a value
+    // sits: `model_done` (the method and `handle`) and `tool_done` accept exactly what the
+    // exact walk of the input accepts, and a refusal changes nothing.
+    for levels in 40..=70 {
+        for (place, answer) in answers_nesting(levels) {
+            let input = Input::ModelDone {
+                run_id: RunId::from("r"),
+                step: 1,
+                message: answer.clone(),
+            };
+            let expected = runcore::driver::limits::check_depth(&input).is_ok();
+            let mut by_method = agent_waiting_for_model();
+            let before = by_method.snapshot_json();
+            let got = by_method.model_done(&RunId::from("r"), 1, answer);
+            assert_eq!(
+                got.is_ok(),
+                expected,
+                "model_done, {place}, {levels} levels"
+            );
+            if let Err(error) = got {
+                assert_eq!(error.kind(), "invalid_input");
+                assert_eq!(by_method.snapshot_json(), before);
+            }
+            let mut by_handle = agent_waiting_for_model();
+            let got = by_handle.handle(input, 0);
+            assert_eq!(got.is_ok(), expected, "handle, {place}, {levels} levels");
+        }
+        let mut output = ToolOutput::text("c", "ok");
+        output.details = Some(nested(levels));
+        let input = Input::tool_done(RunId::from("r"), output.clone());
+        let expected = runcore::driver::limits::check_depth(&input).is_ok();
+        let mut by_method = agent_waiting_for_tool();
+        let before = by_method.snapshot_json();
+        let got = by_method.tool_done(&RunId::from("r"), &"c".into(), output);
+        assert_eq!(got.is_ok(), expected, "tool_done, {levels} levels");
+        if let Err(error) = got {
+            assert_eq!(error.kind(), "invalid_input");
+            assert_eq!(by_method.snapshot_json(), before);
+        }
+        let mut by_handle = agent_waiting_for_tool();
+        assert_eq!(
+            by_handle.handle(input, 0).is_ok(),
+            expected,
+            "handle tool_done, {levels} levels"
+        );
+    }
+    // The edge itself is inside that range, on both sides.
+    let at_edge = Input::ModelDone {
+        run_id: RunId::from("r"),
+        step: 1,
+        message: answers_nesting(MAX_DEPTH - 4).remove(0).1,
+    };
+    assert!(runcore::driver::limits::check_depth(&at_edge).is_ok());
+    let past_edge = Input::ModelDone {
+        run_id: RunId::from("r"),
+        step: 1,
+        message: answers_nesting(MAX_DEPTH - 3).remove(0).1,
+    };
+    assert!(runcore::driver::limits::check_depth(&past_edge).is_err());
+}

@@ -300,7 +300,7 @@ impl Agent {
                 run_id,
                 step,
                 message,
-            } => self.on_model_done(&run_id, step, message),
+            } => self.on_model_done(&run_id, step, std::sync::Arc::new(message)),
             Input::ModelFailed {
                 run_id,
                 step,
@@ -457,14 +457,20 @@ impl Agent {
         step: Step,
         message: AssistantMessage,
     ) -> Result<(), AgentError> {
-        self.handle(
-            Input::ModelDone {
-                run_id: run_id.clone(),
-                step,
-                message,
-            },
-            self.thread.clock_ms,
-        )
+        if assistant_shallow(&message) {
+            // `handle`'s rules, met: within the nesting limit, at the agent's own clock (which
+            // does not move). The answer goes straight into its `Arc`.
+            self.on_model_done(run_id, step, std::sync::Arc::new(message))
+        } else {
+            self.handle(
+                Input::ModelDone {
+                    run_id: run_id.clone(),
+                    step,
+                    message,
+                },
+                self.thread.clock_ms,
+            )
+        }
     }
 
     /// The outstanding model call failed: an error assistant message is appended and the run
@@ -523,10 +529,15 @@ impl Agent {
                 call_id.as_str()
             )));
         }
-        self.handle(
-            Input::tool_done(run_id.clone(), output),
-            self.thread.clock_ms,
-        )
+        if tool_output_shallow(&output) {
+            // `handle`'s rules, met (as in `model_done`), without taking the output apart.
+            self.on_tool_done(run_id, call_id, output)
+        } else {
+            self.handle(
+                Input::tool_done(run_id.clone(), output),
+                self.thread.clock_ms,
+            )
+        }
     }
 
     /// Answers the current wait. The command is validated against the current ticket (SPEC
@@ -821,11 +832,120 @@ fn may_nest(input: &Input) -> bool {
     )
 }
 
+/// How many levels of an input's JSON, at most, sit above a JSON value it holds in the inputs
+/// [`shallow`] measures (the input, `message`, `content`, a block: 4), with room to spare.
+const VALUE_OFFSET: usize = 8;
+
+/// Whether `input` certainly nests within [`MAX_DEPTH`](crate::driver::limits::MAX_DEPTH),
+/// told by walking only the JSON values it holds: `model_done` and `tool_done`, whose typed
+/// parts nest a fixed few levels (under [`VALUE_OFFSET`]), with every value nesting at most
+/// `MAX_DEPTH - VALUE_OFFSET` levels. `false` means "not known": the exact walk decides. (Each
+/// struct is taken apart field by field, so a field added later fails to compile here instead
+/// of going unmeasured.)
+fn shallow(input: &Input) -> bool {
+    match input {
+        Input::ModelDone {
+            run_id: _,
+            step: _,
+            message,
+        } => assistant_shallow(message),
+        Input::ToolDone {
+            run_id: _,
+            call_id: _,
+            content: _,
+            is_error: _,
+            details,
+        } => details.as_ref().is_none_or(value_shallow),
+        _ => false,
+    }
+}
+
+/// [`shallow`] for the message of a `model_done`.
+#[inline]
+fn assistant_shallow(message: &AssistantMessage) -> bool {
+    use crate::message::AssistantBlock;
+    let AssistantMessage {
+        content,
+        stop_reason: _,
+        error_message: _,
+        usage: _,
+        id: _,
+        model: _,
+        response_id: _,
+        provider_stop_reason: _,
+        meta,
+    } = message;
+    if !meta_shallow(meta) {
+        return false;
+    }
+    for block in content {
+        let (value, meta) = match block {
+            AssistantBlock::Text { text: _, meta }
+            | AssistantBlock::Thinking {
+                thinking: _,
+                signature: _,
+                meta,
+            }
+            | AssistantBlock::RedactedThinking { data: _, meta } => (None, meta),
+            AssistantBlock::ToolCall {
+                id: _,
+                name: _,
+                arguments,
+                meta,
+            } => (Some(&**arguments), meta),
+        };
+        if !(value.is_none_or(value_shallow) && meta_shallow(meta)) {
+            return false;
+        }
+    }
+    true
+}
+
+/// [`shallow`] for the output of a `tool_done`.
+#[inline]
+fn tool_output_shallow(output: &ToolOutput) -> bool {
+    let ToolOutput {
+        call_id: _,
+        content: _,
+        is_error: _,
+        details,
+    } = output;
+    details.as_ref().is_none_or(value_shallow)
+}
+
+/// Whether a JSON value held by an input [`shallow`] measures nests at most
+/// `MAX_DEPTH - VALUE_OFFSET` levels.
+fn value_shallow(value: &serde_json::Value) -> bool {
+    crate::driver::limits::value_nests_within(
+        value,
+        crate::driver::limits::MAX_DEPTH - VALUE_OFFSET,
+    )
+}
+
+/// [`value_shallow`] for a `meta` object.
+#[inline(always)]
+fn meta_shallow(meta: &crate::message::Meta) -> bool {
+    meta.as_map()
+        .is_none_or(|map| map_nests_within(map, crate::driver::limits::MAX_DEPTH - VALUE_OFFSET))
+}
+
+/// Whether a JSON object nests at most `max` levels (itself counting 1).
+fn map_nests_within(map: &serde_json::Map<String, serde_json::Value>, max: usize) -> bool {
+    max > 0
+        && map
+            .values()
+            .all(|value| crate::driver::limits::value_nests_within(value, max - 1))
+}
+
 /// The core's input limits ([`crate::driver::limits`]) on one input.
 #[inline(never)]
 fn check_limits(input: &Input, now_ms: u64) -> Result<(), AgentError> {
-    // Nesting first, then time: the order the driver reads a line in.
-    crate::driver::limits::check_depth(input).map_err(AgentError::InvalidInput)?;
+    // Nesting first, then time: the order the driver reads a line in. The hot inputs are
+    // measured by their JSON values alone; anything else, or anything near the limit, by the
+    // exact walk.
+    if !shallow(input) {
+        crate::driver::limits::check_depth(input).map_err(AgentError::InvalidInput)?;
+    }
     if now_ms > crate::driver::limits::MAX_NOW_MS {
         return Err(AgentError::invalid(format!(
             "now_ms {now_ms} is over the limit of 2^53 - 1"

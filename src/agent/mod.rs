@@ -426,6 +426,7 @@ impl Agent {
 
     /// The run id of a new run: the host's (remembered), or the next minted
     /// `"{thread_id}/run-{n}"` that no host supplied. Checks nothing else.
+    #[inline(always)]
     fn mint_run_id(&mut self, run_id: Option<RunId>) -> Result<RunId, AgentError> {
         // Minted ids skip any id a host already supplied, so run ids never repeat.
         let thread = &mut self.thread;
@@ -554,11 +555,13 @@ impl Agent {
             .push_back(Output::Event(AgentEvent::Loop { run_id, event }));
     }
 
+    /// `model_done`: the answer arrives behind its `Arc` (the one the transcript, the event
+    /// and the commit share), so it is moved as one pointer from here on.
     fn on_model_done(
         &mut self,
         run_id: &RunId,
         step: Step,
-        message: AssistantMessage,
+        message: std::sync::Arc<AssistantMessage>,
     ) -> Result<(), AgentError> {
         self.transition(|thread, active, tx| match active {
             Some(ActiveRun {

@@ -143,6 +143,19 @@ pub fn json_nests_within(bytes: &[u8], max: usize) -> bool {
     true
 }
 
+/// Whether a JSON value nests at most `max` levels of objects and arrays (a scalar: 0; an
+/// empty object or array: 1). The walk goes no deeper than `max + 1` levels.
+pub fn value_nests_within(value: &serde_json::Value, max: usize) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Array(items) => {
+            max > 0 && items.iter().all(|item| value_nests_within(item, max - 1))
+        }
+        Value::Object(map) => max > 0 && map.values().all(|item| value_nests_within(item, max - 1)),
+        _ => true,
+    }
+}
+
 /// Why an input is refused by [`check_depth`].
 pub fn too_deep() -> String {
     format!("the input nests deeper than {MAX_DEPTH} levels of objects and arrays")

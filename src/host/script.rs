@@ -318,12 +318,13 @@ pub fn serve<S: Script + ?Sized, E>(
                                         error,
                                     })?;
                             }
-                            let done = Input::ModelDone {
-                                run_id,
-                                step,
-                                message,
-                            };
-                            give(agent, done, sink, &mut next)?;
+                            agent.model_done(&run_id, step, message).map_err(|error| {
+                                ServeError::Rejected {
+                                    kind: "model_done",
+                                    error,
+                                }
+                            })?;
+                            drained(agent, sink, &mut next)?;
                         }
                         Some(ModelTurn::Fail { code, message }) => {
                             let failed = Input::ModelFailed {
@@ -340,12 +341,15 @@ pub fn serve<S: Script + ?Sized, E>(
                 Action::ExecuteTools { run_id, calls, .. } => {
                     for call in &calls {
                         let output = script.tool(&run_id, call);
-                        give(
-                            agent,
-                            Input::tool_done(run_id.clone(), output),
-                            sink,
-                            &mut next,
-                        )?;
+                        // Delivered for the call the output names, as its `tool_done` line.
+                        let call_id = output.call_id.clone();
+                        agent
+                            .tool_done(&run_id, &call_id, output)
+                            .map_err(|error| ServeError::Rejected {
+                                kind: "tool_done",
+                                error,
+                            })?;
+                        drained(agent, sink, &mut next)?;
                     }
                 }
             }
@@ -373,6 +377,16 @@ fn give<E>(
     agent
         .handle(input, agent.clock_ms())
         .map_err(|error| ServeError::Rejected { kind, error })?;
+    drained(agent, sink, &mut *next)
+}
+
+/// A drain after an input; an action it hands out lands in `next`.
+#[inline(always)]
+fn drained<E>(
+    agent: &mut Agent,
+    sink: &mut impl FnMut(&Agent, &Output) -> Result<(), E>,
+    next: &mut Option<Action>,
+) -> Result<(), ServeError<E>> {
     if let Some(action) = drain(agent, sink).map_err(ServeError::Sink)? {
         *next = Some(action);
     }

@@ -48,18 +48,7 @@ impl Batch {
         calls: Vec<ToolCall>,
         policy_of: impl Fn(&str) -> ToolPolicy,
     ) -> Self {
-        let calls = calls
-            .into_iter()
-            .map(|call| {
-                let policy = policy_of(&call.name);
-                let slot = match policy {
-                    ToolPolicy::Auto => Slot::Ready,
-                    ToolPolicy::RequireApproval { .. } => Slot::Undecided,
-                };
-                BatchCall { call, policy, slot }
-            })
-            .collect();
-        Batch { step, calls }
+        Self::build(step, calls, policy_of, false)
     }
 
     /// The batch of a completed answer's `calls`: as [`Batch::gated`], except that a call whose
@@ -70,13 +59,34 @@ impl Batch {
         calls: Vec<ToolCall>,
         policy_of: impl Fn(&str) -> ToolPolicy,
     ) -> Self {
-        let mut batch = Self::gated(step, calls, policy_of);
-        for entry in &mut batch.calls {
-            if !entry.call.arguments.is_object() {
-                entry.slot = Slot::Done(ToolResultMessage::malformed_arguments(&entry.call));
-            }
-        }
-        batch
+        Self::build(step, calls, policy_of, true)
+    }
+
+    /// [`Batch::gated`], or [`Batch::answered`] when `answered`: each slot decided as the call
+    /// goes in (one pass, no slot written twice).
+    #[inline(always)]
+    fn build(
+        step: Step,
+        calls: Vec<ToolCall>,
+        policy_of: impl Fn(&str) -> ToolPolicy,
+        answered: bool,
+    ) -> Self {
+        let calls = calls
+            .into_iter()
+            .map(|call| {
+                let policy = policy_of(&call.name);
+                let slot = if answered && !call.arguments.is_object() {
+                    Slot::Done(ToolResultMessage::malformed_arguments(&call))
+                } else {
+                    match policy {
+                        ToolPolicy::Auto => Slot::Ready,
+                        ToolPolicy::RequireApproval { .. } => Slot::Undecided,
+                    }
+                };
+                BatchCall { call, policy, slot }
+            })
+            .collect();
+        Batch { step, calls }
     }
 
     /// The calls answered `malformed` when the batch was made (see [`Batch::answered`]).
@@ -110,7 +120,13 @@ impl Batch {
     /// Hands the ready calls to the host: each becomes executing; they are returned in call
     /// order.
     pub(super) fn start_ready(&mut self) -> Vec<ToolCall> {
-        let mut calls = Vec::new();
+        // Allocated at its size: growing an empty vector call by call takes the slow path.
+        let ready = self
+            .calls
+            .iter()
+            .filter(|entry| entry.slot == Slot::Ready)
+            .count();
+        let mut calls = Vec::with_capacity(ready);
         for entry in &mut self.calls {
             if entry.slot == Slot::Ready {
                 entry.slot = Slot::Executing;

@@ -480,9 +480,8 @@ impl<'a> Tx<'a> {
         }
     }
 
-    pub(crate) fn commit(&mut self, commit: AgentCommit) {
-        self.out
-            .insert(self.commits_at, Output::Commit(Box::new(commit)));
+    pub(crate) fn commit(&mut self, commit: Box<AgentCommit>) {
+        self.out.insert(self.commits_at, Output::Commit(commit));
         self.commits_at += 1;
     }
 
@@ -705,27 +704,36 @@ impl Thread {
         mut extra: Vec<AuditDraft>,
     ) {
         let messages = self.take_uncommitted();
-        // When, and where in the transcript: the facts a trace (SPEC §14) places spans by.
-        // Room for it and for the drafts assembling puts in front, so the drafts of a commit
-        // are one allocation, never a reallocation.
-        extra.reserve(
-            1 + usize::from(state_changed)
-                + usize::from(matches!(disposition, RunDisposition::Awaiting(_))),
-        );
-        extra.push(AuditDraft::commit_clock(self.clock_ms, self.committed));
-        let commit = ThreadCommit::assemble(
-            self.config.thread_id.clone(),
-            disposition,
-            state_changed,
-            messages,
-            Vec::new(),
-            extra,
-        );
-        tx.commit(AgentCommit {
-            commit,
+        // Room for the drafts assembling puts in front and for `commit_clock` (when, and where
+        // in the transcript: the facts a trace, SPEC §14, places spans by), appended last:
+        // one allocation for every draft, and putting drafts in front moves only the caller's.
+        let room = 1
+            + usize::from(state_changed)
+            + usize::from(matches!(disposition, RunDisposition::Awaiting(_)));
+        if extra.capacity() == 0 {
+            // Allocated at its size (growing an empty vector takes the slow path).
+            extra = Vec::with_capacity(room);
+        } else {
+            extra.reserve_exact(room);
+        }
+        // Assembled in its box, where the clock joins it (the commit is not moved again).
+        let mut commit = Box::new(AgentCommit {
+            commit: ThreadCommit::assemble(
+                self.config.thread_id.clone(),
+                disposition,
+                state_changed,
+                messages,
+                Vec::new(),
+                extra,
+            ),
             ordinal: run.commits,
             expected_thread_version: self.thread_version,
         });
+        commit
+            .commit
+            .events
+            .push(AuditDraft::commit_clock(self.clock_ms, self.committed));
+        tx.commit(commit);
         run.commits = run.commits.saturating_add(1);
         self.thread_version = self.thread_version.saturating_add(1);
     }

@@ -22,13 +22,15 @@ impl Thread {
         &mut self,
         mut run: Run,
         step: Step,
-        message: AssistantMessage,
+        message: Arc<AssistantMessage>,
         tx: &mut Tx<'_>,
     ) -> Next {
         let calls: Vec<ToolCall> = message.tool_calls().collect();
         let stop_reason = message.stop_reason;
-        let error_message = message.error_message.clone();
-        let message = Arc::new(message);
+        let error_message = match stop_reason {
+            StopReason::Error => message.error_message.clone(),
+            _ => None,
+        };
         self.messages.push(Message::Assistant(Arc::clone(&message)));
         tx.event(&run.run_id, LoopEvent::AssistantMessage { step, message });
         match stop_reason {
