@@ -6,7 +6,8 @@ use std::sync::Arc;
 use crate::commit::AuditDraft;
 use crate::ids::Step;
 use crate::message::{
-    AssistantMessage, Message, ResultOutcome, StopReason, ToolCall, ToolResultMessage, UserMessage,
+    AssistantBlock, AssistantMessage, Message, ResultOutcome, StopReason, ToolCall,
+    ToolResultMessage, UserMessage,
 };
 use crate::run::{EndCause, Failure};
 
@@ -25,7 +26,16 @@ impl Thread {
         message: Arc<AssistantMessage>,
         tx: &mut Tx<'_>,
     ) -> Next {
-        let calls: Vec<ToolCall> = message.tool_calls().collect();
+        // Most answers hold no call: no list is built for them.
+        let calls: Vec<ToolCall> = if message
+            .content
+            .iter()
+            .any(|block| matches!(block, AssistantBlock::ToolCall { .. }))
+        {
+            message.tool_calls().collect()
+        } else {
+            Vec::new()
+        };
         let stop_reason = message.stop_reason;
         let error_message = match stop_reason {
             StopReason::Error => message.error_message.clone(),
