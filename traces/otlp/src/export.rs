@@ -222,7 +222,10 @@ mod tests {
     #[test]
     fn a_bad_url_is_refused_when_the_exporter_is_built() {
         let error = OtlpExporter::new("https://collector:4318", "runcore").unwrap_err();
-        assert!(error.to_string().contains("https://collector:4318"), "{error}");
+        assert!(
+            error.to_string().contains("https://collector:4318"),
+            "{error}"
+        );
     }
 
     #[test]
