@@ -7,8 +7,8 @@
 //! SVG with a bar per span, times in the reader's local time with "… ago" (raw ms on hover),
 //! the decisions table, the compaction marker, a live claim appearing on an open page, and an
 //! expired ticket saying what answering it does. A screenshot of each page is saved under the
-//! target directory (`target/tmp/console-screenshots/`; `thread-timeline.png` is the one in
-//! docs/console.png).
+//! target directory (`target/tmp/console-screenshots/`); `thread-docs.png`, a thread driven
+//! with wall-clock times, is docs/console.png.
 //!
 //! Needs `chromium` and `chromedriver` (Debian: `apt-get install chromium chromium-driver`).
 //! Without them the test prints that it was skipped, except under `CI=true`, where it fails.
@@ -464,7 +464,84 @@ async fn time_and_causality_in_a_real_browser() {
     assert!(card.contains("expired"), "{card}");
     assert_nothing_ran(&client).await;
 
+    // The README's picture: a thread driven with wall-clock times (a tool call, an approval
+    // given in the console, the approved call, the answer).
+    docs_thread(&dir, &url, &console);
+    client
+        .goto(&format!("{base}/threads/support-42"))
+        .await
+        .expect("thread");
+    let figures = client
+        .find_all(Locator::Css("figure.timeline svg"))
+        .await
+        .expect("timelines");
+    assert_eq!(figures.len(), 1);
+    let decisions = text_of(&client, "table.decisions tbody").await;
+    assert!(decisions.contains("Friday deploys are fine"), "{decisions}");
+    screenshot(&client, "thread-docs").await;
+
     client.close().await.expect("close the session");
     drop(chromedriver);
     console.stop();
+}
+
+/// Thread `support-42`, with times from the wall clock: a weather call, a deploy approved in
+/// the console a few seconds after it was asked for, the deploy, the answer.
+fn docs_thread(dir: &TempDir, url: &str, console: &Console) {
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    };
+    let base = now().saturating_sub(9_000);
+    let config = config_file(dir, "support-42");
+    let mut host = Drive::spawn(&["--store", url, "--config", &config]);
+    let out = host.send(json!({"type":"prompt","now_ms":base,
+        "text":"Check the weather in Paris, then deploy the site"}));
+    let call = first(&out, "call_model").clone();
+    let out = host.send(
+        json!({"type":"model_done","run_id":call["run_id"],"step":call["step"],
+        "now_ms":base + 1_400,
+        "message":{"role":"assistant","model":"claude-sonnet-4-5","content":[
+            {"type":"tool_call","id":"call-w","name":"weather","arguments":{"city":"Paris"}}],
+            "stop_reason":"tool_use"}}),
+    );
+    let tools = first(&out, "execute_tools").clone();
+    let out = host.send(
+        json!({"type":"tool_done","run_id":tools["run_id"],"call_id":"call-w",
+        "content":"18 C, sunny","now_ms":base + 2_300}),
+    );
+    let call = first(&out, "call_model").clone();
+    host.send(
+        json!({"type":"model_done","run_id":call["run_id"],"step":call["step"],
+        "now_ms":base + 3_500,
+        "message":{"role":"assistant","model":"claude-sonnet-4-5","content":[
+            {"type":"text","text":"Sunny in Paris. Deploying."},
+            {"type":"tool_call","id":"call-d","name":"deploy","arguments":{"target":"production"}}],
+            "stop_reason":"tool_use"}}),
+    );
+    assert!(host.finish().0.success());
+
+    let answer = console.decide(
+        "support-42/run-1",
+        r#"{"decision":"allow","note":"Friday deploys are fine"}"#,
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+
+    let mut worker = Drive::spawn(&["--store", url, "--config", &config]);
+    let tools = first(&worker.start, "execute_tools").clone();
+    assert_eq!(tools["calls"][0]["name"], "deploy");
+    let decided = now();
+    let out = worker.send(json!({"type":"tool_done","run_id":"support-42/run-1",
+        "call_id":"call-d","content":"deployed","now_ms":decided + 2_600}));
+    let call = first(&out, "call_model").clone();
+    let out = worker.send(
+        json!({"type":"model_done","run_id":call["run_id"],"step":call["step"],
+        "now_ms":decided + 3_700,
+        "message":{"role":"assistant","model":"claude-sonnet-4-5",
+            "content":[{"type":"text","text":"Deployed; it is 18 C and sunny in Paris."}],
+            "stop_reason":"stop"}}),
+    );
+    assert_eq!(causes(&out), ["natural_end"]);
+    assert!(worker.finish().0.success());
 }
