@@ -48,7 +48,7 @@ pub enum ExportError {
     },
     /// The collector could not be reached, or answered with a non-2xx status (after the
     /// exporter's retries).
-    #[error("exporting {spans} spans to {url} failed: {message}")]
+    #[error("exporting {spans} spans to {url} failed: {message}{}", hint(message))]
     Failed {
         /// The endpoint.
         url: String,
@@ -80,15 +80,33 @@ pub fn endpoint_of(url: &str) -> Result<String, ExportError> {
         Some(at) => rest.split_at(at),
         None => (rest, ""),
     };
-    let host = match authority.rsplit_once(':') {
-        Some((host, port)) => {
-            if port.parse::<u16>().is_err() {
-                return Err(invalid(&format!("the port {port:?} is not a number")));
-            }
-            host
+    if let Some((_, host)) = authority.rsplit_once('@') {
+        // The credentials are not repeated in the error (it is printed).
+        return Err(ExportError::InvalidUrl {
+            url: format!("http://***@{host}{path}"),
+            reason: "credentials in the URL are not sent; put them in a header with \
+                     OTEL_EXPORTER_OTLP_HEADERS"
+                .to_owned(),
+        });
+    }
+    // `[v6 address]:port` or `host:port`; the port is optional.
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(bracketed) => {
+            let (address, after) = bracketed
+                .split_once(']')
+                .ok_or_else(|| invalid("an IPv6 address without its closing ]"))?;
+            (address, after.strip_prefix(':'))
         }
-        None => authority,
+        None => match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
     };
+    if let Some(port) = port
+        && port.parse::<u16>().is_err()
+    {
+        return Err(invalid(&format!("the port {port:?} is not a number")));
+    }
     if host.is_empty() {
         return Err(invalid("no host"));
     }
@@ -185,6 +203,16 @@ impl OtlpExporter {
     }
 }
 
+/// What a person can do about the exporter's one message for every failure without an HTTP
+/// answer (it keeps the cause to itself).
+fn hint(message: &str) -> &'static str {
+    if message.contains("network error") {
+        " (no HTTP answer: is a collector listening there?)"
+    } else {
+        ""
+    }
+}
+
 fn sdk_message(error: &OTelSdkError) -> String {
     match error {
         OTelSdkError::InternalFailure(message) => message.clone(),
@@ -210,13 +238,41 @@ mod tests {
             endpoint_of("http://collector/custom/path").unwrap(),
             "http://collector/custom/path"
         );
-        for bad in ["https://x", "x:4318", "http://:4318", "http://h:port", ""] {
+        assert_eq!(
+            endpoint_of("http://[::1]:4318").unwrap(),
+            "http://[::1]:4318/v1/traces"
+        );
+        assert_eq!(
+            endpoint_of("http://[::1]").unwrap(),
+            "http://[::1]/v1/traces"
+        );
+        for bad in [
+            "https://x",
+            "x:4318",
+            "http://:4318",
+            "http://h:port",
+            "http://[::1:4318",
+            "http://[::1]:x",
+            "",
+        ] {
             let error = endpoint_of(bad).unwrap_err();
             assert!(
                 matches!(&error, ExportError::InvalidUrl { url, .. } if url == bad),
                 "{bad}: {error}"
             );
         }
+    }
+
+    #[test]
+    fn credentials_in_the_url_are_refused_and_not_repeated() {
+        let error = endpoint_of("http://user:s3cret@collector:4318/v1/traces").unwrap_err();
+        let text = error.to_string();
+        assert!(!text.contains("s3cret") && !text.contains("user"), "{text}");
+        assert!(
+            text.contains("http://***@collector:4318/v1/traces"),
+            "{text}"
+        );
+        assert!(text.contains("OTEL_EXPORTER_OTLP_HEADERS"), "{text}");
     }
 
     #[test]

@@ -199,7 +199,9 @@ fn an_unreachable_collector_is_an_error_naming_the_url_in_bounded_time() {
         matches!(&error, ExportError::Failed { url: at, spans: 2, .. } if *at == format!("{url}/v1/traces")),
         "{error:?}"
     );
-    assert!(error.to_string().contains(&url), "{error}");
+    let text = error.to_string();
+    assert!(text.contains(&url), "{text}");
+    assert!(text.contains("is a collector listening there?"), "{text}");
 }
 
 #[test]
