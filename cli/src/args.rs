@@ -197,8 +197,9 @@ pub enum Command {
     /// span per wait for a person with the decision. Times are the committed now_ms values;
     /// ids are hashed from the thread, run, step and call ids, so the same store always gives
     /// the same spans. Human-readable by default; --json prints the OTLP/JSON export body
-    /// (one line); --otlp URL posts it over OTLP/HTTP (JSON encoding; http:// only; a URL
-    /// without a path gets /v1/traces) and prints {"spans":N,"status":HTTP_STATUS}.
+    /// (one line); --otlp URL exports the spans with OpenTelemetry's OTLP exporter
+    /// (OTLP/HTTP, protobuf; http:// only; a URL without a path gets /v1/traces) and
+    /// prints {"spans":N,"endpoint":URL}.
     /// Message content is left out unless --content is given.
     ///
     /// Exit status: 0 printed or exported; 1 the export failed (stderr says why) or --run
@@ -310,7 +311,8 @@ pub struct DriveArgs {
     pub recover: RecoveryPolicy,
     /// Export each run's spans (SPEC §14) over OTLP/HTTP to URL once its
     /// terminal commit is stored (http:// only; a URL without a path gets
-    /// /v1/traces). A failed export is one stderr line; driving goes on
+    /// /v1/traces; protobuf). A failed export is one stderr line; driving
+    /// goes on; a URL that is not http://HOST[:PORT][/PATH] is a start-up error
     #[arg(long, value_name = "URL", requires = "store", verbatim_doc_comment)]
     pub otlp: Option<String>,
 }

@@ -176,6 +176,17 @@ fn drive(args: DriveArgs) -> ExitCode {
             &format!("--owner/--lease-ms: {error}"),
         );
     }
+    // Built before anything is driven: a bad --otlp URL is a start-up error, not one stderr
+    // line per run.
+    let otlp = match args
+        .otlp
+        .as_deref()
+        .map(trace::DriveExporter::new)
+        .transpose()
+    {
+        Ok(otlp) => otlp,
+        Err(error) => return start_error("drive", &format!("--otlp: {error}")),
+    };
     let stdin = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
     let stdout = std::io::stdout();
     let result = match store_url {
@@ -193,7 +204,7 @@ fn drive(args: DriveArgs) -> ExitCode {
                     options: claim_options,
                     wait_ms: args.wait_claim,
                 },
-                otlp: args.otlp.map(|url| trace::DriveExporter { url }),
+                otlp,
             };
             drive::run_session(config, Some(start), stdin, stdout.lock())
         }

@@ -3,8 +3,12 @@
 //! scripted session, sees the pending approval with its tool and arguments, clicks Approve,
 //! and sees the run move on (the open page refreshes by itself when a worker finishes the
 //! run); a message and a tool argument carrying markup render as text and run nothing. A
-//! screenshot of each page is saved under the target directory
-//! (`target/tmp/console-screenshots/`).
+//! second session shows time and causality as a person sees it: the run timeline drawn as an
+//! SVG with a bar per span, times in the reader's local time with "… ago" (raw ms on hover),
+//! the decisions table, the compaction marker, a live claim appearing on an open page, and an
+//! expired ticket saying what answering it does. A screenshot of each page is saved under the
+//! target directory (`target/tmp/console-screenshots/`); `thread-docs.png`, a thread driven
+//! with wall-clock times, is docs/console.png.
 //!
 //! Needs `chromium` and `chromedriver` (Debian: `apt-get install chromium chromium-driver`).
 //! Without them the test prints that it was skipped, except under `CI=true`, where it fails.
@@ -17,7 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::console::{
-    Console, HOSTILE_ARGUMENT, HOSTILE_TEXT, config_file, in_ci, scripted_session,
+    Console, HOSTILE_ARGUMENT, HOSTILE_TEXT, config_file, in_ci, scripted_session, time_session,
 };
 use common::process::{Drive, TempDir, causes, first, model_text};
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -126,8 +130,9 @@ async fn assert_nothing_ran(client: &Client) {
     assert_eq!(ran, json!([true, 1, 0]), "a stored text ran as markup");
 }
 
-#[tokio::test]
-async fn a_person_approves_in_a_real_browser() {
+/// Chromium driven through a fresh chromedriver, or `None` (the test skips) when either is
+/// missing outside CI.
+async fn browser(dir: &TempDir) -> Option<(Chromedriver, Client)> {
     let (Some(chromium), Some(driver)) = (
         find_program(&["chromium", "chromium-browser"]),
         find_program(&["chromedriver"]),
@@ -138,12 +143,8 @@ async fn a_person_approves_in_a_real_browser() {
              run in CI (apt-get install chromium chromium-driver)"
         );
         println!("skipped: chromium or chromedriver is not installed");
-        return;
+        return None;
     };
-    let dir = TempDir::new("console-browser");
-    let url = dir.sqlite("runs.db");
-    scripted_session(&url, &dir);
-    let console = Console::start(&url);
     let chromedriver = Chromedriver::start(&driver);
     let profile = dir.join("chromium-profile");
     let mut capabilities = serde_json::Map::new();
@@ -163,6 +164,18 @@ async fn a_person_approves_in_a_real_browser() {
         .connect(&format!("http://127.0.0.1:{}", chromedriver.port))
         .await
         .expect("a WebDriver session with chromium");
+    Some((chromedriver, client))
+}
+
+#[tokio::test]
+async fn a_person_approves_in_a_real_browser() {
+    let dir = TempDir::new("console-browser");
+    let url = dir.sqlite("runs.db");
+    let Some((chromedriver, client)) = browser(&dir).await else {
+        return;
+    };
+    scripted_session(&url, &dir);
+    let console = Console::start(&url);
     let base = console.base();
 
     // The thread list; the token comes in the address's fragment (never sent to the server).
@@ -321,4 +334,214 @@ async fn a_person_approves_in_a_real_browser() {
     client.close().await.expect("close the session");
     drop(chromedriver);
     console.stop();
+}
+
+#[tokio::test]
+async fn time_and_causality_in_a_real_browser() {
+    let dir = TempDir::new("console-browser-time");
+    let Some((chromedriver, client)) = browser(&dir).await else {
+        return;
+    };
+    let url = time_session(&dir);
+    let console = Console::start(&url);
+    let base = console.base();
+    client
+        .goto(&format!("{base}/#token={}", console.token))
+        .await
+        .expect("open the console");
+
+    // The timeline: one figure per run, an SVG bar per span, each bar drawn with a width and
+    // named in its tooltip.
+    client
+        .goto(&format!("{base}/threads/alpha"))
+        .await
+        .expect("thread");
+    let figures = client
+        .find_all(Locator::Css("figure.timeline svg"))
+        .await
+        .expect("timelines");
+    assert_eq!(figures.len(), 2, "alpha has two runs");
+    let bars = client
+        .execute(
+            "return Array.from(document.querySelectorAll('figure.timeline svg g')).map(function (g) { \
+               var r = g.querySelector('rect').getBoundingClientRect(); \
+               return [g.querySelector('title').textContent, r.width > 0 && r.height > 0]; });",
+            vec![],
+        )
+        .await
+        .expect("read the bars");
+    let bars: Vec<(String, bool)> = serde_json::from_value(bars).expect("bars");
+    assert!(
+        bars.iter().all(|(_, drawn)| *drawn),
+        "every bar is drawn: {bars:?}"
+    );
+    for name in [
+        "chat: ",
+        "execute_tool weather: 1000–1500 ms (500 ms)",
+        "await deploy: ",
+    ] {
+        assert!(
+            bars.iter().any(|(title, _)| title.starts_with(name)),
+            "no bar {name:?} in {bars:?}"
+        );
+    }
+
+    // Readable times: the page shows local time and "… ago", the raw ms on hover.
+    wait_for(
+        &client,
+        "times in local time",
+        "var t = document.querySelectorAll('time[datetime]'); \
+         return t.length > 0 && Array.from(t).every(function (e) { return e.dataset.local === '1'; });",
+    )
+    .await;
+    let times = client
+        .execute(
+            "return Array.from(document.querySelectorAll('time[datetime]')).map(function (e) { \
+               return [e.textContent, e.title]; });",
+            vec![],
+        )
+        .await
+        .expect("read the times");
+    let times: Vec<(String, String)> = serde_json::from_value(times).expect("times");
+    for (text, title) in &times {
+        assert!(title.ends_with(" ms since the Unix epoch"), "{title}");
+        assert!(!text.contains("UTC"), "shown in local time: {text}");
+    }
+    assert!(
+        times.iter().any(|(text, _)| text.contains(" ago")),
+        "{times:?}"
+    );
+
+    // Who decided what: the decisions table.
+    let decisions = text_of(&client, "table.decisions tbody").await;
+    for expected in ["deploy", "allow", "console:", "go ahead"] {
+        assert!(decisions.contains(expected), "{expected} in {decisions}");
+    }
+    screenshot(&client, "thread-timeline").await;
+
+    // The compaction marker: where the model's context starts, with the summary.
+    client
+        .goto(&format!("{base}/threads/gamma"))
+        .await
+        .expect("thread");
+    let marker = text_of(&client, "li.marker.context").await;
+    assert!(
+        marker.contains("model context starts here (context_start = 2)")
+            && marker.contains("They said hello."),
+        "{marker}"
+    );
+    // A live claim appears on the open page (it refreshes by itself) and goes when released.
+    let holder = Drive::spawn(&["--store", &url, "--thread", "gamma", "--owner", "worker-7"]);
+    wait_for(
+        &client,
+        "the live claim",
+        "return document.getElementById('main').textContent.includes('held by worker-7');",
+    )
+    .await;
+    screenshot(&client, "thread-claimed").await;
+    assert!(holder.finish().0.success());
+    wait_for(
+        &client,
+        "the claim released",
+        "return !document.getElementById('main').textContent.includes('held by worker-7');",
+    )
+    .await;
+
+    // An expired ticket says so, and what answering it does, on the thread and pending pages.
+    client
+        .goto(&format!("{base}/threads/delta"))
+        .await
+        .expect("thread");
+    assert_eq!(text_of(&client, ".badge.expired").await, "expired");
+    let main = text_of(&client, "#main").await;
+    assert!(main.contains("answering now is refused"), "{main}");
+    screenshot(&client, "thread-expired").await;
+    client
+        .goto(&format!("{base}/pending"))
+        .await
+        .expect("pending");
+    let card = text_of(&client, r#"section.ticket[data-run="delta/run-1"]"#).await;
+    assert!(card.contains("expired"), "{card}");
+    assert_nothing_ran(&client).await;
+
+    // The README's picture: a thread driven with wall-clock times (a tool call, an approval
+    // given in the console, the approved call, the answer).
+    docs_thread(&dir, &url, &console);
+    client
+        .goto(&format!("{base}/threads/support-42"))
+        .await
+        .expect("thread");
+    let figures = client
+        .find_all(Locator::Css("figure.timeline svg"))
+        .await
+        .expect("timelines");
+    assert_eq!(figures.len(), 1);
+    let decisions = text_of(&client, "table.decisions tbody").await;
+    assert!(decisions.contains("Friday deploys are fine"), "{decisions}");
+    screenshot(&client, "thread-docs").await;
+
+    client.close().await.expect("close the session");
+    drop(chromedriver);
+    console.stop();
+}
+
+/// Thread `support-42`, with times from the wall clock: a weather call, a deploy approved in
+/// the console a few seconds after it was asked for, the deploy, the answer.
+fn docs_thread(dir: &TempDir, url: &str, console: &Console) {
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    };
+    let base = now().saturating_sub(9_000);
+    let config = config_file(dir, "support-42");
+    let mut host = Drive::spawn(&["--store", url, "--config", &config]);
+    let out = host.send(json!({"type":"prompt","now_ms":base,
+        "text":"Check the weather in Paris, then deploy the site"}));
+    let call = first(&out, "call_model").clone();
+    let out = host.send(
+        json!({"type":"model_done","run_id":call["run_id"],"step":call["step"],
+        "now_ms":base + 1_400,
+        "message":{"role":"assistant","model":"claude-sonnet-4-5","content":[
+            {"type":"tool_call","id":"call-w","name":"weather","arguments":{"city":"Paris"}}],
+            "stop_reason":"tool_use"}}),
+    );
+    let tools = first(&out, "execute_tools").clone();
+    let out = host.send(
+        json!({"type":"tool_done","run_id":tools["run_id"],"call_id":"call-w",
+        "content":"18 C, sunny","now_ms":base + 2_300}),
+    );
+    let call = first(&out, "call_model").clone();
+    host.send(
+        json!({"type":"model_done","run_id":call["run_id"],"step":call["step"],
+        "now_ms":base + 3_500,
+        "message":{"role":"assistant","model":"claude-sonnet-4-5","content":[
+            {"type":"text","text":"Sunny in Paris. Deploying."},
+            {"type":"tool_call","id":"call-d","name":"deploy","arguments":{"target":"production"}}],
+            "stop_reason":"tool_use"}}),
+    );
+    assert!(host.finish().0.success());
+
+    let answer = console.decide(
+        "support-42/run-1",
+        r#"{"decision":"allow","note":"Friday deploys are fine"}"#,
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+
+    let mut worker = Drive::spawn(&["--store", url, "--config", &config]);
+    let tools = first(&worker.start, "execute_tools").clone();
+    assert_eq!(tools["calls"][0]["name"], "deploy");
+    let decided = now();
+    let out = worker.send(json!({"type":"tool_done","run_id":"support-42/run-1",
+        "call_id":"call-d","content":"deployed","now_ms":decided + 2_600}));
+    let call = first(&out, "call_model").clone();
+    let out = worker.send(
+        json!({"type":"model_done","run_id":call["run_id"],"step":call["step"],
+        "now_ms":decided + 3_700,
+        "message":{"role":"assistant","model":"claude-sonnet-4-5",
+            "content":[{"type":"text","text":"Deployed; it is 18 C and sunny in Paris."}],
+            "stop_reason":"stop"}}),
+    );
+    assert_eq!(causes(&out), ["natural_end"]);
+    assert!(worker.finish().0.success());
 }

@@ -15,50 +15,14 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use common::console::{Console, encode, request, scripted_session};
-use common::process::{Drive, RUNCORE, TempDir, first, model_text, prompt, show_json};
+use common::console::{Console, encode, request, scripted_session, time_session};
+use common::process::{Drive, RUNCORE, TempDir, show_json};
 use serde_json::json;
-
-/// The scripted session, alpha's deploy approved with a note, a compaction on gamma, and
-/// thread `delta` waiting on a ticket whose deadline passed long ago (host time 1 s after the
-/// epoch).
-fn session(dir: &TempDir) -> String {
-    let url = dir.sqlite("runs.db");
-    scripted_session(&url, dir);
-    let console = Console::start(&url);
-    let response = console.decide("alpha/run-2", r#"{"decision":"allow","note":"go ahead"}"#);
-    assert_eq!(response.status, 200, "{}", response.body);
-    drop(console);
-
-    let mut gamma = Drive::spawn(&["--store", &url, "--thread", "gamma"]);
-    gamma.send(prompt("And now?", 5_000));
-    let out = gamma
-        .send(json!({"type":"compact","summary":"They said hello.","keep_from":2,"now_ms":5_100}));
-    gamma.send(model_text(first(&out, "call_model"), "Still here."));
-    assert!(gamma.finish().0.success());
-
-    let config = dir.join("delta.json");
-    std::fs::write(
-        &config,
-        json!({"thread_id":"delta","tools":{"deploy":{"policy":"require_approval","deadline_after_ms":1}}})
-            .to_string(),
-    )
-    .expect("write config");
-    let config = config.display().to_string();
-    let mut delta = Drive::spawn(&["--store", &url, "--config", &config]);
-    let out = delta.send(prompt("Ship it", 1_000));
-    let call = first(&out, "call_model").clone();
-    delta.send(json!({"type":"model_done","run_id":call["run_id"],"step":call["step"],
-        "message":{"role":"assistant","content":[{"type":"tool_call","id":"call-x","name":"deploy","arguments":{}}],
-                   "stop_reason":"tool_use"},"now_ms":1_000}));
-    assert!(delta.finish().0.success());
-    url
-}
 
 #[test]
 fn the_thread_page_shows_the_timeline_decisions_times_claims_and_context() {
     let dir = TempDir::new("console-time");
-    let url = session(&dir);
+    let url = time_session(&dir);
     let console = Console::start(&url);
 
     let page = console.get("/threads/alpha").body;

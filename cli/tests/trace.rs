@@ -1,21 +1,21 @@
 //! SPEC §14 through the binary: the golden run's spans (traces/tests/golden.rs) read from a
 //! store recovered after a SIGKILL of the driver are the warm run's spans, byte for byte, on
 //! SQLite (and on PostgreSQL when `RUNCORE_PG_URL` is set; under `CI=true` it must be); and
-//! `runcore trace --otlp` / `runcore drive --otlp` post them over OTLP/HTTP to a loopback
-//! receiver, which decodes them with `opentelemetry-proto`.
+//! `runcore trace --otlp` / `runcore drive --otlp` export them with OpenTelemetry's OTLP/HTTP
+//! exporter (protobuf) to a loopback collector, which decodes them with `opentelemetry-proto`.
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
+use common::collector::{collector, collector_answering};
 use common::console::postgres_store;
 use common::process::{Drive, TempDir, first, runcore};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value;
 use opentelemetry_proto::tonic::trace::v1::Span as ProtoSpan;
+use prost::Message as _;
 use runcore::ThreadId;
 use runcore::driver::{Driver, StoreWrite};
 use runcore::store::{CommitLog, MemoryStore};
@@ -140,66 +140,31 @@ fn an_unknown_run_is_exit_1_and_a_missing_store_exit_2() {
 
 // ----- OTLP/HTTP ------------------------------------------------------------------------------
 
-/// A loopback OTLP/HTTP receiver: answers every POST 200 and hands its path, content type and
-/// body over.
-struct Receiver_ {
-    url: String,
-    bodies: Receiver<(String, String, Vec<u8>)>,
-}
-
-fn receiver() -> Receiver_ {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("address").port();
-    let (send, bodies) = channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            let mut request_line = String::new();
-            if reader.read_line(&mut request_line).is_err() {
-                continue;
-            }
-            let path = request_line
-                .split_whitespace()
-                .nth(1)
-                .unwrap_or("")
-                .to_owned();
-            let mut length = 0usize;
-            let mut content_type = String::new();
-            loop {
-                let mut header = String::new();
-                if reader.read_line(&mut header).is_err() || header.trim().is_empty() {
-                    break;
-                }
-                let lower = header.to_ascii_lowercase();
-                if let Some(value) = lower.strip_prefix("content-length:") {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-                if let Some(value) = lower.strip_prefix("content-type:") {
-                    content_type = value.trim().to_owned();
-                }
-            }
-            let mut body = vec![0; length];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            let _ = stream.write_all(
-                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
-            );
-            if send.send((path, content_type, body)).is_err() {
-                break;
-            }
-        }
-    });
-    Receiver_ {
-        url: format!("http://127.0.0.1:{port}"),
-        bodies,
-    }
-}
-
+/// The spans of one export, decoded as protobuf; the resource names the service and the scope
+/// is runcore-traces'.
 fn decode(body: &[u8]) -> Vec<ProtoSpan> {
-    let request: ExportTraceServiceRequest =
-        serde_json::from_slice(body).expect("an OTLP/JSON ExportTraceServiceRequest");
+    let request =
+        ExportTraceServiceRequest::decode(body).expect("a protobuf ExportTraceServiceRequest");
+    let [resource] = request.resource_spans.as_slice() else {
+        panic!("one resource: {request:?}");
+    };
+    let service = resource
+        .resource
+        .as_ref()
+        .and_then(|r| r.attributes.iter().find(|kv| kv.key == "service.name"))
+        .and_then(|kv| kv.value.as_ref())
+        .and_then(|v| v.value.clone());
+    assert_eq!(
+        service,
+        Some(any_value::Value::StringValue("runcore".into())),
+        "{resource:?}"
+    );
+    for scope in &resource.scope_spans {
+        assert_eq!(
+            scope.scope.as_ref().map(|s| s.name.as_str()),
+            Some(runcore_traces::SCOPE_NAME)
+        );
+    }
     request
         .resource_spans
         .into_iter()
@@ -314,34 +279,52 @@ fn trace_otlp_posts_the_spans_over_otlp_http() {
     let dir = TempDir::new("trace-otlp");
     let url = dir.sqlite("runs.db");
     crashed_run(&dir, &url, &[]);
-    let receiver = receiver();
-    let output = runcore(&["trace", "golden", "--store", &url, "--otlp", &receiver.url]);
+    let collector = collector();
+    let output = runcore(&["trace", "golden", "--store", &url, "--otlp", &collector.url]);
     assert!(output.status.success(), "{output:?}");
     let printed: Value = serde_json::from_slice(&output.stdout).expect("one JSON line");
-    assert_eq!(printed, serde_json::json!({"spans": 7, "status": 200}));
-    let (path, content_type, body) = receiver
-        .bodies
+    assert_eq!(
+        printed,
+        serde_json::json!({"spans": 7, "endpoint": format!("{}/v1/traces", collector.url)})
+    );
+    let export = collector
+        .exports
         .recv_timeout(Duration::from_secs(10))
         .expect("an export");
-    assert_eq!(path, "/v1/traces");
-    assert_eq!(content_type, "application/json");
-    check_golden_export(&decode(&body));
+    assert_eq!(export.path, "/v1/traces");
+    assert_eq!(export.content_type, "application/x-protobuf");
+    check_golden_export(&decode(&export.body));
+    // The spans exported are the spans `--json` prints: same ids, same times.
+    let json = runcore(&["trace", "golden", "--store", &url, "--json"]);
+    let json: Value = serde_json::from_slice(&json.stdout).expect("OTLP/JSON");
+    let printed_ids: Vec<String> = json["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        .as_array()
+        .expect("spans")
+        .iter()
+        .map(|span| span["spanId"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let exported_ids: Vec<String> = decode(&export.body)
+        .iter()
+        .map(|span| hex(&span.span_id))
+        .collect();
+    assert_eq!(exported_ids, printed_ids);
 }
 
 #[test]
 fn drive_otlp_exports_a_run_when_its_terminal_commit_is_stored() {
     let dir = TempDir::new("drive-otlp");
     let url = dir.sqlite("runs.db");
-    let receiver = receiver();
-    crashed_run(&dir, &url, &["--otlp", &receiver.url]);
-    let (path, _, body) = receiver
-        .bodies
+    let collector = collector();
+    crashed_run(&dir, &url, &["--otlp", &collector.url]);
+    let export = collector
+        .exports
         .recv_timeout(Duration::from_secs(10))
         .expect("an export when the run ended");
-    assert_eq!(path, "/v1/traces");
-    check_golden_export(&decode(&body));
+    assert_eq!(export.path, "/v1/traces");
+    assert_eq!(export.content_type, "application/x-protobuf");
+    check_golden_export(&decode(&export.body));
     assert!(
-        receiver.bodies.try_recv().is_err(),
+        collector.exports.try_recv().is_err(),
         "one export for the one run"
     );
 }
@@ -358,7 +341,56 @@ fn a_failed_export_is_exit_1_with_a_reason() {
     let target = format!("http://127.0.0.1:{port}");
     let output = runcore(&["trace", "golden", "--store", &url, "--otlp", &target]);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
-    assert!(String::from_utf8_lossy(&output.stderr).contains("exporting"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("exporting 7 spans to {target}/v1/traces failed")),
+        "{stderr}"
+    );
+    // A collector that answers 500: the status is in the reason.
+    let failing = collector_answering(500);
+    let output = runcore(&["trace", "golden", "--store", &url, "--otlp", &failing.url]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&failing.url) && stderr.contains("500"),
+        "{stderr}"
+    );
     let output = runcore(&["trace", "golden", "--store", &url, "--otlp", "https://x"]);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("\"https://x\""),
+        "{output:?}"
+    );
+}
+
+#[test]
+fn drive_with_a_bad_otlp_url_is_a_start_up_error() {
+    let dir = TempDir::new("drive-otlp-bad");
+    let url = dir.sqlite("runs.db");
+    let output = runcore(&["drive", "--store", &url, "--otlp", "https://collector"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--otlp") && stderr.contains("https://collector"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn drive_goes_on_when_the_collector_fails() {
+    let dir = TempDir::new("drive-otlp-500");
+    let url = dir.sqlite("runs.db");
+    let failing = collector_answering(500);
+    // The whole script runs (crashed_run checks the run ended and the exit status is 0);
+    // the collector saw the attempt.
+    crashed_run(&dir, &url, &["--otlp", &failing.url]);
+    let export = failing
+        .exports
+        .recv_timeout(Duration::from_secs(10))
+        .expect("an export was attempted");
+    check_golden_export(&decode(&export.body));
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }

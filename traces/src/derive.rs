@@ -307,6 +307,15 @@ struct RunTrace<'a> {
     times: Vec<At>,
     /// The run's message range in the transcript.
     range: std::ops::Range<usize>,
+    /// For each commit, the longest transcript any commit up to it says it left (its
+    /// `commit_clock.transcript_len`; 0 before the first): non-decreasing, so the commit that
+    /// carried a message is found by binary search ([`Self::commit_of`]).
+    reached: Vec<usize>,
+    /// For each commit, how many results of calls handed to the host it carried (the size of
+    /// the tool batch it closed), counted once.
+    batch_sizes: Vec<usize>,
+    /// The run's last assistant message, where a run's failure code belongs.
+    last_answer: Option<usize>,
 }
 
 impl<'a> RunTrace<'a> {
@@ -343,7 +352,15 @@ impl<'a> RunTrace<'a> {
             .or(next_start)
             .unwrap_or(messages.len())
             .clamp(start, messages.len());
-        RunTrace {
+        let mut reached = Vec::with_capacity(run.commits.len());
+        let mut longest = 0;
+        for commit in &run.commits {
+            if let Some((_, len)) = commit.clock {
+                longest = longest.max(len);
+            }
+            reached.push(longest);
+        }
+        let mut trace = RunTrace {
             thread,
             run,
             messages,
@@ -353,7 +370,29 @@ impl<'a> RunTrace<'a> {
             run_span_id: hashed(&["invoke_agent", thread.as_str(), run.run_id.as_str()], 16),
             times,
             range: start..end,
+            reached,
+            batch_sizes: vec![0; run.commits.len()],
+            last_answer: None,
+        };
+        // One pass over the run's messages for what each span would otherwise scan the run
+        // for (a quadratic cost on long runs).
+        let mut batch_sizes = vec![0; run.commits.len()];
+        for index in trace.range.clone() {
+            match messages.get(index) {
+                Some(Message::Assistant(_)) => trace.last_answer = Some(index),
+                Some(Message::ToolResult(result)) if result.outcome != ResultOutcome::Denied => {
+                    if let Some(size) = trace
+                        .commit_of(index)
+                        .and_then(|commit| batch_sizes.get_mut(commit))
+                    {
+                        *size += 1;
+                    }
+                }
+                _ => {}
+            }
         }
+        trace.batch_sizes = batch_sizes;
+        trace
     }
 
     fn run_start(&self) -> At {
@@ -375,11 +414,11 @@ impl<'a> RunTrace<'a> {
     }
 
     /// The commit (index into the run's commits) that carried transcript message `index`.
+    /// The first commit whose `commit_clock` says the transcript reached past `index`: the
+    /// first `i` with `reached[i] > index` (`reached` is non-decreasing, so a binary search).
     fn commit_of(&self, index: usize) -> Option<usize> {
-        self.run
-            .commits
-            .iter()
-            .position(|commit| commit.clock.is_some_and(|(_, len)| len > index))
+        let commit = self.reached.partition_point(|&len| len <= index);
+        (commit < self.reached.len()).then_some(commit)
     }
 
     /// When the message at `index` was committed, and when the action that produced it was
@@ -643,12 +682,7 @@ impl<'a> RunTrace<'a> {
     /// The run's failure code, when `index` is the run's last assistant message and the run
     /// ended in an inference error (the code the model step failed with).
     fn failure_code_of_last(&self, index: usize) -> Option<&str> {
-        let last_answer = self
-            .range
-            .clone()
-            .rev()
-            .find(|i| matches!(self.messages.get(*i), Some(Message::Assistant(_))))?;
-        if last_answer != index {
+        if self.last_answer? != index {
             return None;
         }
         match self.final_state()? {
@@ -694,16 +728,10 @@ impl<'a> RunTrace<'a> {
         let (start, mut end) = self.span_of_message(index);
         // Results are committed together after the batch's last one: the commit's time is
         // exact for the call that finished last and an upper bound for the others.
-        let batch_size = self.commit_of(index).map_or(0, |commit| {
-            self.range
-                .clone()
-                .filter(|i| self.commit_of(*i) == Some(commit))
-                .filter(|i| match self.messages.get(*i) {
-                    Some(Message::ToolResult(other)) => other.outcome != ResultOutcome::Denied,
-                    _ => false,
-                })
-                .count()
-        });
+        let batch_size = self
+            .commit_of(index)
+            .and_then(|commit| self.batch_sizes.get(commit).copied())
+            .unwrap_or(0);
         if batch_size > 1 {
             end.exact = false;
         }

@@ -9,6 +9,9 @@ use crate::span::{AttributeValue, Attributes, Span, SpanStatus};
 /// The instrumentation scope the spans are reported under.
 pub const SCOPE_NAME: &str = "runcore-traces";
 
+/// The instrumentation scope's version: this crate's.
+pub const SCOPE_VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// The body of one OTLP/HTTP export of `spans` (`POST /v1/traces`), with `service.name` =
 /// `service_name` on the resource. The same spans give the same bytes.
 pub fn to_otlp_json(spans: &[Span], service_name: &str) -> Value {
@@ -18,7 +21,7 @@ pub fn to_otlp_json(spans: &[Span], service_name: &str) -> Value {
                 "attributes": [key_value("service.name", &AttributeValue::from(service_name))],
             },
             "scopeSpans": [{
-                "scope": {"name": SCOPE_NAME, "version": env!("CARGO_PKG_VERSION")},
+                "scope": {"name": SCOPE_NAME, "version": SCOPE_VERSION},
                 "spans": spans.iter().map(span_json).collect::<Vec<_>>(),
             }],
         }],

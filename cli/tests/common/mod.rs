@@ -4,6 +4,7 @@
 //! `<test crate>__<name>.snap` (the same names they had before the binary moved into `cli/`).
 #![allow(dead_code, unused_macros, unused_imports)]
 
+pub mod collector;
 pub mod console;
 pub mod process;
 

@@ -9,10 +9,13 @@ use runcore::host::commit_operation_for;
 use runcore::store::{BoxedStore, CommittedThreadView, StoreError};
 use runcore::{
     Action, Agent, AgentConfig, AgentError, AgentSnapshot, CommitOperation, CommitReceipt, Input,
-    Output, RecoverError, RecoveryPolicy, ResumeCommand, ThreadId, ToolOutput,
+    Output, RecoverError, RecoveryPolicy, ResumeCommand, RunDisposition, RunId, ThreadId,
+    ToolOutput,
 };
 use runcore_host::wall_clock_ms;
+use runcore_otlp::OtlpExporter;
 use runcore_store_blocking::BlockingError;
+use runcore_traces::{TraceOptions, spans_from_store};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -40,6 +43,9 @@ pub struct ThreadHost {
     pub step_attempts: u32,
     /// The first retry's delay (doubling after).
     pub step_retry_delay: Duration,
+    /// Where each run's spans (SPEC §14) go once its terminal commit is stored (the worker's
+    /// `--otlp URL`); `None` exports nothing.
+    pub otlp: Option<Arc<OtlpExporter>>,
 }
 
 impl ThreadHost {
@@ -61,6 +67,7 @@ impl ThreadHost {
             store,
             step_attempts: 3,
             step_retry_delay: Duration::from_millis(50),
+            otlp: None,
         }
     }
 
@@ -325,6 +332,11 @@ impl ThreadObject {
         while let Some(output) = agent.poll() {
             match output {
                 Output::Commit(commit) => {
+                    let ended = match &commit.commit.run {
+                        RunDisposition::Ended { run_id, .. } => Some(run_id.clone()),
+                        _ => None,
+                    };
+                    let thread = commit.commit.thread_id.clone();
                     // The one commit path of every host; the object is the thread's single
                     // writer (Restate keys it by thread), so it commits under no claim.
                     let operation = commit_operation_for(*commit, None, 0);
@@ -339,6 +351,9 @@ impl ThreadObject {
                         .name("commit")
                         .await?;
                     *version = receipt.into_inner().record.thread_version;
+                    if let (Some(exporter), Some(run)) = (&self.host.otlp, ended) {
+                        export_spans(&self.host.store, exporter, thread, run);
+                    }
                 }
                 Output::Event(_) => {}
                 Output::Action(Action::CallModel {
@@ -448,6 +463,36 @@ fn parse_line(kind: &'static str, body: &[u8]) -> Result<Input, TerminalError> {
 
 /// The `load` step: compares the saved version with the store's and recovers when the store
 /// holds something the saved agent has not seen (or there is no saved agent).
+/// Exports the spans of `run`, whose terminal commit the store holds, in the background: the
+/// handler does not wait for the collector. Not a journaled step (a worker without `--otlp`
+/// must replay the same journal), so a replayed handler exports again: the same spans, with
+/// the same ids. A failure is one line on stderr; the thread goes on.
+fn export_spans(store: &SharedStore, exporter: &Arc<OtlpExporter>, thread: ThreadId, run: RunId) {
+    let store = store.clone();
+    let exporter = Arc::clone(exporter);
+    tokio::spawn(async move {
+        let (thread_text, run_text) = (thread.as_str().to_owned(), run.as_str().to_owned());
+        let spans = store
+            .call(move |store| {
+                spans_from_store(&**store, &thread, Some(&run), &TraceOptions::default())
+            })
+            .await;
+        let outcome = match spans {
+            Ok(Ok(spans)) => tokio::task::spawn_blocking(move || exporter.export(&spans))
+                .await
+                .map_err(|error| format!("the export task failed: {error}"))
+                .and_then(|exported| exported.map_err(|error| error.to_string())),
+            Ok(Err(error)) => Err(error.to_string()),
+            Err(error) => Err(format!("reading the store failed: {error}")),
+        };
+        if let Err(message) = outcome {
+            eprintln!(
+                "runcore-restate-worker: the spans of run {run_text:?} of thread {thread_text:?}: {message}"
+            );
+        }
+    });
+}
+
 /// Runs on the blocking pool (see [`SharedStore`]).
 fn load(
     store: &BoxedStore,

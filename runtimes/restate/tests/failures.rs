@@ -4,14 +4,21 @@
 //! unchanged; a transient model or tool failure is retried by policy and then becomes data;
 //! a store that refuses a commit ends the invocation with a terminal error naming it; a store
 //! call that panics or fails fails only its own invocation (retried until the cause is gone),
-//! never the other threads'.
+//! never the other threads'. With `otlp` set, each run's spans reach a collector once its
+//! terminal commit is stored.
 
 mod support;
+
+#[allow(dead_code)]
+#[path = "../../../cli/tests/common/collector.rs"]
+mod collector;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use prost::Message as _;
 use restate_sdk::prelude::{Endpoint, HttpServer};
 use runcore::store::{
     BoxedStore, CommitLog, CommittedThreadView, Intercept, Intercepted, MemoryStore, StoreError,
@@ -20,11 +27,13 @@ use runcore::{
     Agent, AssistantMessage, CommitError, CommitOperation, CommitReceipt, Message, RecoveryPolicy,
     RunDisposition, RunId, ThreadCommit, ThreadId, ToolCall, ToolOutput, UserMessage,
 };
+use runcore_otlp::OtlpExporter;
 use runcore_restate::script::{ScriptedModel, ScriptedTools, scripted_config};
 use runcore_restate::{
     Model, ModelCall, SharedStore, StepFuture, ThreadHost, ThreadObject, Tools, shared,
 };
 use runcore_store_blocking::BlockingError;
+use runcore_traces::{TraceOptions, thread_spans};
 use serde_json::Value;
 use support::{Server, server_binary, temp_dir};
 
@@ -110,13 +119,21 @@ struct Cluster {
 }
 
 fn cluster(label: &str, store: BoxedStore) -> Option<Cluster> {
+    cluster_exporting(label, store, None)
+}
+
+fn cluster_exporting(
+    label: &str,
+    store: BoxedStore,
+    otlp: Option<Arc<OtlpExporter>>,
+) -> Option<Cluster> {
     let binary = server_binary()?;
     let dir = temp_dir(label);
     let server = Server::start(binary, dir.path());
     let store = shared(store);
     let model_calls = Arc::new(AtomicUsize::new(0));
     let fragile_calls = Arc::new(AtomicUsize::new(0));
-    let host = ThreadHost::new(
+    let mut host = ThreadHost::new(
         scripted_config(Some(600_000)),
         Arc::new(Counting {
             inner: ScriptedModel::default(),
@@ -128,6 +145,7 @@ fn cluster(label: &str, store: BoxedStore) -> Option<Cluster> {
         }),
         store.clone(),
     );
+    host.otlp = otlp;
     let endpoint = InProcess::serve(host);
     server.register(endpoint.port);
     Some(Cluster {
@@ -290,6 +308,78 @@ fn a_transient_tool_failure_is_retried_then_becomes_an_error_result() {
         })
         .expect("the fragile call has a result");
     assert!(result.is_error);
+}
+
+#[test]
+fn with_otlp_a_run_is_exported_once_its_terminal_commit_is_stored() {
+    let collector = collector::collector();
+    let exporter = OtlpExporter::new(&collector.url, "runcore").expect("an exporter");
+    let Some(c) = cluster_exporting(
+        "otlp",
+        Box::new(MemoryStore::new()),
+        Some(Arc::new(exporter)),
+    ) else {
+        return;
+    };
+    let (status, view) = c.server.call("o", "prompt", r#"{"text":"lookup 1"}"#, None);
+    assert_eq!(status, 200, "the invocation completes: {view}");
+    assert_eq!(view["last_end"]["cause"]["type"], "natural_end", "{view}");
+    let export = collector
+        .exports
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the ended run's spans");
+    assert_eq!(export.path, "/v1/traces");
+    assert_eq!(export.content_type, "application/x-protobuf");
+    let request =
+        ExportTraceServiceRequest::decode(export.body.as_slice()).expect("a protobuf request");
+    let exported: Vec<(String, Vec<u8>, Vec<u8>)> = request
+        .resource_spans
+        .iter()
+        .flat_map(|r| &r.scope_spans)
+        .flat_map(|s| &s.spans)
+        .map(|span| {
+            (
+                span.name.clone(),
+                span.span_id.clone(),
+                span.parent_span_id.clone(),
+            )
+        })
+        .collect();
+    // What was exported is what the store's commits derive: the same spans, the same ids.
+    let derived = c
+        .store
+        .call_blocking(|store| {
+            thread_spans(&**store, &ThreadId::from("o"), &TraceOptions::default())
+        })
+        .expect("the call")
+        .expect("spans");
+    let hex = |bytes: &[u8]| -> String { bytes.iter().map(|b| format!("{b:02x}")).collect() };
+    assert_eq!(
+        exported
+            .iter()
+            .map(|(name, id, parent)| (name.clone(), hex(id), hex(parent)))
+            .collect::<Vec<_>>(),
+        derived
+            .iter()
+            .map(|span| (
+                span.name.clone(),
+                span.span_id.clone(),
+                span.parent_span_id.clone().unwrap_or_default()
+            ))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(exported.first().map(|s| s.0.as_str()), Some("invoke_agent"));
+    assert!(
+        exported.iter().any(|s| s.0.starts_with("execute_tool")),
+        "{exported:?}"
+    );
+    assert!(
+        collector
+            .exports
+            .recv_timeout(Duration::from_millis(500))
+            .is_err(),
+        "one export for the one run"
+    );
 }
 
 /// A store with a second writer: just before the object's second commit on thread `fenced`,
@@ -675,4 +765,29 @@ fn a_worker_given_an_unreachable_store_exits_2_with_one_line_naming_it() {
         "{stderr}"
     );
     assert!(!stderr.contains("s3cret"), "{stderr}");
+}
+
+#[test]
+fn a_worker_given_a_bad_otlp_url_exits_2_with_one_line_naming_it() {
+    let dir = temp_dir("bad-otlp");
+    let store = format!("sqlite:{}", dir.path().join("runs.db").display());
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_runcore-restate-worker"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            &store,
+            "--otlp",
+            "https://collector:4318",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run the worker");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.starts_with("runcore-restate-worker: --otlp: \"https://collector:4318\""),
+        "{stderr}"
+    );
 }

@@ -5,8 +5,11 @@
 //! ```text
 //! runcore-restate-worker --store URL [--listen 127.0.0.1:9080] [--approval-deadline-ms N]
 //!                        [--model-delay-ms N] [--tool-delay-ms N] [--record DIR]
-//!                        [--gate FILE]
+//!                        [--gate FILE] [--otlp URL]
 //! ```
+//! `--otlp URL` exports each run's spans (SPEC §14) over OTLP/HTTP once its terminal commit is
+//! stored, as `runcore drive --otlp` does (http:// only; a URL without a path gets
+//! `/v1/traces`).
 //! It listens with `SO_REUSEPORT`, so several worker processes can share one port (the
 //! kernel spreads Restate's connections over them; when one dies, its retried invocations
 //! land on the others). It refuses a non-loopback `--listen` address.
@@ -18,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use restate_sdk::prelude::{Endpoint, HttpServer};
+use runcore_otlp::OtlpExporter;
 use runcore_restate::script::{ScriptedModel, ScriptedTools, scripted_config};
 use runcore_restate::{ThreadHost, ThreadObject, open_store};
 
@@ -29,6 +33,7 @@ struct Args {
     tool_delay: Duration,
     record: Option<PathBuf>,
     gate: Option<PathBuf>,
+    otlp: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -39,6 +44,7 @@ fn parse_args() -> Result<Args, String> {
     let mut tool_delay = Duration::ZERO;
     let mut record = None;
     let mut gate = None;
+    let mut otlp = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -62,6 +68,7 @@ fn parse_args() -> Result<Args, String> {
             "--tool-delay-ms" => tool_delay = Duration::from_millis(millis(value()?)?),
             "--record" => record = Some(PathBuf::from(value()?)),
             "--gate" => gate = Some(PathBuf::from(value()?)),
+            "--otlp" => otlp = Some(value()?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -78,6 +85,7 @@ fn parse_args() -> Result<Args, String> {
         tool_delay,
         record,
         gate,
+        otlp,
     })
 }
 
@@ -121,12 +129,28 @@ fn main() -> ExitCode {
     let model = ScriptedModel {
         delay: args.model_delay,
     };
-    let host = ThreadHost::new(
-        scripted_config(args.approval_deadline_ms),
-        Arc::new(model),
-        Arc::new(tools),
-        store,
-    );
+    // Built before the runtime starts: the exporter's HTTP client is a blocking one.
+    let otlp = match args
+        .otlp
+        .as_deref()
+        .map(|url| OtlpExporter::new(url, "runcore"))
+    {
+        None => None,
+        Some(Ok(exporter)) => Some(Arc::new(exporter)),
+        Some(Err(error)) => {
+            eprintln!("runcore-restate-worker: --otlp: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let host = ThreadHost {
+        otlp,
+        ..ThreadHost::new(
+            scripted_config(args.approval_deadline_ms),
+            Arc::new(model),
+            Arc::new(tools),
+            store,
+        )
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
