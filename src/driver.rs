@@ -653,7 +653,7 @@ pub fn idle_line(line: u64, timeout_ms: Option<u64>) -> String {
     render_line(&OutputLine::Idle { line, timeout_ms })
 }
 
-fn json_kind(value: &Value) -> &'static str {
+pub(crate) fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

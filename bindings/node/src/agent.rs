@@ -723,6 +723,7 @@ impl NativeAgent {
             content: vec![ContentBlock::text(text)],
             is_error,
             details: None,
+            meta: runcore::Meta::new(),
         };
         self.apply(input, now_ms)
     }

@@ -564,6 +564,7 @@ impl PyAgent {
                     content: vec![ContentBlock::text(text.into_owned())],
                     is_error,
                     details: None,
+                    meta: runcore::Meta::new(),
                 };
                 return self.handle_input(input, now_ms);
             }
