@@ -120,6 +120,17 @@ function assistantToCore(message) {
   return core;
 }
 
+const TOOL_RESULT_FIELDS = ['role', 'toolCallId', 'toolName', 'content', 'isError', 'details'];
+
+/**
+ * What a pi tool-result message holds beyond runcore's fields (its `timestamp`, an app's own
+ * fields): the `meta` of its runcore message (`toolDone`'s `meta`), which `fromCore` spreads
+ * back; `undefined` when nothing.
+ */
+function toolResultMeta(message) {
+  return rest(message, TOOL_RESULT_FIELDS);
+}
+
 /** A pi message as a runcore message (for `prompt`, `steer`, `follow_up` and `import`). */
 function toCore(message) {
   if (message === null || typeof message !== 'object') {
@@ -148,7 +159,7 @@ function toCore(message) {
         outcome: 'executed',
       };
       if (message.details !== undefined) core.details = message.details;
-      const meta = rest(message, ['role', 'toolCallId', 'toolName', 'content', 'isError', 'details']);
+      const meta = toolResultMeta(message);
       if (meta) core.meta = meta;
       return core;
     }
@@ -272,6 +283,7 @@ module.exports = {
   fromCore,
   promptLine,
   assistantToCore,
+  toolResultMeta,
   userBlockToCore,
   isLlmMessage,
   defaultConvertToLlm,

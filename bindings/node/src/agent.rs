@@ -701,7 +701,9 @@ impl NativeAgent {
         self.apply(input, now_ms)
     }
 
-    /// `tool_done` with one text block, built directly.
+    /// `tool_done` with one text block, built directly; `meta` is the JSON text of its `meta`
+    /// object, if any. A `meta` that is not a JSON object goes through the whole line, for the
+    /// driver's own error.
     #[napi(catch_unwind)]
     pub fn tool_done_text(
         &mut self,
@@ -710,20 +712,44 @@ impl NativeAgent {
         text: String,
         is_error: bool,
         now_ms: Option<f64>,
+        meta: Option<String>,
     ) -> napi::Result<()> {
         let now_ms = now_of(now_ms)?;
-        // `{"type":"tool_done","run_id":R,"call_id":C,"content":T,"is_error":B,"now_ms":N}`
+        // `{"type":"tool_done","run_id":R,"call_id":C,"content":T,"is_error":B,"meta":M,
+        // "now_ms":N}`
         let fixed = r#"{"type":"tool_done","run_id":,"call_id":,"content":,"is_error":}"#.len()
             + if is_error { 4 } else { 5 }
+            + meta.as_ref().map_or(0, |m| r#","meta":"#.len() + m.len())
             + now_len(now_ms);
         check_line(fixed, &[&run_id, &call_id, &text])?;
+        let meta = match meta.map(|m| serde_json::from_str::<Value>(&m).map_err(|_| m)) {
+            None => runcore::Meta::new(),
+            Some(Ok(Value::Object(object))) => runcore::Meta::from(object),
+            Some(other) => {
+                let meta = match other {
+                    Ok(value) => value.to_string(),
+                    Err(text) => text,
+                };
+                let mut line = format!(
+                    "{{\"type\":\"tool_done\",\"run_id\":{},\"call_id\":{},\"content\":{},\"is_error\":{is_error},\"meta\":{meta}",
+                    Value::from(run_id),
+                    Value::from(call_id),
+                    Value::from(text)
+                );
+                if let Some(now) = now_ms {
+                    line.push_str(&format!(",\"now_ms\":{now}"));
+                }
+                line.push('}');
+                return self.handle_bytes(line.as_bytes());
+            }
+        };
         let input = Input::ToolDone {
             run_id: RunId::new(run_id),
             call_id: CallId::new(call_id),
             content: vec![ContentBlock::text(text)],
             is_error,
             details: None,
-            meta: runcore::Meta::new(),
+            meta,
         };
         self.apply(input, now_ms)
     }

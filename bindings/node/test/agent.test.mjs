@@ -311,3 +311,32 @@ test('compact: the next call_model carries the summary first, the transcript sta
   drained(agent);
   assert.throws(() => agent.compact('again', 1), InvalidStateError, 'not once the answer began');
 });
+
+test('toolDone meta: the fast path and the line path commit it on the result; a non-object is refused and changes nothing', () => {
+  const results = (agent) => agent.transcript().filter((m) => m.role === 'tool_result');
+  // The fast path (one text block) and the line path (blocks and details) give the same messages.
+  const { agent, run } = executing();
+  agent.toolDone(run, 'c1', 'a found', { meta: { timestamp: 1700000000123, trace: { span: 's' } } });
+  agent.toolDone(run, 'c2', [{ type: 'text', text: 'b' }], { details: { n: 2 }, meta: { timestamp: 7 }, nowMs: 2000 });
+  const committed = drained(agent).find((o) => o.type === 'commit').commit.messages;
+  assert.deepEqual(committed.map((m) => m.meta), [{ timestamp: 1700000000123, trace: { span: 's' } }, { timestamp: 7 }]);
+  assert.deepEqual(results(agent).map((m) => m.meta), committed.map((m) => m.meta));
+
+  // Through handle (the line) the same text gives the same result as the fast path.
+  const viaLine = executing();
+  viaLine.agent.handle({ type: 'tool_done', run_id: viaLine.run, call_id: 'c1', content: 'a found', is_error: false, meta: { timestamp: 1700000000123, trace: { span: 's' } } });
+  viaLine.agent.toolDone(viaLine.run, 'c2', 'x', { meta: {} });
+  const lineResults = results(viaLine.agent);
+  assert.deepEqual(lineResults[0], results(agent)[0]);
+  assert.equal('meta' in lineResults[1], false, 'an empty meta is absent');
+
+  for (const bad of [[1], 'x', 5, null, true]) {
+    const { agent: a, run: r } = executing();
+    const before = a.snapshot();
+    assert.throws(() => a.toolDone(r, 'c1', 'ok', { meta: bad }), (e) =>
+      e instanceof InvalidJsonError && /`meta` must be a JSON object/.test(e.message), `meta ${JSON.stringify(bad)}`);
+    assert.deepEqual(a.snapshot(), before, 'nothing changed');
+    assert.deepEqual(drained(a), []);
+    a.toolDone(r, 'c1', 'ok', { meta: { fine: true } });
+  }
+});

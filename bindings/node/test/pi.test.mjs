@@ -88,6 +88,14 @@ test('every pi content block survives the round trip through runcore messages', 
   const custom = { role: 'notification', text: 'saved', timestamp: 9 };
   assert.equal(toCore(custom).role, 'user');
   assert.deepEqual(fromCore(toCore(custom)), custom);
+  // A tool result's timestamp and any field of an app's own ride in `meta` and come back.
+  const result = {
+    role: 'toolResult', toolCallId: 'c1', toolName: 'echo', content: [{ type: 'text', text: 'v' }],
+    details: { value: 'v' }, isError: false, timestamp: 1700000000042, traceId: 't-1',
+  };
+  const coreResult = toCore(result);
+  assert.deepEqual(coreResult.meta, { timestamp: 1700000000042, traceId: 't-1' });
+  assert.deepEqual(fromCore(coreResult), result);
 });
 
 test('tools: parallel execution, tool_execution_end in completion order, results in call order', async () => {
