@@ -8,7 +8,7 @@ const { join } = require('node:path');
 const { pathToFileURL } = require('node:url');
 const {
   toCore, toInput, fromCore, assistantToCore, toolResultMeta, userBlockToCore, defaultConvertToLlm,
-  convertIncrementally,
+  convertIncrementally, lazyContext,
 } = require('./messages.js');
 
 // ----- @mariozechner/pi-ai, an optional peer ----------------------------------------------------
@@ -267,14 +267,15 @@ class Host {
     let answer;
     try {
       let messages = this.messages;
-      let llmMessages;
+      let context;
       if (loop.convertToLlm === defaultConvertToLlm && !loop.transformContext && loop.llmCache) {
-        llmMessages = convertIncrementally(loop.llmCache, messages);
+        // The default conversion, incremental; the stream function's copy made when it reads it.
+        context = lazyContext(loop.systemPrompt, convertIncrementally(loop.llmCache, messages), loop.tools);
       } else {
         if (loop.transformContext) messages = await loop.transformContext(messages, this.signal);
-        llmMessages = await loop.convertToLlm(messages);
+        const llmMessages = await loop.convertToLlm(messages);
+        context = { systemPrompt: loop.systemPrompt, messages: llmMessages, tools: loop.tools };
       }
-      const context = { systemPrompt: loop.systemPrompt, messages: llmMessages, tools: loop.tools };
       let streamFn = loop.streamFn;
       if (!streamFn) {
         const ai = await loadPiAi();

@@ -257,7 +257,9 @@ function defaultConvertToLlm(messages) {
 /**
  * `defaultConvertToLlm(messages)` in O(new messages): the agent's transcript only grows between
  * model calls, so the messages seen before are not looked at again (an array that was replaced,
- * shortened or changed at its last seen message is converted from the start).
+ * shortened or changed at its last seen message is converted from the start). Returns the
+ * cache's array and how many of its messages are this call's: that array is only ever appended
+ * to (a fresh one replaces it on a restart), so its first `length` messages never change.
  */
 function convertIncrementally(cache, messages) {
   if (cache.source !== messages || cache.scanned > messages.length ||
@@ -271,9 +273,35 @@ function convertIncrementally(cache, messages) {
   }
   cache.scanned = messages.length;
   cache.last = messages[messages.length - 1];
-  return cache.out.slice();
+  return { out: cache.out, length: cache.out.length };
 }
 
+/**
+ * pi's model context (`{systemPrompt, messages, tools}`) over the first `length` messages of
+ * an append-only array: `messages` is a copy of them made when the stream function first
+ * reads it (the same array on every later read, and what a stream function assigns replaces
+ * it). The copy is the stream function's own, so it never sees the transcript grow under it,
+ * and a stream function that never reads `messages` costs no copy.
+ */
+function lazyContext(systemPrompt, { out, length }, tools) {
+  let messages;
+  let made = false;
+  return {
+    systemPrompt,
+    get messages() {
+      if (!made) {
+        messages = out.slice(0, length);
+        made = true;
+      }
+      return messages;
+    },
+    set messages(value) {
+      messages = value;
+      made = true;
+    },
+    tools,
+  };
+}
 
 module.exports = {
   EMPTY_USAGE,
@@ -288,4 +316,5 @@ module.exports = {
   isLlmMessage,
   defaultConvertToLlm,
   convertIncrementally,
+  lazyContext,
 };
