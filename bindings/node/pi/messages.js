@@ -279,28 +279,36 @@ function convertIncrementally(cache, messages) {
 /**
  * pi's model context (`{systemPrompt, messages, tools}`) over the first `length` messages of
  * an append-only array: `messages` is a copy of them made when the stream function first
- * reads it (the same array on every later read, and what a stream function assigns replaces
- * it). The copy is the stream function's own, so it never sees the transcript grow under it,
- * and a stream function that never reads `messages` costs no copy.
+ * reads it, which then stays on the context as a plain data property (what a stream function
+ * assigns replaces it). The copy is the stream function's own, so it never sees the
+ * transcript grow under it, and a stream function that never reads `messages` costs no copy.
  */
 function lazyContext(systemPrompt, { out, length }, tools) {
-  let messages;
-  let made = false;
   return {
     systemPrompt,
     get messages() {
-      if (!made) {
-        messages = out.slice(0, length);
-        made = true;
-      }
+      const messages = out.slice(0, length);
+      ownMessages(this, messages);
       return messages;
     },
     set messages(value) {
-      messages = value;
-      made = true;
+      ownMessages(this, value);
     },
     tools,
   };
+}
+
+/**
+ * `messages` as a data property of `context`. (The copy is not kept in the getter's closure:
+ * V8 then keeps every copy past young-generation collections, and a read costs twice a copy.)
+ * A context frozen or sealed by the stream function keeps its accessor: each read copies.
+ */
+function ownMessages(context, messages) {
+  try {
+    Object.defineProperty(context, 'messages', { value: messages, writable: true, enumerable: true, configurable: true });
+  } catch {
+    // Not configurable any more: nothing to replace.
+  }
 }
 
 module.exports = {

@@ -340,3 +340,39 @@ test('toolDone meta: the fast path and the line path commit it on the result; a 
     a.toolDone(r, 'c1', 'ok', { meta: { fine: true } });
   }
 });
+
+test('setDropCommits (runcore/pi in memory): every way of polling hands out the same outputs but the commits', () => {
+  const run = (agent, take) => {
+    const out = [];
+    const id = agent.prompt('find', { nowMs: 1000 });
+    out.push(...take(agent));
+    agent.modelDone(id, 1, twoCalls());
+    out.push(...take(agent));
+    agent.toolDone(id, 'c1', 'one');
+    agent.toolDone(id, 'c2', 'two', { meta: { timestamp: 5 } });
+    out.push(...take(agent));
+    agent.modelDone(id, 2, { role: 'assistant', content: [{ type: 'text', text: 'done' }], stop_reason: 'stop' });
+    out.push(...take(agent));
+    return out;
+  };
+  const lines = (agent) => {
+    const out = [];
+    for (let line = agent.pollLine(); line !== null; line = agent.pollLine()) out.push(JSON.parse(line));
+    return out;
+  };
+  const ways = { poll: drained, pollAll: (a) => a.pollAll(), pollLine: lines };
+  for (const [name, take] of Object.entries(ways)) {
+    const kept = new Agent(APPROVAL);
+    const dropping = new Agent(APPROVAL);
+    dropping._native.setDropCommits(true);
+    const all = run(kept, take);
+    const some = run(dropping, take);
+    assert.ok(all.some((o) => o.type === 'commit'), name);
+    assert.deepEqual(some, all.filter((o) => o.type !== 'commit'), name);
+    assert.deepEqual(dropping.transcript(), kept.transcript(), name);
+    assert.ok(dropping.isIdle, name);
+    dropping._native.setDropCommits(false);
+    dropping.prompt('again');
+    assert.equal(take(dropping)[0].type, 'commit', `${name}: handed out again`);
+  }
+});

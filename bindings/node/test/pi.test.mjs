@@ -514,6 +514,8 @@ test('the stream function\'s context.messages is its own: made when first read, 
   let thirdRoles;
   const streamFn = (model, context) => {
     kept.push(context);
+    // A stream function may freeze its context: reading it still works.
+    if (kept.length === 1) Object.freeze(context);
     // The first call's context is read only after the whole run (after later steps appended).
     if (kept.length === 2) {
       const read = context.messages;
@@ -544,4 +546,5 @@ test('the stream function\'s context.messages is its own: made when first read, 
   assert.deepEqual(thirdRoles, ['user', 'assistant', 'toolResult', 'assistant', 'toolResult']);
   assert.deepEqual(kept[2].messages, ['assigned']);
   assert.equal(kept[0].messages.length, 1);
+  assert.deepEqual(kept[0].messages, kept[0].messages, 'a frozen context reads the same messages every time');
 });
