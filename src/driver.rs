@@ -10,6 +10,8 @@
 //! - Unknown fields on an input line are rejected (`invalid_json`), like a missing one.
 //! - `content` of `tool_done` / `tool_progress` is a list of content blocks, or a plain string
 //!   (one text block).
+//! - `tool_done` may carry `meta`, a JSON object (SPEC §2.1) that becomes the result message's
+//!   `meta`; one that is not an object is `invalid_json`, naming `meta` (as a message's is).
 //! - `prompt` may carry a `run_id`; `config` may carry `max_tool_output_bytes`.
 //! - `call_model.tools` lists `{"name", "description"?, "parameters"?}` in name order.
 //! - Error lines carry `kind`, `message` and the error's own fields (e.g. `expected`, `got`);
@@ -653,7 +655,7 @@ pub fn idle_line(line: u64, timeout_ms: Option<u64>) -> String {
     render_line(&OutputLine::Idle { line, timeout_ms })
 }
 
-fn json_kind(value: &Value) -> &'static str {
+pub(crate) fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -932,6 +932,10 @@ pub struct ToolOutput {
     /// Structured details for the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
+    /// Host data (§2.1) for the result message: carried onto it unchanged, never read by the
+    /// core; absent when empty.
+    #[serde(default, skip_serializing_if = "meta_is_empty")]
+    pub meta: Meta,
 }
 
 impl ToolOutput {
@@ -942,7 +946,14 @@ impl ToolOutput {
             content: vec![ContentBlock::text(text)],
             is_error: false,
             details: None,
+            meta: Meta::new(),
         }
+    }
+
+    /// The output with `meta` set (§2.1).
+    pub fn with_meta(mut self, meta: Meta) -> Self {
+        self.meta = meta;
+        self
     }
 
     /// A failed text output.
@@ -978,7 +989,7 @@ impl ToolOutput {
         None
     }
 
-    /// The result message this output becomes for `call`.
+    /// The result message this output becomes for `call` (its `meta` included).
     pub fn into_result(self, tool_name: impl Into<ToolName>) -> ToolResultMessage {
         ToolResultMessage {
             call_id: self.call_id,
@@ -988,7 +999,17 @@ impl ToolOutput {
             details: self.details,
             outcome: ResultOutcome::Executed,
             id: None,
-            meta: Meta::new(),
+            meta: self.meta,
+        }
+    }
+
+    /// The result message this output becomes for `call` when it cannot be represented
+    /// ([`unrepresentable`](Self::unrepresentable) said `why`): a `malformed` error result that
+    /// keeps the output's `meta` (host data about the call) and nothing else of it.
+    pub fn into_malformed(self, call: &ToolCall, why: &str) -> ToolResultMessage {
+        ToolResultMessage {
+            meta: self.meta,
+            ..ToolResultMessage::malformed(call, why)
         }
     }
 }
@@ -1068,6 +1089,7 @@ mod tests {
             }],
             is_error: false,
             details: None,
+            meta: Meta::new(),
         };
         assert_eq!(ok.unrepresentable(100), None);
         let bad_data = ToolOutput {

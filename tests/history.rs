@@ -4,7 +4,7 @@
 mod common;
 
 use runcore::driver::Driver;
-use runcore::store::{CommitLog, MemoryStore};
+use runcore::store::{CommitLog, CommittedThreadView, MemoryStore};
 use runcore::{
     Agent, AgentConfig, AgentEvent, AssistantBlock, AssistantMessage, EndCause, Message, Output,
     RecoveryPolicy, RunDisposition, StopReason, ThreadId, ToolResultMessage, UserMessage, reduce,
@@ -302,4 +302,96 @@ fn an_imported_thread_recovers() {
     };
     assert_eq!(context(&cold), context(&agent));
     assert_eq!(cold.active_run_id(), agent.active_run_id());
+}
+
+/// The driver session of a tool call whose `tool_done` carries `meta` (§2.1).
+fn tool_meta_session() -> Vec<Value> {
+    vec![
+        json!({"type": "config", "thread_id": "m"}),
+        json!({"type": "prompt", "text": "Read a.txt", "now_ms": 100}),
+        json!({"type": "model_done", "run_id": "m/run-1", "step": 1, "message": {
+            "content": [{"type": "tool_call", "id": "c1", "name": "read", "arguments": {"path": "a.txt"}},
+                        {"type": "tool_call", "id": "c2", "name": "read", "arguments": {"path": "b.txt"}}],
+            "stop_reason": "tool_use"}}),
+        // Not an object: refused, naming the field, and nothing changes.
+        json!({"type": "tool_done", "run_id": "m/run-1", "call_id": "c1", "content": "hello",
+               "meta": [1]}),
+        json!({"type": "tool_done", "run_id": "m/run-1", "call_id": "c1", "content": "hello",
+               "meta": {"timestamp": 1733000000500u64, "trace": {"span": "s-1"}}}),
+        // An empty object is the same as none: absent on the wire.
+        json!({"type": "tool_done", "run_id": "m/run-1", "call_id": "c2", "content": "bye",
+               "is_error": true, "meta": {}, "now_ms": 300}),
+    ]
+}
+
+/// `tool_done.meta` lands on the committed tool result exactly, is hashed with it, and an
+/// empty one leaves no trace.
+#[test]
+fn driver_lines_for_tool_done_meta() {
+    let mut driver = Driver::new();
+    let rendered = lines(&mut driver, &tool_meta_session());
+    common::snapshot!("driver_tool_done_meta", rendered);
+    let transcript = driver.agent().transcript();
+    let results: Vec<&ToolResultMessage> = transcript
+        .iter()
+        .filter_map(Message::as_tool_result)
+        .collect();
+    assert_eq!(results.len(), 2, "{transcript:?}");
+    assert_eq!(
+        serde_json::to_value(&results[0].meta).unwrap(),
+        json!({"timestamp": 1733000000500u64, "trace": {"span": "s-1"}})
+    );
+    assert!(results[1].meta.is_empty());
+    let rejected: Vec<&str> = rendered
+        .lines()
+        .filter(|line| line.contains("\"type\":\"error\""))
+        .collect();
+    assert_eq!(rejected.len(), 1, "{rendered}");
+    assert!(rejected[0].contains("\"line\":4"), "{rejected:?}");
+    assert!(rejected[0].contains("\"invalid_json\""), "{rejected:?}");
+    assert!(
+        rejected[0].contains("`meta` must be a JSON object, got an array"),
+        "{rejected:?}"
+    );
+}
+
+/// A tool result's `meta` given on the driver's `tool_done` line survives the store (its
+/// commit line applies with its payload hash) and an agent recovered from it.
+#[test]
+fn tool_done_meta_survives_commit_store_and_recovery() {
+    let mut driver = Driver::new();
+    let mut store = MemoryStore::new();
+    for line in tool_meta_session() {
+        for output in driver.handle_line(line.to_string().as_bytes()) {
+            let value: Value = serde_json::from_str(&output).unwrap();
+            if value["type"] == "commit" {
+                match runcore::driver::StoreWrite::from_output_line(value).unwrap() {
+                    runcore::driver::StoreWrite::Fenced(operation) => {
+                        store.commit_operation(operation).unwrap();
+                    }
+                    runcore::driver::StoreWrite::Plain(commit) => panic!("unfenced: {commit:?}"),
+                }
+            }
+        }
+    }
+    let thread = ThreadId::new("m");
+    let stored = store.committed_messages(&thread).unwrap();
+    assert_eq!(stored.as_slice(), driver.agent().transcript());
+    let result = stored.iter().find_map(Message::as_tool_result).unwrap();
+    assert_eq!(
+        result.meta.get("timestamp"),
+        Some(&json!(1733000000500u64)),
+        "{result:?}"
+    );
+    let config = AgentConfig {
+        thread_id: thread.clone(),
+        ..AgentConfig::default()
+    };
+    let mut cold = Agent::recover(config, &store, &thread, RecoveryPolicy::Replay).unwrap();
+    while cold.poll().is_some() {}
+    assert_eq!(cold.transcript(), driver.agent().transcript());
+    let context = |agent: &Agent| -> Vec<Message> {
+        agent.model_request().unwrap().context().cloned().collect()
+    };
+    assert_eq!(context(&cold), context(driver.agent()));
 }

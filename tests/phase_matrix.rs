@@ -361,6 +361,7 @@ fn input(kind: &str, agent: &Agent, now_ms: u64) -> Input {
             content: vec![ContentBlock::text("ok")],
             is_error: false,
             details: None,
+            meta: Default::default(),
         },
         "resume" => Input::Resume {
             command: match agent.current_ticket() {

@@ -231,7 +231,7 @@ export class Agent {
     runId: string,
     callId: string,
     content: string | ContentBlock[],
-    options?: { isError?: boolean; details?: Json; nowMs?: number },
+    options?: { isError?: boolean; details?: Json; meta?: { [key: string]: Json }; nowMs?: number },
   ): void;
   resume(command: { [key: string]: Json }, options?: At): void;
   resumeTicket(result: { type: string; [key: string]: Json }, options?: At): void;

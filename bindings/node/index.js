@@ -135,6 +135,12 @@ function isText(value) {
   return typeof value === 'string' && value.isWellFormed();
 }
 
+/** An object made by `{…}` (its JSON text is an object's, unless a `toJSON` says otherwise). */
+function isPlainObject(value) {
+  return value !== null && typeof value === 'object' &&
+    Object.getPrototypeOf(value) === Object.prototype && typeof value.toJSON !== 'function';
+}
+
 /**
  * The text of a text-only answer, `{content: [{type: "text", text}], stop_reason}` with
  * exactly those keys on plain objects (nothing `JSON.stringify` would write differently), or
@@ -656,13 +662,19 @@ class Agent {
     this.#line(withNow({ type: 'tool_progress', run_id: runId, call_id: callId, content }, nowMs));
   }
 
-  /** The result of one executing call (a string or content blocks). */
-  toolDone(runId, callId, content, { isError = false, details, nowMs } = {}) {
+  /**
+   * The result of one executing call (a string or content blocks); `meta`, a JSON object the
+   * core keeps on the result message exactly (SPEC §2.1).
+   */
+  toolDone(runId, callId, content, { isError = false, details, meta, nowMs } = {}) {
     if (isText(content) && details === undefined && isText(runId) &&
         isText(callId) && typeof isError === 'boolean' &&
-        (nowMs === undefined || isNow(nowMs))) {
+        (nowMs === undefined || isNow(nowMs)) &&
+        (meta === undefined || isPlainObject(meta))) {
       try {
-        native.agentToolDoneText(this.#agent, runId, callId, content, isError, nowMs);
+        // A plain object's JSON text is an object's: the driver's check is the same.
+        const metaJson = meta === undefined ? undefined : JSON.stringify(meta);
+        native.agentToolDoneText(this.#agent, runId, callId, content, isError, nowMs, metaJson);
         return;
       } catch (e) {
         rethrow(e);
@@ -670,6 +682,7 @@ class Agent {
     }
     const line = { type: 'tool_done', run_id: runId, call_id: callId, content, is_error: isError };
     if (details !== undefined) line.details = details;
+    if (meta !== undefined) line.meta = meta;
     this.#line(withNow(line, nowMs));
   }
 

@@ -16,7 +16,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::AgentError;
 use crate::ids::{CallId, RunId, Step};
-use crate::message::{AssistantMessage, ContentBlock, DeltaKind, Message, ToolOutput, UserMessage};
+use crate::message::{
+    AssistantMessage, ContentBlock, DeltaKind, Message, Meta, ToolOutput, UserMessage,
+};
 use crate::resume::{ResumeCommand, ResumeResult};
 
 use super::Agent;
@@ -145,6 +147,13 @@ pub enum Input {
         /// Structured details for the host.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         details: Option<serde_json::Value>,
+        /// Host data (§2.1) for the result message, kept exactly; absent when empty.
+        #[serde(
+            default,
+            skip_serializing_if = "crate::message::meta_is_empty",
+            deserialize_with = "meta_object"
+        )]
+        meta: Meta,
     },
     /// [`Agent::resume`].
     Resume {
@@ -227,6 +236,7 @@ impl Input {
             content: output.content,
             is_error: output.is_error,
             details: output.details,
+            meta: output.meta,
         }
     }
 }
@@ -318,12 +328,14 @@ impl Agent {
                 content,
                 is_error,
                 details,
+                meta,
             } => {
                 let output = ToolOutput {
                     call_id: call_id.clone(),
                     content,
                     is_error,
                     details,
+                    meta,
                 };
                 self.on_tool_done(&run_id, &call_id, output)
             }
@@ -811,6 +823,19 @@ fn no_fields<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<(), D:
     struct NoFields {}
 
     NoFields::deserialize(deserializer).map(|NoFields {}| ())
+}
+
+/// Reads `tool_done.meta`: a JSON object (§2.1). Anything else is refused with an error that
+/// names the field (serde's own says only "expected a map", and an internally tagged enum's
+/// buffered fields lose the path).
+fn meta_object<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Meta, D::Error> {
+    match serde_json::Value::deserialize(deserializer)? {
+        serde_json::Value::Object(map) => Ok(Meta::from(map)),
+        other => Err(serde::de::Error::custom(format!(
+            "`meta` must be a JSON object, got {}",
+            crate::driver::json_kind(&other)
+        ))),
+    }
 }
 
 /// Whether `input` may hold nested JSON (the inputs made only of ids, numbers and plain text

@@ -711,7 +711,7 @@ fn tool_result(
     }
     let entry = check_tool_call(batch, call_id)?;
     Ok(match output.unrepresentable(max_bytes) {
-        Some(why) => crate::message::ToolResultMessage::malformed(&entry.call, &why),
+        Some(why) => output.into_malformed(&entry.call, &why),
         None => output.into_result(entry.call.name.clone()),
     })
 }

@@ -268,12 +268,14 @@ pub fn tool_output() -> impl Strategy<Value = ToolOutput> {
         vec(content_block(), 0..3),
         any::<bool>(),
         option::of(present_json_value()),
+        meta(),
     )
-        .prop_map(|(call_id, content, is_error, details)| ToolOutput {
+        .prop_map(|(call_id, content, is_error, details, meta)| ToolOutput {
             call_id,
             content,
             is_error,
             details,
+            meta,
         })
 }
 

@@ -328,6 +328,7 @@ fn a06_malformed_tool_output() {
             }],
             is_error: false,
             details: None,
+            meta: Default::default(),
         }),
     );
     h.tool_outputs

@@ -273,6 +273,7 @@ pub fn tool_output(call: &str, answer: ToolAnswer) -> ToolOutput {
             }],
             is_error: false,
             details: None,
+            meta: Default::default(),
         },
         ToolAnswer::NamesAnotherCall => ToolOutput::text(format!("{call}-other"), "misdelivered"),
     }

@@ -12,6 +12,11 @@
 //               commit stored, the thread claimed)
 //
 //   node bindings/node/benches/workloads.mjs [--n 1000,10000] [--repeat 3] [--ways agent,driver,subprocess,pi]
+//     [--read-context 1]
+//
+// `--read-context 1`: the pi ways' stream function reads `context.messages` on every call (as
+// a real provider does before converting them); without it, it never looks at them (runcore/pi
+// then never copies them: the copy is made on the stream function's first read).
 //
 // - w1 (long run): one prompt; the scripted model answers N-1 times with 20 text deltas of 50
 //   bytes, then an assistant message with that text and one `echo` tool call {"i": step}; the
@@ -51,6 +56,7 @@ function args() {
     if (key === '--n') options.n = value.split(',').map(Number);
     else if (key === '--repeat') options.repeat = Number(value);
     else if (key === '--ways') options.ways = value.split(',');
+    else if (key === '--read-context') options.readContext = value === '1';
     else throw new Error(`unknown option ${key}`);
   }
   return options;
@@ -235,6 +241,7 @@ async function piAgent(reply, { runcorePi = false, store, n } = {}) {
   let calls = 0;
   const streamFn = (_model, context) => {
     calls += 1;
+    if (READ_CONTEXT) contextRead += context.messages.length;
     const stream = ai.createAssistantMessageEventStream();
     const message = { role: 'assistant', content: [], api: 'scripted', provider: 'scripted', model: 'scripted', usage, stopReason: 'stop', timestamp: 0 };
     reply(calls, context, message, stream);
@@ -253,6 +260,9 @@ async function piAgent(reply, { runcorePi = false, store, n } = {}) {
 }
 
 let benchThreads = 0;
+// `--read-context 1`, and what the stream functions read (so the read is not optimized away).
+let READ_CONTEXT = false;
+let contextRead = 0;
 
 async function piW1(n, options = {}) {
   let steps = 0;
@@ -344,6 +354,7 @@ async function once(way, workload, n) {
 
 async function main() {
   const options = args();
+  READ_CONTEXT = options.readContext === true;
   const results = [];
   for (const workload of ['w1', 'w2']) {
     for (const n of options.n) {
@@ -376,6 +387,7 @@ async function main() {
       }
     }
   }
+  if (READ_CONTEXT) console.log(`\n(--read-context 1: the stream functions read ${contextRead} context messages in all)`);
 }
 
 await main();

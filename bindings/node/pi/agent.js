@@ -320,7 +320,12 @@ class Agent {
   }
 
   #native() {
-    if (this.#core === null) this.#core = new runcore.Agent(this.#config());
+    if (this.#core === null) {
+      this.#core = new runcore.Agent(this.#config());
+      // In memory nothing stores commits: the native agent drops them unseen (never hashed,
+      // crossed or decoded); events and actions come as before.
+      if (!this.#store) this.#core._native.setDropCommits(true);
+    }
     return this.#core;
   }
 

@@ -7,7 +7,8 @@ const { createRequire } = require('node:module');
 const { join } = require('node:path');
 const { pathToFileURL } = require('node:url');
 const {
-  toCore, toInput, fromCore, assistantToCore, userBlockToCore, defaultConvertToLlm, convertIncrementally,
+  toCore, toInput, fromCore, assistantToCore, toolResultMeta, userBlockToCore, defaultConvertToLlm,
+  convertIncrementally, lazyContext,
 } = require('./messages.js');
 
 // ----- @mariozechner/pi-ai, an optional peer ----------------------------------------------------
@@ -266,14 +267,15 @@ class Host {
     let answer;
     try {
       let messages = this.messages;
-      let llmMessages;
+      let context;
       if (loop.convertToLlm === defaultConvertToLlm && !loop.transformContext && loop.llmCache) {
-        llmMessages = convertIncrementally(loop.llmCache, messages);
+        // The default conversion, incremental; the stream function's copy made when it reads it.
+        context = lazyContext(loop.systemPrompt, convertIncrementally(loop.llmCache, messages), loop.tools);
       } else {
         if (loop.transformContext) messages = await loop.transformContext(messages, this.signal);
-        llmMessages = await loop.convertToLlm(messages);
+        const llmMessages = await loop.convertToLlm(messages);
+        context = { systemPrompt: loop.systemPrompt, messages: llmMessages, tools: loop.tools };
       }
-      const context = { systemPrompt: loop.systemPrompt, messages: llmMessages, tools: loop.tools };
       let streamFn = loop.streamFn;
       if (!streamFn) {
         const ai = await loadPiAi();
@@ -432,11 +434,14 @@ class Host {
     const done = await Promise.all(finished);
     const terminate = done.length > 0 && done.every((d) => d.outcome.result.terminate === true);
     await this.beforeBoundary(assistant, done.map((d) => d.message), terminate);
-    for (const { call, outcome } of done) {
+    for (const { call, outcome, message } of done) {
       const options = { isError: outcome.isError };
       const details = outcome.result.details;
       // `{}` is pi's "no details" and reads back as `{}` (fromCore); it is not committed.
       if (details !== undefined && !isEmptyObject(details)) options.details = details;
+      // The message's own fields (`timestamp`) ride in `meta`: a recovered transcript has them.
+      const meta = toolResultMeta(message);
+      if (meta !== undefined) options.meta = meta;
       const content = outcome.result.content ?? [];
       // One text block goes as its text (the native fast path), anything else as blocks.
       const answer = content.length === 1 && content[0].type === 'text' && typeof content[0].text === 'string'

@@ -120,6 +120,17 @@ function assistantToCore(message) {
   return core;
 }
 
+const TOOL_RESULT_FIELDS = ['role', 'toolCallId', 'toolName', 'content', 'isError', 'details'];
+
+/**
+ * What a pi tool-result message holds beyond runcore's fields (its `timestamp`, an app's own
+ * fields): the `meta` of its runcore message (`toolDone`'s `meta`), which `fromCore` spreads
+ * back; `undefined` when nothing.
+ */
+function toolResultMeta(message) {
+  return rest(message, TOOL_RESULT_FIELDS);
+}
+
 /** A pi message as a runcore message (for `prompt`, `steer`, `follow_up` and `import`). */
 function toCore(message) {
   if (message === null || typeof message !== 'object') {
@@ -148,7 +159,7 @@ function toCore(message) {
         outcome: 'executed',
       };
       if (message.details !== undefined) core.details = message.details;
-      const meta = rest(message, ['role', 'toolCallId', 'toolName', 'content', 'isError', 'details']);
+      const meta = toolResultMeta(message);
       if (meta) core.meta = meta;
       return core;
     }
@@ -246,7 +257,9 @@ function defaultConvertToLlm(messages) {
 /**
  * `defaultConvertToLlm(messages)` in O(new messages): the agent's transcript only grows between
  * model calls, so the messages seen before are not looked at again (an array that was replaced,
- * shortened or changed at its last seen message is converted from the start).
+ * shortened or changed at its last seen message is converted from the start). Returns the
+ * cache's array and how many of its messages are this call's: that array is only ever appended
+ * to (a fresh one replaces it on a restart), so its first `length` messages never change.
  */
 function convertIncrementally(cache, messages) {
   if (cache.source !== messages || cache.scanned > messages.length ||
@@ -260,9 +273,43 @@ function convertIncrementally(cache, messages) {
   }
   cache.scanned = messages.length;
   cache.last = messages[messages.length - 1];
-  return cache.out.slice();
+  return { out: cache.out, length: cache.out.length };
 }
 
+/**
+ * pi's model context (`{systemPrompt, messages, tools}`) over the first `length` messages of
+ * an append-only array: `messages` is a copy of them made when the stream function first
+ * reads it, which then stays on the context as a plain data property (what a stream function
+ * assigns replaces it). The copy is the stream function's own, so it never sees the
+ * transcript grow under it, and a stream function that never reads `messages` costs no copy.
+ */
+function lazyContext(systemPrompt, { out, length }, tools) {
+  return {
+    systemPrompt,
+    get messages() {
+      const messages = out.slice(0, length);
+      ownMessages(this, messages);
+      return messages;
+    },
+    set messages(value) {
+      ownMessages(this, value);
+    },
+    tools,
+  };
+}
+
+/**
+ * `messages` as a data property of `context`. (The copy is not kept in the getter's closure:
+ * V8 then keeps every copy past young-generation collections, and a read costs twice a copy.)
+ * A context frozen or sealed by the stream function keeps its accessor: each read copies.
+ */
+function ownMessages(context, messages) {
+  try {
+    Object.defineProperty(context, 'messages', { value: messages, writable: true, enumerable: true, configurable: true });
+  } catch {
+    // Not configurable any more: nothing to replace.
+  }
+}
 
 module.exports = {
   EMPTY_USAGE,
@@ -272,8 +319,10 @@ module.exports = {
   fromCore,
   promptLine,
   assistantToCore,
+  toolResultMeta,
   userBlockToCore,
   isLlmMessage,
   defaultConvertToLlm,
   convertIncrementally,
+  lazyContext,
 };

@@ -82,6 +82,9 @@ pub struct NativeAgent {
     held_on_tape: usize,
     /// Whether the last `pollLine` line is the first queued output, still in the outbox.
     line_peeked: bool,
+    /// Commit outputs are dropped unseen (never hashed, written or handed out): set by a host
+    /// that keeps no store and so has no use for them (`runcore/pi` in memory).
+    drop_commits: bool,
     /// This agent's serial number in its thread (`raw` tells a second registration of this
     /// agent from a stale one at the same address).
     pub(crate) serial: u64,
@@ -268,6 +271,7 @@ impl NativeAgent {
             held_sent: SentContext::default(),
             held_on_tape: 0,
             line_peeked: false,
+            drop_commits: false,
             serial: SERIAL.with(|serial| {
                 serial.set(serial.get() + 1);
                 serial.get()
@@ -358,7 +362,7 @@ impl NativeAgent {
     fn one_taken(&mut self, ops: &TapeArray) -> napi::Result<Option<Text>> {
         if self.held.is_empty() {
             self.held_sent = self.sent;
-            match self.driver.poll() {
+            match self.next_output() {
                 Some(output) => self.held.push(output),
                 None => return Ok(None),
             }
@@ -391,6 +395,9 @@ impl NativeAgent {
     ) -> napi::Result<Option<Text>> {
         self.guarded(|this| {
             this.take_peeked(consumed);
+            if this.held.is_empty() {
+                this.drop_leading_commits();
+            }
             if !this.held.is_empty() || this.driver.agent().pending_outputs() == 0 {
                 return this.one_taken(ops);
             }
@@ -402,11 +409,16 @@ impl NativeAgent {
                 canonical,
                 tape,
                 peeked,
+                drop_commits,
                 ..
             } = this;
             let agent = driver.agent();
             let mut count = 0;
             for output in agent.peek_outputs() {
+                if *drop_commits && matches!(output, runcore::Output::Commit(_)) {
+                    // Dropped by the next poll (the batch ends before it; never the first).
+                    break;
+                }
                 tape.write(&output_line(
                     agent,
                     output,
@@ -455,7 +467,7 @@ impl NativeAgent {
             } else {
                 this.sent = this.held_sent;
             }
-            while let Some(output) = this.driver.poll() {
+            while let Some(output) = this.next_output() {
                 this.held.push(output);
             }
             // Held until JavaScript has the string (see `tape_sent`).
@@ -468,7 +480,7 @@ impl NativeAgent {
     /// The next output as its driver line's JSON text.
     fn next_line(&mut self) -> Option<String> {
         let output = if self.held.is_empty() {
-            self.driver.poll()?
+            self.next_output()?
         } else {
             self.sent = self.held_sent;
             self.held.remove(0)
@@ -495,6 +507,7 @@ impl NativeAgent {
             let context = this.driver.context();
             if this.held.is_empty() {
                 this.held_sent = this.sent;
+                this.drop_leading_commits();
                 if let Some(output) = this.driver.agent().peek_outputs().next() {
                     let text = render_line(&output_line(
                         this.driver.agent(),
@@ -507,7 +520,7 @@ impl NativeAgent {
                     let ascii = text.is_ascii();
                     return Ok(Some(Text { text, ascii }));
                 }
-                match this.driver.poll() {
+                match this.next_output() {
                     Some(output) => this.held.push(output),
                     None => return Ok(None),
                 }
@@ -547,6 +560,28 @@ impl NativeAgent {
             self.delivered();
         }
         sent
+    }
+
+    /// The agent's next output, past the commits this agent drops.
+    fn next_output(&mut self) -> Option<runcore::Output> {
+        loop {
+            match self.driver.poll()? {
+                runcore::Output::Commit(_) if self.drop_commits => {}
+                output => return Some(output),
+            }
+        }
+    }
+
+    /// Takes the commits at the front of the outbox, when this agent drops commits.
+    fn drop_leading_commits(&mut self) {
+        while self.drop_commits
+            && matches!(
+                self.driver.agent().peek_outputs().next(),
+                Some(runcore::Output::Commit(_))
+            )
+        {
+            let _ = self.driver.poll();
+        }
     }
 
     /// Writes `output`'s line on the tape.
@@ -701,7 +736,9 @@ impl NativeAgent {
         self.apply(input, now_ms)
     }
 
-    /// `tool_done` with one text block, built directly.
+    /// `tool_done` with one text block, built directly; `meta` is the JSON text of its `meta`
+    /// object, if any. A `meta` that is not a JSON object goes through the whole line, for the
+    /// driver's own error.
     #[napi(catch_unwind)]
     pub fn tool_done_text(
         &mut self,
@@ -710,19 +747,44 @@ impl NativeAgent {
         text: String,
         is_error: bool,
         now_ms: Option<f64>,
+        meta: Option<String>,
     ) -> napi::Result<()> {
         let now_ms = now_of(now_ms)?;
-        // `{"type":"tool_done","run_id":R,"call_id":C,"content":T,"is_error":B,"now_ms":N}`
+        // `{"type":"tool_done","run_id":R,"call_id":C,"content":T,"is_error":B,"meta":M,
+        // "now_ms":N}`
         let fixed = r#"{"type":"tool_done","run_id":,"call_id":,"content":,"is_error":}"#.len()
             + if is_error { 4 } else { 5 }
+            + meta.as_ref().map_or(0, |m| r#","meta":"#.len() + m.len())
             + now_len(now_ms);
         check_line(fixed, &[&run_id, &call_id, &text])?;
+        let meta = match meta.map(|m| serde_json::from_str::<Value>(&m).map_err(|_| m)) {
+            None => runcore::Meta::new(),
+            Some(Ok(Value::Object(object))) => runcore::Meta::from(object),
+            Some(other) => {
+                let meta = match other {
+                    Ok(value) => value.to_string(),
+                    Err(text) => text,
+                };
+                let mut line = format!(
+                    "{{\"type\":\"tool_done\",\"run_id\":{},\"call_id\":{},\"content\":{},\"is_error\":{is_error},\"meta\":{meta}",
+                    Value::from(run_id),
+                    Value::from(call_id),
+                    Value::from(text)
+                );
+                if let Some(now) = now_ms {
+                    line.push_str(&format!(",\"now_ms\":{now}"));
+                }
+                line.push('}');
+                return self.handle_bytes(line.as_bytes());
+            }
+        };
         let input = Input::ToolDone {
             run_id: RunId::new(run_id),
             call_id: CallId::new(call_id),
             content: vec![ContentBlock::text(text)],
             is_error,
             details: None,
+            meta,
         };
         self.apply(input, now_ms)
     }
@@ -759,6 +821,16 @@ impl NativeAgent {
             message: AssistantMessage::new(vec![AssistantBlock::text(text)], stop_reason),
         };
         self.apply(input, now_ms).map(|()| true)
+    }
+
+    /// Drops every later commit output unseen (`true`), or hands them out again (`false`):
+    /// for a host that keeps no store (`runcore/pi` in memory), so no commit is hashed,
+    /// written or decoded for nothing. Events and actions are handed out as before.
+    #[napi(catch_unwind)]
+    pub fn set_drop_commits(&mut self, drop: bool) -> napi::Result<()> {
+        self.usable()?;
+        self.drop_commits = drop;
+        Ok(())
     }
 
     /// The next output as its driver line's JSON text, or `null`.

@@ -648,15 +648,17 @@ callback! {
 }
 
 callback! {
-    /// `agentToolDoneText(agent, runId, callId, text, isError, nowMs)`: `toolDoneText`.
-    fn tool_done_text(env, [this, run_id, call_id, text, is_error, now_ms]) {
+    /// `agentToolDoneText(agent, runId, callId, text, isError, nowMs, metaJson)`:
+    /// `toolDoneText` (`metaJson`, the JSON text of a `meta` object, optional).
+    fn tool_done_text(env, [this, run_id, call_id, text, is_error, now_ms, meta]) {
         let agent = agent(env, this)?;
         let run_id = string(env, run_id, "runId")?;
         let call_id = string(env, call_id, "callId")?;
         let text = string(env, text, "text")?;
         let is_error = boolean(env, is_error)?;
         let now_ms = optional_number(env, now_ms)?;
-        agent.tool_done_text(run_id, call_id, text, is_error, now_ms)?;
+        let meta = optional_string(env, meta, "meta")?;
+        agent.tool_done_text(run_id, call_id, text, is_error, now_ms, meta)?;
         undefined(env)
     }
 }

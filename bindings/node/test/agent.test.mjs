@@ -311,3 +311,68 @@ test('compact: the next call_model carries the summary first, the transcript sta
   drained(agent);
   assert.throws(() => agent.compact('again', 1), InvalidStateError, 'not once the answer began');
 });
+
+test('toolDone meta: the fast path and the line path commit it on the result; a non-object is refused and changes nothing', () => {
+  const results = (agent) => agent.transcript().filter((m) => m.role === 'tool_result');
+  // The fast path (one text block) and the line path (blocks and details) give the same messages.
+  const { agent, run } = executing();
+  agent.toolDone(run, 'c1', 'a found', { meta: { timestamp: 1700000000123, trace: { span: 's' } } });
+  agent.toolDone(run, 'c2', [{ type: 'text', text: 'b' }], { details: { n: 2 }, meta: { timestamp: 7 }, nowMs: 2000 });
+  const committed = drained(agent).find((o) => o.type === 'commit').commit.messages;
+  assert.deepEqual(committed.map((m) => m.meta), [{ timestamp: 1700000000123, trace: { span: 's' } }, { timestamp: 7 }]);
+  assert.deepEqual(results(agent).map((m) => m.meta), committed.map((m) => m.meta));
+
+  // Through handle (the line) the same text gives the same result as the fast path.
+  const viaLine = executing();
+  viaLine.agent.handle({ type: 'tool_done', run_id: viaLine.run, call_id: 'c1', content: 'a found', is_error: false, meta: { timestamp: 1700000000123, trace: { span: 's' } } });
+  viaLine.agent.toolDone(viaLine.run, 'c2', 'x', { meta: {} });
+  const lineResults = results(viaLine.agent);
+  assert.deepEqual(lineResults[0], results(agent)[0]);
+  assert.equal('meta' in lineResults[1], false, 'an empty meta is absent');
+
+  for (const bad of [[1], 'x', 5, null, true]) {
+    const { agent: a, run: r } = executing();
+    const before = a.snapshot();
+    assert.throws(() => a.toolDone(r, 'c1', 'ok', { meta: bad }), (e) =>
+      e instanceof InvalidJsonError && /`meta` must be a JSON object/.test(e.message), `meta ${JSON.stringify(bad)}`);
+    assert.deepEqual(a.snapshot(), before, 'nothing changed');
+    assert.deepEqual(drained(a), []);
+    a.toolDone(r, 'c1', 'ok', { meta: { fine: true } });
+  }
+});
+
+test('setDropCommits (runcore/pi in memory): every way of polling hands out the same outputs but the commits', () => {
+  const run = (agent, take) => {
+    const out = [];
+    const id = agent.prompt('find', { nowMs: 1000 });
+    out.push(...take(agent));
+    agent.modelDone(id, 1, twoCalls());
+    out.push(...take(agent));
+    agent.toolDone(id, 'c1', 'one');
+    agent.toolDone(id, 'c2', 'two', { meta: { timestamp: 5 } });
+    out.push(...take(agent));
+    agent.modelDone(id, 2, { role: 'assistant', content: [{ type: 'text', text: 'done' }], stop_reason: 'stop' });
+    out.push(...take(agent));
+    return out;
+  };
+  const lines = (agent) => {
+    const out = [];
+    for (let line = agent.pollLine(); line !== null; line = agent.pollLine()) out.push(JSON.parse(line));
+    return out;
+  };
+  const ways = { poll: drained, pollAll: (a) => a.pollAll(), pollLine: lines };
+  for (const [name, take] of Object.entries(ways)) {
+    const kept = new Agent(APPROVAL);
+    const dropping = new Agent(APPROVAL);
+    dropping._native.setDropCommits(true);
+    const all = run(kept, take);
+    const some = run(dropping, take);
+    assert.ok(all.some((o) => o.type === 'commit'), name);
+    assert.deepEqual(some, all.filter((o) => o.type !== 'commit'), name);
+    assert.deepEqual(dropping.transcript(), kept.transcript(), name);
+    assert.ok(dropping.isIdle, name);
+    dropping._native.setDropCommits(false);
+    dropping.prompt('again');
+    assert.equal(take(dropping)[0].type, 'commit', `${name}: handed out again`);
+  }
+});

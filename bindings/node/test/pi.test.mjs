@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { runcore } from './helpers.mjs';
-import { pi, MODEL, assistant, user, toolCall, scripted, echoTool, record } from './pi_helpers.mjs';
+import { pi, MODEL, assistant, user, toolCall, scripted, echoTool, record, stream } from './pi_helpers.mjs';
 
 const { Agent, agentLoop, agentLoopContinue, toCore, fromCore } = pi;
 
@@ -88,6 +88,14 @@ test('every pi content block survives the round trip through runcore messages', 
   const custom = { role: 'notification', text: 'saved', timestamp: 9 };
   assert.equal(toCore(custom).role, 'user');
   assert.deepEqual(fromCore(toCore(custom)), custom);
+  // A tool result's timestamp and any field of an app's own ride in `meta` and come back.
+  const result = {
+    role: 'toolResult', toolCallId: 'c1', toolName: 'echo', content: [{ type: 'text', text: 'v' }],
+    details: { value: 'v' }, isError: false, timestamp: 1700000000042, traceId: 't-1',
+  };
+  const coreResult = toCore(result);
+  assert.deepEqual(coreResult.meta, { timestamp: 1700000000042, traceId: 't-1' });
+  assert.deepEqual(fromCore(coreResult), result);
 });
 
 test('tools: parallel execution, tool_execution_end in completion order, results in call order', async () => {
@@ -498,4 +506,45 @@ test('difference: queued input cannot be withdrawn; hasQueuedMessages follows wh
   // true while queued; false once runcore took it at the boundary (the second turn_start).
   assert.deepEqual(seen, [false, true, false]);
   assert.equal(agent.state.messages.filter((m) => m.role === 'user').length, 2);
+});
+
+test('the stream function\'s context.messages is its own: made when first read, never changed by later steps', async () => {
+  const executed = [];
+  const kept = [];
+  let thirdRoles;
+  const streamFn = (model, context) => {
+    kept.push(context);
+    // A stream function may freeze its context: reading it still works.
+    if (kept.length === 1) Object.freeze(context);
+    // The first call's context is read only after the whole run (after later steps appended).
+    if (kept.length === 2) {
+      const read = context.messages;
+      assert.equal(context.messages, read, 'the same array on every read');
+      read.push({ role: 'user', content: 'scribbled by the stream function', timestamp: 0 });
+    }
+    if (kept.length === 3) {
+      thirdRoles = context.messages.map((m) => m.role);
+      context.messages = ['assigned'];
+      assert.deepEqual(context.messages, ['assigned']);
+    }
+    const answers = [
+      assistant([toolCall('c1', 'echo', { value: 'a' })], 'toolUse'),
+      assistant([toolCall('c2', 'echo', { value: 'b' })], 'toolUse'),
+      assistant('done'),
+    ];
+    return stream(answers[kept.length - 1]);
+  };
+  const agent = new Agent({ streamFn, initialState: { model: MODEL, tools: [echoTool(executed)] } });
+  await agent.prompt('go');
+  assert.deepEqual(executed, ['a', 'b']);
+  assert.deepEqual(Object.keys(kept[0]), ['systemPrompt', 'messages', 'tools']);
+  // Read late, the first context still holds only what the first model call saw.
+  assert.deepEqual(kept[0].messages.map((m) => m.role), ['user']);
+  // What the second stream function pushed onto its copy reached neither the agent nor the third call.
+  assert.deepEqual(kept[1].messages.map((m) => m.role), ['user', 'assistant', 'toolResult', 'user']);
+  assert.deepEqual(agent.state.messages.map((m) => m.role), ['user', 'assistant', 'toolResult', 'assistant', 'toolResult', 'assistant']);
+  assert.deepEqual(thirdRoles, ['user', 'assistant', 'toolResult', 'assistant', 'toolResult']);
+  assert.deepEqual(kept[2].messages, ['assigned']);
+  assert.equal(kept[0].messages.length, 1);
+  assert.deepEqual(kept[0].messages, kept[0].messages, 'a frozen context reads the same messages every time');
 });

@@ -536,8 +536,10 @@ impl PyAgent {
         })?
     }
 
-    /// The result of one executing call (a string or content blocks).
-    #[pyo3(signature = (run_id, call_id, content, *, is_error = false, details = None, now_ms = None))]
+    /// The result of one executing call (a string or content blocks); `meta`, a dict the core
+    /// keeps on the result message exactly (SPEC §2.1).
+    #[pyo3(signature = (run_id, call_id, content, *, is_error = false, details = None, meta = None, now_ms = None))]
+    #[allow(clippy::too_many_arguments)]
     fn tool_done(
         &mut self,
         run_id: Text,
@@ -545,12 +547,13 @@ impl PyAgent {
         content: &Bound<'_, PyAny>,
         is_error: bool,
         details: Option<&Bound<'_, PyAny>>,
+        meta: Option<&Bound<'_, PyAny>>,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
         crate::errors::guard(|| {
             let run_id: &str = &run_id;
             let call_id: &str = &call_id;
-            if let (Ok(text), None) = (content.cast::<PyString>(), details) {
+            if let (Ok(text), None, None) = (content.cast::<PyString>(), details, meta) {
                 let text = crate::convert::str_of(text)?;
                 // `{"type":"tool_done","run_id":R,"call_id":C,"content":T,"is_error":B,"now_ms":N}`
                 let fixed = r#"{"type":"tool_done","run_id":,"call_id":,"content":,"is_error":}"#
@@ -564,6 +567,7 @@ impl PyAgent {
                     content: vec![ContentBlock::text(text.into_owned())],
                     is_error,
                     details: None,
+                    meta: runcore::Meta::new(),
                 };
                 return self.handle_input(input, now_ms);
             }
@@ -574,6 +578,9 @@ impl PyAgent {
                 .set("is_error", is_error);
             if let Some(details) = details {
                 line = line.json("details", details)?;
+            }
+            if let Some(meta) = meta {
+                line = line.json("meta", meta)?;
             }
             self.send(line.now(now_ms))
         })?

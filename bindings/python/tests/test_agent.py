@@ -371,3 +371,38 @@ def test_store_read_ports():
     assert store.run("nope") is None and store.latest_run("nope") is None
     with pytest.raises(ValueError):
         store.commit({"type": "event", "event": {}})
+
+
+# ----- tool result meta (SPEC §2.1) -----------------------------------------------------------
+
+def test_tool_done_meta_is_committed_stored_and_recovered():
+    store = runcore.MemoryStore()
+    agent = runcore.Agent()
+    run_id = agent.prompt("go", now_ms=1000)
+    drain(agent, store)
+    agent.model_done(run_id, 1, calls(("c1", "a", {}), ("c2", "b", {})))
+    drain(agent, store)
+    agent.tool_done(run_id, "c1", "one", meta={"timestamp": 1700000000123, "trace": {"span": "s"}})
+    agent.tool_done(run_id, "c2", "two", details={"n": 2}, meta={}, now_ms=2000)
+    outs = drain(agent, store)
+    committed = only(outs, "commit")["commit"]["messages"]
+    assert committed[0]["meta"] == {"timestamp": 1700000000123, "trace": {"span": "s"}}
+    assert "meta" not in committed[1], "an empty meta is absent"
+    cold = runcore.Agent.recover(store, "thread-1")
+    drain(cold)
+    assert cold.transcript() == agent.transcript()
+    assert [m.get("meta") for m in cold.transcript() if m["role"] == "tool_result"] == [
+        {"timestamp": 1700000000123, "trace": {"span": "s"}},
+        None,
+    ]
+
+
+@pytest.mark.parametrize("bad", [[1], "x", 5, True])
+def test_tool_done_meta_that_is_not_a_dict_is_refused_and_changes_nothing(bad):
+    agent, run_id = at_tools()
+    before = agent.snapshot()
+    with pytest.raises(runcore.InvalidJsonError, match="`meta` must be a JSON object"):
+        agent.tool_done(run_id, "c2", "x", meta=bad)
+    assert agent.snapshot() == before
+    agent.tool_done(run_id, "c2", "x", meta={"ok": True})
+    assert only(drain(agent), "commit")["commit"]["messages"][-1]["meta"] == {"ok": True}

@@ -216,6 +216,7 @@ def surrogate_calls(tmp_path):
         "Agent.tool_done:call_id": lambda: agent.tool_done("r", S, "x"),
         "Agent.tool_done:content": lambda: agent.tool_done("r", "c", S),
         "Agent.tool_done:details": lambda: agent.tool_done("r", "c", "x", details={"d": S}),
+        "Agent.tool_done:meta": lambda: agent.tool_done("r", "c", "x", meta={S: "m"}),
         "Agent.resume:command": lambda: agent.resume({"type": S}),
         "Agent.resume_ticket:result": lambda: agent.resume_ticket({"type": "input", "text": S}),
         "Agent.stop:reason": lambda: agent.stop(S),

@@ -91,7 +91,7 @@ impl Thread {
                     && let Some(entry) = batch.find_mut(call_id)
                 {
                     let answer = |output: ToolOutput| match output.unrepresentable(max_bytes) {
-                        Some(why) => ToolResultMessage::malformed(&entry.call, &why),
+                        Some(why) => output.into_malformed(&entry.call, &why),
                         None => output.into_result(entry.call.name.clone()),
                     };
                     let slot = match command.result {

@@ -65,6 +65,11 @@ pub(super) fn rich_prompt() -> UserMessage {
     }
 }
 
+/// The host's `meta` on the tool output (carried onto its result message).
+fn tool_meta() -> Meta {
+    meta(json!({"timestamp": 1_733_000_000_500u64, "trace": {"span": "s-1", "ok": true}}))
+}
+
 /// Every §2.1 field written through the store reads back equal, pins the same digest, and an
 /// agent recovered from the store asks the model for exactly what the warm agent asked, byte
 /// for byte, also after a snapshot and restore.
@@ -108,6 +113,7 @@ pub fn lossless_content_round_trips<S: CommitLog + CheckpointReader>(store: &mut
             },
         ],
         details: Some(json!({"bytes": 5})),
+        meta: tool_meta(),
         ..ToolOutput::text("toolu_1", "")
     };
     warm.tool_done(&run_id, &"toolu_1".into(), output)
@@ -126,6 +132,10 @@ pub fn lossless_content_round_trips<S: CommitLog + CheckpointReader>(store: &mut
         committed.first().map(Message::meta) == Some(&rich_prompt().meta),
         || format!("the prompt's meta as stored: {:?}", committed.first()),
     )?;
+    let result = committed.iter().find_map(Message::as_tool_result);
+    ensure(result.map(|r| &r.meta) == Some(&tool_meta()), || {
+        format!("the tool result's meta as stored: {result:?}")
+    })?;
     let pin = read("transcript_snapshot", store.transcript_snapshot(&thread_id))?;
     expect_eq(
         "the pinned digest",
@@ -137,6 +147,11 @@ pub fn lossless_content_round_trips<S: CommitLog + CheckpointReader>(store: &mut
         .map_err(|e| super::CaseFailure(format!("recover: {e}")))?;
     // The recovered run hands out the same model call (nothing to commit before it).
     while cold.poll().is_some() {}
+    expect_eq(
+        "the recovered transcript",
+        warm.transcript(),
+        cold.transcript(),
+    )?;
     let request = |agent: &Agent| -> Result<String, super::CaseFailure> {
         let request = agent
             .model_request()
