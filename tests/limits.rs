@@ -329,24 +329,27 @@ fn rust_doors_agree_with_the_exact_rule_around_the_edge() {
             let got = by_handle.handle(input, 0);
             assert_eq!(got.is_ok(), expected, "handle, {place}, {levels} levels");
         }
-        let mut output = ToolOutput::text("c", "ok");
-        output.details = Some(nested(levels));
-        let input = Input::tool_done(RunId::from("r"), output.clone());
-        let expected = runcore::driver::limits::check_depth(&input).is_ok();
-        let mut by_method = agent_waiting_for_tool();
-        let before = by_method.snapshot_json();
-        let got = by_method.tool_done(&RunId::from("r"), &"c".into(), output);
-        assert_eq!(got.is_ok(), expected, "tool_done, {levels} levels");
-        if let Err(error) = got {
-            assert_eq!(error.kind(), "invalid_input");
-            assert_eq!(by_method.snapshot_json(), before);
+        let mut with_details = ToolOutput::text("c", "ok");
+        with_details.details = Some(nested(levels));
+        let with_meta = ToolOutput::text("c", "ok").with_meta(meta_nesting(levels));
+        for (place, output) in [("details", with_details), ("meta", with_meta)] {
+            let input = Input::tool_done(RunId::from("r"), output.clone());
+            let expected = runcore::driver::limits::check_depth(&input).is_ok();
+            let mut by_method = agent_waiting_for_tool();
+            let before = by_method.snapshot_json();
+            let got = by_method.tool_done(&RunId::from("r"), &"c".into(), output);
+            assert_eq!(got.is_ok(), expected, "tool_done, {place}, {levels} levels");
+            if let Err(error) = got {
+                assert_eq!(error.kind(), "invalid_input");
+                assert_eq!(by_method.snapshot_json(), before);
+            }
+            let mut by_handle = agent_waiting_for_tool();
+            assert_eq!(
+                by_handle.handle(input, 0).is_ok(),
+                expected,
+                "handle tool_done, {place}, {levels} levels"
+            );
         }
-        let mut by_handle = agent_waiting_for_tool();
-        assert_eq!(
-            by_handle.handle(input, 0).is_ok(),
-            expected,
-            "handle tool_done, {levels} levels"
-        );
     }
     // The edge itself is inside that range, on both sides.
     let at_edge = Input::ModelDone {

@@ -880,7 +880,8 @@ fn shallow(input: &Input) -> bool {
             content: _,
             is_error: _,
             details,
-        } => details.as_ref().is_none_or(value_shallow),
+            meta,
+        } => details.as_ref().is_none_or(value_shallow) && meta_shallow(meta),
         _ => false,
     }
 }
@@ -934,8 +935,9 @@ fn tool_output_shallow(output: &ToolOutput) -> bool {
         content: _,
         is_error: _,
         details,
+        meta,
     } = output;
-    details.as_ref().is_none_or(value_shallow)
+    details.as_ref().is_none_or(value_shallow) && meta_shallow(meta)
 }
 
 /// Whether a JSON value held by an input [`shallow`] measures nests at most
