@@ -128,7 +128,10 @@ const TOOL_RESULT_FIELDS = ['role', 'toolCallId', 'toolName', 'content', 'isErro
  * back; `undefined` when nothing.
  */
 function toolResultMeta(message) {
-  return rest(message, TOOL_RESULT_FIELDS);
+  const meta = rest(message, TOOL_RESULT_FIELDS);
+  if (message.details !== undefined) return meta;
+  // No `details` at all (not pi's `{}`): marked, so it reads back without one.
+  return meta === undefined ? { pi_no_details: true } : { ...meta, pi_no_details: true };
 }
 
 /** A pi message as a runcore message (for `prompt`, `steer`, `follow_up` and `import`). */
@@ -229,6 +232,20 @@ function fromCore(message, model = DEFAULT_MODEL) {
       return out;
     }
     case 'tool_result': {
+      if (meta.pi_no_details === true) {
+        // A result pi gave without `details`: read back without one.
+        const { pi_no_details: _none, ...others } = meta;
+        const out = {
+          role: 'toolResult',
+          toolCallId: message.call_id,
+          toolName: message.tool_name,
+          content: message.content.map(blockFromCore),
+          isError: message.is_error === true,
+          ...others,
+        };
+        if (out.timestamp === undefined) out.timestamp = Date.now();
+        return out;
+      }
       const out = {
         role: 'toolResult',
         toolCallId: message.call_id,

@@ -96,6 +96,11 @@ test('every pi content block survives the round trip through runcore messages', 
   const coreResult = toCore(result);
   assert.deepEqual(coreResult.meta, { timestamp: 1700000000042, traceId: 't-1' });
   assert.deepEqual(fromCore(coreResult), result);
+  // A tool result without details reads back without them; pi's `{}` reads back as `{}`.
+  const { details: _d, ...noDetails } = result;
+  assert.deepEqual(fromCore(toCore(noDetails)), noDetails);
+  assert.equal('details' in fromCore(toCore(noDetails)), false);
+  assert.deepEqual(fromCore(toCore({ ...noDetails, details: {} })), { ...noDetails, details: {} });
 });
 
 test('tools: parallel execution, tool_execution_end in completion order, results in call order', async () => {

@@ -54,6 +54,43 @@ test('durable: every commit is stored, and a new Agent on the thread recovers th
   assert.throws(() => new pi.Agent({ store }), /threadId/);
 });
 
+test('durable: a tool result without details reads back without details (pi\'s `{}` stays `{}`)', async (t) => {
+  const path = join(tempDir(t), 'pi.db');
+  const bare = {
+    name: 'bare', label: 'bare', description: 'No details', parameters: { type: 'object', properties: {} },
+    async execute() {
+      return { content: [{ type: 'text', text: 'no details' }] };
+    },
+  };
+  const empty = {
+    name: 'empty', label: 'empty', description: 'Empty details', parameters: { type: 'object', properties: {} },
+    async execute() {
+      return { content: [{ type: 'text', text: 'empty details' }], details: {} };
+    },
+  };
+  const agent = new pi.Agent({
+    store: new SqliteStore(path),
+    threadId: 't-details',
+    streamFn: scripted([
+      assistant([toolCall('c1', 'bare', {}), toolCall('c2', 'empty', {})], 'toolUse'),
+      assistant('done'),
+    ]),
+    initialState: { model: MODEL, tools: [bare, empty] },
+  });
+  await agent.prompt(user('go', 1));
+  const live = agent.state.messages.filter((m) => m.role === 'toolResult');
+  assert.equal(live[0].details, undefined);
+  assert.deepEqual(live[1].details, {});
+
+  const again = new pi.Agent({ store: new SqliteStore(path), threadId: 't-details', initialState: { model: MODEL } });
+  const read = again.state.messages.filter((m) => m.role === 'toolResult');
+  assert.equal(read.length, 2);
+  assert.equal('details' in read[0], false, JSON.stringify(read[0]));
+  assert.deepEqual(read[1].details, {});
+  // Otherwise exactly as pi gave them (the marker does not show).
+  assert.deepEqual(JSON.parse(JSON.stringify(read)), JSON.parse(JSON.stringify(live)));
+});
+
 test('durable: a process SIGKILLed while a tool runs; the next Agent resumes the run under replay', async (t) => {
   const path = join(tempDir(t), 'killed.db');
   const child = spawn(process.execPath, [join(PACKAGE, 'test', 'pi_child.mjs'), path], {
