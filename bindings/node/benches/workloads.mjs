@@ -12,7 +12,7 @@
 //               commit stored, the thread claimed)
 //
 //   node bindings/node/benches/workloads.mjs [--n 1000,10000] [--repeat 3] [--ways agent,driver,subprocess,pi]
-//     [--read-context 1]
+//     [--read-context 1] [--workloads w1,w2]
 //
 // `--read-context 1`: the pi ways' stream function reads `context.messages` on every call (as
 // a real provider does before converting them); without it, it never looks at them (runcore/pi
@@ -49,7 +49,7 @@ const TOOL_TEXT = 't'.repeat(100);
 const ANSWER = 'a'.repeat(1000);
 
 function args() {
-  const options = { n: [1000, 10000], repeat: 3, ways: ['agent', 'agent-lines', 'driver', 'subprocess', 'pi'] };
+  const options = { n: [1000, 10000], repeat: 3, ways: ['agent', 'agent-lines', 'driver', 'subprocess', 'pi'], workloads: ['w1', 'w2'] };
   const argv = process.argv.slice(2);
   for (let i = 0; i < argv.length; i += 2) {
     const [key, value] = [argv[i], argv[i + 1]];
@@ -57,6 +57,7 @@ function args() {
     else if (key === '--repeat') options.repeat = Number(value);
     else if (key === '--ways') options.ways = value.split(',');
     else if (key === '--read-context') options.readContext = value === '1';
+    else if (key === '--workloads') options.workloads = value.split(',');
     else throw new Error(`unknown option ${key}`);
   }
   return options;
@@ -356,7 +357,7 @@ async function main() {
   const options = args();
   READ_CONTEXT = options.readContext === true;
   const results = [];
-  for (const workload of ['w1', 'w2']) {
+  for (const workload of options.workloads) {
     for (const n of options.n) {
       for (const way of options.ways) {
         let best = Infinity;

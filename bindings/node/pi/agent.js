@@ -180,6 +180,7 @@ class Agent {
 
   #recovered() {
     const core = runcore.Agent.recover(this.#store, this.#threadId, 'replay', { config: this.#config() });
+    core._native.setBareCalls(true);
     const model = this.#state.model;
     return { core, messages: core.transcript().map((m) => fromCore(m, model)) };
   }
@@ -325,6 +326,8 @@ class Agent {
       // In memory nothing stores commits: the native agent drops them unseen (never hashed,
       // crossed or decoded); events and actions come as before.
       if (!this.#store) this.#core._native.setDropCommits(true);
+      // The host keeps the transcript (state.messages): call_model's messages are never read.
+      this.#core._native.setBareCalls(true);
     }
     return this.#core;
   }

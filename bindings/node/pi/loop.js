@@ -109,6 +109,9 @@ function nativeWith(messages, config = {}) {
     agent.handle({ type: 'import', messages: messages.map(toCore) });
     agent.pollAll();
   }
+  // In memory, the host keeping the messages: no commit or call_model context is used.
+  agent._native.setDropCommits(true);
+  agent._native.setBareCalls(true);
   return { agent };
 }
 

@@ -7,7 +7,8 @@ use std::cell::Cell;
 
 use napi_derive::napi;
 use runcore::driver::{
-    ContextMode, Driver, InputLine, SentContext, call_model_line, output_line, render_line,
+    ContextMessages, ContextMode, Driver, InputLine, OutputLine, SentContext, call_model_line,
+    output_line, render_line,
 };
 use runcore::{
     Agent, AssistantBlock, AssistantMessage, CallId, ContentBlock, Input, RecoverError, RunId,
@@ -85,6 +86,10 @@ pub struct NativeAgent {
     /// Commit outputs are dropped unseen (never hashed, written or handed out): set by a host
     /// that keeps no store and so has no use for them (`runcore/pi` in memory).
     drop_commits: bool,
+    /// `call_model` outputs carry no messages (`"messages": []`, `base` as ever): set by a
+    /// host that keeps the transcript itself and never reads them (`runcore/pi`), so the
+    /// model context is neither rendered nor decoded for nothing.
+    bare_calls: bool,
     /// This agent's serial number in its thread (`raw` tells a second registration of this
     /// agent from a stale one at the same address).
     pub(crate) serial: u64,
@@ -244,6 +249,34 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
         .any(|window| window == needle)
 }
 
+/// `line`, its messages left out when `bare` and it is a `call_model` line (see
+/// [`NativeAgent::set_bare_calls`]).
+fn bare_call(line: OutputLine<'_>, bare: bool) -> OutputLine<'_> {
+    match line {
+        OutputLine::CallModel {
+            run_id,
+            step,
+            final_step,
+            system_prompt,
+            base,
+            tools,
+            ..
+        } if bare => OutputLine::CallModel {
+            run_id,
+            step,
+            final_step,
+            system_prompt,
+            base,
+            messages: ContextMessages {
+                summary: None,
+                messages: &[],
+            },
+            tools,
+        },
+        line => line,
+    }
+}
+
 /// A `now_ms` from JavaScript, under the core's rule (`runcore::driver::limits`).
 fn now_of(now_ms: Option<f64>) -> napi::Result<Option<u64>> {
     now_ms
@@ -272,6 +305,7 @@ impl NativeAgent {
             held_on_tape: 0,
             line_peeked: false,
             drop_commits: false,
+            bare_calls: false,
             serial: SERIAL.with(|serial| {
                 serial.set(serial.get() + 1);
                 serial.get()
@@ -410,21 +444,19 @@ impl NativeAgent {
                 tape,
                 peeked,
                 drop_commits,
+                bare_calls,
                 ..
             } = this;
             let agent = driver.agent();
             let mut count = 0;
             for output in agent.peek_outputs() {
                 if *drop_commits && matches!(output, runcore::Output::Commit(_)) {
-                    // Dropped by the next poll (the batch ends before it; never the first).
-                    break;
+                    // Dropped unseen when the outputs around it are taken (`take_peeked`).
+                    continue;
                 }
-                tape.write(&output_line(
-                    agent,
-                    output,
-                    driver.context(),
-                    sent,
-                    canonical,
+                tape.write(&bare_call(
+                    output_line(agent, output, driver.context(), sent, canonical),
+                    *bare_calls,
                 ));
                 count += 1;
                 if tape.text_len() > cap {
@@ -449,12 +481,16 @@ impl NativeAgent {
 
     /// Takes the first `consumed` of the peeked outputs (never more than were peeked, nor an
     /// action: peeked outputs are queued ones).
+    /// When this agent drops commits, the commits among them (never on the tape) are dropped
+    /// as they are passed, not counted.
     fn take_peeked(&mut self, consumed: u32) {
-        let taken = (consumed as usize)
-            .min(self.peeked)
-            .min(self.driver.agent().pending_outputs());
-        for _ in 0..taken {
-            let _ = self.driver.poll();
+        let mut left = (consumed as usize).min(self.peeked);
+        while left > 0 && self.driver.agent().pending_outputs() > 0 {
+            match self.driver.poll() {
+                Some(runcore::Output::Commit(_)) if self.drop_commits => {}
+                Some(_) => left -= 1,
+                None => break,
+            }
         }
         self.peeked = 0;
     }
@@ -486,12 +522,15 @@ impl NativeAgent {
             self.held.remove(0)
         };
         let context = self.driver.context();
-        let line = render_line(&output_line(
-            self.driver.agent(),
-            &output,
-            context,
-            &mut self.sent,
-            &mut self.canonical,
+        let line = render_line(&bare_call(
+            output_line(
+                self.driver.agent(),
+                &output,
+                context,
+                &mut self.sent,
+                &mut self.canonical,
+            ),
+            self.bare_calls,
         ));
         self.held_sent = self.sent;
         Some(line)
@@ -509,12 +548,15 @@ impl NativeAgent {
                 this.held_sent = this.sent;
                 this.drop_leading_commits();
                 if let Some(output) = this.driver.agent().peek_outputs().next() {
-                    let text = render_line(&output_line(
-                        this.driver.agent(),
-                        output,
-                        context,
-                        &mut this.sent,
-                        &mut this.canonical,
+                    let text = render_line(&bare_call(
+                        output_line(
+                            this.driver.agent(),
+                            output,
+                            context,
+                            &mut this.sent,
+                            &mut this.canonical,
+                        ),
+                        this.bare_calls,
                     ));
                     this.line_peeked = true;
                     let ascii = text.is_ascii();
@@ -527,12 +569,15 @@ impl NativeAgent {
             } else {
                 this.sent = this.held_sent;
             }
-            let text = render_line(&output_line(
-                this.driver.agent(),
-                &this.held[0],
-                context,
-                &mut this.sent,
-                &mut this.canonical,
+            let text = render_line(&bare_call(
+                output_line(
+                    this.driver.agent(),
+                    &this.held[0],
+                    context,
+                    &mut this.sent,
+                    &mut this.canonical,
+                ),
+                this.bare_calls,
             ));
             this.held_on_tape = 1;
             let ascii = text.is_ascii();
@@ -587,12 +632,15 @@ impl NativeAgent {
     /// Writes `output`'s line on the tape.
     fn write(&mut self, output: &runcore::Output) {
         let context = self.driver.context();
-        let line = output_line(
-            self.driver.agent(),
-            output,
-            context,
-            &mut self.sent,
-            &mut self.canonical,
+        let line = bare_call(
+            output_line(
+                self.driver.agent(),
+                output,
+                context,
+                &mut self.sent,
+                &mut self.canonical,
+            ),
+            self.bare_calls,
         );
         self.tape.write(&line);
     }
@@ -830,6 +878,16 @@ impl NativeAgent {
     pub fn set_drop_commits(&mut self, drop: bool) -> napi::Result<()> {
         self.usable()?;
         self.drop_commits = drop;
+        Ok(())
+    }
+
+    /// `call_model` outputs without their messages (`true`: `"messages": []`, every other
+    /// field as ever), or with them again (`false`): for a host that keeps the transcript
+    /// itself and never reads them (`runcore/pi`).
+    #[napi(catch_unwind)]
+    pub fn set_bare_calls(&mut self, bare: bool) -> napi::Result<()> {
+        self.usable()?;
+        self.bare_calls = bare;
         Ok(())
     }
 

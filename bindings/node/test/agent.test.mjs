@@ -376,3 +376,54 @@ test('setDropCommits (runcore/pi in memory): every way of polling hands out the 
     assert.equal(take(dropping)[0].type, 'commit', `${name}: handed out again`);
   }
 });
+
+test('setBareCalls (runcore/pi): call_model outputs without their messages, everything else the same, with commits dropped or not, a batch handed out in part', () => {
+  const run = (agent, take) => {
+    const out = [];
+    const id = agent.prompt('find', { nowMs: 1000 });
+    out.push(...take(agent));
+    agent.modelDone(id, 1, twoCalls());
+    out.push(...take(agent));
+    agent.toolDone(id, 'c1', 'one');
+    agent.toolDone(id, 'c2', 'two', { meta: { timestamp: 5 } });
+    out.push(...take(agent));
+    agent.modelDone(id, 2, { role: 'assistant', content: [{ type: 'text', text: 'done' }], stop_reason: 'stop' });
+    out.push(...take(agent));
+    return out;
+  };
+  const lines = (agent) => {
+    const out = [];
+    for (let line = agent.pollLine(); line !== null; line = agent.pollLine()) out.push(JSON.parse(line));
+    return out;
+  };
+  // poll() one output at a time, the batch it holds settled after each (an input would do the same).
+  const oneByOne = (agent) => {
+    const out = [];
+    for (let o = agent.poll(); o !== null; o = agent.poll()) {
+      out.push(o);
+      agent.isIdle;
+      agent.transcript();
+    }
+    return out;
+  };
+  const ways = { poll: drained, pollAll: (a) => a.pollAll(), pollLine: lines, oneByOne };
+  const bare = (o) => (o.type === 'call_model' ? { ...o, messages: [] } : o);
+  for (const drop of [false, true]) {
+    for (const [name, take] of Object.entries(ways)) {
+      const label = `${name}, drop ${drop}`;
+      const kept = new Agent({ ...APPROVAL, context: 'delta' });
+      const lean = new Agent({ ...APPROVAL, context: 'delta' });
+      lean._native.setBareCalls(true);
+      lean._native.setDropCommits(drop);
+      const all = run(kept, take);
+      const some = run(lean, take);
+      assert.ok(all.some((o) => o.type === 'call_model' && o.messages.length > 0), label);
+      assert.deepEqual(some, all.filter((o) => !drop || o.type !== 'commit').map(bare), label);
+      assert.deepEqual(lean.transcript(), kept.transcript(), label);
+      lean._native.setBareCalls(false);
+      lean.prompt('again');
+      const again = take(lean).find((o) => o.type === 'call_model');
+      assert.ok(again.messages.length > 0, `${label}: messages again`);
+    }
+  }
+});
