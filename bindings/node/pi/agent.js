@@ -358,7 +358,8 @@ class Agent {
     this.#coreLast = messages[messages.length - 1];
   }
 
-  async #emit(event) {
+  /** Updates the state for `event`, then the listeners' promise; `undefined` when none listens. */
+  #emit(event) {
     const state = this.#state;
     switch (event.type) {
       case 'message_start':
@@ -391,7 +392,11 @@ class Agent {
       default:
         break;
     }
-    const signal = this.#active?.controller.signal;
+    if (this.#listeners.size === 0) return undefined;
+    return this.#notify(event, this.#active?.controller.signal);
+  }
+
+  async #notify(event, signal) {
     for (const listener of this.#listeners) await listener(event, signal);
   }
 

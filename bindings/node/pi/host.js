@@ -63,7 +63,8 @@ class Host {
    * @param {() => import('../index.js').Agent} options.core the native agent (read on every use)
    * @param {((output: object) => Promise<unknown>) | undefined} options.commit stores a commit
    * @param {object[]} options.messages the transcript as pi messages (pushed to)
-   * @param {(event: object) => Promise<void>} options.emit
+   * @param {(event: object) => Promise<void> | undefined} options.emit `undefined` when
+   *   nothing listens (then nothing is awaited: no microtask hop per event)
    * @param {() => object} options.loop the loop configuration (model, hooks, tools, …)
    * @param {AbortSignal | undefined} options.signal
    */
@@ -116,10 +117,10 @@ class Host {
   }
 
   async message(message) {
-    await this.emit({ type: 'message_start', message });
+    { const pending = this.emit({ type: 'message_start', message }); if (pending !== undefined) await pending; }
     this.messages.push(message);
     this.newMessages.push(message);
-    await this.emit({ type: 'message_end', message });
+    { const pending = this.emit({ type: 'message_end', message }); if (pending !== undefined) await pending; }
   }
 
   /** Ends the turn that has an answer (pi's `turn_end`). */
@@ -129,7 +130,7 @@ class Host {
       this.turnOpen = false;
       this.turnMessage = null;
       this.turnResults = [];
-      await this.emit(event);
+      { const pending = this.emit(event); if (pending !== undefined) await pending; }
     }
   }
 
@@ -138,14 +139,14 @@ class Host {
     await this.closeTurn();
     if (!this.turnOpen) {
       this.turnOpen = true;
-      await this.emit({ type: 'turn_start' });
+      { const pending = this.emit({ type: 'turn_start' }); if (pending !== undefined) await pending; }
     }
   }
 
   async onEvent(event) {
     if (event.type === 'run_start') {
       this.runId = event.run_id;
-      await this.emit({ type: 'agent_start' });
+      { const pending = this.emit({ type: 'agent_start' }); if (pending !== undefined) await pending; }
       await this.openTurn();
       for (const message of this.prompts) await this.message(message);
       return;
@@ -159,7 +160,7 @@ class Host {
       this.followed = [];
       const end = { type: 'agent_end', messages: this.newMessages };
       if (this.unconsumed.length > 0) end.unconsumed = this.unconsumed;
-      await this.emit(end);
+      { const pending = this.emit(end); if (pending !== undefined) await pending; }
       return;
     }
     if (event.type !== 'loop') return;
@@ -168,12 +169,12 @@ class Host {
       case 'assistant_message': {
         const message = this.answer ?? fromCore(loop.message, this.loop().model);
         this.answer = null;
-        if (!this.streamed) await this.emit({ type: 'message_start', message: { ...message } });
+        if (!this.streamed) { const pending = this.emit({ type: 'message_start', message: { ...message } }); if (pending !== undefined) await pending; }
         this.streamed = false;
         this.messages.push(message);
         this.newMessages.push(message);
         this.turnMessage = message;
-        await this.emit({ type: 'message_end', message });
+        { const pending = this.emit({ type: 'message_end', message }); if (pending !== undefined) await pending; }
         break;
       }
       case 'message_appended': {
@@ -289,12 +290,12 @@ class Host {
         if (event.type === 'start') {
           this.streamed = true;
           this.partial(event.partial);
-          await this.emit({ type: 'message_start', message: { ...event.partial } });
+          { const pending = this.emit({ type: 'message_start', message: { ...event.partial } }); if (pending !== undefined) await pending; }
         } else if (event.type === 'done' || event.type === 'error') {
           break;
         } else if (this.streamed && event.partial) {
           this.partial(event.partial);
-          await this.emit({ type: 'message_update', assistantMessageEvent: event, message: { ...event.partial } });
+          { const pending = this.emit({ type: 'message_update', assistantMessageEvent: event, message: { ...event.partial } }); if (pending !== undefined) await pending; }
         }
       }
       answer = await response.result();
@@ -390,13 +391,14 @@ class Host {
   }
 
   async finalize(call, outcome) {
-    await this.emit({
+    const pending = this.emit({
       type: 'tool_execution_end',
       toolCallId: call.id,
       toolName: call.name,
       result: outcome.result,
       isError: outcome.isError,
     });
+    if (pending !== undefined) await pending;
     const message = {
       role: 'toolResult',
       toolCallId: call.id,
@@ -420,7 +422,7 @@ class Host {
     const sequential = loop.toolExecution === 'sequential' || calls.some((c) => find(c.name)?.executionMode === 'sequential');
     const finished = [];
     for (const call of calls) {
-      await this.emit({ type: 'tool_execution_start', toolCallId: call.id, toolName: call.name, args: call.arguments });
+      { const pending = this.emit({ type: 'tool_execution_start', toolCallId: call.id, toolName: call.name, args: call.arguments }); if (pending !== undefined) await pending; }
       const tool = find(call.name);
       const prepared = await this.prepare(tool, call, assistant);
       if (prepared.immediate) {
