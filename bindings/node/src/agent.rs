@@ -230,6 +230,18 @@ fn assistant_message(message: &[u8]) -> Option<AssistantMessage> {
     {
         return Some(message);
     }
+    // The same for a message that starts `{"role":"assistant",` (as `JSON.stringify` writes
+    // one built with its role first) and has no other `"role"`: read without that member.
+    if let Some(rest) = message.strip_prefix(br#"{"role":"assistant","#)
+        && !contains(rest, b"\"role\"")
+    {
+        let mut bytes = Vec::with_capacity(rest.len() + 1);
+        bytes.push(b'{');
+        bytes.extend_from_slice(rest);
+        if let Ok(message) = serde_json::from_slice::<AssistantMessage>(&bytes) {
+            return Some(message);
+        }
+    }
     let mut value: Value = serde_json::from_slice(message).ok()?;
     let Value::Object(object) = &mut value else {
         return None;

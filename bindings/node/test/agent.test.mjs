@@ -427,3 +427,29 @@ test('setBareCalls (runcore/pi): call_model outputs without their messages, ever
     }
   }
 });
+
+test('modelDone: a message with its role first reads as the same message without it (a nested "role" and a wrong role too)', () => {
+  const answer = (message) => {
+    const agent = new Agent();
+    const run = agent.prompt('hi');
+    drained(agent);
+    agent.modelDone(run, 1, message);
+    drained(agent);
+    return agent.transcript()[1];
+  };
+  const body = {
+    content: [{ type: 'text', text: 'done', meta: { sig: 's' } }],
+    stop_reason: 'stop',
+    model: 'm',
+    usage: { input_tokens: 1, output_tokens: 2 },
+    meta: { api: 'a', usage: { cost: { total: 0 } }, timestamp: 5 },
+  };
+  const without = answer(body);
+  assert.deepEqual(answer({ role: 'assistant', ...body }), without);
+  const nested = { ...body, meta: { ...body.meta, role: 'x' } };
+  assert.deepEqual(answer({ role: 'assistant', ...nested }), answer(nested));
+  const agent = new Agent();
+  const run = agent.prompt('hi');
+  drained(agent);
+  assert.throws(() => agent.modelDone(run, 1, { role: 'user', ...body }), InvalidJsonError);
+});
