@@ -221,7 +221,7 @@ fn now_len(now_ms: Option<u64>) -> usize {
 /// An assistant message from its JSON text as a `model_done` line's `message` reads (its
 /// `"role"`, if any, `"assistant"`), or `None` (then the line says why). Lines are capped at
 /// [`runcore::driver::MAX_LINE_BYTES`]: a message near that goes through the line too.
-fn assistant_message(message: &[u8]) -> Option<AssistantMessage> {
+fn assistant_message(message: &mut [u8]) -> Option<AssistantMessage> {
     // Without a `"role"` anywhere in the text, the message reads straight into its type: what
     // the driver's reading (a JSON value, its role taken out, then the type) gives when it
     // accepts. When the direct read fails (or a role may be there), the driver's way decides.
@@ -231,14 +231,14 @@ fn assistant_message(message: &[u8]) -> Option<AssistantMessage> {
         return Some(message);
     }
     // The same for a message that starts `{"role":"assistant",` (as `JSON.stringify` writes
-    // one built with its role first) and has no other `"role"`: read without that member.
-    if let Some(rest) = message.strip_prefix(br#"{"role":"assistant","#)
-        && !contains(rest, b"\"role\"")
-    {
-        let mut bytes = Vec::with_capacity(rest.len() + 1);
-        bytes.push(b'{');
-        bytes.extend_from_slice(rest);
-        if let Ok(message) = serde_json::from_slice::<AssistantMessage>(&bytes) {
+    // one built with its role first) and has no other `"role"`: read with that member blanked
+    // out in place (spaces: every byte stays where it was), then put back.
+    const ROLE: &[u8] = br#"{"role":"assistant","#;
+    if message.starts_with(ROLE) && !contains(&message[ROLE.len()..], b"\"role\"") {
+        message[1..ROLE.len()].fill(b' ');
+        let read = serde_json::from_slice::<AssistantMessage>(message);
+        message[..ROLE.len()].copy_from_slice(ROLE);
+        if let Ok(message) = read {
             return Some(message);
         }
     }
@@ -256,9 +256,18 @@ fn assistant_message(message: &[u8]) -> Option<AssistantMessage> {
 
 /// Whether `needle` occurs in `haystack`.
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack
-        .windows(needle.len())
-        .any(|window| window == needle)
+    let Some((&first, _)) = needle.split_first() else {
+        return true;
+    };
+    let mut from = 0;
+    // Only where the needle's first byte is (a quote, for the needles here) is it compared.
+    while let Some(at) = haystack[from..].iter().position(|&b| b == first) {
+        if haystack[from + at..].starts_with(needle) {
+            return true;
+        }
+        from += at + 1;
+    }
+    false
 }
 
 /// `line`, its messages left out when `bare` and it is a `call_model` line (see
@@ -368,7 +377,7 @@ impl NativeAgent {
         &mut self,
         run_id: String,
         step: u32,
-        message: &[u8],
+        message: &mut [u8],
         now_ms: Option<f64>,
     ) -> napi::Result<()> {
         let now_ms = now_of(now_ms)?;

@@ -158,18 +158,19 @@ pub(crate) fn read_whole(written: usize, capacity: usize) -> bool {
     capacity <= READ_MAX && written.saturating_add(5) < capacity
 }
 
-/// Runs `f` on the UTF-8 bytes of the string `value` (read into the thread's scratch buffer).
+/// Runs `f` on the UTF-8 bytes of the string `value` (read into the thread's scratch buffer,
+/// which `f` may change: it is overwritten by the next read).
 fn with_str<T>(
     env: sys::napi_env,
     value: sys::napi_value,
     what: &str,
-    f: impl FnOnce(&[u8]) -> Result<T>,
+    f: impl FnOnce(&mut [u8]) -> Result<T>,
 ) -> Result<T> {
     if value_type(env, value)? != sys::ValueType::napi_string {
         return Err(argument_error(what));
     }
     let mut buffer = SCRATCH.with(|scratch| std::mem::take(&mut *scratch.borrow_mut()));
-    let result = read_str(env, value, &mut buffer).and_then(|()| f(&buffer));
+    let result = read_str(env, value, &mut buffer).and_then(|()| f(&mut buffer));
     if buffer.capacity() > SCRATCH_KEEP {
         // Released after a large string: the next call starts small again.
         buffer = Vec::new();
