@@ -881,7 +881,7 @@ fn shallow(input: &Input) -> bool {
             is_error: _,
             details,
             meta,
-        } => details.as_ref().is_none_or(value_shallow) && meta_shallow(meta),
+        } => tool_parts_shallow(details.as_ref(), meta),
         _ => false,
     }
 }
@@ -937,7 +937,13 @@ fn tool_output_shallow(output: &ToolOutput) -> bool {
         details,
         meta,
     } = output;
-    details.as_ref().is_none_or(value_shallow) && meta_shallow(meta)
+    tool_parts_shallow(details.as_ref(), meta)
+}
+
+/// [`shallow`] for a tool output's JSON values, as `tool_done` and [`ToolOutput`] hold them.
+#[inline(always)]
+fn tool_parts_shallow(details: Option<&serde_json::Value>, meta: &crate::message::Meta) -> bool {
+    details.is_none_or(value_shallow) && meta_shallow(meta)
 }
 
 /// Whether a JSON value held by an input [`shallow`] measures nests at most
@@ -952,16 +958,12 @@ fn value_shallow(value: &serde_json::Value) -> bool {
 /// [`value_shallow`] for a `meta` object.
 #[inline(always)]
 fn meta_shallow(meta: &crate::message::Meta) -> bool {
-    meta.as_map()
-        .is_none_or(|map| map_nests_within(map, crate::driver::limits::MAX_DEPTH - VALUE_OFFSET))
-}
-
-/// Whether a JSON object nests at most `max` levels (itself counting 1).
-fn map_nests_within(map: &serde_json::Map<String, serde_json::Value>, max: usize) -> bool {
-    max > 0
-        && map
-            .values()
-            .all(|value| crate::driver::limits::value_nests_within(value, max - 1))
+    meta.as_map().is_none_or(|map| {
+        crate::driver::limits::map_nests_within(
+            map,
+            crate::driver::limits::MAX_DEPTH - VALUE_OFFSET,
+        )
+    })
 }
 
 /// The core's input limits ([`crate::driver::limits`]) on one input.

@@ -151,9 +151,18 @@ pub fn value_nests_within(value: &serde_json::Value, max: usize) -> bool {
         Value::Array(items) => {
             max > 0 && items.iter().all(|item| value_nests_within(item, max - 1))
         }
-        Value::Object(map) => max > 0 && map.values().all(|item| value_nests_within(item, max - 1)),
+        Value::Object(map) => map_nests_within(map, max),
         _ => true,
     }
+}
+
+/// [`value_nests_within`] for a JSON object (itself counting 1).
+#[inline]
+pub(crate) fn map_nests_within(
+    map: &serde_json::Map<String, serde_json::Value>,
+    max: usize,
+) -> bool {
+    max > 0 && map.values().all(|item| value_nests_within(item, max - 1))
 }
 
 /// Why an input is refused by [`check_depth`].

@@ -341,32 +341,36 @@ test('toolDone meta: the fast path and the line path commit it on the result; a 
   }
 });
 
+/** A prompt, two calls answered (one with meta), a final answer; what `take` polled after each input. */
+function twoCallSession(agent, take) {
+  const out = [];
+  const id = agent.prompt('find', { nowMs: 1000 });
+  out.push(...take(agent));
+  agent.modelDone(id, 1, twoCalls());
+  out.push(...take(agent));
+  agent.toolDone(id, 'c1', 'one');
+  agent.toolDone(id, 'c2', 'two', { meta: { timestamp: 5 } });
+  out.push(...take(agent));
+  agent.modelDone(id, 2, { role: 'assistant', content: [{ type: 'text', text: 'done' }], stop_reason: 'stop' });
+  out.push(...take(agent));
+  return out;
+}
+
+/** Every output `pollLine` has now, parsed. */
+function lines(agent) {
+  const out = [];
+  for (let line = agent.pollLine(); line !== null; line = agent.pollLine()) out.push(JSON.parse(line));
+  return out;
+}
+
 test('setDropCommits (runcore/pi in memory): every way of polling hands out the same outputs but the commits', () => {
-  const run = (agent, take) => {
-    const out = [];
-    const id = agent.prompt('find', { nowMs: 1000 });
-    out.push(...take(agent));
-    agent.modelDone(id, 1, twoCalls());
-    out.push(...take(agent));
-    agent.toolDone(id, 'c1', 'one');
-    agent.toolDone(id, 'c2', 'two', { meta: { timestamp: 5 } });
-    out.push(...take(agent));
-    agent.modelDone(id, 2, { role: 'assistant', content: [{ type: 'text', text: 'done' }], stop_reason: 'stop' });
-    out.push(...take(agent));
-    return out;
-  };
-  const lines = (agent) => {
-    const out = [];
-    for (let line = agent.pollLine(); line !== null; line = agent.pollLine()) out.push(JSON.parse(line));
-    return out;
-  };
   const ways = { poll: drained, pollAll: (a) => a.pollAll(), pollLine: lines };
   for (const [name, take] of Object.entries(ways)) {
     const kept = new Agent(APPROVAL);
     const dropping = new Agent(APPROVAL);
     dropping._native.setDropCommits(true);
-    const all = run(kept, take);
-    const some = run(dropping, take);
+    const all = twoCallSession(kept, take);
+    const some = twoCallSession(dropping, take);
     assert.ok(all.some((o) => o.type === 'commit'), name);
     assert.deepEqual(some, all.filter((o) => o.type !== 'commit'), name);
     assert.deepEqual(dropping.transcript(), kept.transcript(), name);
@@ -378,24 +382,6 @@ test('setDropCommits (runcore/pi in memory): every way of polling hands out the 
 });
 
 test('setBareCalls (runcore/pi): call_model outputs without their messages, everything else the same, with commits dropped or not, a batch handed out in part', () => {
-  const run = (agent, take) => {
-    const out = [];
-    const id = agent.prompt('find', { nowMs: 1000 });
-    out.push(...take(agent));
-    agent.modelDone(id, 1, twoCalls());
-    out.push(...take(agent));
-    agent.toolDone(id, 'c1', 'one');
-    agent.toolDone(id, 'c2', 'two', { meta: { timestamp: 5 } });
-    out.push(...take(agent));
-    agent.modelDone(id, 2, { role: 'assistant', content: [{ type: 'text', text: 'done' }], stop_reason: 'stop' });
-    out.push(...take(agent));
-    return out;
-  };
-  const lines = (agent) => {
-    const out = [];
-    for (let line = agent.pollLine(); line !== null; line = agent.pollLine()) out.push(JSON.parse(line));
-    return out;
-  };
   // poll() one output at a time, the batch it holds settled after each (an input would do the same).
   const oneByOne = (agent) => {
     const out = [];
@@ -415,8 +401,8 @@ test('setBareCalls (runcore/pi): call_model outputs without their messages, ever
       const lean = new Agent({ ...APPROVAL, context: 'delta' });
       lean._native.setBareCalls(true);
       lean._native.setDropCommits(drop);
-      const all = run(kept, take);
-      const some = run(lean, take);
+      const all = twoCallSession(kept, take);
+      const some = twoCallSession(lean, take);
       assert.ok(all.some((o) => o.type === 'call_model' && o.messages.length > 0), label);
       assert.deepEqual(some, all.filter((o) => !drop || o.type !== 'commit').map(bare), label);
       assert.deepEqual(lean.transcript(), kept.transcript(), label);
