@@ -350,3 +350,54 @@ fn recover_refuses_a_call_wait_when_no_call_is_open() {
         "{err}"
     );
 }
+
+/// Starts a durable driver on `thread` over `store`, hands it `lines`, and gives the store
+/// back with the run ids of the commits made (the process stops after each call).
+fn drive_lines(
+    store: MemoryStore,
+    thread: &str,
+    lines: &[serde_json::Value],
+) -> (MemoryStore, Vec<String>) {
+    use runcore::host::{DurableDriver, DurableOptions};
+    let options = DurableOptions::new(AgentConfig::for_thread(thread));
+    let (mut driver, started) = DurableDriver::start(store, options).unwrap();
+    assert_eq!(started.refused, None);
+    let mut runs = Vec::new();
+    for line in lines {
+        let handled = driver.handle_line(line.to_string().as_bytes()).unwrap();
+        assert_eq!(handled.refused, None, "{line}: {:?}", handled.lines);
+        for text in handled.lines {
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            if value["type"] == "commit" {
+                runs.push(
+                    value["commit"]["run"]["run_id"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned(),
+                );
+            }
+        }
+    }
+    (driver.into_store(), runs)
+}
+
+/// Imports and forks commit whole runs without a `run_started` event; after a restart their
+/// run ids are still used, so the recovered agent mints the next free one (before, the third
+/// import by a restarted driver minted `t/run-1` again and the store refused it).
+#[test]
+fn recover_counts_the_run_ids_of_imports_and_forks_as_used() {
+    let import = json!({"type":"import","messages":[
+        {"role":"user","content":[{"type":"text","text":"hi"}]},
+        {"role":"assistant","content":[{"type":"text","text":"hello"}],"stop_reason":"stop"}]});
+    let mut store = MemoryStore::new();
+    for n in 1..=3 {
+        let (next, runs) = drive_lines(store, "t", std::slice::from_ref(&import));
+        assert_eq!(runs, [format!("t/run-{n}")]);
+        store = next;
+    }
+    runcore::host::fork_thread(&mut store, &ThreadId::new("t"), 3, &ThreadId::new("f"), 5).unwrap();
+    let (store, runs) = drive_lines(store, "f", std::slice::from_ref(&import));
+    assert_eq!(runs, ["f/run-2"]);
+    let (_, runs) = drive_lines(store, "f", std::slice::from_ref(&import));
+    assert_eq!(runs, ["f/run-3"]);
+}

@@ -116,7 +116,9 @@ const PAGE: usize = 1024;
 /// What the thread's events say about its runs.
 #[derive(Default)]
 struct History {
-    /// Every run id with a `run_started` event.
+    /// Every run id with a commit on the thread (each commit carries at least its
+    /// `run_state_changed` draft), whether an agent started it with `run_started` or an
+    /// import or fork committed it whole.
     run_ids: std::collections::BTreeSet<RunId>,
     /// `run_started` of the head run: (transcript_start, now_ms).
     head_start: Option<(usize, u64)>,
@@ -153,14 +155,12 @@ fn read_history(
         from = Some(last.sequence);
         for event in page.iter() {
             let draft = AuditDraft::from_stored(&event.kind, event.payload.clone());
-            match &draft {
-                AuditDraft::RunStarted { .. } => {
-                    history.run_ids.insert(event.run_id.clone());
-                }
-                AuditDraft::Compacted {
-                    keep_from, summary, ..
-                } => history.compaction = Some((*keep_from, summary.clone())),
-                _ => {}
+            history.run_ids.insert(event.run_id.clone());
+            if let AuditDraft::Compacted {
+                keep_from, summary, ..
+            } = &draft
+            {
+                history.compaction = Some((*keep_from, summary.clone()));
             }
             if Some(&event.run_id) != head {
                 continue;
