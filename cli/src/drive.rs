@@ -118,6 +118,8 @@ pub enum DriveError {
 }
 
 /// The driver of a session: in memory, or durable.
+// One value per process, made once and never moved in a loop: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Session<S> {
     Memory(Driver),
     Durable(DurableDriver<S>),

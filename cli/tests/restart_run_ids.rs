@@ -1,7 +1,9 @@
 //! A thread goes on after its driver restarts, whatever made its earlier runs (SPEC §8.7,
 //! §8.10): the run ids of import and fork commits count as used after recovery, so a restarted
 //! `runcore drive` mints the next free id instead of one the store already holds (which the
-//! store refuses: `payload_mismatch`, exit 3, and the thread was stuck).
+//! store refuses: `payload_mismatch`, exit 3, and the thread was stuck). And a driver whose
+//! commit the store refused releases its claim, so the next start is not refused as "claimed"
+//! (exit 4) until the lease passes.
 //!
 //! Each flow runs on SQLite and on PostgreSQL. The PostgreSQL cases need `RUNCORE_PG_URL`
 //! (`scripts/with-postgres.sh`); they are skipped without it, except under `CI=true`, where
@@ -14,6 +16,8 @@ use std::process::{Command, Stdio};
 
 use common::console::postgres_store;
 use common::process::{Drive, RUNCORE, TempDir, first, model_text, prompt, runcore};
+use runcore::store::CommitLog;
+use runcore::{RunDisposition, RunId, ThreadCommit, ThreadId};
 use serde_json::{Value, json};
 
 /// The README's import line: one user message and its answer.
@@ -121,6 +125,37 @@ fn fork_one_run_restart(url: &str) {
     assert!(fork.finish().0.success());
 }
 
+/// A commit the store refuses (the run id the driver mints, `x/run-1`, is already committed on
+/// another thread: `run_on_other_thread`) ends the session with exit 3, and the driver
+/// releases its claim: the next start, which does not wait for a claim, is not refused with
+/// exit 4.
+fn a_refused_commit_releases_the_claim(url: &str) {
+    let mut store =
+        runcore_store_url::open_url(url, runcore_store_url::Access::Write).expect("open the store");
+    let squatter = ThreadCommit::assemble(
+        ThreadId::new("other"),
+        RunDisposition::Running {
+            run_id: RunId::new("x/run-1"),
+        },
+        true,
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
+    store.commit(squatter).expect("commit on the other thread");
+    drop(store);
+
+    let (code, lines, stderr) = drive_once(url, "x", &format!("{IMPORT}\n"));
+    assert_eq!(code, Some(3), "{lines:?} {stderr}");
+    let last = lines.last().expect("a store line");
+    assert_eq!(last["error"]["kind"], "store", "{last}");
+
+    // No `--wait-claim`: a claim left behind would refuse this start at once (exit 4).
+    let (code, lines, stderr) = drive_once(url, "x", "");
+    assert_eq!(code, Some(0), "{lines:?} {stderr}");
+    assert_eq!(lines, vec![json!({"type":"idle","line":0})]);
+}
+
 #[test]
 fn sqlite_imports_by_restarted_drivers_each_commit() {
     let dir = TempDir::new("restart-imports");
@@ -137,6 +172,12 @@ fn sqlite_import_continue_restart_prompt() {
 fn sqlite_fork_one_run_restart() {
     let dir = TempDir::new("restart-fork");
     fork_one_run_restart(&dir.sqlite("r.db"));
+}
+
+#[test]
+fn sqlite_a_refused_commit_releases_the_claim() {
+    let dir = TempDir::new("restart-refused");
+    a_refused_commit_releases_the_claim(&dir.sqlite("r.db"));
 }
 
 #[test]
@@ -157,5 +198,12 @@ fn postgres_import_continue_restart_prompt() {
 fn postgres_fork_one_run_restart() {
     if let Some(url) = postgres_store("restart_fork") {
         fork_one_run_restart(&url);
+    }
+}
+
+#[test]
+fn postgres_a_refused_commit_releases_the_claim() {
+    if let Some(url) = postgres_store("restart_refused") {
+        a_refused_commit_releases_the_claim(&url);
     }
 }

@@ -169,7 +169,15 @@ pub struct DurableDriver<S> {
     ended: Option<SessionEnded>,
     /// The thread's claim, for a driver started with [`DurableDriver::start_claimed`].
     lease: Option<Lease>,
+    /// How to give the claim back when the session ends on a refused commit: set by
+    /// [`DurableDriver::start_claimed`], where the store is known to take claims (the commit
+    /// path itself needs only [`CommitLog`]).
+    release_on_refusal: Option<ReleaseClaim<S>>,
 }
+
+/// Releases a claim at store time `now_ms` ([`ThreadClaims::release_claim`] of the driver's
+/// store).
+type ReleaseClaim<S> = fn(&mut S, &Claim, u64) -> Result<(), StoreError>;
 
 /// How a durable driver claims its thread (SPEC §7.2, §12.4).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -346,6 +354,7 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
                         line,
                         code: error.code(),
                     });
+                    self.release_after_refusal();
                     return Some(error);
                 }
                 self.has_history = true;
@@ -354,6 +363,16 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
         }
         sink(idle_line(line, self.driver.agent().poll_timeout()));
         None
+    }
+
+    /// A session that ends on a refused commit gives its claim back at once, so the next
+    /// driver (which recovers from what is committed) need not wait for the lease to pass. A
+    /// release that fails (the store is down, the claim was already lost) only delays that:
+    /// the lease still runs out, and a stale claim's release is a no-op (SPEC §7.2).
+    fn release_after_refusal(&mut self) {
+        if let (Some(release), Some(lease)) = (self.release_on_refusal, self.lease.take()) {
+            let _ = release(&mut self.store, lease.session.claim(), lease.now_ms);
+        }
     }
 }
 
@@ -393,6 +412,8 @@ impl<S: CommitLog + CheckpointReader + ThreadClaims> DurableDriver<S> {
             }
         };
         durable.lease = Some(lease);
+        durable.release_on_refusal =
+            Some(|store: &mut S, claim: &Claim, now_ms: u64| store.release_claim(claim, now_ms));
         let mut lines = Vec::new();
         let refused = durable.drain(0, &mut |line| lines.push(line));
         Ok((durable, DurableLines { lines, refused }))
@@ -523,6 +544,7 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
                 has_history,
                 ended: None,
                 lease: None,
+                release_on_refusal: None,
             },
             (),
         ))
@@ -1051,6 +1073,34 @@ mod tests {
         );
         assert_eq!(first.poll_renew(), None);
         assert_eq!(store.thread_version(&ThreadId::new("t")).unwrap(), version);
+    }
+
+    #[test]
+    fn a_claimed_session_that_ends_on_a_refused_commit_releases_its_claim() {
+        let failing = Intercepted(Faulty {
+            store: MemoryStore::new(),
+            events_fail: false,
+            commits_fail: true,
+        });
+        let options = DurableOptions::new(AgentConfig::for_thread("t"));
+        let (mut driver, _) =
+            DurableDriver::start_claimed(failing, options, ClaimOptions::new("w1", 1_000), 0)
+                .unwrap();
+        assert_eq!(driver.tick(100), None);
+        let handled = driver
+            .handle_line(prompt("hi").to_string().as_bytes())
+            .unwrap();
+        assert_eq!(
+            handled.refused,
+            Some(StoreError::unavailable("the disk is gone"))
+        );
+        assert_eq!(driver.claim(), None);
+        assert_eq!(driver.poll_renew(), None);
+        // Well inside the lease, the thread has no live claim: the next driver takes it at
+        // once instead of being refused until the lease passes.
+        let store = driver.into_store();
+        let thread = ThreadId::new("t");
+        assert_eq!(store.thread_claim(&thread, 200).unwrap(), None);
     }
 
     #[test]
