@@ -194,6 +194,7 @@ mod canonical;
 mod commit;
 pub mod driver;
 mod error;
+pub mod facts;
 mod hash;
 pub mod host;
 mod ids;
@@ -209,6 +210,9 @@ pub use agent::{
     AgentState, AgentStatus, Compaction, Input, LoopEvent, MessageOrigin, ModelRequest, Observer,
     ObserverId, Observers, Output, QueueMode, RecoverError, RecoveryPolicy, RunResult,
     SnapshotError, ToolPolicy, ToolSpec, reduce,
+};
+pub use agent::{
+    CallAction, CallDecision, HeadDecision, NextStep, RecoveryDecision, ResumedRun, decide_recovery,
 };
 pub use commit::{
     AuditDraft, COMMIT_SCHEMA_VERSION, CommitError, CommitOperation, CommitReceipt, CommitRecord,

@@ -30,7 +30,10 @@ pub use events::{Action, AgentCommit, AgentEvent, LoopEvent, MessageOrigin, Outp
 pub use input::Input;
 pub use observers::{Observer, ObserverId, Observers};
 pub use queues::QueueMode;
-pub use recover::{RecoverError, RecoveryPolicy};
+pub use recover::{
+    CallAction, CallDecision, HeadDecision, NextStep, RecoverError, RecoveryDecision,
+    RecoveryPolicy, ResumedRun, decide_recovery,
+};
 pub use reducer::{AgentState, AgentStatus, reduce};
 pub use snapshot::{AGENT_SCHEMA_VERSION, AgentSnapshot, SnapshotError};
 

@@ -1,8 +1,11 @@
 //! Recovery from committed facts only (SPEC §8.7).
 //!
-//! [`Agent::recover`] reads the thread's committed messages, its head run record, that run's
-//! ticket and the thread's audit events (paged), and rebuilds an agent that behaves exactly as
-//! the one that stopped would have:
+//! Recovery is read → decide → build. [`Agent::recover`] reads the thread's committed facts
+//! once ([`ThreadFacts::read`]: its messages, head run record, that run's ticket and its audit
+//! events, paged); [`decide_recovery`], a pure function of those facts, the configuration and
+//! the policy, decides what the recovered agent is ([`RecoveryDecision`]); and the agent is
+//! built from that decision ([`Agent::from_facts`]). The decision rebuilds an agent that
+//! behaves exactly as the one that stopped would have:
 //!
 //! | latest run                      | recovered agent                                          |
 //! |---------------------------------|----------------------------------------------------------|
@@ -44,21 +47,25 @@
 //! next input, like every input's (for a wait past its deadline: [`Agent::handle_timeout`]).
 //! Replayed tools must be idempotent by `"{run_id}:{call_id}"`.
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::commit::{AuditDraft, WaitBoundary};
 use crate::error::AgentError;
-use crate::ids::{RunId, ThreadId};
-use crate::message::{Message, ToolCall, ToolResultMessage};
-use crate::resume::{AwaitTarget, PermissionDecision};
-use crate::run::RunState;
-use crate::store::{CheckpointReader, EventScope, StoreError};
+use crate::facts::ThreadFacts;
+use crate::ids::{CallId, RunId, ThreadId};
+use crate::message::{Message, ToolCall, ToolResultMessage, UserMessage};
+use crate::resume::{AwaitTarget, PermissionDecision, ResumeTicket};
+use crate::run::{EndCause, RunState};
+use crate::store::{CheckpointReader, StoreError};
 
 use super::Agent;
 use super::config::AgentConfig;
 use super::queues::BoundaryKind;
-use super::run_loop::{Batch, Run, Slot};
+use super::run_loop::{Batch, BatchCall, Run, Slot};
 
 /// What the committed facts say about a run that has not ended, typed; the run loop puts the
 /// run in the phase this names ([`Agent::rebuild`]).
@@ -68,8 +75,9 @@ pub(crate) enum RecoveredRun {
     /// Running, its last message a text answer (committed as Running by a host that stopped
     /// before the boundary): the boundary comes next.
     AfterAnswer,
-    /// Running with unanswered tool calls: their batch, committed decisions applied.
-    OpenCalls(Batch),
+    /// Running with unanswered tool calls: their batch, committed decisions applied, and
+    /// whether the policy seals them (`interrupted`, `Ended(Indeterminate)`).
+    OpenCalls { batch: Batch, seal: bool },
     /// Awaiting the committed ticket of a tool call: the batch holding it, committed
     /// decisions applied.
     AwaitingCall {
@@ -110,73 +118,156 @@ pub enum RecoverError {
     Invalid(#[from] AgentError),
 }
 
-/// Events read while paging through the thread's audit log.
-const PAGE: usize = 1024;
+/// What recovery decided from a thread's committed facts (SPEC §8.7): everything the
+/// recovered agent is made of that is not the facts themselves ([`decide_recovery`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecoveryDecision {
+    /// Every run id with a commit on the thread: minting skips them, so the next minted id is
+    /// the first `"{thread}/run-{n}"` not used (the one the agent that stopped would have
+    /// minted), whatever committed the earlier runs (an agent, an import, a fork).
+    pub used_run_ids: BTreeSet<RunId>,
+    /// The agent's clock: the latest time the head run's facts recorded (run start,
+    /// permission decisions, compactions, a host's `now_ms`); 0 without a head run.
+    pub clock_ms: u64,
+    /// The model context (SPEC §8.9), from the thread's latest compaction: (keep_from,
+    /// summary).
+    pub compaction: Option<(usize, Arc<UserMessage>)>,
+    /// What the head run is, and what it does next.
+    pub head: HeadDecision,
+}
 
-/// What the thread's events say about its runs.
+/// The head run, recovered: a row of the SPEC §8.7 table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HeadDecision {
+    /// No run: idle, transcript restored.
+    Idle,
+    /// The latest run ended: idle, transcript restored, the run's end remembered.
+    Ended {
+        /// The run.
+        run_id: RunId,
+        /// How it ended.
+        cause: EndCause,
+    },
+    /// The latest run has not ended: it goes on.
+    Resume(Box<ResumedRun>),
+}
+
+/// A run that has not ended, as recovery puts it back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResumedRun {
+    /// The run.
+    pub run_id: RunId,
+    /// Its model calls answered so far: its committed assistant messages.
+    pub steps: u32,
+    /// How many waits it opened (its `run_awaiting` drafts).
+    pub waits: u32,
+    /// Where its messages start in the transcript.
+    pub transcript_start: usize,
+    /// Its stored commit count: the ordinal of its next commit (SPEC §7.1).
+    pub commits: u64,
+    /// What it does next.
+    pub next: NextStep,
+}
+
+/// What a resumed run does next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NextStep {
+    /// Running, no open tool calls: the next `CallModel` of the same run.
+    CallModel,
+    /// Running, its last message a text answer committed before the boundary: the boundary.
+    Boundary,
+    /// Awaiting a pause or remote-input ticket taken at the boundary `interrupted`: the same
+    /// ticket.
+    AwaitAt {
+        /// The committed ticket.
+        ticket: Box<ResumeTicket>,
+        /// The boundary the wait interrupted (recorded, or implied by the messages).
+        interrupted: WaitBoundary,
+    },
+    /// Awaiting the ticket of one of the open calls: the same ticket (that call is asked
+    /// again), the other calls as their committed decisions leave them.
+    AwaitCall {
+        /// The committed ticket.
+        ticket: Box<ResumeTicket>,
+        /// The open calls, in call order.
+        calls: Vec<CallDecision>,
+    },
+    /// Running with unanswered tool calls.
+    OpenCalls {
+        /// The open calls, in call order, committed decisions honoured.
+        calls: Vec<CallDecision>,
+        /// Whether they are sealed (policy `Seal`, nothing left to ask, something to
+        /// execute): the calls to execute are paired `interrupted` and the run ends
+        /// `Indeterminate`. Otherwise they go on (`Replay`: executed again; gated calls
+        /// without a decision asked again).
+        seal: bool,
+    },
+}
+
+/// One open tool call and what recovery does with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallDecision {
+    /// The call, as its assistant message made it.
+    pub call: ToolCall,
+    /// What happens to it.
+    pub action: CallAction,
+}
+
+/// What recovery does with one open tool call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallAction {
+    /// Executed (again): an auto call, or a gated call with a committed `allow`.
+    Execute,
+    /// Asked again: a gated call without a committed decision.
+    Ask,
+    /// Its committed `deny`: the `denied` result.
+    Denied {
+        /// The reason the decision gave.
+        reason: Option<String>,
+    },
+    /// Its arguments are not a JSON object: the `malformed` result, never executed.
+    Malformed,
+}
+
+/// What the head run's drafts say, read in one pass over its commits.
 #[derive(Default)]
-struct History {
-    /// Every run id with a commit on the thread (each commit carries at least its
-    /// `run_state_changed` draft), whether an agent started it with `run_started` or an
-    /// import or fork committed it whole.
-    run_ids: std::collections::BTreeSet<RunId>,
-    /// `run_started` of the head run: (transcript_start, now_ms).
-    head_start: Option<(usize, u64)>,
-    head_waits: u32,
-    /// What the head run's latest `run_awaiting` draft recorded: (step, boundary), each absent
-    /// when the draft was written without it.
-    head_wait: Option<(Option<u32>, Option<WaitBoundary>)>,
-    /// Permission decisions of the head run: (step, call id, decision).
-    head_decisions: Vec<(u32, crate::ids::CallId, PermissionDecision)>,
-    head_clock: u64,
-    /// The thread's latest compaction (of any run): (keep_from, summary).
-    compaction: Option<(usize, std::sync::Arc<crate::message::UserMessage>)>,
+struct HeadDrafts {
+    /// Its latest `run_started`: transcript_start.
+    start: Option<usize>,
+    waits: u32,
+    /// Its latest `run_awaiting`: (step, boundary), each absent when not recorded.
+    wait: Option<(Option<u32>, Option<WaitBoundary>)>,
+    /// Its permission decisions: (step, call id, decision).
+    decisions: Vec<(u32, CallId, PermissionDecision)>,
+    clock: u64,
 }
 
-impl History {
-    fn observe(&mut self, now_ms: Option<u64>) {
-        if let Some(now) = now_ms {
-            self.head_clock = self.head_clock.max(now);
-        }
-    }
-}
-
-fn read_history(
-    reader: &impl CheckpointReader,
-    thread: &ThreadId,
-    head: Option<&RunId>,
-) -> Result<History, StoreError> {
-    let mut history = History::default();
-    let scope = EventScope::Thread(thread.clone());
-    let mut from = None;
-    loop {
-        let page = reader.list_events(&scope, from, PAGE)?;
-        let Some(last) = page.last() else { break };
-        from = Some(last.sequence);
-        for event in page.iter() {
-            let draft = AuditDraft::from_stored(&event.kind, event.payload.clone());
-            history.run_ids.insert(event.run_id.clone());
-            if let AuditDraft::Compacted {
-                keep_from, summary, ..
-            } = &draft
-            {
-                history.compaction = Some((*keep_from, summary.clone()));
+impl HeadDrafts {
+    fn of(facts: &ThreadFacts, run: &RunId) -> Self {
+        let mut head = HeadDrafts::default();
+        let observe = |now_ms: Option<u64>, clock: &mut u64| {
+            if let Some(now) = now_ms {
+                *clock = (*clock).max(now);
             }
-            if Some(&event.run_id) != head {
-                continue;
-            }
+        };
+        let drafts = facts
+            .run(run)
+            .into_iter()
+            .flat_map(|run| run.commits.iter())
+            .flat_map(|commit| commit.drafts.iter());
+        for draft in drafts {
             match draft {
                 AuditDraft::RunStarted {
                     transcript_start,
                     now_ms,
                     ..
                 } => {
-                    history.head_start = Some((transcript_start, now_ms.unwrap_or(0)));
-                    history.observe(now_ms);
+                    head.start = Some(*transcript_start);
+                    observe(*now_ms, &mut head.clock);
                 }
                 AuditDraft::RunAwaiting { step, boundary, .. } => {
-                    history.head_waits = history.head_waits.saturating_add(1);
-                    history.head_wait = Some((step, boundary));
+                    head.waits = head.waits.saturating_add(1);
+                    head.wait = Some((*step, *boundary));
                 }
                 AuditDraft::PermissionDecided {
                     step,
@@ -184,27 +275,254 @@ fn read_history(
                     decision,
                     now_ms,
                 } => {
-                    history.head_decisions.push((step, call_id, decision));
-                    history.observe(now_ms);
+                    head.decisions
+                        .push((*step, call_id.clone(), decision.clone()));
+                    observe(*now_ms, &mut head.clock);
                 }
-                AuditDraft::Compacted { now_ms, .. } => history.observe(now_ms),
+                AuditDraft::Compacted { now_ms, .. } => observe(*now_ms, &mut head.clock),
                 AuditDraft::Custom { payload, .. } => {
-                    history.observe(payload.get("now_ms").and_then(Value::as_u64));
+                    observe(
+                        payload.get("now_ms").and_then(Value::as_u64),
+                        &mut head.clock,
+                    );
                 }
                 _ => {}
             }
         }
-        if page.len() < PAGE {
-            break;
-        }
+        head
     }
-    Ok(history)
+}
+
+fn invalid(message: String) -> AgentError {
+    AgentError::invalid(message)
+}
+
+/// Decides what the agent recovered from `facts` is (SPEC §8.7, the table in the module
+/// docs), under `config` (its thread, `max_steps` and tool policies) and `policy`. Pure: no
+/// store, no clock. Refuses ([`AgentError`], `invalid_input`) a configuration for another
+/// thread or one the agent cannot run with, and facts that were not written by a runcore
+/// agent (see the module docs).
+pub fn decide_recovery(
+    facts: &ThreadFacts,
+    config: &AgentConfig,
+    policy: RecoveryPolicy,
+) -> Result<RecoveryDecision, AgentError> {
+    if config.thread_id != facts.thread_id {
+        return Err(invalid(format!(
+            "recover: the configuration is for thread {:?}, not {:?}",
+            config.thread_id.as_str(),
+            facts.thread_id.as_str()
+        )));
+    }
+    config.validate()?;
+    let mut used_run_ids: BTreeSet<RunId> = facts.runs.iter().map(|r| r.run_id.clone()).collect();
+    let compaction = match facts.latest_compaction() {
+        Some(latest) if latest.keep_from > facts.messages.len() => {
+            return Err(invalid(format!(
+                "recover: the thread's latest compaction keeps from message {}, past the \
+                 transcript ({} messages)",
+                latest.keep_from,
+                facts.messages.len()
+            )));
+        }
+        Some(latest) => Some((latest.keep_from, latest.summary.clone())),
+        None => None,
+    };
+    let Some(head) = &facts.head else {
+        return Ok(RecoveryDecision {
+            used_run_ids,
+            clock_ms: 0,
+            compaction,
+            head: HeadDecision::Idle,
+        });
+    };
+    let run_id = head.id.clone();
+    // The head run counts as used even if no event of it is stored.
+    used_run_ids.insert(run_id.clone());
+    let drafts = HeadDrafts::of(facts, &run_id);
+    let decided = |head: HeadDecision| RecoveryDecision {
+        used_run_ids: used_run_ids.clone(),
+        clock_ms: drafts.clock,
+        compaction: compaction.clone(),
+        head,
+    };
+    if let RunState::Ended(cause) = &head.state {
+        return Ok(decided(HeadDecision::Ended {
+            run_id,
+            cause: cause.clone(),
+        }));
+    }
+    let transcript_start = drafts.start.ok_or_else(|| {
+        invalid(format!(
+            "recover: run {run_id} has no run_started event; it was not written by a runcore agent"
+        ))
+    })?;
+    let run_messages = facts.messages.get(transcript_start..).ok_or_else(|| {
+        invalid(format!(
+            "recover: run {run_id} starts at message {transcript_start}, past the transcript"
+        ))
+    })?;
+    let steps = run_messages
+        .iter()
+        .filter(|m| matches!(m, Message::Assistant(_)))
+        .count();
+    let steps = u32::try_from(steps)
+        .ok()
+        .filter(|s| *s <= config.max_steps)
+        .ok_or_else(|| {
+            invalid(format!(
+                "recover: run {run_id} made {steps} model calls, over max_steps {}",
+                config.max_steps
+            ))
+        })?;
+    // The calls of the run's last assistant message are open when nothing but resume
+    // context (system messages, committed with an accepted resume in the middle of a batch)
+    // follows it.
+    let open_calls: Vec<ToolCall> = match run_messages
+        .iter()
+        .rev()
+        .find(|m| !matches!(m, Message::System(_)))
+    {
+        Some(Message::Assistant(a)) => a.tool_calls().collect(),
+        _ => Vec::new(),
+    };
+    // Each open call as its policy and the latest committed decision of this step leave it.
+    let calls = || -> Vec<CallDecision> {
+        open_calls
+            .iter()
+            .map(|call| {
+                let decided = drafts
+                    .decisions
+                    .iter()
+                    .rev()
+                    .find(|(step, id, _)| *step == steps && *id == call.id);
+                let action = match decided {
+                    Some((_, _, PermissionDecision::Allow { .. })) => CallAction::Execute,
+                    Some((_, _, PermissionDecision::Deny { reason })) => CallAction::Denied {
+                        reason: reason.clone(),
+                    },
+                    None if !call.arguments.is_object() => CallAction::Malformed,
+                    None => match config.policy(&call.name) {
+                        super::ToolPolicy::Auto => CallAction::Execute,
+                        super::ToolPolicy::RequireApproval { .. } => CallAction::Ask,
+                    },
+                };
+                CallDecision {
+                    call: call.clone(),
+                    action,
+                }
+            })
+            .collect()
+    };
+    // The step the head run's latest wait recorded: the run cannot have had more model calls
+    // answered then than it has committed answers now, and when that wait is the open one
+    // (the run is Awaiting) the two counts are the same.
+    let awaiting = head.state == RunState::Awaiting;
+    let (recorded_step, recorded_boundary) = drafts.wait.unwrap_or_default();
+    if let Some(recorded) = recorded_step
+        && (recorded > steps || (awaiting && recorded != steps))
+    {
+        return Err(invalid(format!(
+            "recover: run {run_id} recorded its wait at step {recorded}, but {steps} \
+             assistant messages of it are committed"
+        )));
+    }
+    let next = if awaiting {
+        let ticket = facts.head_ticket.clone().ok_or_else(|| {
+            invalid(format!(
+                "recover: run {run_id} is Awaiting but the store has no ticket for it"
+            ))
+        })?;
+        match ticket.target() {
+            AwaitTarget::ToolCall { call_id, .. } => {
+                if open_calls.is_empty() {
+                    return Err(invalid(format!(
+                        "recover: run {run_id} waits on call {call_id}, but no tool calls are \
+                         open"
+                    )));
+                }
+                let mut calls = calls();
+                let Some(waited) = calls.iter_mut().find(|c| c.call.id == *call_id) else {
+                    return Err(invalid(format!(
+                        "recover: run {run_id} waits on call {call_id}, which its last \
+                         assistant message does not make"
+                    )));
+                };
+                waited.action = CallAction::Ask;
+                NextStep::AwaitCall {
+                    ticket: Box::new(ticket),
+                    calls,
+                }
+            }
+            AwaitTarget::Pause(_) | AwaitTarget::RemoteInput { .. } => {
+                // The boundary the wait interrupted, as its Awaiting commit recorded it. A
+                // draft without it (a store written before it was recorded, or by another
+                // writer) falls back to the message the Awaiting commit ended with: a tool
+                // result closes a batch, anything else is a text answer.
+                let interrupted = match recorded_boundary {
+                    Some(boundary) => boundary,
+                    None => match run_messages.last() {
+                        Some(Message::ToolResult(_)) => WaitBoundary::AfterToolBatch,
+                        _ => WaitBoundary::TextStop,
+                    },
+                };
+                NextStep::AwaitAt {
+                    ticket: Box::new(ticket),
+                    interrupted,
+                }
+            }
+        }
+    } else if !open_calls.is_empty() {
+        let calls = calls();
+        let undecided = calls.iter().any(|c| c.action == CallAction::Ask);
+        let executable = calls.iter().any(|c| c.action == CallAction::Execute);
+        NextStep::OpenCalls {
+            calls,
+            seal: policy == RecoveryPolicy::Seal && !undecided && executable,
+        }
+    } else if matches!(run_messages.last(), Some(Message::Assistant(_))) {
+        NextStep::Boundary
+    } else {
+        NextStep::CallModel
+    };
+    Ok(decided(HeadDecision::Resume(Box::new(ResumedRun {
+        run_id,
+        steps,
+        waits: drafts.waits,
+        transcript_start,
+        commits: head.commits,
+        next,
+    }))))
+}
+
+/// The batch of `calls` at `step`, each slot as its decision says.
+fn batch_of(step: u32, calls: Vec<CallDecision>, config: &AgentConfig) -> Batch {
+    let calls = calls
+        .into_iter()
+        .map(|CallDecision { call, action }| {
+            let slot = match action {
+                CallAction::Execute => Slot::Ready,
+                CallAction::Ask => Slot::Undecided,
+                CallAction::Denied { reason } => {
+                    Slot::Done(ToolResultMessage::denied(&call, reason.as_deref()))
+                }
+                CallAction::Malformed => Slot::Done(ToolResultMessage::malformed_arguments(&call)),
+            };
+            BatchCall {
+                policy: config.policy(&call.name),
+                call,
+                slot,
+            }
+        })
+        .collect();
+    Batch { step, calls }
 }
 
 impl Agent {
-    /// Rebuilds the agent of `thread_id` from committed facts (see the module docs). Any
-    /// outputs recovery decides (a re-asked ticket, replayed tools, a sealed end) are waiting
-    /// in [`poll`](Agent::poll).
+    /// Rebuilds the agent of `thread_id` from committed facts (see the module docs): reads
+    /// them once ([`ThreadFacts::read`]), then [`Agent::from_facts`]. Any outputs recovery
+    /// decides (a re-asked ticket, replayed tools, a sealed end) are waiting in
+    /// [`poll`](Agent::poll).
     pub fn recover(
         config: AgentConfig,
         reader: &impl CheckpointReader,
@@ -212,173 +530,77 @@ impl Agent {
         policy: RecoveryPolicy,
     ) -> Result<Agent, RecoverError> {
         if config.thread_id != *thread_id {
-            return Err(RecoverError::Invalid(AgentError::invalid(format!(
+            return Err(RecoverError::Invalid(invalid(format!(
                 "recover: the configuration is for thread {:?}, not {:?}",
                 config.thread_id.as_str(),
                 thread_id.as_str()
             ))));
         }
+        let facts = ThreadFacts::read(reader, thread_id)?;
+        Ok(Agent::from_facts(config, facts, policy)?)
+    }
+
+    /// The agent recovered from `facts` (read by [`ThreadFacts::read`]): [`decide_recovery`],
+    /// then the agent that decision describes. The recovered agent's first commit builds on
+    /// `facts.version` (SPEC §7.1).
+    pub fn from_facts(
+        config: AgentConfig,
+        facts: ThreadFacts,
+        policy: RecoveryPolicy,
+    ) -> Result<Agent, AgentError> {
+        let decision = decide_recovery(&facts, &config, policy)?;
         let mut agent = Agent::new(config)?;
-        agent.thread.messages = reader.committed_messages(thread_id)?;
+        agent.thread.messages = facts.messages;
         agent.thread.committed = agent.thread.messages.len();
-        // The fence (SPEC §7.1): the recovered agent's first commit builds on the version the
-        // store holds now; a second writer recovered from the same version is fenced.
-        agent.thread.thread_version = reader.thread_version(thread_id)?;
-        let head = reader.latest_run(thread_id)?;
-        let history = read_history(reader, thread_id, head.as_ref().map(|r| &r.id))?;
-        // Minting restarts from 1 and skips every used id, so the next minted id is the first
-        // `"{thread}/run-{n}"` not used: the one the agent that stopped would have minted.
-        agent.thread.used_run_ids = history.run_ids;
-        agent.thread.clock_ms = history.head_clock;
-        // The model context (SPEC §8.9) from the thread's latest committed compaction.
-        if let Some((keep_from, summary)) = history.compaction {
-            if keep_from > agent.thread.messages.len() {
-                return Err(RecoverError::Invalid(AgentError::invalid(format!(
-                    "recover: the thread's latest compaction keeps from message {keep_from}, \
-                     past the transcript ({} messages)",
-                    agent.thread.messages.len()
-                ))));
-            }
+        // The fence (SPEC §7.1): the recovered agent's first commit builds on the version
+        // the store held when the facts were read; a second writer recovered from the same
+        // version is fenced.
+        agent.thread.thread_version = facts.version;
+        agent.thread.used_run_ids = decision.used_run_ids;
+        agent.thread.clock_ms = decision.clock_ms;
+        if let Some((keep_from, summary)) = decision.compaction {
             agent.set_compaction(Some(super::Compaction::new(keep_from, summary)));
         }
-        let Some(head) = head else {
-            return Ok(agent);
+        let resumed = match decision.head {
+            HeadDecision::Idle => return Ok(agent),
+            HeadDecision::Ended { run_id, cause } => {
+                agent.thread.last_end = Some((run_id, cause));
+                return Ok(agent);
+            }
+            HeadDecision::Resume(resumed) => *resumed,
         };
-        let run_id = head.id.clone();
-        // The head run counts as used even if its start was not recorded as `run_started`.
-        agent.thread.used_run_ids.insert(run_id.clone());
-        if let RunState::Ended(cause) = head.state {
-            agent.thread.last_end = Some((run_id, cause));
-            return Ok(agent);
-        }
-        let (transcript_start, _) = history.head_start.ok_or_else(|| {
-            AgentError::invalid(format!(
-                "recover: run {run_id} has no run_started event; it was not written by a runcore agent"
-            ))
-        })?;
-        let run_messages = agent.thread.messages.get(transcript_start..).ok_or_else(|| {
-            AgentError::invalid(format!(
-                "recover: run {run_id} starts at message {transcript_start}, past the transcript"
-            ))
-        })?;
-        let steps = run_messages
-            .iter()
-            .filter(|m| matches!(m, Message::Assistant(_)))
-            .count();
-        let steps = u32::try_from(steps)
-            .ok()
-            .filter(|s| *s <= agent.thread.config.max_steps)
-            .ok_or_else(|| {
-                AgentError::invalid(format!(
-                    "recover: run {run_id} made {steps} model calls, over max_steps {}",
-                    agent.thread.config.max_steps
-                ))
-            })?;
-        // The calls of the run's last assistant message are open when nothing but resume
-        // context (system messages, committed with an accepted resume in the middle of a
-        // batch) follows it.
-        let open_calls: Vec<ToolCall> = match run_messages
-            .iter()
-            .rev()
-            .find(|m| !matches!(m, Message::System(_)))
-        {
-            Some(Message::Assistant(a)) => a.tool_calls().collect(),
-            _ => Vec::new(),
-        };
-        let decisions: Vec<(crate::ids::CallId, PermissionDecision)> = history
-            .head_decisions
-            .iter()
-            .filter(|(step, _, _)| *step == steps)
-            .map(|(_, call, decision)| (call.clone(), decision.clone()))
-            .collect();
-        // Ordinals continue from the run's stored commit count.
-        let awaiting = head.state == RunState::Awaiting;
-        let run = Run::recovered(
-            run_id.clone(),
+        let ResumedRun {
+            run_id,
             steps,
-            history.head_waits,
+            waits,
             transcript_start,
-            awaiting,
-            head.commits,
-        );
-        let batch = || {
-            let mut batch = Batch::answered(steps, open_calls.clone(), |name| {
-                agent.thread.config.policy(name)
-            });
-            for entry in &mut batch.calls {
-                match decisions
-                    .iter()
-                    .rev()
-                    .find(|(call, _)| *call == entry.call.id)
-                {
-                    Some((_, PermissionDecision::Allow { .. })) => entry.slot = Slot::Ready,
-                    Some((_, PermissionDecision::Deny { reason })) => {
-                        entry.slot =
-                            Slot::Done(ToolResultMessage::denied(&entry.call, reason.as_deref()));
-                    }
-                    None => {}
-                }
-            }
-            batch
+            commits,
+            next,
+        } = resumed;
+        let awaiting = matches!(next, NextStep::AwaitAt { .. } | NextStep::AwaitCall { .. });
+        // Ordinals continue from the run's stored commit count.
+        let run = Run::recovered(run_id, steps, waits, transcript_start, awaiting, commits);
+        let config = &agent.thread.config;
+        let recovered = match next {
+            NextStep::CallModel => RecoveredRun::AtCall,
+            NextStep::Boundary => RecoveredRun::AfterAnswer,
+            NextStep::AwaitAt {
+                ticket,
+                interrupted,
+            } => RecoveredRun::AwaitingAt {
+                ticket,
+                interrupted: BoundaryKind::from(interrupted),
+            },
+            NextStep::AwaitCall { ticket, calls } => RecoveredRun::AwaitingCall {
+                ticket,
+                batch: batch_of(steps, calls, config),
+            },
+            NextStep::OpenCalls { calls, seal } => RecoveredRun::OpenCalls {
+                batch: batch_of(steps, calls, config),
+                seal,
+            },
         };
-        // The step the head run's latest wait recorded: the run cannot have had more model
-        // calls answered then than it has committed answers now, and when that wait is the
-        // open one (the run is Awaiting) the two counts are the same.
-        let (recorded_step, recorded_boundary) = history.head_wait.unwrap_or_default();
-        if let Some(recorded) = recorded_step {
-            let awaiting = head.state == RunState::Awaiting;
-            if recorded > steps || (awaiting && recorded != steps) {
-                return Err(RecoverError::Invalid(AgentError::invalid(format!(
-                    "recover: run {run_id} recorded its wait at step {recorded}, but {steps} \
-                     assistant messages of it are committed"
-                ))));
-            }
-        }
-        let facts = if head.state == RunState::Awaiting {
-            let ticket = reader.resume_ticket(&run_id)?.ok_or_else(|| {
-                AgentError::invalid(format!(
-                    "recover: run {run_id} is Awaiting but the store has no ticket for it"
-                ))
-            })?;
-            match ticket.target() {
-                AwaitTarget::ToolCall { call_id, .. } => {
-                    if open_calls.is_empty() {
-                        return Err(RecoverError::Invalid(AgentError::invalid(format!(
-                            "recover: run {run_id} waits on call {call_id}, but no tool calls \
-                             are open"
-                        ))));
-                    }
-                    RecoveredRun::AwaitingCall {
-                        ticket: Box::new(ticket),
-                        batch: batch(),
-                    }
-                }
-                AwaitTarget::Pause(_) | AwaitTarget::RemoteInput { .. } => {
-                    // The boundary the wait interrupted, as its Awaiting commit recorded it. A
-                    // draft without it (a store written before it was recorded, or by another
-                    // writer) falls back to the message the Awaiting commit ended with: a tool
-                    // result closes a batch, anything else is a text answer.
-                    let interrupted = match recorded_boundary {
-                        Some(boundary) => BoundaryKind::from(boundary),
-                        None => match run_messages.last() {
-                            Some(Message::ToolResult(_)) => BoundaryKind::AfterToolBatch,
-                            _ => BoundaryKind::TextStop,
-                        },
-                    };
-                    RecoveredRun::AwaitingAt {
-                        ticket: Box::new(ticket),
-                        interrupted,
-                    }
-                }
-            }
-        } else if !open_calls.is_empty() {
-            RecoveredRun::OpenCalls(batch())
-        } else if matches!(run_messages.last(), Some(Message::Assistant(_))) {
-            RecoveredRun::AfterAnswer
-        } else {
-            RecoveredRun::AtCall
-        };
-        agent.rebuild(run, facts, policy)?;
+        agent.rebuild(run, recovered)?;
         Ok(agent)
     }
 }

@@ -152,7 +152,7 @@ mod model;
 mod recovery;
 mod wait;
 
-pub(crate) use batch::{Batch, Slot, check_tool_call};
+pub(crate) use batch::{Batch, BatchCall, Slot, check_tool_call};
 use finish::Open;
 pub(crate) use finish::Pairing;
 

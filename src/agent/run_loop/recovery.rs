@@ -9,20 +9,15 @@ use crate::run::EndCause;
 use super::super::Agent;
 use super::super::config::ToolPolicy;
 use super::super::queues::BoundaryKind;
-use super::super::recover::{RecoveredRun, RecoveryPolicy};
+use super::super::recover::RecoveredRun;
 use super::{ActiveRun, Next, Open, Pairing, Phase, Run, Slot, Thread, Tx, Wait, waiting_call};
 
 impl Agent {
     /// Puts a run rebuilt from committed facts (SPEC §8.7) in place, in the phase the facts
     /// say, and takes the step recovery decides (see the recovery rows of the module table).
-    pub(crate) fn rebuild(
-        &mut self,
-        run: Run,
-        facts: RecoveredRun,
-        policy: RecoveryPolicy,
-    ) -> Result<(), AgentError> {
+    pub(crate) fn rebuild(&mut self, run: Run, facts: RecoveredRun) -> Result<(), AgentError> {
         let mut tx = Tx::over(&mut self.outbox);
-        let next = rebuild_step(&mut self.thread, run, facts, policy, &mut tx)?;
+        let next = rebuild_step(&mut self.thread, run, facts, &mut tx)?;
         self.active = next.into_active();
         Ok(())
     }
@@ -33,7 +28,6 @@ fn rebuild_step(
     thread: &mut Thread,
     run: Run,
     facts: RecoveredRun,
-    policy: RecoveryPolicy,
     tx: &mut Tx<'_>,
 ) -> Result<Next, AgentError> {
     let next = match facts {
@@ -90,10 +84,8 @@ fn rebuild_step(
                 phase: Phase::Waiting(Box::new(wait)),
             })
         }
-        RecoveredRun::OpenCalls(mut batch) => {
-            let undecided = batch.calls.iter().any(|c| c.slot == Slot::Undecided);
-            let executable = batch.calls.iter().any(|c| c.slot == Slot::Ready);
-            if policy == RecoveryPolicy::Seal && !undecided && executable {
+        RecoveredRun::OpenCalls { mut batch, seal } => {
+            if seal {
                 for entry in &mut batch.calls {
                     if entry.slot == Slot::Ready {
                         entry.slot = Slot::Executing;
