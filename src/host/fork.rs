@@ -1,8 +1,8 @@
 //! Forking a thread (SPEC §8.10, §12.6): try another path from a point in a thread without
 //! losing the original.
 //!
-//! [`fork_thread`] reads the parent's committed view as of a version
-//! ([`CommittedThreadView::thread_as_of`]), builds the fork's first commit and commits it
+//! [`fork_thread`] reads the parent's committed facts as of a version
+//! ([`ThreadFacts::read_as_of`], over [`CommittedThreadView::thread_as_of`]), builds the fork's first commit and commits it
 //! fenced: an import of exactly the messages committed in versions `1..=at_version` (a run
 //! `"{new_thread}/run-1"` that starts and ends in that commit, `Ended(Stopped("imported"))`)
 //! with the audit drafts `imported {count}` and `forked_from {thread_id, version}`, and — when
@@ -17,11 +17,11 @@
 //! of that version.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::agent::history::{FORKED_FROM_KIND, IMPORTED, check_complete, imported_draft};
-use crate::commit::{AuditDraft, CommitOperation, ThreadCommit, kinds};
+use crate::commit::{AuditDraft, CommitOperation, ThreadCommit};
 use crate::error::AgentError;
+use crate::facts::{CompactionFact, ThreadFacts};
 use crate::ids::{RunId, ThreadId};
 use crate::run::{EndCause, RunDisposition};
 use crate::store::{CheckpointReader, CommitLog, EventScope, StoreError};
@@ -140,7 +140,8 @@ pub fn fork_thread<S: CommitLog + CheckpointReader + ?Sized>(
              them"
         )));
     }
-    let Some(at) = store.thread_as_of(parent, at_version)? else {
+    // The parent as of the version, read once: its messages and the compaction in force then.
+    let Some(at) = ThreadFacts::read_as_of(store, parent, at_version)? else {
         return Err(invalid(format!(
             "fork: thread {parent} has no version {at_version}"
         )));
@@ -158,7 +159,7 @@ pub fn fork_thread<S: CommitLog + CheckpointReader + ?Sized>(
             incomplete.describe("fork")
         ))
     })?;
-    let compaction = latest_compaction(store, parent, at.commit_sequence)?;
+    let compaction = at.latest_compaction().map(CompactionFact::draft);
     let run_id = RunId::new(format!("{new_thread}/run-1"));
     let mut drafts = vec![
         imported_draft(at.messages.len(), now_ms),
@@ -190,54 +191,23 @@ pub fn fork_thread<S: CommitLog + CheckpointReader + ?Sized>(
     })
 }
 
-/// The latest `compacted` draft of `thread` committed at or before `commit_sequence`.
-fn latest_compaction<S: CheckpointReader + ?Sized>(
-    store: &S,
-    thread: &ThreadId,
-    commit_sequence: u64,
-) -> Result<Option<AuditDraft>, StoreError> {
-    const PAGE: usize = 1024;
-    let scope = EventScope::Thread(thread.clone());
-    let mut latest = None;
-    let mut from = None;
-    loop {
-        let page = store.list_events(&scope, from, PAGE)?;
-        let Some(last) = page.last() else { break };
-        from = Some(last.sequence);
-        let full = page.len() == PAGE;
-        for event in page {
-            if event.commit_sequence > commit_sequence {
-                return Ok(latest);
-            }
-            if event.kind == kinds::COMPACTED {
-                latest = Some(AuditDraft::from_stored(&event.kind, event.payload));
-            }
-        }
-        if !full {
-            break;
-        }
-    }
-    Ok(latest)
-}
-
 /// The thread's origin when it was made by [`fork_thread`]: the `forked_from` draft of its
 /// first commit. `None` for a thread that was not forked (or is unknown).
 pub fn forked_from<S: CheckpointReader + ?Sized>(
     store: &S,
     thread: &ThreadId,
 ) -> Result<Option<ForkOrigin>, StoreError> {
-    // The fork's first commit carries at most five drafts; the first page holds them.
+    // The fork's first commit carries at most five drafts; the first page holds them, and
+    // the origin is decoded as every reader of the thread decodes it (ThreadFacts).
     let events = store.list_events(&EventScope::Thread(thread.clone()), None, 8)?;
-    let Some(first) = events.first() else {
+    let Some(first) = events.first().map(|event| event.commit_sequence) else {
         return Ok(None);
     };
-    Ok(events
-        .iter()
-        .take_while(|event| event.commit_sequence == first.commit_sequence)
-        .find(|event| event.kind == FORKED_FROM_KIND)
-        .and_then(|event| origin(&event.payload)))
-}
-
-fn origin(payload: &Value) -> Option<ForkOrigin> {
-    serde_json::from_value(payload.clone()).ok()
+    let first_commit = events
+        .into_iter()
+        .take_while(|event| event.commit_sequence == first);
+    Ok(
+        ThreadFacts::from_records(thread.clone(), 0, Vec::new(), None, None, first_commit)
+            .forked_from,
+    )
 }
