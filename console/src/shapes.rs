@@ -5,9 +5,10 @@
 //! Each is gathered through the core's read ports only ([`CheckpointReader`]), so it reads
 //! any backend the same way.
 
+use runcore::facts::ThreadFacts;
 use runcore::host::ForkOrigin;
 use runcore::store::{CheckpointReader, Claim, EventRecord, EventScope, StoreError, ThreadClaims};
-use runcore::{AuditDraft, Message, ResumeTicket, RunId, RunRecord, RunState, ThreadId};
+use runcore::{Message, ResumeTicket, RunId, RunRecord, RunState, ThreadId};
 pub use runcore_host::wall_clock_ms;
 use serde::Serialize;
 
@@ -132,55 +133,30 @@ pub fn show<S: CheckpointReader + ThreadClaims + ?Sized>(
     store: &S,
     thread: &ThreadId,
 ) -> Result<ThreadView, StoreError> {
-    let version = store.thread_version(thread)?;
-    let messages = store.committed_messages(thread)?;
-    // A run's first commit always carries an audit event (its `run_state_changed`), so the
-    // runs in the order their first event appears are the runs in start order.
-    let mut run_ids: Vec<RunId> = Vec::new();
-    let mut compaction = None;
-    // A fork's origin is a `forked_from` draft of the thread's first commit.
-    let mut first_commit = None;
-    let mut forked_from = None;
-    let scope = EventScope::Thread(thread.clone());
-    let mut from = None;
-    loop {
-        let page = store.list_events(&scope, from, PAGE)?;
-        let Some(last) = page.last() else { break };
-        from = Some(last.sequence);
-        for event in page {
-            let first = *first_commit.get_or_insert(event.commit_sequence);
-            if event.kind == "forked_from" && event.commit_sequence == first {
-                forked_from = serde_json::from_value::<ForkOrigin>(event.payload.clone()).ok();
-            }
-            if event.kind == "compacted"
-                && let AuditDraft::Compacted {
-                    keep_from, summary, ..
-                } = AuditDraft::from_stored(&event.kind, event.payload.clone())
-            {
-                compaction = Some((keep_from, Message::User(summary)));
-            }
-            if !run_ids.contains(&event.run_id) {
-                run_ids.push(event.run_id);
-            }
-        }
-    }
-    let mut runs = Vec::with_capacity(run_ids.len());
+    // The thread's committed history, read once, with each run's record and ticket: the runs
+    // in the order of their first commit are the runs in start order.
+    let facts = ThreadFacts::read_with_runs(store, thread)?;
+    let (context_start, summary) = match facts.latest_compaction() {
+        Some(compaction) => (
+            compaction.keep_from,
+            Some(Message::User(compaction.summary.clone())),
+        ),
+        None => (0, None),
+    };
+    let mut runs = Vec::with_capacity(facts.runs.len());
     let mut tickets = Vec::new();
-    for id in run_ids {
-        let Some(record) = store.run(&id)? else {
+    for run in facts.runs {
+        let Some(record) = run.record else {
             continue;
         };
         if record.state == RunState::Awaiting
-            && let Some(ticket) = store.resume_ticket(&id)?
+            && let Some(ticket) = run.ticket
         {
             tickets.push(ticket);
         }
         runs.push(RunView::from(record));
     }
-    let (context_start, summary) = match compaction {
-        Some((keep_from, summary)) => (keep_from, Some(summary)),
-        None => (0, None),
-    };
+    let (version, messages, forked_from) = (facts.version, facts.messages, facts.forked_from);
     Ok(ThreadView {
         thread_id: thread.clone(),
         version,
