@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use runcore::store::{CheckpointReader, EventRecord, EventScope, StoreError};
+use runcore::facts::{CommitFacts, RunFacts, ThreadFacts};
+use runcore::store::{CheckpointReader, EventRecord, StoreError};
 use runcore::{
     AssistantBlock, AssistantMessage, AuditDraft, AwaitTarget, ContentBlock, EndCause, Message,
     PermissionDecision, ResultOutcome, RunId, RunState, ThreadId, ToolResultMessage, UserMessage,
@@ -69,23 +70,21 @@ impl From<StoreError> for TraceError {
     }
 }
 
-/// Events read per page from a store.
-const PAGE: usize = 512;
-
-/// The spans of `thread` read straight from a store: its committed messages and its audit
-/// events, paged. With `run`, only that run's spans (an error if the thread has no such run).
+/// The spans of `thread` read straight from a store: its committed history, read once
+/// ([`ThreadFacts::read`]). With `run`, only that run's spans (an error if the thread has no
+/// such run).
 pub fn spans_from_store(
     reader: &(impl CheckpointReader + ?Sized),
     thread: &ThreadId,
     run: Option<&RunId>,
     options: &TraceOptions,
 ) -> Result<Vec<Span>, TraceError> {
-    let (messages, events) = read_thread(reader, thread)?;
-    let spans = derive_spans(thread, &messages, &events, options);
+    let facts = ThreadFacts::read(reader, thread)?;
+    let spans = derive_spans_of(&facts, options);
     match run {
         None => Ok(spans),
         Some(run_id) => {
-            if !events.iter().any(|event| event.run_id == *run_id) {
+            if facts.run(run_id).is_none() {
                 return Err(TraceError::UnknownRun {
                     thread_id: thread.clone(),
                     run_id: run_id.clone(),
@@ -107,45 +106,47 @@ pub fn thread_spans(
     thread: &ThreadId,
     options: &TraceOptions,
 ) -> Result<Vec<Span>, StoreError> {
-    let (messages, events) = read_thread(reader, thread)?;
-    Ok(derive_spans(thread, &messages, &events, options))
-}
-
-/// The thread's committed messages and its audit events, paged.
-fn read_thread(
-    reader: &(impl CheckpointReader + ?Sized),
-    thread: &ThreadId,
-) -> Result<(Vec<Message>, Vec<EventRecord>), StoreError> {
-    let messages = reader.committed_messages(thread)?;
-    let scope = EventScope::Thread(thread.clone());
-    let mut events = Vec::new();
-    let mut from = None;
-    loop {
-        let page = reader.list_events(&scope, from, PAGE)?;
-        let Some(last) = page.last() else { break };
-        from = Some(last.sequence);
-        let full = page.len() >= PAGE;
-        events.extend(page);
-        if !full {
-            break;
-        }
-    }
-    Ok((messages, events))
+    let facts = ThreadFacts::read(reader, thread)?;
+    Ok(derive_spans_of(&facts, options))
 }
 
 /// The spans of `thread`, derived from its committed `messages` (commit order) and its audit
 /// `events` (what `list_events(EventScope::Thread(..))` returns, ascending; events of other
-/// threads are ignored). Runs in the order they first committed; within a run, its span
-/// first, then its model steps, tool calls and waits in commit order. Pure: the same facts
-/// give the same spans, byte for byte.
+/// threads are ignored), decoded as [`ThreadFacts::from_records`] decodes them. Pure: the same
+/// facts give the same spans, byte for byte.
 pub fn derive_spans(
     thread: &ThreadId,
     messages: &[Message],
     events: &[EventRecord],
     options: &TraceOptions,
 ) -> Vec<Span> {
-    let runs = group_runs(thread, events);
-    let compactions = compactions(events, thread);
+    let facts = ThreadFacts::from_records(
+        thread.clone(),
+        0,
+        Vec::new(),
+        None,
+        None,
+        events.iter().cloned(),
+    );
+    derive(thread, messages, &facts, options)
+}
+
+/// The spans of a thread's committed history ([`ThreadFacts`]): runs in the order they first
+/// committed; within a run, its span first, then its model steps, tool calls and waits in
+/// commit order. Pure: the same facts give the same spans, byte for byte.
+pub fn derive_spans_of(facts: &ThreadFacts, options: &TraceOptions) -> Vec<Span> {
+    derive(&facts.thread_id, &facts.messages, facts, options)
+}
+
+/// The spans of `facts`' runs over `messages`.
+fn derive(
+    thread: &ThreadId,
+    messages: &[Message],
+    facts: &ThreadFacts,
+    options: &TraceOptions,
+) -> Vec<Span> {
+    let runs = &facts.runs;
+    let compactions = compactions(facts);
     let mut spans = Vec::new();
     for (index, run) in runs.iter().enumerate() {
         let next_start = runs.get(index + 1).and_then(|next| next.transcript_start);
@@ -174,17 +175,16 @@ fn hashed(parts: &[&str], len: usize) -> String {
 
 // ----- committed facts, grouped -------------------------------------------------------------
 
-/// One commit of a run, as its audit drafts tell it.
-struct CommitFacts {
-    sequence: u64,
-    /// `commit_clock`: the agent's clock and the transcript length after the commit.
-    clock: Option<(u64, usize)>,
-    drafts: Vec<AuditDraft>,
-}
-
-impl CommitFacts {
+/// What the derivation asks of one commit of [`ThreadFacts`].
+trait CommitView {
     /// The best time the commit itself says: its `commit_clock`, else the latest `now_ms` of
     /// a draft decided in it (the same clock: one input's drafts share it).
+    fn own_time(&self) -> Option<u64>;
+    /// The run state it committed, and what it awaits.
+    fn state(&self) -> Option<(&RunState, Option<&AwaitTarget>)>;
+}
+
+impl CommitView for CommitFacts {
     fn own_time(&self) -> Option<u64> {
         if let Some((now, _)) = self.clock {
             return Some(now);
@@ -208,81 +208,12 @@ impl CommitFacts {
     }
 }
 
-struct RunFacts {
-    run_id: RunId,
-    transcript_start: Option<usize>,
-    started_ms: Option<u64>,
-    commits: Vec<CommitFacts>,
-}
-
-fn group_runs(thread: &ThreadId, events: &[EventRecord]) -> Vec<RunFacts> {
-    let mut runs: Vec<RunFacts> = Vec::new();
-    let mut index_of: BTreeMap<RunId, usize> = BTreeMap::new();
-    for event in events.iter().filter(|event| event.thread_id == *thread) {
-        let index = *index_of.entry(event.run_id.clone()).or_insert_with(|| {
-            runs.push(RunFacts {
-                run_id: event.run_id.clone(),
-                transcript_start: None,
-                started_ms: None,
-                commits: Vec::new(),
-            });
-            runs.len() - 1
-        });
-        let Some(run) = runs.get_mut(index) else {
-            continue;
-        };
-        let draft = AuditDraft::from_stored(&event.kind, event.payload.clone());
-        match &draft {
-            AuditDraft::RunStarted {
-                transcript_start,
-                now_ms,
-                ..
-            } => {
-                run.transcript_start = run.transcript_start.or(Some(*transcript_start));
-                run.started_ms = run.started_ms.or(*now_ms);
-            }
-            AuditDraft::CommitClock { .. } => {}
-            _ => {}
-        }
-        let fresh = run
-            .commits
-            .last()
-            .is_none_or(|last| last.sequence != event.commit_sequence);
-        if fresh {
-            run.commits.push(CommitFacts {
-                sequence: event.commit_sequence,
-                clock: None,
-                drafts: Vec::new(),
-            });
-        }
-        if let Some(commit) = run.commits.last_mut() {
-            if let AuditDraft::CommitClock {
-                now_ms,
-                transcript_len,
-            } = draft
-            {
-                commit.clock = Some((now_ms, transcript_len));
-            } else {
-                commit.drafts.push(draft);
-            }
-        }
-    }
-    runs
-}
-
 /// Every compaction of the thread: (commit sequence, keep_from, summary), in commit order.
-fn compactions(events: &[EventRecord], thread: &ThreadId) -> Vec<(u64, usize, Arc<UserMessage>)> {
-    events
+fn compactions(facts: &ThreadFacts) -> Vec<(u64, usize, Arc<UserMessage>)> {
+    facts
+        .compactions
         .iter()
-        .filter(|event| event.thread_id == *thread)
-        .filter_map(
-            |event| match AuditDraft::from_stored(&event.kind, event.payload.clone()) {
-                AuditDraft::Compacted {
-                    keep_from, summary, ..
-                } => Some((event.commit_sequence, keep_from, summary)),
-                _ => None,
-            },
-        )
+        .map(|c| (c.commit_sequence, c.keep_from, c.summary.clone()))
         .collect()
 }
 
