@@ -20,8 +20,10 @@
 //!    `config` line naming another thread, or any `config` line once the thread has history,
 //!    is `invalid_state`, and that a commit the store rejects or fails gives one `store` error
 //!    line ([`store_error_line`]) and nothing after it: the session has ended (the binary
-//!    exits with status 3), because the agent is then ahead of the store. Later lines are
-//!    refused with [`SessionEnded`]; a new driver recovers from what is committed.
+//!    exits with status 3), because the agent is then ahead of the store. A driver started
+//!    under a claim ([`DurableDriver::start_claimed`]) releases it then, so the next driver
+//!    need not wait for the lease to pass. Later lines are refused with [`SessionEnded`]; a
+//!    new driver recovers from what is committed.
 
 use serde_json::{Map, Value};
 
