@@ -471,3 +471,34 @@ fn field_less_inputs_reject_unknown_fields() {
         .to_string();
     assert!(error.contains("unknown field"), "{error}");
 }
+
+/// `model_failed` carries the provider's `retry_after_ms` when given (SPEC §8.11, §12.7) and
+/// leaves it out of the line when not, so lines written before it read and print unchanged.
+#[test]
+fn model_failed_carries_an_optional_retry_after() {
+    let without =
+        r#"{"type":"model_failed","run_id":"r","step":1,"code":"rate_limited","message":"m"}"#;
+    let input: Input = serde_json::from_str(without).unwrap();
+    assert!(matches!(
+        &input,
+        Input::ModelFailed {
+            retry_after_ms: None,
+            ..
+        }
+    ));
+    assert_eq!(serde_json::to_string(&input).unwrap(), without);
+    let with = r#"{"type":"model_failed","run_id":"r","step":1,"code":"rate_limited","message":"m","retry_after_ms":3000}"#;
+    let input: Input = serde_json::from_str(with).unwrap();
+    assert!(matches!(
+        &input,
+        Input::ModelFailed {
+            retry_after_ms: Some(3000),
+            ..
+        }
+    ));
+    assert_eq!(serde_json::to_string(&input).unwrap(), with);
+    let line = runcore::driver::InputLine::parse(with).unwrap();
+    assert_eq!(line.input, input);
+    let negative = with.replace("3000", "-1");
+    assert!(serde_json::from_str::<Input>(&negative).is_err());
+}

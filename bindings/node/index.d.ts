@@ -225,7 +225,13 @@ export class Agent {
     options?: At & { kind?: 'text' | 'thinking' },
   ): void;
   modelDone(runId: string, step: number, message: AssistantMessage, options?: At): void;
-  modelFailed(runId: string, step: number, code: string, message: string, options?: At): void;
+  modelFailed(
+    runId: string,
+    step: number,
+    code: string,
+    message: string,
+    options?: At & { retryAfterMs?: number },
+  ): void;
   toolProgress(runId: string, callId: string, content: string | ContentBlock[], options?: At): void;
   toolDone(
     runId: string,
@@ -401,7 +407,14 @@ export interface Encoded {
 export type DecodedInput =
   | { type: 'model_delta'; run_id: string; step: number; text: string; kind?: 'text' | 'thinking' }
   | { type: 'model_done'; run_id: string; step: number; message: AssistantMessage }
-  | { type: 'model_failed'; run_id: string; step: number; code: string; message: string };
+  | {
+      type: 'model_failed';
+      run_id: string;
+      step: number;
+      code: string;
+      message: string;
+      retry_after_ms?: number;
+    };
 
 /** A stream decoder of one model call's response. */
 export interface ProviderDecoder {

@@ -652,9 +652,14 @@ class Agent {
     this.#line(withNow({ type: 'model_done', run_id: runId, step, message }, nowMs));
   }
 
-  /** The outstanding model call failed with the provider's `code` and `message`. */
-  modelFailed(runId, step, code, message, { nowMs } = {}) {
-    this.#line(withNow({ type: 'model_failed', run_id: runId, step, code, message }, nowMs));
+  /**
+   * The outstanding model call failed with the provider's `code` and `message`; `retryAfterMs`
+   * is the wait the provider asked for, if any (carried on the input: SPEC §8.11).
+   */
+  modelFailed(runId, step, code, message, { nowMs, retryAfterMs } = {}) {
+    const line = { type: 'model_failed', run_id: runId, step, code, message };
+    if (retryAfterMs !== undefined && retryAfterMs !== null) line.retry_after_ms = retryAfterMs;
+    this.#line(withNow(line, nowMs));
   }
 
   /** Live progress of an executing call (a string or content blocks; never committed). */

@@ -307,6 +307,7 @@ impl<P: Protocol> StreamDecoder<P> {
                 step,
                 code: failure.code.as_str().to_owned(),
                 message: failure.message,
+                retry_after_ms: None,
             },
         });
         (out, self.report)
