@@ -13,6 +13,7 @@ use runcore::{AssistantMessage, DeltaKind, Input, RunId, Step};
 use serde_json::Value;
 
 use crate::failure::{Failure, http_failure};
+use crate::retry::RetryHints;
 use crate::sse::{SseEvent, SseParser};
 
 /// What one event did.
@@ -137,6 +138,8 @@ pub struct StreamDecoder<P: Protocol> {
     /// The first SSE event whose data was not the API's: the format error if no event is
     /// understood at all (a bad line inside a stream that is otherwise the API's is ignored).
     first_bad: Option<FormatError>,
+    /// The waits the response's headers ask for (`retry_after_ms` of a `model_failed`).
+    hints: RetryHints,
 }
 
 impl<P: Protocol> StreamDecoder<P> {
@@ -164,7 +167,46 @@ impl<P: Protocol> StreamDecoder<P> {
             report: DecodeReport::default(),
             understood: 0,
             first_bad: None,
+            hints: RetryHints::default(),
         }
+    }
+
+    /// Gives the decoder the response's headers (name, value pairs; names match
+    /// case-insensitively), so that a `model_failed` carries the wait the provider asked for
+    /// in `retry_after_ms` (SPEC §13): `retry-after-ms`, then `retry-after` (seconds or an HTTP
+    /// date), then, for `rate_limited` only, the providers' rate-limit reset headers
+    /// (`anthropic-ratelimit-*-reset`, `x-ratelimit-reset-*`; the latest reset of an exhausted
+    /// limit).
+    ///
+    /// `now_ms` (milliseconds since the Unix epoch) is the reference a date becomes a delay
+    /// against: the crate has no clock, so a host passes its clock's time at the response. Left
+    /// `None`, the response's own `date` header is the reference; with neither, dates are not
+    /// read. A date in the past is a wait of 0. Values that do not read are ignored; calling it
+    /// again replaces what an earlier call gave.
+    pub fn set_headers<K, V>(
+        &mut self,
+        headers: impl IntoIterator<Item = (K, V)>,
+        now_ms: Option<u64>,
+    ) where
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        self.hints = RetryHints::read(headers, now_ms);
+    }
+
+    /// [`set_headers`](Self::set_headers), by value: `Decoder::new(run, step).with_headers(…)`.
+    #[must_use]
+    pub fn with_headers<K, V>(
+        mut self,
+        headers: impl IntoIterator<Item = (K, V)>,
+        now_ms: Option<u64>,
+    ) -> Self
+    where
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        self.set_headers(headers, now_ms);
+        self
     }
 
     fn is_success(&self) -> bool {
@@ -307,7 +349,7 @@ impl<P: Protocol> StreamDecoder<P> {
                 step,
                 code: failure.code.as_str().to_owned(),
                 message: failure.message,
-                retry_after_ms: None,
+                retry_after_ms: self.hints.for_failure(failure.code),
             },
         });
         (out, self.report)

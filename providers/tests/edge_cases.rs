@@ -413,3 +413,107 @@ mod arbitrary_bytes {
         }
     }
 }
+
+/// SPEC §13: given the response's headers, a `model_failed` carries the wait the provider asked
+/// for in `retry_after_ms` — `retry-after` in seconds or as an HTTP date, `retry-after-ms`, the
+/// providers' reset headers — and a decoder given none carries none.
+#[test]
+fn headers_fill_retry_after() {
+    let decode_with =
+        |api: Api, status: u16, body: &str, headers: &[(&str, &str)], now: Option<u64>| {
+            let mut decoder = api.decoder("run-1", 1, status);
+            decoder.set_headers(headers.iter().copied(), now);
+            let mut inputs = decoder.feed(body.as_bytes());
+            inputs.extend(decoder.finish_with_report().0);
+            assert_one_terminal(&inputs);
+            match inputs.last() {
+                Some(Input::ModelFailed { retry_after_ms, .. }) => *retry_after_ms,
+                other => panic!("expected model_failed, got {other:?}"),
+            }
+        };
+    let anthropic_429 =
+        r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#;
+    let openai_429 =
+        r#"{"error":{"type":"requests","code":"rate_limit_exceeded","message":"slow down"}}"#;
+    for (api, body) in [
+        (Api::Anthropic, anthropic_429),
+        (Api::OpenAiChat, openai_429),
+        (Api::OpenAiResponses, openai_429),
+    ] {
+        assert_eq!(decode_with(api, 429, body, &[], None), None);
+        assert_eq!(
+            decode_with(api, 429, body, &[("Retry-After", "3")], None),
+            Some(3000)
+        );
+        assert_eq!(
+            decode_with(
+                api,
+                429,
+                body,
+                &[("retry-after", "3"), ("retry-after-ms", "2500")],
+                None
+            ),
+            Some(2500)
+        );
+        // An HTTP date, against the caller's `now` or else the response's own `date`.
+        let at = [("retry-after", "Wed, 21 Oct 2026 07:28:30 GMT")];
+        assert_eq!(
+            decode_with(api, 429, body, &at, Some(1_792_567_700_000)),
+            Some(10_000)
+        );
+        let dated = [at[0], ("date", "Wed, 21 Oct 2026 07:28:00 GMT")];
+        assert_eq!(decode_with(api, 429, body, &dated, None), Some(30_000));
+        assert_eq!(decode_with(api, 429, body, &at, None), None);
+        // A 529 / 503 with retry-after carries it too.
+        assert_eq!(
+            decode_with(api, 503, "", &[("retry-after", "1")], None),
+            Some(1000)
+        );
+    }
+    let openai_resets = [
+        ("x-ratelimit-remaining-requests", "0"),
+        ("x-ratelimit-reset-requests", "20ms"),
+        ("x-ratelimit-remaining-tokens", "100"),
+        ("x-ratelimit-reset-tokens", "6m0s"),
+    ];
+    assert_eq!(
+        decode_with(Api::OpenAiChat, 429, openai_429, &openai_resets, None),
+        Some(20)
+    );
+    // Reset headers are read for rate limits only.
+    assert_eq!(
+        decode_with(Api::OpenAiChat, 500, "", &openai_resets, None),
+        None
+    );
+    let anthropic_resets = [
+        ("anthropic-ratelimit-tokens-remaining", "0"),
+        ("anthropic-ratelimit-tokens-reset", "2026-10-21T07:28:42Z"),
+        ("date", "Wed, 21 Oct 2026 07:28:00 GMT"),
+    ];
+    assert_eq!(
+        decode_with(Api::Anthropic, 429, anthropic_429, &anthropic_resets, None),
+        Some(42_000)
+    );
+    // A rate-limit error event inside a 200 stream is a rate limit as well.
+    let event = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"model\":\"m\",\"status\":\"in_progress\",\"output\":[]}}\n\n\
+        event: error\ndata: {\"type\":\"error\",\"code\":\"rate_limit_exceeded\",\"message\":\"slow down\"}\n\n";
+    assert_eq!(
+        decode_with(
+            Api::OpenAiResponses,
+            200,
+            event,
+            &[("retry-after", "2")],
+            None
+        ),
+        Some(2000)
+    );
+    // A success carries nothing: headers never turn an answer into a failure.
+    let ok = sse(&[
+        json!({"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}),
+    ]);
+    let mut decoder = Api::OpenAiChat.decoder("run-1", 1, 200);
+    decoder.set_headers([("retry-after", "3")], None);
+    let mut inputs = decoder.feed(ok.as_bytes());
+    inputs.extend(decoder.finish_with_report().0);
+    assert!(matches!(inputs.last(), Some(Input::ModelDone { .. })));
+}
