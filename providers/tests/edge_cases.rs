@@ -414,6 +414,146 @@ mod arbitrary_bytes {
     }
 }
 
+/// SPEC §13: a leading byte-order mark is ignored (WHATWG SSE), wherever the chunks split it:
+/// every recorded response with a BOM before it decodes as it does without one.
+#[test]
+fn a_leading_byte_order_mark_is_ignored() {
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+    let mut checked = 0;
+    for api in Api::ALL {
+        for exchange in exchanges(api) {
+            let body = exchange.response.as_bytes();
+            let plain = decode(api, exchange.status, body);
+            let with_bom = [BOM, body].concat();
+            for sizes in [&[usize::MAX][..], &[1], &[2, 7]] {
+                let marked = common::decode_chunked(api, exchange.status, &with_bom, sizes);
+                assert_eq!(marked, plain, "{} fed by {sizes:?}", exchange.name());
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 600, "{checked}");
+    // Only a whole BOM is dropped: a body that starts like one is the body.
+    let (inputs, report) = decode(Api::OpenAiChat, 200, b"\xEF\xBB");
+    assert_eq!(failure_code(&inputs), Some("incomplete_stream"));
+    assert!(report.format_error.is_some());
+}
+
+/// One rule for invalid UTF-8 (SPEC §13): `stream_error`, in a stream and in a JSON body alike,
+/// never replaced with U+FFFD nor taken for a cut-short body. A body cut inside a character is
+/// cut short (`incomplete_stream`).
+#[test]
+fn invalid_utf8_is_a_stream_error_in_a_stream_and_a_body() {
+    let chat = |text: &[u8]| {
+        [
+            b"data: {\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"".as_slice(),
+            text,
+            b"\"},\"finish_reason\":null}]}\n\ndata: {\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+        ]
+        .concat()
+    };
+    let (inputs, report) = decode(Api::OpenAiChat, 200, &chat(b"h\xFFi"));
+    assert_one_terminal(&inputs);
+    assert_eq!(report.format_error, None);
+    assert!(
+        matches!(inputs.last(), Some(Input::ModelFailed { code, message, .. })
+        if code == "stream_error" && message.contains("UTF-8")),
+        "{inputs:?}"
+    );
+    assert!(
+        !inputs.iter().any(|i| matches!(i, Input::ModelDelta { .. })),
+        "nothing of the broken event is passed on: {inputs:?}"
+    );
+    let (inputs, _) = decode(Api::OpenAiChat, 200, &chat("hé".as_bytes()));
+    assert!(matches!(inputs.last(), Some(Input::ModelDone { .. })));
+
+    for api in Api::ALL {
+        let exchange = exchanges(api)
+            .into_iter()
+            .find(|e| !e.streamed() && e.status == 200)
+            .expect("a JSON body");
+        // A lone continuation byte inside the first string of the body.
+        let mut bytes = exchange.response.clone().into_bytes();
+        let at = exchange.response.find('"').expect("a string") + 1;
+        bytes.insert(at, 0x80);
+        let (inputs, report) = decode(api, 200, &bytes);
+        assert_eq!(report.format_error, None, "{}", api.name());
+        assert_eq!(
+            failure_code(&inputs),
+            Some("stream_error"),
+            "{}",
+            api.name()
+        );
+
+        let cut = &exchange.response.as_bytes()[..exchange.response.len() / 2];
+        let cut_in_char = [cut, &"é".as_bytes()[..1]].concat();
+        let (inputs, _) = decode(api, 200, &cut_in_char);
+        assert_eq!(
+            failure_code(&inputs),
+            Some("incomplete_stream"),
+            "{}",
+            api.name()
+        );
+    }
+}
+
+/// A 2xx stream that holds only comments or pings is the API's, cut short: `incomplete_stream`
+/// with no format error (so `runcore codec decode` prints it and exits 0).
+#[test]
+fn a_stream_of_only_comments_or_pings_is_incomplete() {
+    let bodies: [(Api, &str); 4] = [
+        (Api::OpenAiChat, ": keep-alive\n\n"),
+        (Api::OpenAiResponses, ": ping\n\n: ping\n\n"),
+        (Api::Anthropic, "event: ping\ndata: {\"type\":\"ping\"}\n\n"),
+        (
+            Api::Anthropic,
+            ": x\n\nevent: ping\ndata: {\"type\": \"ping\"}\n\n",
+        ),
+    ];
+    for (api, body) in bodies {
+        let (inputs, report) = decode(api, 200, body.as_bytes());
+        assert_one_terminal(&inputs);
+        assert_eq!(report.format_error, None, "{body:?}");
+        assert_eq!(failure_code(&inputs), Some("incomplete_stream"), "{body:?}");
+    }
+    // Not the API's at all is still a format error.
+    let (_, report) = decode(Api::OpenAiChat, 200, b"hello\n");
+    assert!(report.format_error.is_some());
+}
+
+/// One SSE event (or a JSON body) over 64 MiB is `stream_error`; the bytes are dropped as they
+/// come, and the stream does not go on as if nothing happened.
+#[test]
+fn an_event_over_64_mib_is_a_stream_error() {
+    let mib = vec![b'a'; 1 << 20];
+    for api in Api::ALL {
+        let mut decoder = api.decoder("run-1", 1, 200);
+        assert!(decoder.feed(b"data: {\"x\":\"").is_empty());
+        for _ in 0..65 {
+            assert!(decoder.feed(&mib).is_empty());
+        }
+        let rest = decoder.feed(b"\"}\n\ndata: [DONE]\n\n");
+        let (end, report) = decoder.finish_with_report();
+        let inputs: Vec<Input> = rest.into_iter().chain(end).collect();
+        assert_one_terminal(&inputs);
+        assert_eq!(report.format_error, None);
+        assert!(
+            matches!(inputs.last(), Some(Input::ModelFailed { code, message, .. })
+            if code == "stream_error" && message.contains("64 MiB")),
+            "{}: {:?}",
+            api.name(),
+            inputs.last()
+        );
+    }
+    // A JSON body likewise.
+    let mut decoder = Api::OpenAiChat.decoder("run-1", 1, 200);
+    assert!(decoder.feed(b"{\"x\":\"").is_empty());
+    for _ in 0..65 {
+        assert!(decoder.feed(&mib).is_empty());
+    }
+    let (inputs, _) = decoder.finish_with_report();
+    assert_eq!(failure_code(&inputs), Some("stream_error"));
+}
 /// SPEC §13: given the response's headers, a `model_failed` carries the wait the provider asked
 /// for in `retry_after_ms` — `retry-after` in seconds or as an HTTP date, `retry-after-ms`, the
 /// providers' reset headers — and a decoder given none carries none.
