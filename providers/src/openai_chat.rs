@@ -9,6 +9,8 @@
 //! Response: `chat.completion.chunk` events (`choices[0].delta`: `content`, `tool_calls` by
 //! `index`, `refusal`, and the `reasoning_content` some compatible servers send), `finish_reason`
 //! and `[DONE]` (either ends a complete answer), a usage chunk; or a `chat.completion` body.
+//! A refusal is its own text block, after the answer's text, marked `meta.refusal = true`
+//! (its deltas are text deltas).
 //! Choices other than index 0 are ignored.
 //!
 //! | `finish_reason` | `stop_reason` |
@@ -31,6 +33,9 @@ use crate::encode::{
 use crate::failure::{Failure, envelope};
 use crate::wire::{count, nested_count, parse_arguments, text};
 use crate::{Api, CallModelContext, EncodeError, Encoded, Options};
+
+/// The `meta` key set to `true` on the text block that holds a Chat refusal (SPEC §13).
+pub const REFUSAL_META_KEY: &str = "refusal";
 
 /// The decoder of a Chat Completions response: see [`StreamDecoder`].
 pub type Decoder = StreamDecoder<ChatCompletions>;
@@ -229,6 +234,8 @@ pub struct ChatCompletions {
     id: Option<String>,
     model: Option<String>,
     text: String,
+    /// The model's refusal (`refusal`), kept apart from `text`.
+    refusal: String,
     reasoning: String,
     calls: BTreeMap<u64, Call>,
     finish_reason: Option<String>,
@@ -261,6 +268,14 @@ impl ChatCompletions {
             content.push(AssistantBlock::Text {
                 text: std::mem::take(&mut self.text),
                 meta: Meta::new(),
+            });
+        }
+        if !self.refusal.is_empty() {
+            let mut meta = Meta::new();
+            meta.insert(REFUSAL_META_KEY, Value::Bool(true));
+            content.push(AssistantBlock::Text {
+                text: std::mem::take(&mut self.refusal),
+                meta,
             });
         }
         for call in std::mem::take(&mut self.calls).into_values() {
@@ -341,7 +356,7 @@ impl Protocol for ChatCompletions {
                 deltas.text(piece);
             }
             if let Some(piece) = text(delta, "refusal") {
-                self.text.push_str(piece);
+                self.refusal.push_str(piece);
                 deltas.text(piece);
             }
             for key in ["reasoning_content", "reasoning"] {
@@ -388,10 +403,11 @@ impl Protocol for ChatCompletions {
         };
         self.top_fields(body);
         let message = choice.get("message").unwrap_or(&Value::Null);
-        for key in ["content", "refusal"] {
-            if let Some(piece) = text(message, key) {
-                self.text.push_str(piece);
-            }
+        if let Some(piece) = text(message, "content") {
+            self.text.push_str(piece);
+        }
+        if let Some(piece) = text(message, "refusal") {
+            self.refusal.push_str(piece);
         }
         for key in ["reasoning_content", "reasoning"] {
             if let Some(piece) = text(message, key) {

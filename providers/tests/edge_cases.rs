@@ -554,6 +554,31 @@ fn an_event_over_64_mib_is_a_stream_error() {
     let (inputs, _) = decoder.finish_with_report();
     assert_eq!(failure_code(&inputs), Some("stream_error"));
 }
+/// A Chat refusal is its own text block marked `meta.refusal = true` (SPEC §13), streamed or
+/// not; the answer's other text stays unmarked.
+#[test]
+fn a_chat_refusal_is_marked() {
+    let streamed = sse(&[
+        json!({"id":"c","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Well. "},"finish_reason":null}]}),
+        json!({"id":"c","model":"m","choices":[{"index":0,"delta":{"refusal":"I can't"},"finish_reason":null}]}),
+        json!({"id":"c","model":"m","choices":[{"index":0,"delta":{"refusal":" help."},"finish_reason":"stop"}]}),
+    ]) + "data: [DONE]\n\n";
+    let body = json!({"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,
+        "message":{"role":"assistant","content":"Well. ","refusal":"I can't help."},"finish_reason":"stop"}]})
+    .to_string();
+    for body in [streamed, body] {
+        let (inputs, _) = decode(Api::OpenAiChat, 200, body.as_bytes());
+        let content = serde_json::to_value(&done(&inputs).content).unwrap();
+        assert_eq!(
+            content,
+            json!([
+                {"type": "text", "text": "Well. "},
+                {"type": "text", "text": "I can't help.", "meta": {"refusal": true}},
+            ]),
+            "{body}"
+        );
+    }
+}
 /// SPEC §13: given the response's headers, a `model_failed` carries the wait the provider asked
 /// for in `retry_after_ms` — `retry-after` in seconds or as an HTTP date, `retry-after-ms`, the
 /// providers' reset headers — and a decoder given none carries none.
