@@ -4,7 +4,9 @@
 //! place); a user message with one text block is sent as a string, else as parts (`text`,
 //! `image_url` with a data URL); an assistant message is its text parts and `tool_calls`
 //! (arguments as JSON text); each tool result is its own `tool` message (text only). The API
-//! has no field for reasoning, so thinking is never sent back (left out).
+//! has no field for reasoning, so thinking is never sent back (left out). An empty text part is
+//! never sent, and a user message left with nothing is left out (never `"content": []`); a tool
+//! with no output is a `tool` message with `"content": ""` (the API's empty result).
 //!
 //! Response: `chat.completion.chunk` events (`choices[0].delta`: `content`, `tool_calls` by
 //! `index`, `refusal`, and the `reasoning_content` some compatible servers send), `finish_reason`
@@ -55,6 +57,7 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
                 let mut parts = Vec::new();
                 for (block, content) in system.content.iter().enumerate() {
                     match content {
+                        ContentBlock::Text { text, .. } if text.is_empty() => {}
                         ContentBlock::Text { text, .. } => {
                             parts.push(json!({"type": "text", "text": text}));
                         }
@@ -71,7 +74,23 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
                 }
             }
             Message::User(user) => {
-                let content = match user.content.as_slice() {
+                // Empty text parts are not sent; a message left with nothing is left out
+                // (never `"content": []`).
+                let blocks: Vec<&ContentBlock> = user
+                    .content
+                    .iter()
+                    .filter(|block| !is_empty_text(block))
+                    .collect();
+                let content = match blocks.as_slice() {
+                    [] => {
+                        left_out.push(LeftOut {
+                            message: index,
+                            block: None,
+                            what: "message",
+                            reason: "a user message with nothing to send".into(),
+                        });
+                        continue;
+                    }
                     [ContentBlock::Text { text, .. }] => Value::from(text.as_str()),
                     blocks => Value::Array(
                         blocks
@@ -218,6 +237,11 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
         body: Value::Object(body),
         left_out,
     })
+}
+
+/// Whether a block is a text with nothing in it (never sent).
+fn is_empty_text(block: &ContentBlock) -> bool {
+    matches!(block, ContentBlock::Text { text, .. } if text.is_empty())
 }
 
 /// One tool call being streamed, by its `index`.

@@ -554,6 +554,7 @@ fn an_event_over_64_mib_is_a_stream_error() {
     let (inputs, _) = decoder.finish_with_report();
     assert_eq!(failure_code(&inputs), Some("stream_error"));
 }
+
 /// A Chat refusal is its own text block marked `meta.refusal = true` (SPEC §13), streamed or
 /// not; the answer's other text stays unmarked.
 #[test]
@@ -579,6 +580,7 @@ fn a_chat_refusal_is_marked() {
         );
     }
 }
+
 /// SPEC §13: given the response's headers, a `model_failed` carries the wait the provider asked
 /// for in `retry_after_ms` — `retry-after` in seconds or as an HTTP date, `retry-after-ms`, the
 /// providers' reset headers — and a decoder given none carries none.
