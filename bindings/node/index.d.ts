@@ -416,6 +416,14 @@ export type DecodedInput =
       retry_after_ms?: number;
     };
 
+/**
+ * A response's headers: a fetch `Headers`, a `Map`, a plain object (`node:http` headers) or
+ * `[name, value]` pairs.
+ */
+export type ResponseHeaders =
+  | Iterable<[string, string]>
+  | Record<string, string | string[] | undefined>;
+
 /** A stream decoder of one model call's response. */
 export interface ProviderDecoder {
   /** The API it reads. */
@@ -434,7 +442,12 @@ export interface ProviderCodec<Api extends string> {
   /** The request body for a `call_model` output (full-context mode). */
   encode(callModel: CallModelOutput, options: CodecOptions): Encoded;
   /** A decoder for the response to call `step` of run `runId` (HTTP `status`, default 200). */
-  Decoder: new (runId: string, step: number, status?: number) => ProviderDecoder;
+  Decoder: new (
+    runId: string,
+    step: number,
+    status?: number,
+    options?: { headers?: ResponseHeaders; nowMs?: number },
+  ) => ProviderDecoder;
 }
 
 /** The provider codecs (SPEC §13): pure translation, no I/O. */
