@@ -479,32 +479,17 @@ impl<P: Protocol> StreamDecoder<P> {
     }
 }
 
-/// The answer, if the core can take it: every tool call with an id and a name, ids unique
-/// within the message. A response that breaks this is broken (`stream_error`), never a
-/// `model_done` the core would refuse as misuse.
+/// The answer, if the core can take it ([`AssistantMessage::check_shape`]: every tool call
+/// with an id and a name, ids unique within the message). A response that breaks this is
+/// broken (`stream_error`), never a `model_done` the core would refuse as misuse.
 fn checked(message: AssistantMessage) -> Result<AssistantMessage, Failure> {
-    let mut seen: Vec<&str> = Vec::new();
-    for call in message.content.iter() {
-        if let runcore::AssistantBlock::ToolCall { id, name, .. } = call {
-            let problem = if id.as_str().trim().is_empty() {
-                Some(format!("a tool call ({name}) has no id"))
-            } else if name.as_str().trim().is_empty() {
-                Some(format!("tool call {id} has no name"))
-            } else if seen.contains(&id.as_str()) {
-                Some(format!("tool call id {id} appears twice"))
-            } else {
-                None
-            };
-            if let Some(problem) = problem {
-                return Err(Failure {
-                    code: FailureCode::StreamError,
-                    message: format!("the response is broken: {problem}"),
-                });
-            }
-            seen.push(id.as_str());
-        }
+    match message.check_shape() {
+        Ok(()) => Ok(message),
+        Err(problem) => Err(Failure {
+            code: FailureCode::StreamError,
+            message: format!("the response is broken: {problem}"),
+        }),
     }
-    Ok(message)
 }
 
 /// The byte offset of serde_json's 1-based line and column (column counts bytes).
