@@ -13,7 +13,7 @@
 use std::io::{self, Read, Write};
 use std::process::ExitCode;
 
-use runcore_providers::{CallModelContext, Options};
+use runcore_providers::{CallModelContext, Options, OptionsError};
 use serde_json::Value;
 
 use crate::args::{CodecAction, CodecArgs, CodecDecodeArgs, CodecEncodeArgs, parse_header};
@@ -42,15 +42,15 @@ fn encode(args: CodecEncodeArgs) -> ExitCode {
     if let Some(model) = args.model {
         options.insert("model".into(), Value::from(model));
     }
-    if !options.contains_key("model") {
-        return fail(
-            "encode",
-            "a model is required: --model M or \"model\" in --options",
-        );
-    }
-    let options: Options = match serde_json::from_value(Value::Object(options)) {
+    let options = match Options::from_value(Value::Object(options)) {
         Ok(options) => options,
-        Err(error) => return fail("encode", &format!("--options: {error}")),
+        Err(OptionsError::MissingModel) => {
+            return fail(
+                "encode",
+                "a model is required: --model M or \"model\" in --options",
+            );
+        }
+        Err(error) => return fail("encode", &format!("--{error}")),
     };
     let mut input = String::new();
     if let Err(error) = io::stdin().read_to_string(&mut input) {

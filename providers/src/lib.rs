@@ -92,7 +92,7 @@ pub use context::{CallModelContext, ToolDefinition};
 #[doc(hidden)]
 pub use decode::{BodyError, Deltas, EventOutcome, Protocol};
 pub use decode::{DecodeReport, FormatError, StreamDecoder};
-pub use encode::{EncodeError, Encoded, LeftOut, Options};
+pub use encode::{EncodeError, Encoded, LeftOut, Options, OptionsError};
 pub use failure::{Failure, FailureCode};
 
 /// The `meta` key of a decoded assistant message that names the API its content came from.

@@ -38,20 +38,8 @@ fn encode_now(api: &str, call_model: &str, options: &str) -> napi::Result<String
     let api = api_named(api)?;
     let options: Value = serde_json::from_str(options)
         .map_err(|e| codec_error("options", format!("options are not JSON: {e}")))?;
-    if !options.is_object() {
-        return Err(codec_error(
-            "options",
-            "options must be an object with at least \"model\"",
-        ));
-    }
-    if options.get("model").is_none() {
-        return Err(codec_error(
-            "options",
-            "options.model is required (the model to call)",
-        ));
-    }
-    let options: Options = serde_json::from_value(options)
-        .map_err(|e| codec_error("options", format!("options: {e}")))?;
+    let options =
+        Options::from_value(options).map_err(|e| codec_error("options", e.to_string()))?;
     let context: CallModelContext = serde_json::from_str(call_model).map_err(|e| {
         codec_error(
             "call_model",

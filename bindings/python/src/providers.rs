@@ -40,19 +40,7 @@ fn not_json(code: &str, error: PyErr) -> PyErr {
 
 fn options_from(options: &Bound<'_, PyAny>) -> PyResult<Options> {
     let value = from_py(options).map_err(|e| not_json("options", e))?;
-    if !value.is_object() {
-        return Err(codec_error(
-            "options",
-            "options must be a dict with at least \"model\"",
-        ));
-    }
-    if value.get("model").is_none() {
-        return Err(codec_error(
-            "options",
-            "options.model is required (the model to call)",
-        ));
-    }
-    serde_json::from_value(value).map_err(|e| codec_error("options", format!("options: {e}")))
+    Options::from_value(value).map_err(|e| codec_error("options", e.to_string()))
 }
 
 fn context_from(call_model: &Bound<'_, PyAny>) -> PyResult<CallModelContext> {
