@@ -144,13 +144,16 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
             .iter()
             .map(|tool| {
                 let mut definition = Map::new();
-                definition.insert("name".into(), Value::from(tool.name.as_str()));
+                definition.insert("name".into(), Value::from(tool.name.as_ref()));
                 if let Some(description) = &tool.description {
-                    definition.insert("description".into(), Value::from(description.as_str()));
+                    definition.insert("description".into(), Value::from(description.as_ref()));
                 }
                 definition.insert(
                     "input_schema".into(),
-                    tool.parameters.clone().unwrap_or_else(empty_schema),
+                    tool.parameters
+                        .as_deref()
+                        .cloned()
+                        .unwrap_or_else(empty_schema),
                 );
                 Value::Object(definition)
             })

@@ -209,13 +209,16 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
             .iter()
             .map(|tool| {
                 let mut function = Map::new();
-                function.insert("name".into(), Value::from(tool.name.as_str()));
+                function.insert("name".into(), Value::from(tool.name.as_ref()));
                 if let Some(description) = &tool.description {
-                    function.insert("description".into(), Value::from(description.as_str()));
+                    function.insert("description".into(), Value::from(description.as_ref()));
                 }
                 function.insert(
                     "parameters".into(),
-                    tool.parameters.clone().unwrap_or_else(empty_schema),
+                    tool.parameters
+                        .as_deref()
+                        .cloned()
+                        .unwrap_or_else(empty_schema),
                 );
                 json!({"type": "function", "function": function})
             })

@@ -121,13 +121,16 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
             .map(|tool| {
                 let mut definition = Map::new();
                 definition.insert("type".into(), Value::from("function"));
-                definition.insert("name".into(), Value::from(tool.name.as_str()));
+                definition.insert("name".into(), Value::from(tool.name.as_ref()));
                 if let Some(description) = &tool.description {
-                    definition.insert("description".into(), Value::from(description.as_str()));
+                    definition.insert("description".into(), Value::from(description.as_ref()));
                 }
                 definition.insert(
                     "parameters".into(),
-                    tool.parameters.clone().unwrap_or_else(empty_schema),
+                    tool.parameters
+                        .as_deref()
+                        .cloned()
+                        .unwrap_or_else(empty_schema),
                 );
                 // Required by the published schema; `false` keeps any JSON Schema valid (strict
                 // mode accepts a subset only), as the other two APIs do.

@@ -15,6 +15,9 @@ fn messages(values: Value) -> Vec<Message> {
 /// A user turn, an assistant turn from `api`/`model` with thinking and two calls, two results.
 fn two_call_context(api: &str, model: &str) -> CallModelContext {
     CallModelContext {
+        run_id: "run-1".into(),
+        step: 1,
+        final_step: false,
         system_prompt: Some("be brief".into()),
         messages: messages(json!([
             {"role": "user", "content": [{"type": "text", "text": "weather?"}]},
@@ -31,11 +34,11 @@ fn two_call_context(api: &str, model: &str) -> CallModelContext {
             {"role": "tool_result", "call_id": "c1", "tool_name": "weather", "content": [{"type": "text", "text": "cold"}], "is_error": false, "outcome": "executed"},
             {"role": "tool_result", "call_id": "c2", "tool_name": "weather", "content": [{"type": "text", "text": "failed"}], "is_error": true, "outcome": "executed"}
         ])),
-        tools: vec![runcore_providers::ToolDefinition {
-            name: "weather".into(),
-            description: Some("the weather".into()),
-            parameters: Some(json!({"type": "object", "properties": {"city": {"type": "string"}}})),
-        }],
+        tools: vec![runcore_providers::ToolDefinition::new(
+            "weather",
+            Some("the weather".into()),
+            Some(json!({"type": "object", "properties": {"city": {"type": "string"}}})),
+        )],
     }
 }
 
@@ -177,6 +180,9 @@ fn responses_other_model_drops_reasoning_and_item_ids() {
 #[test]
 fn orphans_are_left_out_and_reported() {
     let context = CallModelContext {
+        run_id: "run-1".into(),
+        step: 1,
+        final_step: false,
         system_prompt: None,
         messages: messages(json!([
             {"role": "user", "content": [{"type": "text", "text": "go"}]},
@@ -287,7 +293,7 @@ fn agent_round_trip() {
     }
     let (run_id, step) = call.expect("a model call");
     let request = agent.model_request().expect("an outstanding request");
-    let context = CallModelContext::from_request(&request);
+    let context = request.to_call();
     let body = openai_chat::encode(&context, &Options::new("gpt-4o-mini"))
         .expect("encodes")
         .body;
@@ -368,6 +374,9 @@ fn empties(value: &Value, path: &str, found: &mut Vec<String>) {
 #[test]
 fn a_tool_with_no_output_and_empty_text_are_never_sent_empty() {
     let context = CallModelContext {
+        run_id: "run-1".into(),
+        step: 1,
+        final_step: false,
         system_prompt: None,
         messages: messages(json!([
             {"role": "system", "content": [{"type": "text", "text": ""}, {"type": "text", "text": "rules"}]},
@@ -450,15 +459,14 @@ fn a_tool_with_no_output_and_empty_text_are_never_sent_empty() {
 #[test]
 fn responses_images_have_detail_and_tools_strict() {
     let context = CallModelContext {
+        run_id: "run-1".into(),
+        step: 1,
+        final_step: false,
         system_prompt: None,
         messages: messages(json!([
             {"role": "user", "content": [{"type": "image", "data": "AAAA", "mime_type": "image/png"}]}
         ])),
-        tools: vec![runcore_providers::ToolDefinition {
-            name: "t".into(),
-            description: None,
-            parameters: None,
-        }],
+        tools: vec![runcore_providers::ToolDefinition::new("t", None, None)],
     };
     let body = openai_responses::encode(&context, &Options::new("m"))
         .unwrap()
@@ -468,4 +476,27 @@ fn responses_images_have_detail_and_tools_strict() {
         json!({"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"})
     );
     assert_eq!(body["tools"][0]["strict"], json!(false));
+}
+
+/// One model-call shape: the agent's owned call serializes byte for byte as the full-context
+/// `call_model` line the driver prints (system prompt and tools included), and reads back from
+/// it unchanged.
+#[test]
+fn the_agent_call_is_the_driver_line() {
+    let mut driver = Driver::new();
+    let config = json!({"type": "config", "system_prompt": "be brief", "tools": {
+        "weather": {"description": "the weather", "parameters": {"type": "object"}},
+        "ping": {}
+    }});
+    driver.handle_line(config.to_string().as_bytes());
+    let lines = driver.handle_line(br#"{"type":"prompt","text":"hi"}"#);
+    let line = lines
+        .iter()
+        .find(|line| line.contains(r#""type":"call_model""#))
+        .expect("a call_model line");
+    let call = driver.agent().model_call().expect("an outstanding call");
+    assert_eq!(&serde_json::to_string(&call).unwrap(), line);
+    let back: runcore::ModelCall = serde_json::from_str(line).unwrap();
+    assert_eq!(back, call);
+    assert_eq!(call.tools.len(), 2);
 }

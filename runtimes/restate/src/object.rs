@@ -545,14 +545,11 @@ fn model_call(agent: &Agent, final_step: bool) -> Result<ModelCall, HandlerError
     let request = agent
         .model_request()
         .ok_or_else(|| internal(AgentError::Internal("call_model without a request".into())))?;
+    let mut call = request.to_call();
+    call.final_step = final_step;
     Ok(ModelCall {
         thread_id: agent.thread_id().clone(),
-        run_id: request.run_id.clone(),
-        step: request.step,
-        final_step,
-        system_prompt: request.system_prompt.map(str::to_owned),
-        messages: request.messages.to_vec(),
-        tools: request.tools.keys().cloned().collect(),
+        call,
     })
 }
 
