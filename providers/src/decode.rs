@@ -271,8 +271,7 @@ impl<P: Protocol> StreamDecoder<P> {
                 .position(|b| !b.is_ascii_whitespace())
                 .unwrap_or(rest.len());
             // Leading whitespace is kept for a JSON body (offsets stay true) and harmless to SSE.
-            self.buffer
-                .extend_from_slice(rest.get(..skip).unwrap_or_default());
+            self.keep(rest.get(..skip).unwrap_or_default());
             rest = rest.get(skip..).unwrap_or_default();
             let Some(&first) = rest.first() else {
                 return;
@@ -288,22 +287,24 @@ impl<P: Protocol> StreamDecoder<P> {
             }
         }
         match self.kind {
-            Kind::Json | Kind::Unknown => {
-                if self.buffer.len().saturating_add(rest.len()) > MAX_EVENT_BYTES {
-                    // Bounded memory: an error body keeps its first 64 MiB (for its message);
-                    // a 2xx body this large is a `stream_error`.
-                    let room = MAX_EVENT_BYTES.saturating_sub(self.buffer.len());
-                    self.buffer
-                        .extend_from_slice(rest.get(..room).unwrap_or_default());
-                    self.oversized = true;
-                } else {
-                    self.buffer.extend_from_slice(rest);
-                }
-            }
+            Kind::Json | Kind::Unknown => self.keep(rest),
             Kind::Sse => {
                 self.sse.feed(rest, &mut self.events);
                 self.drain_events(out);
             }
+        }
+    }
+
+    /// Keeps body bytes for the end, bounded: an error body keeps its first 64 MiB (for its
+    /// message); a 2xx body this large is a `stream_error`.
+    fn keep(&mut self, bytes: &[u8]) {
+        if self.buffer.len().saturating_add(bytes.len()) > MAX_EVENT_BYTES {
+            let room = MAX_EVENT_BYTES.saturating_sub(self.buffer.len());
+            self.buffer
+                .extend_from_slice(bytes.get(..room).unwrap_or_default());
+            self.oversized = true;
+        } else {
+            self.buffer.extend_from_slice(bytes);
         }
     }
 
