@@ -33,6 +33,7 @@ use crate::commit::ThreadCommit;
 use crate::error::AgentError;
 use crate::ids::{RunId, Step, ThreadId};
 use crate::message::{Message, ToolCall};
+use crate::model_call::ToolDefinition;
 use crate::store::StoreError;
 
 mod commit_line;
@@ -205,20 +206,6 @@ impl InputLine {
             thread,
         })
     }
-}
-
-/// A tool as `call_model` lists it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct ToolDefinition<'a> {
-    /// The tool's name.
-    pub name: &'a str,
-    /// What it does.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<&'a str>,
-    /// Its argument schema.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parameters: Option<&'a Value>,
 }
 
 /// The body of an `error` line.
@@ -560,11 +547,7 @@ pub fn call_model_line<'a>(
     let tools = config
         .tools
         .iter()
-        .map(|(name, spec)| ToolDefinition {
-            name,
-            description: spec.description.as_deref(),
-            parameters: spec.parameters.as_ref(),
-        })
+        .map(|(name, spec)| ToolDefinition::of(name, spec))
         .collect();
     OutputLine::CallModel {
         run_id,

@@ -199,6 +199,7 @@ mod hash;
 pub mod host;
 mod ids;
 mod message;
+mod model_call;
 mod resume;
 mod run;
 mod schema_via;
@@ -224,6 +225,7 @@ pub use message::{
     AssistantBlock, AssistantMessage, ContentBlock, DeltaKind, Message, Meta, ResultOutcome, Role,
     StopReason, SystemMessage, ToolCall, ToolOutput, ToolResultMessage, Usage, UserMessage,
 };
+pub use model_call::{ModelCall, ToolDefinition};
 pub use resume::{
     AwaitTarget, PauseReason, PendingTool, PermissionDecision, RemoteInputReason, ResultKind,
     ResumeCommand, ResumeError, ResumeResult, ResumeTicket, ToolWaitReason, WaitIdentity,

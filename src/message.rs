@@ -480,7 +480,11 @@ impl AssistantMessage {
 
     /// Checks the shape the loop relies on: every tool call has a non-blank id and name, and
     /// call ids are unique within the message. Returns a reason on failure.
-    pub(crate) fn check_shape(&self) -> Result<(), String> {
+    ///
+    /// `model_done` and imported history refuse a message that fails it (`invalid_input`); a
+    /// provider codec calls it on a decoded answer, so that a broken response is a
+    /// `model_failed`, never a `model_done` the agent would refuse.
+    pub fn check_shape(&self) -> Result<(), String> {
         for (index, block) in self.content.iter().enumerate() {
             if let AssistantBlock::ToolCall { id, name, .. } = block {
                 if id.is_blank() {

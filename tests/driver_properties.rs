@@ -348,6 +348,7 @@ impl Cmd {
                         step,
                         code: code.clone(),
                         message: "it failed".into(),
+                        retry_after_ms: None,
                     },
                     None,
                 )

@@ -349,6 +349,7 @@ fn input(kind: &str, agent: &Agent, now_ms: u64) -> Input {
             step,
             code: "overloaded".into(),
             message: "try later".into(),
+            retry_after_ms: None,
         },
         "tool_progress" => Input::ToolProgress {
             run_id,

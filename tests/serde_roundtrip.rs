@@ -471,3 +471,61 @@ fn field_less_inputs_reject_unknown_fields() {
         .to_string();
     assert!(error.contains("unknown field"), "{error}");
 }
+
+/// `model_failed` carries the provider's `retry_after_ms` when given (SPEC §8.11, §12.7) and
+/// leaves it out of the line when not, so lines written before it read and print unchanged.
+#[test]
+fn model_failed_carries_an_optional_retry_after() {
+    let without =
+        r#"{"type":"model_failed","run_id":"r","step":1,"code":"rate_limited","message":"m"}"#;
+    let input: Input = serde_json::from_str(without).unwrap();
+    assert!(matches!(
+        &input,
+        Input::ModelFailed {
+            retry_after_ms: None,
+            ..
+        }
+    ));
+    assert_eq!(serde_json::to_string(&input).unwrap(), without);
+    let with = r#"{"type":"model_failed","run_id":"r","step":1,"code":"rate_limited","message":"m","retry_after_ms":3000}"#;
+    let input: Input = serde_json::from_str(with).unwrap();
+    assert!(matches!(
+        &input,
+        Input::ModelFailed {
+            retry_after_ms: Some(3000),
+            ..
+        }
+    ));
+    assert_eq!(serde_json::to_string(&input).unwrap(), with);
+    let line = runcore::driver::InputLine::parse(with).unwrap();
+    assert_eq!(line.input, input);
+    let negative = with.replace("3000", "-1");
+    assert!(serde_json::from_str::<Input>(&negative).is_err());
+}
+
+/// The owned model call reads from a full-context `call_model` line and refuses what is not
+/// one, naming why: another type, a delta-mode line, a line without its run.
+#[test]
+fn model_call_reads_a_full_context_line_only() {
+    let line = r#"{"type":"call_model","run_id":"r","step":2,"final_step":false,"system_prompt":"s","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"tools":[{"name":"t","parameters":{"type":"object"}}]}"#;
+    let call: runcore::ModelCall = serde_json::from_str(line).unwrap();
+    assert_eq!(call.step, 2);
+    assert_eq!(call.tools[0].name, "t");
+    assert_eq!(serde_json::to_string(&call).unwrap(), line);
+    let refused = |text: &str| {
+        serde_json::from_str::<runcore::ModelCall>(text)
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(
+        refused(&line.replace("call_model", "execute_tools"))
+            .contains("expected a call_model line")
+    );
+    assert!(
+        refused(&line.replace(r#""step":2,"#, r#""step":2,"base":1,"#)).contains("full-context")
+    );
+    assert!(refused(&line.replace(r#""run_id":"r","#, "")).contains("run_id"));
+    assert!(
+        refused(&line.replace(r#""name":"t","#, r#""name":"t","x":1,"#)).contains("unknown field")
+    );
+}

@@ -225,7 +225,13 @@ export class Agent {
     options?: At & { kind?: 'text' | 'thinking' },
   ): void;
   modelDone(runId: string, step: number, message: AssistantMessage, options?: At): void;
-  modelFailed(runId: string, step: number, code: string, message: string, options?: At): void;
+  modelFailed(
+    runId: string,
+    step: number,
+    code: string,
+    message: string,
+    options?: At & { retryAfterMs?: number },
+  ): void;
   toolProgress(runId: string, callId: string, content: string | ContentBlock[], options?: At): void;
   toolDone(
     runId: string,
@@ -401,7 +407,22 @@ export interface Encoded {
 export type DecodedInput =
   | { type: 'model_delta'; run_id: string; step: number; text: string; kind?: 'text' | 'thinking' }
   | { type: 'model_done'; run_id: string; step: number; message: AssistantMessage }
-  | { type: 'model_failed'; run_id: string; step: number; code: string; message: string };
+  | {
+      type: 'model_failed';
+      run_id: string;
+      step: number;
+      code: string;
+      message: string;
+      retry_after_ms?: number;
+    };
+
+/**
+ * A response's headers: a fetch `Headers`, a `Map`, a plain object (`node:http` headers) or
+ * `[name, value]` pairs.
+ */
+export type ResponseHeaders =
+  | Iterable<[string, string]>
+  | Record<string, string | string[] | undefined>;
 
 /** A stream decoder of one model call's response. */
 export interface ProviderDecoder {
@@ -421,7 +442,12 @@ export interface ProviderCodec<Api extends string> {
   /** The request body for a `call_model` output (full-context mode). */
   encode(callModel: CallModelOutput, options: CodecOptions): Encoded;
   /** A decoder for the response to call `step` of run `runId` (HTTP `status`, default 200). */
-  Decoder: new (runId: string, step: number, status?: number) => ProviderDecoder;
+  Decoder: new (
+    runId: string,
+    step: number,
+    status?: number,
+    options?: { headers?: ResponseHeaders; nowMs?: number },
+  ) => ProviderDecoder;
 }
 
 /** The provider codecs (SPEC §13): pure translation, no I/O. */

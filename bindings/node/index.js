@@ -652,9 +652,14 @@ class Agent {
     this.#line(withNow({ type: 'model_done', run_id: runId, step, message }, nowMs));
   }
 
-  /** The outstanding model call failed with the provider's `code` and `message`. */
-  modelFailed(runId, step, code, message, { nowMs } = {}) {
-    this.#line(withNow({ type: 'model_failed', run_id: runId, step, code, message }, nowMs));
+  /**
+   * The outstanding model call failed with the provider's `code` and `message`; `retryAfterMs`
+   * is the wait the provider asked for, if any (carried on the input: SPEC §8.11).
+   */
+  modelFailed(runId, step, code, message, { nowMs, retryAfterMs } = {}) {
+    const line = { type: 'model_failed', run_id: runId, step, code, message };
+    if (retryAfterMs !== undefined && retryAfterMs !== null) line.retry_after_ms = retryAfterMs;
+    this.#line(withNow(line, nowMs));
   }
 
   /** Live progress of an executing call (a string or content blocks; never committed). */
@@ -1200,6 +1205,34 @@ function codecJson(value, what) {
   return text === undefined ? 'null' : text;
 }
 
+/**
+ * A response's headers as `[name, value]` string pairs, or null when none are given: a fetch
+ * `Headers` or a `Map` (anything iterable of pairs), or a plain object (`res.headers` of
+ * `node:http`, where a repeated header is an array of values).
+ */
+function headerPairs(headers) {
+  if (headers === undefined || headers === null) return null;
+  if (typeof headers !== 'object') {
+    throw new TypeError('headers must be a Headers, a Map, an object or [name, value] pairs');
+  }
+  const entries =
+    typeof headers[Symbol.iterator] === 'function' ? Array.from(headers) : Object.entries(headers);
+  const pairs = [];
+  for (const entry of entries) {
+    if (!Array.isArray(entry) || entry.length !== 2) {
+      throw new TypeError('headers must be a Headers, a Map, an object or [name, value] pairs');
+    }
+    const [name, value] = entry;
+    if (value === undefined) continue;
+    const text = Array.isArray(value) ? value.join(', ') : value;
+    if (typeof name !== 'string' || typeof text !== 'string') {
+      throw new TypeError('every header name and value must be a string');
+    }
+    pairs.push([name, text]);
+  }
+  return pairs;
+}
+
 function codecFor(api) {
   /** Encodes a `call_model` output (full-context mode) as `{ body, left_out }` for this API. */
   function encode(callModel, options) {
@@ -1215,20 +1248,34 @@ function codecFor(api) {
   /**
    * A decoder of one response: `feed(bytes)` in chunks split anywhere, then `finish()`; both
    * return driver input lines for `agent.handle` (`model_delta`s, then exactly one
-   * `model_done` or `model_failed`).
+   * `model_done` or `model_failed`). `headers` (a fetch `Headers`, a `Map`, a plain object or
+   * `[name, value]` pairs) are the response's: a `model_failed` then carries `retry_after_ms`
+   * (`retry-after`, `retry-after-ms`, the rate-limit reset headers); a date in them is a delay
+   * from `nowMs`, else the response's `date` header, else now.
    */
   class Decoder {
     #native;
 
-    constructor(runId, step, status) {
+    constructor(runId, step, status, { headers, nowMs } = {}) {
       if (typeof runId !== 'string') throw new TypeError('runId must be a string');
       checkText(runId, 'runId');
       if (typeof step !== 'number') throw new TypeError('step must be a number');
       if (status !== undefined && status !== null && typeof status !== 'number') {
         throw new TypeError('status must be a number');
       }
+      if (nowMs !== undefined && nowMs !== null && typeof nowMs !== 'number') {
+        throw new TypeError('nowMs must be a number');
+      }
+      const pairs = headerPairs(headers);
       try {
-        this.#native = new native.NativeProviderDecoder(api, runId, step, status ?? undefined);
+        this.#native = new native.NativeProviderDecoder(
+          api,
+          runId,
+          step,
+          status ?? undefined,
+          pairs === null ? undefined : JSON.stringify(pairs),
+          nowMs ?? undefined,
+        );
       } catch (e) {
         rethrow(e);
       }

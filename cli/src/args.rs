@@ -738,4 +738,27 @@ pub struct CodecDecodeArgs {
     /// The step the inputs answer
     #[arg(long)]
     pub step: u32,
+    /// A response header, `'Name: value'` (repeatable): `retry-after`, `retry-after-ms` and the
+    /// providers' rate-limit reset headers fill `model_failed.retry_after_ms`
+    #[arg(long = "header", value_name = "NAME: VALUE", value_parser = parse_header)]
+    pub headers: Vec<(String, String)>,
+    /// A file of response headers, one `Name: value` a line (as `curl -D FILE` writes them; an
+    /// `HTTP/…` status line and blank lines are skipped), read before any --header
+    #[arg(long, value_name = "FILE")]
+    pub headers_file: Option<std::path::PathBuf>,
+    /// The time the response arrived, in milliseconds since the Unix epoch: what a date in
+    /// `retry-after` or a reset header is a delay from (default: the response's `date` header,
+    /// else now)
+    #[arg(long)]
+    pub now_ms: Option<u64>,
+}
+
+/// A `Name: value` header.
+pub fn parse_header(text: &str) -> Result<(String, String), String> {
+    match text.split_once(':') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_owned(), value.trim().to_owned()))
+        }
+        _ => Err(format!("expected 'Name: value', got {text:?}")),
+    }
 }

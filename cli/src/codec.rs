@@ -2,17 +2,21 @@
 //! stdin and stdout.
 //!
 //! Exit status: 0 success (a failed or cut-short response is data: a `model_failed` line);
-//! 1 stdin or stdout failed, the call_model line or the options are not what encode needs, or
-//! a 2xx body is not the API's format at all (one line on stderr naming the byte offset,
-//! nothing on stdout); 2 a usage error.
+//! 1 stdin, stdout or `--headers-file` failed, the call_model line or the options are not what
+//! encode needs, or a 2xx body is not the API's format at all (one line on stderr naming the
+//! byte offset, nothing on stdout); 2 a usage error.
+//!
+//! `decode --header 'Name: value'` (repeatable) and `--headers-file FILE` give the decoder the
+//! response's headers, so a `model_failed` line carries `retry_after_ms` (SPEC §13); a date in
+//! them is a delay from `--now-ms`, else the response's `date` header, else now.
 
 use std::io::{self, Read, Write};
 use std::process::ExitCode;
 
-use runcore_providers::{CallModelContext, Options};
+use runcore_providers::{CallModelContext, Options, OptionsError};
 use serde_json::Value;
 
-use crate::args::{CodecAction, CodecArgs, CodecDecodeArgs, CodecEncodeArgs};
+use crate::args::{CodecAction, CodecArgs, CodecDecodeArgs, CodecEncodeArgs, parse_header};
 use crate::write_stdout;
 
 /// Runs `runcore codec …`.
@@ -38,15 +42,15 @@ fn encode(args: CodecEncodeArgs) -> ExitCode {
     if let Some(model) = args.model {
         options.insert("model".into(), Value::from(model));
     }
-    if !options.contains_key("model") {
-        return fail(
-            "encode",
-            "a model is required: --model M or \"model\" in --options",
-        );
-    }
-    let options: Options = match serde_json::from_value(Value::Object(options)) {
+    let options = match Options::from_value(Value::Object(options)) {
         Ok(options) => options,
-        Err(error) => return fail("encode", &format!("--options: {error}")),
+        Err(OptionsError::MissingModel) => {
+            return fail(
+                "encode",
+                "a model is required: --model M or \"model\" in --options",
+            );
+        }
+        Err(error) => return fail("encode", &format!("--{error}")),
     };
     let mut input = String::new();
     if let Err(error) = io::stdin().read_to_string(&mut input) {
@@ -71,8 +75,48 @@ fn encode(args: CodecEncodeArgs) -> ExitCode {
     write_stdout(&format!("{}\n", encoded.body))
 }
 
+/// The headers of `--headers-file` then `--header`.
+fn headers(args: &CodecDecodeArgs) -> Result<Vec<(String, String)>, String> {
+    let mut headers = Vec::new();
+    if let Some(path) = &args.headers_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("reading --headers-file {} failed: {e}", path.display()))?;
+        for (number, line) in (1usize..).zip(text.lines()) {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with("HTTP/") {
+                continue;
+            }
+            let header = parse_header(line)
+                .map_err(|e| format!("--headers-file {} line {number}: {e}", path.display()))?;
+            headers.push(header);
+        }
+    }
+    headers.extend(args.headers.iter().cloned());
+    Ok(headers)
+}
+
+/// Now, for a date in the headers when neither `--now-ms` nor a `date` header says when the
+/// response arrived.
+fn now_ms() -> Option<u64> {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    u64::try_from(since.as_millis()).ok()
+}
+
 fn decode(args: CodecDecodeArgs) -> ExitCode {
+    let headers = match headers(&args) {
+        Ok(headers) => headers,
+        Err(message) => return fail("decode", &message),
+    };
+    let has_date = headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("date"));
+    let now = args
+        .now_ms
+        .or_else(|| if has_date { None } else { now_ms() });
     let mut decoder = args.api.api().decoder(args.run_id, args.step, args.status);
+    decoder.set_headers(headers, now);
     let mut stdin = io::stdin().lock();
     let mut stdout = io::stdout().lock();
     let mut buffer = vec![0u8; 1 << 16];

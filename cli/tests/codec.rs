@@ -161,3 +161,103 @@ fn encode_needs_a_model_and_a_full_context_line() {
     assert_eq!(body["model"], "m");
     assert!(body.get("stream").is_none());
 }
+
+/// `--header` (repeatable) and `--headers-file` give the decoder the response's headers: a
+/// `model_failed` line carries `retry_after_ms` (SPEC §13); a date is a delay from `--now-ms`
+/// or the response's `date` header; a bad header is a usage error.
+#[test]
+fn decode_takes_the_response_headers() {
+    let body = br#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#;
+    let args = [
+        "codec",
+        "decode",
+        "--api",
+        "anthropic",
+        "--run-id",
+        "r",
+        "--step",
+        "1",
+        "--status",
+        "429",
+    ];
+    let failed = |extra: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(extra);
+        let output = run(&all, body);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let line: serde_json::Value =
+            serde_json::from_str(text(&output.stdout).trim()).expect("one line");
+        assert_eq!(line["type"], "model_failed");
+        assert_eq!(line["code"], "rate_limited");
+        line.get("retry_after_ms").cloned()
+    };
+    assert_eq!(failed(&[]), None);
+    assert_eq!(failed(&["--header", "Retry-After: 3"]), Some(3000.into()));
+    assert_eq!(
+        failed(&[
+            "--header",
+            "retry-after: 3",
+            "--header",
+            "retry-after-ms: 1500"
+        ]),
+        Some(1500.into())
+    );
+    let date = "retry-after: Wed, 21 Oct 2026 07:28:30 GMT";
+    assert_eq!(
+        failed(&["--header", date, "--now-ms", "1792567700000"]),
+        Some(10_000.into())
+    );
+    assert_eq!(
+        failed(&[
+            "--header",
+            date,
+            "--header",
+            "Date: Wed, 21 Oct 2026 07:28:00 GMT"
+        ]),
+        Some(30_000.into())
+    );
+    let dir = std::env::temp_dir().join(format!("runcore-codec-headers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("headers.txt");
+    std::fs::write(
+        &file,
+        "HTTP/2 429\r\nx-ratelimit-remaining-tokens: 0\r\nx-ratelimit-reset-tokens: 6m0s\r\n\r\n",
+    )
+    .expect("headers file");
+    let path = file.to_str().expect("utf-8 path");
+    assert_eq!(failed(&["--headers-file", path]), Some(360_000.into()));
+    // --header comes after the file: retry-after wins over a reset header anyway.
+    assert_eq!(
+        failed(&["--headers-file", path, "--header", "retry-after: 2"]),
+        Some(2000.into())
+    );
+    std::fs::write(&file, "no colon here\n").expect("headers file");
+    let mut all = args.to_vec();
+    all.extend(["--headers-file", path]);
+    let bad_file = run(&all, body);
+    assert_eq!(bad_file.status.code(), Some(1));
+    assert!(bad_file.stdout.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut all = args.to_vec();
+    all.extend(["--header", "nocolon"]);
+    assert_eq!(run(&all, body).status.code(), Some(2));
+}
+
+/// A 200 body of only comments or pings is data (`incomplete_stream`, exit 0), not a format
+/// error with no terminal line.
+#[test]
+fn decode_a_body_of_only_pings_is_incomplete() {
+    let args = [
+        "codec",
+        "decode",
+        "--api",
+        "anthropic",
+        "--run-id",
+        "r",
+        "--step",
+        "1",
+    ];
+    let output = run(&args, b": hi\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\n");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains(r#""code":"incomplete_stream""#));
+}

@@ -5,7 +5,10 @@
 //! results in one user message (`tool_result` blocks, `is_error` when set); tools become
 //! `{name, description, input_schema}`. Thinking is sent back with its signature and redacted
 //! thinking with its data, to the same model only; thinking without a signature cannot be sent
-//! (the API requires it) and is left out.
+//! (the API requires it) and is left out. A text block that is empty or only whitespace is
+//! never sent, in any message (the API refuses it with 400); a user message left with nothing
+//! is left out (and said so in `left_out`), and a tool result with no output is sent as a
+//! `tool_result` without `content` (the API's empty result).
 //!
 //! Response: `message_start`, `content_block_start/delta/stop` (text, thinking with
 //! `signature_delta`, redacted thinking, tool use with `input_json_delta`), `message_delta`
@@ -43,7 +46,7 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
     let mut left_out = Vec::new();
     let paired = paired_calls(&context.messages, &mut left_out);
     let mut system: Vec<Value> = Vec::new();
-    if let Some(prompt) = context.system_prompt.as_deref().filter(|p| !p.is_empty()) {
+    if let Some(prompt) = context.system_prompt.as_deref().filter(|p| !blank(p)) {
         system.push(json!({"type": "text", "text": prompt}));
     }
     let mut messages: Vec<Value> = Vec::new();
@@ -57,6 +60,8 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
             Message::System(system_message) => {
                 for (block, content) in system_message.content.iter().enumerate() {
                     match content {
+                        // The API refuses empty text blocks.
+                        ContentBlock::Text { text, .. } if blank(text) => {}
                         ContentBlock::Text { text, .. } => {
                             system.push(json!({"type": "text", "text": text}));
                         }
@@ -70,8 +75,17 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
                 }
             }
             Message::User(user) => {
-                let content: Vec<Value> = user.content.iter().map(user_block).collect();
-                if !content.is_empty() {
+                let content: Vec<Value> = user.content.iter().filter_map(user_block).collect();
+                if content.is_empty() {
+                    left_out.push(LeftOut {
+                        message: index,
+                        block: None,
+                        what: "message",
+                        reason: "a user message with nothing to send (the API refuses empty \
+                                 content)"
+                            .into(),
+                    });
+                } else {
                     messages.push(json!({"role": "user", "content": content}));
                 }
             }
@@ -93,18 +107,20 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
             }
             Message::ToolResult(result) => {
                 if paired.contains(result.call_id.as_str()) {
-                    let content: Vec<Value> = result.content.iter().map(user_block).collect();
-                    let mut block = json!({
-                        "type": "tool_result",
-                        "tool_use_id": result.call_id.as_str(),
-                        "content": content,
-                    });
-                    if result.is_error
-                        && let Some(object) = block.as_object_mut()
-                    {
-                        object.insert("is_error".into(), Value::Bool(true));
+                    let content: Vec<Value> =
+                        result.content.iter().filter_map(user_block).collect();
+                    let mut block = Map::new();
+                    block.insert("type".into(), Value::from("tool_result"));
+                    block.insert("tool_use_id".into(), Value::from(result.call_id.as_str()));
+                    // A result with no output is sent without `content` (the API's empty
+                    // result): an empty text block would be refused.
+                    if !content.is_empty() {
+                        block.insert("content".into(), Value::Array(content));
                     }
-                    results.push(block);
+                    if result.is_error {
+                        block.insert("is_error".into(), Value::Bool(true));
+                    }
+                    results.push(Value::Object(block));
                 }
             }
         }
@@ -128,13 +144,16 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
             .iter()
             .map(|tool| {
                 let mut definition = Map::new();
-                definition.insert("name".into(), Value::from(tool.name.as_str()));
+                definition.insert("name".into(), Value::from(tool.name.as_ref()));
                 if let Some(description) = &tool.description {
-                    definition.insert("description".into(), Value::from(description.as_str()));
+                    definition.insert("description".into(), Value::from(description.as_ref()));
                 }
                 definition.insert(
                     "input_schema".into(),
-                    tool.parameters.clone().unwrap_or_else(empty_schema),
+                    tool.parameters
+                        .as_deref()
+                        .cloned()
+                        .unwrap_or_else(empty_schema),
                 );
                 Value::Object(definition)
             })
@@ -157,15 +176,23 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
     })
 }
 
-fn user_block(block: &ContentBlock) -> Value {
+/// Whether a text is empty or only whitespace: the API refuses such a text block with 400
+/// ("text content blocks must contain non-whitespace text").
+fn blank(text: &str) -> bool {
+    text.trim().is_empty()
+}
+
+/// A user or tool-result block as the API's block; `None` for a blank text (never sent).
+fn user_block(block: &ContentBlock) -> Option<Value> {
     match block {
-        ContentBlock::Text { text, .. } => json!({"type": "text", "text": text}),
+        ContentBlock::Text { text, .. } if blank(text) => None,
+        ContentBlock::Text { text, .. } => Some(json!({"type": "text", "text": text})),
         ContentBlock::Image {
             data, mime_type, ..
-        } => json!({
+        } => Some(json!({
             "type": "image",
             "source": {"type": "base64", "media_type": mime_type, "data": data},
-        }),
+        })),
     }
 }
 
@@ -181,7 +208,7 @@ fn assistant_content(
         match part {
             AssistantBlock::Text { text, .. } => {
                 // The API refuses empty text blocks.
-                if !text.is_empty() {
+                if !blank(text) {
                     content.push(json!({"type": "text", "text": text}));
                 }
             }

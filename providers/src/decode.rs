@@ -7,13 +7,19 @@
 //!   [`StreamDecoder::finish`], after everything else — *because* the host must not act on an
 //!   answer before the body has ended;
 //! - a body that ends before the API's terminal event is `incomplete_stream`, never a `stop`;
-//! - the first failure wins; whatever follows it is ignored.
+//! - the first failure wins; whatever follows it is ignored;
+//! - a leading byte-order mark is dropped (WHATWG SSE), wherever the chunks split it;
+//! - invalid UTF-8 is `stream_error`, in a stream and in a JSON body alike (never replaced);
+//! - a 2xx stream of only comments or pings is `incomplete_stream` (the API's, cut short), not
+//!   a format error;
+//! - one SSE event, or a JSON body, over 64 MiB is `stream_error` and its bytes are not kept.
 
 use runcore::{AssistantMessage, DeltaKind, Input, RunId, Step};
 use serde_json::Value;
 
-use crate::failure::{Failure, http_failure};
-use crate::sse::{SseEvent, SseParser};
+use crate::failure::{Failure, FailureCode, http_failure};
+use crate::retry::RetryHints;
+use crate::sse::{MAX_EVENT_BYTES, Problem, SseEvent, SseParser};
 
 /// What one event did.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,6 +111,9 @@ pub struct DecodeReport {
     pub format_error: Option<FormatError>,
 }
 
+/// A UTF-8 byte-order mark.
+const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     /// Nothing but whitespace seen yet.
@@ -137,6 +146,13 @@ pub struct StreamDecoder<P: Protocol> {
     /// The first SSE event whose data was not the API's: the format error if no event is
     /// understood at all (a bad line inside a stream that is otherwise the API's is ignored).
     first_bad: Option<FormatError>,
+    /// The waits the response's headers ask for (`retry_after_ms` of a `model_failed`).
+    hints: RetryHints,
+    /// How many bytes of a leading byte-order mark (`EF BB BF`) have been seen; `None` once
+    /// the body's start is decided (a BOM is dropped, WHATWG SSE; anything else is the body).
+    bom: Option<usize>,
+    /// A JSON (or error) body outgrew [`MAX_EVENT_BYTES`]: the rest of it is not kept.
+    oversized: bool,
 }
 
 impl<P: Protocol> StreamDecoder<P> {
@@ -164,7 +180,48 @@ impl<P: Protocol> StreamDecoder<P> {
             report: DecodeReport::default(),
             understood: 0,
             first_bad: None,
+            hints: RetryHints::default(),
+            bom: Some(0),
+            oversized: false,
         }
+    }
+
+    /// Gives the decoder the response's headers (name, value pairs; names match
+    /// case-insensitively), so that a `model_failed` carries the wait the provider asked for
+    /// in `retry_after_ms` (SPEC §13): `retry-after-ms`, then `retry-after` (seconds or an HTTP
+    /// date), then, for `rate_limited` only, the providers' rate-limit reset headers
+    /// (`anthropic-ratelimit-*-reset`, `x-ratelimit-reset-*`; the latest reset of an exhausted
+    /// limit).
+    ///
+    /// `now_ms` (milliseconds since the Unix epoch) is the reference a date becomes a delay
+    /// against: the crate has no clock, so a host passes its clock's time at the response. Left
+    /// `None`, the response's own `date` header is the reference; with neither, dates are not
+    /// read. A date in the past is a wait of 0. Values that do not read are ignored; calling it
+    /// again replaces what an earlier call gave.
+    pub fn set_headers<K, V>(
+        &mut self,
+        headers: impl IntoIterator<Item = (K, V)>,
+        now_ms: Option<u64>,
+    ) where
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        self.hints = RetryHints::read(headers, now_ms);
+    }
+
+    /// [`set_headers`](Self::set_headers), by value: `Decoder::new(run, step).with_headers(…)`.
+    #[must_use]
+    pub fn with_headers<K, V>(
+        mut self,
+        headers: impl IntoIterator<Item = (K, V)>,
+        now_ms: Option<u64>,
+    ) -> Self
+    where
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        self.set_headers(headers, now_ms);
+        self
     }
 
     fn is_success(&self) -> bool {
@@ -181,6 +238,32 @@ impl<P: Protocol> StreamDecoder<P> {
 
     /// [`feed`](Self::feed), pushing into `out`.
     pub fn feed_into(&mut self, bytes: &[u8], out: &mut Vec<Input>) {
+        let mut bytes = bytes;
+        if let Some(seen) = self.bom {
+            // The BOM may straddle chunks: its bytes are matched one by one.
+            let mut seen = seen;
+            while let (Some(&byte), Some(&expected)) = (bytes.first(), BOM.get(seen)) {
+                if byte != expected {
+                    break;
+                }
+                seen += 1;
+                bytes = bytes.get(1..).unwrap_or_default();
+            }
+            if seen == BOM.len() {
+                self.bom = None;
+            } else if bytes.is_empty() {
+                self.bom = Some(seen);
+                return;
+            } else {
+                // Not a BOM: the bytes matched so far are the body's.
+                self.bom = None;
+                self.feed_body(BOM.get(..seen).unwrap_or_default(), out);
+            }
+        }
+        self.feed_body(bytes, out);
+    }
+
+    fn feed_body(&mut self, bytes: &[u8], out: &mut Vec<Input>) {
         let mut rest = bytes;
         if self.kind == Kind::Unknown {
             let skip = rest
@@ -188,8 +271,7 @@ impl<P: Protocol> StreamDecoder<P> {
                 .position(|b| !b.is_ascii_whitespace())
                 .unwrap_or(rest.len());
             // Leading whitespace is kept for a JSON body (offsets stay true) and harmless to SSE.
-            self.buffer
-                .extend_from_slice(rest.get(..skip).unwrap_or_default());
+            self.keep(rest.get(..skip).unwrap_or_default());
             rest = rest.get(skip..).unwrap_or_default();
             let Some(&first) = rest.first() else {
                 return;
@@ -205,11 +287,24 @@ impl<P: Protocol> StreamDecoder<P> {
             }
         }
         match self.kind {
-            Kind::Json | Kind::Unknown => self.buffer.extend_from_slice(rest),
+            Kind::Json | Kind::Unknown => self.keep(rest),
             Kind::Sse => {
                 self.sse.feed(rest, &mut self.events);
                 self.drain_events(out);
             }
+        }
+    }
+
+    /// Keeps body bytes for the end, bounded: an error body keeps its first 64 MiB (for its
+    /// message); a 2xx body this large is a `stream_error`.
+    fn keep(&mut self, bytes: &[u8]) {
+        if self.buffer.len().saturating_add(bytes.len()) > MAX_EVENT_BYTES {
+            let room = MAX_EVENT_BYTES.saturating_sub(self.buffer.len());
+            self.buffer
+                .extend_from_slice(bytes.get(..room).unwrap_or_default());
+            self.oversized = true;
+        } else {
+            self.buffer.extend_from_slice(bytes);
         }
     }
 
@@ -219,9 +314,23 @@ impl<P: Protocol> StreamDecoder<P> {
                 self.report.ignored = self.report.ignored.saturating_add(1);
                 continue;
             }
-            let outcome =
-                self.protocol
-                    .event(event.event.as_deref(), &event.data, &mut self.deltas);
+            let outcome = match event.problem {
+                Some(Problem::InvalidUtf8(offset)) => EventOutcome::Failed(Failure {
+                    code: FailureCode::StreamError,
+                    message: format!("the response body is not valid UTF-8 (byte {offset})"),
+                }),
+                Some(Problem::TooLarge) => EventOutcome::Failed(Failure {
+                    code: FailureCode::StreamError,
+                    message: format!(
+                        "an SSE event (byte {}) is over {} MiB",
+                        event.offset,
+                        MAX_EVENT_BYTES >> 20
+                    ),
+                }),
+                None => self
+                    .protocol
+                    .event(event.event.as_deref(), &event.data, &mut self.deltas),
+            };
             match outcome {
                 EventOutcome::Used => self.understood = self.understood.saturating_add(1),
                 EventOutcome::Ignored => {
@@ -266,6 +375,10 @@ impl<P: Protocol> StreamDecoder<P> {
     /// a body that is not the API's format at all).
     pub fn finish_with_report(mut self) -> (Vec<Input>, DecodeReport) {
         let mut out = Vec::new();
+        if let Some(seen) = self.bom.take() {
+            // The body ended inside what could have been a BOM: those bytes are the body.
+            self.feed_body(BOM.get(..seen).unwrap_or_default(), &mut out);
+        }
         let result = match self.kind {
             Kind::Sse => {
                 self.sse.finish(&mut self.events);
@@ -276,7 +389,10 @@ impl<P: Protocol> StreamDecoder<P> {
                 } else if self.terminal || self.protocol.complete() {
                     checked(self.protocol.answer())
                 } else {
-                    if self.understood == 0 {
+                    // A stream of only comments or pings is the API's, cut short; one with
+                    // nothing the API sends at all is not its format.
+                    let only_keepalives = self.first_bad.is_none() && self.report.ignored > 0;
+                    if self.understood == 0 && !only_keepalives {
                         let first_bad = self.first_bad.take();
                         self.report.format_error = Some(first_bad.unwrap_or_else(|| FormatError {
                             offset: 0,
@@ -307,12 +423,32 @@ impl<P: Protocol> StreamDecoder<P> {
                 step,
                 code: failure.code.as_str().to_owned(),
                 message: failure.message,
+                retry_after_ms: self.hints.for_failure(failure.code),
             },
         });
         (out, self.report)
     }
 
     fn json_body(&mut self) -> Result<AssistantMessage, Failure> {
+        if self.oversized {
+            return Err(Failure {
+                code: FailureCode::StreamError,
+                message: format!("the response body is over {} MiB", MAX_EVENT_BYTES >> 20),
+            });
+        }
+        // One rule for a stream and a JSON body: invalid UTF-8 is a broken response (a body
+        // cut inside a character is cut short, as any other cut body).
+        if let Err(error) = std::str::from_utf8(&self.buffer)
+            && error.error_len().is_some()
+        {
+            return Err(Failure {
+                code: FailureCode::StreamError,
+                message: format!(
+                    "the response body is not valid UTF-8 (byte {})",
+                    error.valid_up_to()
+                ),
+            });
+        }
         let body: Value = match serde_json::from_slice(&self.buffer) {
             Ok(body) => body,
             Err(error) => {
@@ -344,32 +480,17 @@ impl<P: Protocol> StreamDecoder<P> {
     }
 }
 
-/// The answer, if the core can take it: every tool call with an id and a name, ids unique
-/// within the message. A response that breaks this is broken (`stream_error`), never a
-/// `model_done` the core would refuse as misuse.
+/// The answer, if the core can take it ([`AssistantMessage::check_shape`]: every tool call
+/// with an id and a name, ids unique within the message). A response that breaks this is
+/// broken (`stream_error`), never a `model_done` the core would refuse as misuse.
 fn checked(message: AssistantMessage) -> Result<AssistantMessage, Failure> {
-    let mut seen: Vec<&str> = Vec::new();
-    for call in message.content.iter() {
-        if let runcore::AssistantBlock::ToolCall { id, name, .. } = call {
-            let problem = if id.as_str().trim().is_empty() {
-                Some(format!("a tool call ({name}) has no id"))
-            } else if name.as_str().trim().is_empty() {
-                Some(format!("tool call {id} has no name"))
-            } else if seen.contains(&id.as_str()) {
-                Some(format!("tool call id {id} appears twice"))
-            } else {
-                None
-            };
-            if let Some(problem) = problem {
-                return Err(Failure {
-                    code: crate::FailureCode::StreamError,
-                    message: format!("the response is broken: {problem}"),
-                });
-            }
-            seen.push(id.as_str());
-        }
+    match message.check_shape() {
+        Ok(()) => Ok(message),
+        Err(problem) => Err(Failure {
+            code: FailureCode::StreamError,
+            message: format!("the response is broken: {problem}"),
+        }),
     }
-    Ok(message)
 }
 
 /// The byte offset of serde_json's 1-based line and column (column counts bytes).

@@ -55,6 +55,41 @@ impl Options {
     }
 }
 
+impl Options {
+    /// Reads options given as JSON (a binding's or the command line's): an object with at
+    /// least a non-empty `model`, and only the fields above. The one place where a door's
+    /// options are checked, so that every door refuses the same options with the same words.
+    pub fn from_value(value: Value) -> Result<Options, OptionsError> {
+        let Value::Object(object) = value else {
+            return Err(OptionsError::NotAnObject);
+        };
+        match object.get("model") {
+            None | Some(Value::Null) => return Err(OptionsError::MissingModel),
+            Some(Value::String(model)) if model.trim().is_empty() => {
+                return Err(OptionsError::MissingModel);
+            }
+            _ => {}
+        }
+        serde_json::from_value(Value::Object(object))
+            .map_err(|error| OptionsError::Invalid(error.to_string()))
+    }
+}
+
+/// Options that do not read ([`Options::from_value`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OptionsError {
+    /// Not a JSON object.
+    #[error("options must be an object with at least \"model\"")]
+    NotAnObject,
+    /// `model` is absent, null or blank.
+    #[error("options.model is required and must not be empty (the model to call)")]
+    MissingModel,
+    /// A field is unknown or of the wrong type (serde's words).
+    #[error("options: {0}")]
+    Invalid(String),
+}
+
 /// An encoded request.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Encoded {
@@ -235,6 +270,27 @@ pub(crate) fn data_url(mime_type: &str, data: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::{Options, OptionsError};
+
+    #[test]
+    fn options_read_once_with_one_set_of_words() {
+        use serde_json::json;
+        let read = |value| Options::from_value(value);
+        assert_eq!(read(json!({"model": "m"})), Ok(Options::new("m")));
+        assert_eq!(read(json!(null)), Err(OptionsError::NotAnObject));
+        assert_eq!(read(json!([])), Err(OptionsError::NotAnObject));
+        for missing in [json!({}), json!({"model": null}), json!({"model": "  "})] {
+            assert_eq!(read(missing), Err(OptionsError::MissingModel));
+        }
+        assert!(
+            matches!(read(json!({"model": "m", "temprature": 1})), Err(OptionsError::Invalid(m)) if m.contains("unknown field"))
+        );
+        assert!(matches!(
+            read(json!({"model": 5})),
+            Err(OptionsError::Invalid(_))
+        ));
+    }
+
     use super::*;
 
     #[test]

@@ -67,6 +67,14 @@
 //! `truncated` in a `length` answer) without executing the call. Anthropic server-tool blocks
 //! (`server_tool_use`, `web_search_tool_result`) and other block types runcore has no block for
 //! are not kept.
+//!
+//! # Rate limits
+//!
+//! A decoder may be given the response's headers ([`StreamDecoder::set_headers`], with the
+//! host's `now_ms` as the reference for a date, else the response's `date` header): a
+//! `model_failed` then carries the wait the provider asked for in `retry_after_ms`, from
+//! `retry-after-ms`, `retry-after` (seconds or an HTTP date) or, for `rate_limited`, the
+//! providers' rate-limit reset headers. The crate reads no clock.
 #![warn(missing_docs)]
 
 pub mod anthropic;
@@ -76,6 +84,7 @@ mod encode;
 mod failure;
 pub mod openai_chat;
 pub mod openai_responses;
+mod retry;
 mod sse;
 mod wire;
 
@@ -83,7 +92,7 @@ pub use context::{CallModelContext, ToolDefinition};
 #[doc(hidden)]
 pub use decode::{BodyError, Deltas, EventOutcome, Protocol};
 pub use decode::{DecodeReport, FormatError, StreamDecoder};
-pub use encode::{EncodeError, Encoded, LeftOut, Options};
+pub use encode::{EncodeError, Encoded, LeftOut, Options, OptionsError};
 pub use failure::{Failure, FailureCode};
 
 /// The `meta` key of a decoded assistant message that names the API its content came from.
@@ -181,6 +190,22 @@ impl AnyDecoder {
             AnyDecoder::Anthropic(d) => d.feed(bytes),
             AnyDecoder::OpenAiChat(d) => d.feed(bytes),
             AnyDecoder::OpenAiResponses(d) => d.feed(bytes),
+        }
+    }
+
+    /// See [`StreamDecoder::set_headers`].
+    pub fn set_headers<K, V>(
+        &mut self,
+        headers: impl IntoIterator<Item = (K, V)>,
+        now_ms: Option<u64>,
+    ) where
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        match self {
+            AnyDecoder::Anthropic(d) => d.set_headers(headers, now_ms),
+            AnyDecoder::OpenAiChat(d) => d.set_headers(headers, now_ms),
+            AnyDecoder::OpenAiResponses(d) => d.set_headers(headers, now_ms),
         }
     }
 

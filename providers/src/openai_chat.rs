@@ -4,11 +4,15 @@
 //! place); a user message with one text block is sent as a string, else as parts (`text`,
 //! `image_url` with a data URL); an assistant message is its text parts and `tool_calls`
 //! (arguments as JSON text); each tool result is its own `tool` message (text only). The API
-//! has no field for reasoning, so thinking is never sent back (left out).
+//! has no field for reasoning, so thinking is never sent back (left out). An empty text part is
+//! never sent, and a user message left with nothing is left out (never `"content": []`); a tool
+//! with no output is a `tool` message with `"content": ""` (the API's empty result).
 //!
 //! Response: `chat.completion.chunk` events (`choices[0].delta`: `content`, `tool_calls` by
 //! `index`, `refusal`, and the `reasoning_content` some compatible servers send), `finish_reason`
 //! and `[DONE]` (either ends a complete answer), a usage chunk; or a `chat.completion` body.
+//! A refusal is its own text block, after the answer's text, marked `meta.refusal = true`
+//! (its deltas are text deltas).
 //! Choices other than index 0 are ignored.
 //!
 //! | `finish_reason` | `stop_reason` |
@@ -32,6 +36,9 @@ use crate::failure::{Failure, envelope};
 use crate::wire::{count, nested_count, parse_arguments, text};
 use crate::{Api, CallModelContext, EncodeError, Encoded, Options};
 
+/// The `meta` key set to `true` on the text block that holds a Chat refusal (SPEC §13).
+pub const REFUSAL_META_KEY: &str = "refusal";
+
 /// The decoder of a Chat Completions response: see [`StreamDecoder`].
 pub type Decoder = StreamDecoder<ChatCompletions>;
 
@@ -50,6 +57,7 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
                 let mut parts = Vec::new();
                 for (block, content) in system.content.iter().enumerate() {
                     match content {
+                        ContentBlock::Text { text, .. } if text.is_empty() => {}
                         ContentBlock::Text { text, .. } => {
                             parts.push(json!({"type": "text", "text": text}));
                         }
@@ -66,7 +74,23 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
                 }
             }
             Message::User(user) => {
-                let content = match user.content.as_slice() {
+                // Empty text parts are not sent; a message left with nothing is left out
+                // (never `"content": []`).
+                let blocks: Vec<&ContentBlock> = user
+                    .content
+                    .iter()
+                    .filter(|block| !is_empty_text(block))
+                    .collect();
+                let content = match blocks.as_slice() {
+                    [] => {
+                        left_out.push(LeftOut {
+                            message: index,
+                            block: None,
+                            what: "message",
+                            reason: "a user message with nothing to send".into(),
+                        });
+                        continue;
+                    }
                     [ContentBlock::Text { text, .. }] => Value::from(text.as_str()),
                     blocks => Value::Array(
                         blocks
@@ -185,13 +209,16 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
             .iter()
             .map(|tool| {
                 let mut function = Map::new();
-                function.insert("name".into(), Value::from(tool.name.as_str()));
+                function.insert("name".into(), Value::from(tool.name.as_ref()));
                 if let Some(description) = &tool.description {
-                    function.insert("description".into(), Value::from(description.as_str()));
+                    function.insert("description".into(), Value::from(description.as_ref()));
                 }
                 function.insert(
                     "parameters".into(),
-                    tool.parameters.clone().unwrap_or_else(empty_schema),
+                    tool.parameters
+                        .as_deref()
+                        .cloned()
+                        .unwrap_or_else(empty_schema),
                 );
                 json!({"type": "function", "function": function})
             })
@@ -215,6 +242,11 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
     })
 }
 
+/// Whether a block is a text with nothing in it (never sent).
+fn is_empty_text(block: &ContentBlock) -> bool {
+    matches!(block, ContentBlock::Text { text, .. } if text.is_empty())
+}
+
 /// One tool call being streamed, by its `index`.
 #[derive(Debug, Default)]
 struct Call {
@@ -229,6 +261,8 @@ pub struct ChatCompletions {
     id: Option<String>,
     model: Option<String>,
     text: String,
+    /// The model's refusal (`refusal`), kept apart from `text`.
+    refusal: String,
     reasoning: String,
     calls: BTreeMap<u64, Call>,
     finish_reason: Option<String>,
@@ -261,6 +295,14 @@ impl ChatCompletions {
             content.push(AssistantBlock::Text {
                 text: std::mem::take(&mut self.text),
                 meta: Meta::new(),
+            });
+        }
+        if !self.refusal.is_empty() {
+            let mut meta = Meta::new();
+            meta.insert(REFUSAL_META_KEY, Value::Bool(true));
+            content.push(AssistantBlock::Text {
+                text: std::mem::take(&mut self.refusal),
+                meta,
             });
         }
         for call in std::mem::take(&mut self.calls).into_values() {
@@ -341,7 +383,7 @@ impl Protocol for ChatCompletions {
                 deltas.text(piece);
             }
             if let Some(piece) = text(delta, "refusal") {
-                self.text.push_str(piece);
+                self.refusal.push_str(piece);
                 deltas.text(piece);
             }
             for key in ["reasoning_content", "reasoning"] {
@@ -388,10 +430,11 @@ impl Protocol for ChatCompletions {
         };
         self.top_fields(body);
         let message = choice.get("message").unwrap_or(&Value::Null);
-        for key in ["content", "refusal"] {
-            if let Some(piece) = text(message, key) {
-                self.text.push_str(piece);
-            }
+        if let Some(piece) = text(message, "content") {
+            self.text.push_str(piece);
+        }
+        if let Some(piece) = text(message, "refusal") {
+            self.refusal.push_str(piece);
         }
         for key in ["reasoning_content", "reasoning"] {
             if let Some(piece) = text(message, key) {

@@ -2,11 +2,13 @@
 //!
 //! Request: the system prompt becomes `instructions`; the context's system messages become
 //! `system` message items in place; user messages `message` items (`input_text`,
-//! `input_image`); an assistant message becomes, block by block in order, its reasoning items
+//! `input_image` with `detail: "auto"`; an empty text is not sent, a message left with nothing
+//! is left out); an assistant message becomes, block by block in order, its reasoning items
 //! (sent back whole, to the same model only), `message` items (`output_text`) and
 //! `function_call` items (with their `fc_…` ids to the same model only, so a function call is
 //! never sent without the reasoning item it followed); each tool result a
-//! `function_call_output` item. With a reasoning setting the body asks for
+//! `function_call_output` item (an empty `output` for a tool with no output). Tools are
+//! `{type: "function", name, description, parameters, strict: false}`. With a reasoning setting the body asks for
 //! `include: ["reasoning.encrypted_content"]`, so reasoning can be sent back statelessly.
 //!
 //! Response: `response.created`, `response.output_item.added/done`, `…output_text.delta`,
@@ -59,7 +61,14 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
             }
             Message::User(user) => {
                 let content = input_content(&user.content);
-                if !content.is_empty() {
+                if content.is_empty() {
+                    left_out.push(LeftOut {
+                        message: index,
+                        block: None,
+                        what: "message",
+                        reason: "a user message with nothing to send".into(),
+                    });
+                } else {
                     input.push(json!({"type": "message", "role": "user", "content": content}));
                 }
             }
@@ -112,14 +121,20 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
             .map(|tool| {
                 let mut definition = Map::new();
                 definition.insert("type".into(), Value::from("function"));
-                definition.insert("name".into(), Value::from(tool.name.as_str()));
+                definition.insert("name".into(), Value::from(tool.name.as_ref()));
                 if let Some(description) = &tool.description {
-                    definition.insert("description".into(), Value::from(description.as_str()));
+                    definition.insert("description".into(), Value::from(description.as_ref()));
                 }
                 definition.insert(
                     "parameters".into(),
-                    tool.parameters.clone().unwrap_or_else(empty_schema),
+                    tool.parameters
+                        .as_deref()
+                        .cloned()
+                        .unwrap_or_else(empty_schema),
                 );
+                // Required by the published schema; `false` keeps any JSON Schema valid (strict
+                // mode accepts a subset only), as the other two APIs do.
+                definition.insert("strict".into(), Value::Bool(false));
                 Value::Object(definition)
             })
             .collect();
@@ -142,14 +157,21 @@ pub fn encode(context: &CallModelContext, options: &Options) -> Result<Encoded, 
     })
 }
 
+/// A message's parts: `input_text` (an empty text is not sent) and `input_image` (with the
+/// `detail` the published schema requires: `auto`).
 fn input_content(blocks: &[ContentBlock]) -> Vec<Value> {
     blocks
         .iter()
-        .map(|block| match block {
-            ContentBlock::Text { text, .. } => json!({"type": "input_text", "text": text}),
+        .filter_map(|block| match block {
+            ContentBlock::Text { text, .. } if text.is_empty() => None,
+            ContentBlock::Text { text, .. } => Some(json!({"type": "input_text", "text": text})),
             ContentBlock::Image {
                 data, mime_type, ..
-            } => json!({"type": "input_image", "image_url": data_url(mime_type, data)}),
+            } => Some(json!({
+                "type": "input_image",
+                "image_url": data_url(mime_type, data),
+                "detail": "auto",
+            })),
         })
         .collect()
 }

@@ -413,3 +413,274 @@ mod arbitrary_bytes {
         }
     }
 }
+
+/// SPEC §13: a leading byte-order mark is ignored (WHATWG SSE), wherever the chunks split it:
+/// every recorded response with a BOM before it decodes as it does without one.
+#[test]
+fn a_leading_byte_order_mark_is_ignored() {
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+    let mut checked = 0;
+    for api in Api::ALL {
+        for exchange in exchanges(api) {
+            let body = exchange.response.as_bytes();
+            let plain = decode(api, exchange.status, body);
+            let with_bom = [BOM, body].concat();
+            for sizes in [&[usize::MAX][..], &[1], &[2, 7]] {
+                let marked = common::decode_chunked(api, exchange.status, &with_bom, sizes);
+                assert_eq!(marked, plain, "{} fed by {sizes:?}", exchange.name());
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 600, "{checked}");
+    // Only a whole BOM is dropped: a body that starts like one is the body.
+    let (inputs, report) = decode(Api::OpenAiChat, 200, b"\xEF\xBB");
+    assert_eq!(failure_code(&inputs), Some("incomplete_stream"));
+    assert!(report.format_error.is_some());
+}
+
+/// One rule for invalid UTF-8 (SPEC §13): `stream_error`, in a stream and in a JSON body alike,
+/// never replaced with U+FFFD nor taken for a cut-short body. A body cut inside a character is
+/// cut short (`incomplete_stream`).
+#[test]
+fn invalid_utf8_is_a_stream_error_in_a_stream_and_a_body() {
+    let chat = |text: &[u8]| {
+        [
+            b"data: {\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"".as_slice(),
+            text,
+            b"\"},\"finish_reason\":null}]}\n\ndata: {\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+        ]
+        .concat()
+    };
+    let (inputs, report) = decode(Api::OpenAiChat, 200, &chat(b"h\xFFi"));
+    assert_one_terminal(&inputs);
+    assert_eq!(report.format_error, None);
+    assert!(
+        matches!(inputs.last(), Some(Input::ModelFailed { code, message, .. })
+        if code == "stream_error" && message.contains("UTF-8")),
+        "{inputs:?}"
+    );
+    assert!(
+        !inputs.iter().any(|i| matches!(i, Input::ModelDelta { .. })),
+        "nothing of the broken event is passed on: {inputs:?}"
+    );
+    let (inputs, _) = decode(Api::OpenAiChat, 200, &chat("hé".as_bytes()));
+    assert!(matches!(inputs.last(), Some(Input::ModelDone { .. })));
+
+    for api in Api::ALL {
+        let exchange = exchanges(api)
+            .into_iter()
+            .find(|e| !e.streamed() && e.status == 200)
+            .expect("a JSON body");
+        // A lone continuation byte inside the first string of the body.
+        let mut bytes = exchange.response.clone().into_bytes();
+        let at = exchange.response.find('"').expect("a string") + 1;
+        bytes.insert(at, 0x80);
+        let (inputs, report) = decode(api, 200, &bytes);
+        assert_eq!(report.format_error, None, "{}", api.name());
+        assert_eq!(
+            failure_code(&inputs),
+            Some("stream_error"),
+            "{}",
+            api.name()
+        );
+
+        let cut = &exchange.response.as_bytes()[..exchange.response.len() / 2];
+        let cut_in_char = [cut, &"é".as_bytes()[..1]].concat();
+        let (inputs, _) = decode(api, 200, &cut_in_char);
+        assert_eq!(
+            failure_code(&inputs),
+            Some("incomplete_stream"),
+            "{}",
+            api.name()
+        );
+    }
+}
+
+/// A 2xx stream that holds only comments or pings is the API's, cut short: `incomplete_stream`
+/// with no format error (so `runcore codec decode` prints it and exits 0).
+#[test]
+fn a_stream_of_only_comments_or_pings_is_incomplete() {
+    let bodies: [(Api, &str); 4] = [
+        (Api::OpenAiChat, ": keep-alive\n\n"),
+        (Api::OpenAiResponses, ": ping\n\n: ping\n\n"),
+        (Api::Anthropic, "event: ping\ndata: {\"type\":\"ping\"}\n\n"),
+        (
+            Api::Anthropic,
+            ": x\n\nevent: ping\ndata: {\"type\": \"ping\"}\n\n",
+        ),
+    ];
+    for (api, body) in bodies {
+        let (inputs, report) = decode(api, 200, body.as_bytes());
+        assert_one_terminal(&inputs);
+        assert_eq!(report.format_error, None, "{body:?}");
+        assert_eq!(failure_code(&inputs), Some("incomplete_stream"), "{body:?}");
+    }
+    // Not the API's at all is still a format error.
+    let (_, report) = decode(Api::OpenAiChat, 200, b"hello\n");
+    assert!(report.format_error.is_some());
+}
+
+/// One SSE event (or a JSON body) over 64 MiB is `stream_error`; the bytes are dropped as they
+/// come, and the stream does not go on as if nothing happened.
+#[test]
+fn an_event_over_64_mib_is_a_stream_error() {
+    let mib = vec![b'a'; 1 << 20];
+    for api in Api::ALL {
+        let mut decoder = api.decoder("run-1", 1, 200);
+        assert!(decoder.feed(b"data: {\"x\":\"").is_empty());
+        for _ in 0..65 {
+            assert!(decoder.feed(&mib).is_empty());
+        }
+        let rest = decoder.feed(b"\"}\n\ndata: [DONE]\n\n");
+        let (end, report) = decoder.finish_with_report();
+        let inputs: Vec<Input> = rest.into_iter().chain(end).collect();
+        assert_one_terminal(&inputs);
+        assert_eq!(report.format_error, None);
+        assert!(
+            matches!(inputs.last(), Some(Input::ModelFailed { code, message, .. })
+            if code == "stream_error" && message.contains("64 MiB")),
+            "{}: {:?}",
+            api.name(),
+            inputs.last()
+        );
+    }
+    // A JSON body likewise.
+    let mut decoder = Api::OpenAiChat.decoder("run-1", 1, 200);
+    assert!(decoder.feed(b"{\"x\":\"").is_empty());
+    for _ in 0..65 {
+        assert!(decoder.feed(&mib).is_empty());
+    }
+    let (inputs, _) = decoder.finish_with_report();
+    assert_eq!(failure_code(&inputs), Some("stream_error"));
+}
+
+/// A Chat refusal is its own text block marked `meta.refusal = true` (SPEC §13), streamed or
+/// not; the answer's other text stays unmarked.
+#[test]
+fn a_chat_refusal_is_marked() {
+    let streamed = sse(&[
+        json!({"id":"c","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Well. "},"finish_reason":null}]}),
+        json!({"id":"c","model":"m","choices":[{"index":0,"delta":{"refusal":"I can't"},"finish_reason":null}]}),
+        json!({"id":"c","model":"m","choices":[{"index":0,"delta":{"refusal":" help."},"finish_reason":"stop"}]}),
+    ]) + "data: [DONE]\n\n";
+    let body = json!({"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,
+        "message":{"role":"assistant","content":"Well. ","refusal":"I can't help."},"finish_reason":"stop"}]})
+    .to_string();
+    for body in [streamed, body] {
+        let (inputs, _) = decode(Api::OpenAiChat, 200, body.as_bytes());
+        let content = serde_json::to_value(&done(&inputs).content).unwrap();
+        assert_eq!(
+            content,
+            json!([
+                {"type": "text", "text": "Well. "},
+                {"type": "text", "text": "I can't help.", "meta": {"refusal": true}},
+            ]),
+            "{body}"
+        );
+    }
+}
+
+/// SPEC §13: given the response's headers, a `model_failed` carries the wait the provider asked
+/// for in `retry_after_ms` — `retry-after` in seconds or as an HTTP date, `retry-after-ms`, the
+/// providers' reset headers — and a decoder given none carries none.
+#[test]
+fn headers_fill_retry_after() {
+    let decode_with =
+        |api: Api, status: u16, body: &str, headers: &[(&str, &str)], now: Option<u64>| {
+            let mut decoder = api.decoder("run-1", 1, status);
+            decoder.set_headers(headers.iter().copied(), now);
+            let mut inputs = decoder.feed(body.as_bytes());
+            inputs.extend(decoder.finish_with_report().0);
+            assert_one_terminal(&inputs);
+            match inputs.last() {
+                Some(Input::ModelFailed { retry_after_ms, .. }) => *retry_after_ms,
+                other => panic!("expected model_failed, got {other:?}"),
+            }
+        };
+    let anthropic_429 =
+        r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#;
+    let openai_429 =
+        r#"{"error":{"type":"requests","code":"rate_limit_exceeded","message":"slow down"}}"#;
+    for (api, body) in [
+        (Api::Anthropic, anthropic_429),
+        (Api::OpenAiChat, openai_429),
+        (Api::OpenAiResponses, openai_429),
+    ] {
+        assert_eq!(decode_with(api, 429, body, &[], None), None);
+        assert_eq!(
+            decode_with(api, 429, body, &[("Retry-After", "3")], None),
+            Some(3000)
+        );
+        assert_eq!(
+            decode_with(
+                api,
+                429,
+                body,
+                &[("retry-after", "3"), ("retry-after-ms", "2500")],
+                None
+            ),
+            Some(2500)
+        );
+        // An HTTP date, against the caller's `now` or else the response's own `date`.
+        let at = [("retry-after", "Wed, 21 Oct 2026 07:28:30 GMT")];
+        assert_eq!(
+            decode_with(api, 429, body, &at, Some(1_792_567_700_000)),
+            Some(10_000)
+        );
+        let dated = [at[0], ("date", "Wed, 21 Oct 2026 07:28:00 GMT")];
+        assert_eq!(decode_with(api, 429, body, &dated, None), Some(30_000));
+        assert_eq!(decode_with(api, 429, body, &at, None), None);
+        // A 529 / 503 with retry-after carries it too.
+        assert_eq!(
+            decode_with(api, 503, "", &[("retry-after", "1")], None),
+            Some(1000)
+        );
+    }
+    let openai_resets = [
+        ("x-ratelimit-remaining-requests", "0"),
+        ("x-ratelimit-reset-requests", "20ms"),
+        ("x-ratelimit-remaining-tokens", "100"),
+        ("x-ratelimit-reset-tokens", "6m0s"),
+    ];
+    assert_eq!(
+        decode_with(Api::OpenAiChat, 429, openai_429, &openai_resets, None),
+        Some(20)
+    );
+    // Reset headers are read for rate limits only.
+    assert_eq!(
+        decode_with(Api::OpenAiChat, 500, "", &openai_resets, None),
+        None
+    );
+    let anthropic_resets = [
+        ("anthropic-ratelimit-tokens-remaining", "0"),
+        ("anthropic-ratelimit-tokens-reset", "2026-10-21T07:28:42Z"),
+        ("date", "Wed, 21 Oct 2026 07:28:00 GMT"),
+    ];
+    assert_eq!(
+        decode_with(Api::Anthropic, 429, anthropic_429, &anthropic_resets, None),
+        Some(42_000)
+    );
+    // A rate-limit error event inside a 200 stream is a rate limit as well.
+    let event = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"model\":\"m\",\"status\":\"in_progress\",\"output\":[]}}\n\n\
+        event: error\ndata: {\"type\":\"error\",\"code\":\"rate_limit_exceeded\",\"message\":\"slow down\"}\n\n";
+    assert_eq!(
+        decode_with(
+            Api::OpenAiResponses,
+            200,
+            event,
+            &[("retry-after", "2")],
+            None
+        ),
+        Some(2000)
+    );
+    // A success carries nothing: headers never turn an answer into a failure.
+    let ok = sse(&[
+        json!({"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}),
+    ]);
+    let mut decoder = Api::OpenAiChat.decoder("run-1", 1, 200);
+    decoder.set_headers([("retry-after", "3")], None);
+    let mut inputs = decoder.feed(ok.as_bytes());
+    inputs.extend(decoder.finish_with_report().0);
+    assert!(matches!(inputs.last(), Some(Input::ModelDone { .. })));
+}

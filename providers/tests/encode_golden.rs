@@ -242,20 +242,20 @@ fn context(
             if api == Api::Anthropic && tool.get("input_schema").is_none() {
                 return Err("a server tool");
             }
-            Ok(ToolDefinition {
-                name: definition["name"].as_str().unwrap_or_default().to_owned(),
-                description: definition
+            Ok(ToolDefinition::new(
+                definition["name"].as_str().unwrap_or_default(),
+                definition
                     .get("description")
                     .and_then(Value::as_str)
                     .map(str::to_owned),
-                parameters: definition
+                definition
                     .get(if api == Api::Anthropic {
                         "input_schema"
                     } else {
                         "parameters"
                     })
                     .cloned(),
-            })
+            ))
         })
         .collect::<Result<Vec<_>, Skip>>()?;
     let mut options = Options::new(request["model"].as_str().unwrap_or_default());
@@ -268,6 +268,9 @@ fn context(
     .cloned();
     Ok((
         CallModelContext {
+            run_id: "run-1".into(),
+            step: 1,
+            final_step: false,
             system_prompt,
             messages,
             tools,

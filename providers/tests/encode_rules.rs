@@ -15,6 +15,9 @@ fn messages(values: Value) -> Vec<Message> {
 /// A user turn, an assistant turn from `api`/`model` with thinking and two calls, two results.
 fn two_call_context(api: &str, model: &str) -> CallModelContext {
     CallModelContext {
+        run_id: "run-1".into(),
+        step: 1,
+        final_step: false,
         system_prompt: Some("be brief".into()),
         messages: messages(json!([
             {"role": "user", "content": [{"type": "text", "text": "weather?"}]},
@@ -31,11 +34,11 @@ fn two_call_context(api: &str, model: &str) -> CallModelContext {
             {"role": "tool_result", "call_id": "c1", "tool_name": "weather", "content": [{"type": "text", "text": "cold"}], "is_error": false, "outcome": "executed"},
             {"role": "tool_result", "call_id": "c2", "tool_name": "weather", "content": [{"type": "text", "text": "failed"}], "is_error": true, "outcome": "executed"}
         ])),
-        tools: vec![runcore_providers::ToolDefinition {
-            name: "weather".into(),
-            description: Some("the weather".into()),
-            parameters: Some(json!({"type": "object", "properties": {"city": {"type": "string"}}})),
-        }],
+        tools: vec![runcore_providers::ToolDefinition::new(
+            "weather",
+            Some("the weather".into()),
+            Some(json!({"type": "object", "properties": {"city": {"type": "string"}}})),
+        )],
     }
 }
 
@@ -177,6 +180,9 @@ fn responses_other_model_drops_reasoning_and_item_ids() {
 #[test]
 fn orphans_are_left_out_and_reported() {
     let context = CallModelContext {
+        run_id: "run-1".into(),
+        step: 1,
+        final_step: false,
         system_prompt: None,
         messages: messages(json!([
             {"role": "user", "content": [{"type": "text", "text": "go"}]},
@@ -287,7 +293,7 @@ fn agent_round_trip() {
     }
     let (run_id, step) = call.expect("a model call");
     let request = agent.model_request().expect("an outstanding request");
-    let context = CallModelContext::from_request(&request);
+    let context = request.to_call();
     let body = openai_chat::encode(&context, &Options::new("gpt-4o-mini"))
         .expect("encodes")
         .body;
@@ -333,4 +339,164 @@ fn extra_replaces_all_but_the_transcript() {
             Err(EncodeError::ExtraReplacesContext { key: key.into() })
         );
     }
+}
+
+/// Every empty text block and every empty `content` in a body, by JSON path.
+fn empties(value: &Value, path: &str, found: &mut Vec<String>) {
+    match value {
+        Value::Object(object) => {
+            let kind = object.get("type").and_then(Value::as_str);
+            let text = object.get("text").and_then(Value::as_str);
+            if matches!(kind, Some("text" | "input_text" | "output_text"))
+                && text.is_some_and(|t| t.trim().is_empty())
+            {
+                found.push(format!("{path}: empty text block"));
+            }
+            if object.get("content") == Some(&json!([])) {
+                found.push(format!("{path}: empty content"));
+            }
+            for (key, child) in object {
+                empties(child, &format!("{path}.{key}"), found);
+            }
+        }
+        Value::Array(items) => {
+            for (index, child) in items.iter().enumerate() {
+                empties(child, &format!("{path}[{index}]"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A tool with no output, an empty user message, empty text in system, user and tool-result
+/// content: an encoder never sends an empty text block nor an empty message (Anthropic refuses
+/// them with 400, SPEC §13); a tool result with no content is the API's empty result.
+#[test]
+fn a_tool_with_no_output_and_empty_text_are_never_sent_empty() {
+    let context = CallModelContext {
+        run_id: "run-1".into(),
+        step: 1,
+        final_step: false,
+        system_prompt: None,
+        messages: messages(json!([
+            {"role": "system", "content": [{"type": "text", "text": ""}, {"type": "text", "text": "rules"}]},
+            {"role": "user", "content": [{"type": "text", "text": ""}, {"type": "text", "text": "go"}]},
+            {"role": "assistant", "content": [
+                {"type": "tool_call", "id": "c1", "name": "touch", "arguments": {}},
+                {"type": "tool_call", "id": "c2", "name": "touch", "arguments": {}}
+            ], "stop_reason": "tool_use"},
+            {"role": "tool_result", "call_id": "c1", "tool_name": "touch", "content": [], "is_error": false, "outcome": "executed"},
+            {"role": "tool_result", "call_id": "c2", "tool_name": "touch", "content": [{"type": "text", "text": ""}], "is_error": false, "outcome": "executed"},
+            {"role": "user", "content": []},
+            {"role": "user", "content": [{"type": "text", "text": ""}]},
+            {"role": "user", "content": [{"type": "text", "text": "next"}]}
+        ])),
+        tools: vec![],
+    };
+    for api in Api::ALL {
+        let encoded = api.encode(&context, &Options::new("m")).expect("encodes");
+        let mut found = Vec::new();
+        empties(&encoded.body, "body", &mut found);
+        assert_eq!(
+            found,
+            Vec::<String>::new(),
+            "{}: {}",
+            api.name(),
+            encoded.body
+        );
+        let left: Vec<_> = encoded
+            .left_out
+            .iter()
+            .map(|l| (l.message, l.what))
+            .collect();
+        assert!(left.contains(&(5, "message")), "{}: {left:?}", api.name());
+    }
+    let anthropic = anthropic::encode(&context, &Options::new("m"))
+        .unwrap()
+        .body;
+    assert_eq!(
+        anthropic["system"],
+        json!([{"type": "text", "text": "rules"}])
+    );
+    assert_eq!(
+        anthropic["messages"][2],
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "c1"},
+            {"type": "tool_result", "tool_use_id": "c2"}
+        ]})
+    );
+    assert_eq!(
+        anthropic["messages"][3],
+        json!({"role": "user", "content": [{"type": "text", "text": "next"}]})
+    );
+    let chat = openai_chat::encode(&context, &Options::new("m"))
+        .unwrap()
+        .body;
+    assert_eq!(
+        chat["messages"][1],
+        json!({"role": "user", "content": "go"})
+    );
+    assert_eq!(
+        chat["messages"][3],
+        json!({"role": "tool", "tool_call_id": "c1", "content": ""})
+    );
+    assert_eq!(
+        chat["messages"][5],
+        json!({"role": "user", "content": "next"})
+    );
+    assert_eq!(chat["messages"].as_array().map(Vec::len), Some(6));
+    let responses = openai_responses::encode(&context, &Options::new("m"))
+        .unwrap()
+        .body;
+    assert_eq!(
+        responses["input"][4],
+        json!({"type": "function_call_output", "call_id": "c1", "output": ""})
+    );
+    assert_eq!(responses["input"].as_array().map(Vec::len), Some(7));
+}
+
+/// Responses: `detail` on images and `strict` on tools, as the published schema asks.
+#[test]
+fn responses_images_have_detail_and_tools_strict() {
+    let context = CallModelContext {
+        run_id: "run-1".into(),
+        step: 1,
+        final_step: false,
+        system_prompt: None,
+        messages: messages(json!([
+            {"role": "user", "content": [{"type": "image", "data": "AAAA", "mime_type": "image/png"}]}
+        ])),
+        tools: vec![runcore_providers::ToolDefinition::new("t", None, None)],
+    };
+    let body = openai_responses::encode(&context, &Options::new("m"))
+        .unwrap()
+        .body;
+    assert_eq!(
+        body["input"][0]["content"][0],
+        json!({"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "auto"})
+    );
+    assert_eq!(body["tools"][0]["strict"], json!(false));
+}
+
+/// One model-call shape: the agent's owned call serializes byte for byte as the full-context
+/// `call_model` line the driver prints (system prompt and tools included), and reads back from
+/// it unchanged.
+#[test]
+fn the_agent_call_is_the_driver_line() {
+    let mut driver = Driver::new();
+    let config = json!({"type": "config", "system_prompt": "be brief", "tools": {
+        "weather": {"description": "the weather", "parameters": {"type": "object"}},
+        "ping": {}
+    }});
+    driver.handle_line(config.to_string().as_bytes());
+    let lines = driver.handle_line(br#"{"type":"prompt","text":"hi"}"#);
+    let line = lines
+        .iter()
+        .find(|line| line.contains(r#""type":"call_model""#))
+        .expect("a call_model line");
+    let call = driver.agent().model_call().expect("an outstanding call");
+    assert_eq!(&serde_json::to_string(&call).unwrap(), line);
+    let back: runcore::ModelCall = serde_json::from_str(line).unwrap();
+    assert_eq!(back, call);
+    assert_eq!(call.tools.len(), 2);
 }

@@ -119,6 +119,12 @@ pub enum Input {
         code: String,
         /// Its text.
         message: String,
+        /// How long the provider asked to wait before a retry, in milliseconds (its
+        /// `retry-after` / `retry-after-ms` / rate-limit reset headers, read by the codecs:
+        /// SPEC §8.11, §13). Absent when not given (and then left out of the line). For now
+        /// it is carried only: the run ends as it does without it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_ms: Option<u64>,
     },
     /// [`Agent::tool_progress`].
     ToolProgress {
@@ -316,6 +322,7 @@ impl Agent {
                 step,
                 code,
                 message,
+                retry_after_ms: _,
             } => self.on_model_failed(&run_id, step, &code, &message),
             Input::ToolProgress {
                 run_id,
@@ -501,6 +508,7 @@ impl Agent {
                 step,
                 code: code.to_owned(),
                 message: message.to_owned(),
+                retry_after_ms: None,
             },
             self.thread.clock_ms,
         )

@@ -140,6 +140,29 @@ impl<'a> ModelRequest<'a> {
     pub fn context_len(&self) -> usize {
         self.messages.len() + usize::from(self.summary.is_some())
     }
+
+    /// The tools as the model sees them, in catalog order, borrowed from the catalog.
+    pub fn tool_definitions(&self) -> impl Iterator<Item = crate::ToolDefinition<'a>> + 'a {
+        self.tools
+            .iter()
+            .map(|(name, spec)| crate::ToolDefinition::of(name, spec))
+    }
+
+    /// The call, owned ([`ModelCall`](crate::ModelCall)): the one shape the driver prints,
+    /// the codecs encode and a durable runtime journals. It copies the context.
+    pub fn to_call(&self) -> crate::ModelCall {
+        crate::ModelCall {
+            run_id: self.run_id.clone(),
+            step: self.step,
+            final_step: self.final_step,
+            system_prompt: self.system_prompt.map(str::to_owned),
+            messages: self.context().cloned().collect(),
+            tools: self
+                .tool_definitions()
+                .map(crate::ToolDefinition::into_owned)
+                .collect(),
+        }
+    }
 }
 
 /// `"{thread}/run-{n}"`, the run id minting gives the `n`th run (written without the
@@ -240,6 +263,11 @@ impl Agent {
             }),
             _ => None,
         }
+    }
+
+    /// The outstanding model call, owned ([`ModelRequest::to_call`]), if one is outstanding.
+    pub fn model_call(&self) -> Option<crate::ModelCall> {
+        self.model_request().map(|request| request.to_call())
     }
 
     /// The active run (Running or Awaiting).

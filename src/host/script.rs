@@ -141,6 +141,7 @@ impl ModelTurn {
                 step,
                 code,
                 message,
+                retry_after_ms: None,
             }),
         }
     }
@@ -332,6 +333,7 @@ pub fn serve<S: Script + ?Sized, E>(
                                 step,
                                 code,
                                 message,
+                                retry_after_ms: None,
                             };
                             give(agent, failed, sink, &mut next)?;
                         }

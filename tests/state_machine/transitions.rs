@@ -351,6 +351,7 @@ fn untimed_input(t: &Transition) -> Input {
             step: *step,
             code: code.clone(),
             message: message.clone(),
+            retry_after_ms: None,
         },
         Transition::ToolProgress { run, call } => Input::ToolProgress {
             run_id: RunId::new(run.as_str()),

@@ -38,20 +38,8 @@ fn encode_now(api: &str, call_model: &str, options: &str) -> napi::Result<String
     let api = api_named(api)?;
     let options: Value = serde_json::from_str(options)
         .map_err(|e| codec_error("options", format!("options are not JSON: {e}")))?;
-    if !options.is_object() {
-        return Err(codec_error(
-            "options",
-            "options must be an object with at least \"model\"",
-        ));
-    }
-    if options.get("model").is_none() {
-        return Err(codec_error(
-            "options",
-            "options.model is required (the model to call)",
-        ));
-    }
-    let options: Options = serde_json::from_value(options)
-        .map_err(|e| codec_error("options", format!("options: {e}")))?;
+    let options =
+        Options::from_value(options).map_err(|e| codec_error("options", e.to_string()))?;
     let context: CallModelContext = serde_json::from_str(call_model).map_err(|e| {
         codec_error(
             "call_model",
@@ -73,6 +61,15 @@ pub fn provider_encode(api: String, call_model: String, options: String) -> napi
         .map_err(|()| internal("runcore panicked (a bug) in encode"))?
 }
 
+/// Now, in milliseconds since the epoch: the reference for a date in the headers when neither
+/// `nowMs` nor a `date` header gives one.
+fn clock_ms() -> Option<u64> {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    u64::try_from(since.as_millis()).ok()
+}
+
 /// A stream decoder of one model call's response.
 #[napi]
 pub struct NativeProviderDecoder {
@@ -87,9 +84,19 @@ fn inputs_json(inputs: &[runcore::Input]) -> napi::Result<String> {
 
 #[napi]
 impl NativeProviderDecoder {
-    /// A decoder for API `api`'s response to call `step` of run `run_id` with HTTP `status`.
+    /// A decoder for API `api`'s response to call `step` of run `run_id` with HTTP `status`;
+    /// `headers` is the JSON text of the response's `[name, value]` pairs (from `index.js`), so
+    /// that a `model_failed` carries `retry_after_ms`; a date in them is a delay from `now_ms`,
+    /// else the response's `date` header, else now.
     #[napi(constructor)]
-    pub fn new(api: String, run_id: String, step: f64, status: Option<f64>) -> napi::Result<Self> {
+    pub fn new(
+        api: String,
+        run_id: String,
+        step: f64,
+        status: Option<f64>,
+        headers: Option<String>,
+        now_ms: Option<f64>,
+    ) -> napi::Result<Self> {
         let api = api_named(&api)?;
         if !(step.is_finite() && step >= 0.0 && step <= f64::from(u32::MAX) && step.fract() == 0.0)
         {
@@ -110,9 +117,40 @@ impl NativeProviderDecoder {
                 ));
             }
         };
+        let now_ms = match now_ms {
+            None => None,
+            Some(n)
+                if n.is_finite()
+                    && n >= 0.0
+                    && n.fract() == 0.0
+                    && n <= 9_007_199_254_740_991.0 =>
+            {
+                Some(n as u64)
+            }
+            Some(n) => {
+                return Err(codec_error(
+                    "options",
+                    format!("nowMs must be a non-negative integer (milliseconds), got {n}"),
+                ));
+            }
+        };
+        let mut decoder = api.decoder(run_id, step as u32, status);
+        if let Some(headers) = headers {
+            let headers: Vec<(String, String)> = serde_json::from_str(&headers).map_err(|e| {
+                codec_error(
+                    "options",
+                    format!("headers must be [name, value] pairs: {e}"),
+                )
+            })?;
+            let has_date = headers
+                .iter()
+                .any(|(name, _)| name.eq_ignore_ascii_case("date"));
+            let now = now_ms.or_else(|| if has_date { None } else { clock_ms() });
+            decoder.set_headers(headers, now);
+        }
         Ok(NativeProviderDecoder {
             api,
-            inner: Some(api.decoder(run_id, step as u32, status)),
+            inner: Some(decoder),
             format_error: None,
         })
     }

@@ -143,3 +143,42 @@ test('any bytes with any status never crash the decoder', () => {
     assert.ok(ends.length === 1, `case ${c}`);
   }
 });
+
+test('a decoder given the response headers carries retry_after_ms on model_failed', () => {
+  const body = '{"error":{"code":"rate_limit_exceeded","message":"slow down"}}';
+  const failed = (options) => {
+    const decoder = new providers.openaiChat.Decoder('r', 1, 429, options);
+    return [...decoder.feed(body), ...decoder.finish()].at(-1);
+  };
+  assert.equal(failed().retry_after_ms, undefined);
+  assert.equal(failed({}).retry_after_ms, undefined);
+  assert.equal(failed({ headers: { 'retry-after': '3' } }).retry_after_ms, 3000);
+  assert.equal(failed({ headers: new Headers({ 'retry-after-ms': '1500' }) }).retry_after_ms, 1500);
+  assert.equal(failed({ headers: new Map([['Retry-After', '2']]) }).retry_after_ms, 2000);
+  assert.equal(
+    failed({ headers: [['x-ratelimit-remaining-tokens', '0'], ['x-ratelimit-reset-tokens', '6m0s']] })
+      .retry_after_ms,
+    360000,
+  );
+  const date = { 'retry-after': 'Wed, 21 Oct 2026 07:28:30 GMT' };
+  assert.equal(failed({ headers: date, nowMs: 1792567700000 }).retry_after_ms, 10000);
+  assert.equal(
+    failed({ headers: { ...date, date: 'Wed, 21 Oct 2026 07:28:00 GMT' } }).retry_after_ms,
+    30000,
+  );
+  // The line goes to the agent as it is.
+  const agent = new Agent();
+  agent.prompt('hi');
+  const call = callModel(agent);
+  const decoder = new providers.openaiChat.Decoder(call.run_id, call.step, 429, {
+    headers: { 'retry-after': '3' },
+  });
+  for (const input of [...decoder.feed(body), ...decoder.finish()]) agent.handle(input);
+  const other = new Agent();
+  other.prompt('hi');
+  const next = callModel(other);
+  other.modelFailed(next.run_id, next.step, 'rate_limited', 'slow down', { retryAfterMs: 3000 });
+  assert.throws(() => new providers.openaiChat.Decoder('r', 1, 429, { headers: 5 }), TypeError);
+  assert.throws(() => new providers.openaiChat.Decoder('r', 1, 429, { headers: [['a']] }), TypeError);
+  assert.throws(() => new providers.openaiChat.Decoder('r', 1, 429, { nowMs: 'x' }), TypeError);
+});

@@ -491,14 +491,18 @@ impl PyAgent {
         })?
     }
 
-    /// The outstanding model call failed with the provider's `code` and `message`.
-    #[pyo3(signature = (run_id, step, code, message, *, now_ms = None))]
+    /// The outstanding model call failed with the provider's `code` and `message`;
+    /// `retry_after_ms` is the wait the provider asked for, if any (carried on the input:
+    /// SPEC §8.11).
+    #[pyo3(signature = (run_id, step, code, message, *, retry_after_ms = None, now_ms = None))]
+    #[allow(clippy::too_many_arguments)]
     fn model_failed(
         &mut self,
         run_id: Text,
         step: u64,
         code: Text,
         message: Text,
+        retry_after_ms: Option<u64>,
         now_ms: Option<u64>,
     ) -> PyResult<()> {
         crate::errors::guard(|| {
@@ -510,6 +514,7 @@ impl PyAgent {
                 step: step_of(step)?,
                 code: code.to_owned(),
                 message: message.to_owned(),
+                retry_after_ms,
             };
             self.handle_input(input, now_ms)
         })?

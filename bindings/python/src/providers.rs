@@ -40,19 +40,7 @@ fn not_json(code: &str, error: PyErr) -> PyErr {
 
 fn options_from(options: &Bound<'_, PyAny>) -> PyResult<Options> {
     let value = from_py(options).map_err(|e| not_json("options", e))?;
-    if !value.is_object() {
-        return Err(codec_error(
-            "options",
-            "options must be a dict with at least \"model\"",
-        ));
-    }
-    if value.get("model").is_none() {
-        return Err(codec_error(
-            "options",
-            "options.model is required (the model to call)",
-        ));
-    }
-    serde_json::from_value(value).map_err(|e| codec_error("options", format!("options: {e}")))
+    Options::from_value(value).map_err(|e| codec_error("options", e.to_string()))
 }
 
 fn context_from(call_model: &Bound<'_, PyAny>) -> PyResult<CallModelContext> {
@@ -89,6 +77,57 @@ pub fn _provider_encode<'py>(
             to_py(py, &value)
         })?
     })?
+}
+
+/// A header name or value: `str`, or `bytes` (as HTTP libraries give raw headers).
+fn header_text(value: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(bytes) = value.cast::<pyo3::types::PyBytes>() {
+        return Ok(String::from_utf8_lossy(bytes.as_bytes()).into_owned());
+    }
+    let text: Text = value.extract().map_err(|_| {
+        codec_error(
+            "options",
+            "headers: every name and value must be a str or bytes",
+        )
+    })?;
+    let text: &str = &text;
+    Ok(text.to_owned())
+}
+
+/// The response's headers: a mapping (anything with `items()`, as `httpx.Headers` and
+/// `dict` are) or an iterable of `(name, value)` pairs.
+fn headers_from(headers: &Bound<'_, PyAny>) -> PyResult<Vec<(String, String)>> {
+    let pairs = if headers.hasattr("items")? {
+        headers.call_method0("items")?
+    } else {
+        headers.clone()
+    };
+    let mut out = Vec::new();
+    for pair in pairs.try_iter().map_err(|_| {
+        codec_error(
+            "options",
+            "headers must be a mapping or (name, value) pairs",
+        )
+    })? {
+        let pair = pair?;
+        let (name, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair.extract().map_err(|_| {
+            codec_error(
+                "options",
+                "headers must be a mapping or (name, value) pairs",
+            )
+        })?;
+        out.push((header_text(&name)?, header_text(&value)?));
+    }
+    Ok(out)
+}
+
+/// Now, in milliseconds since the epoch: the reference for a date in the headers when neither
+/// `now_ms` nor a `date` header gives one.
+fn clock_ms() -> Option<u64> {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    u64::try_from(since.as_millis()).ok()
 }
 
 /// A stream decoder of one model call's response (SPEC §13): `feed(bytes)` the body in chunks
@@ -131,10 +170,20 @@ impl PyProviderDecoder {
 impl PyProviderDecoder {
     /// A decoder for API `api`'s response to model call `step` of run `run_id`, with HTTP status
     /// `status` (default 200; outside 2xx the whole body is an error and yields one
-    /// `model_failed`).
+    /// `model_failed`). `headers` (a mapping, or `(name, value)` pairs, of `str` or `bytes`)
+    /// are the response's: a `model_failed` then carries `retry_after_ms` (SPEC §13). A date in
+    /// them is a delay from `now_ms` (milliseconds since the epoch), else the response's `date`
+    /// header, else now.
     #[new]
-    #[pyo3(signature = (api, run_id, step, status = None))]
-    fn new(api: Text, run_id: Text, step: i64, status: Option<i64>) -> PyResult<Self> {
+    #[pyo3(signature = (api, run_id, step, status = None, *, headers = None, now_ms = None))]
+    fn new(
+        api: Text,
+        run_id: Text,
+        step: i64,
+        status: Option<i64>,
+        headers: Option<&Bound<'_, PyAny>>,
+        now_ms: Option<u64>,
+    ) -> PyResult<Self> {
         crate::errors::guard(|| {
             let api: &str = &api;
             let run_id: &str = &run_id;
@@ -157,9 +206,18 @@ impl PyProviderDecoder {
                         )
                     })?,
             };
+            let mut decoder = api.decoder(run_id, step, status);
+            if let Some(headers) = headers {
+                let headers = headers_from(headers)?;
+                let has_date = headers
+                    .iter()
+                    .any(|(name, _)| name.eq_ignore_ascii_case("date"));
+                let now = now_ms.or_else(|| if has_date { None } else { clock_ms() });
+                decoder.set_headers(headers, now);
+            }
             Ok(PyProviderDecoder {
                 api,
-                inner: Some(api.decoder(run_id, step, status)),
+                inner: Some(decoder),
                 keys: KeyCache::default(),
                 format_error: None,
             })

@@ -112,6 +112,49 @@ def test_an_error_status_is_a_typed_failure():
     assert failed["type"] == "model_failed" and failed["code"] == "rate_limited"
 
 
+def test_a_decoder_given_the_headers_carries_retry_after_ms():
+    body = b'{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}'
+
+    def failed(**options):
+        decoder = anthropic.Decoder("r", 1, 429, **options)
+        [last] = decoder.feed(body) + decoder.finish()
+        assert last["type"] == "model_failed" and last["code"] == "rate_limited"
+        return last.get("retry_after_ms")
+
+    assert failed() is None
+    assert failed(headers={"Retry-After": "3"}) == 3000
+    assert failed(headers=[(b"retry-after-ms", b"1500")]) == 1500
+    assert (
+        failed(
+            headers={
+                "anthropic-ratelimit-tokens-remaining": "0",
+                "anthropic-ratelimit-tokens-reset": "2026-10-21T07:28:42Z",
+                "date": "Wed, 21 Oct 2026 07:28:00 GMT",
+            }
+        )
+        == 42_000
+    )
+    date = {"retry-after": "Wed, 21 Oct 2026 07:28:30 GMT"}
+    assert failed(headers=date, now_ms=1_792_567_700_000) == 10_000
+    # The agent takes the line as it is, and model_failed takes it as an argument.
+    agent = runcore.Agent()
+    agent.prompt("hi")
+    request = call_model(agent)
+    decoder = anthropic.Decoder(
+        request["run_id"], request["step"], 429, headers={"retry-after": "3"}
+    )
+    for line in decoder.feed(body) + decoder.finish():
+        agent.handle(line)
+    other = runcore.Agent()
+    other.prompt("hi")
+    request = call_model(other)
+    other.model_failed(request["run_id"], request["step"], "rate_limited", "m", retry_after_ms=3000)
+    with pytest.raises(runcore.CodecError):
+        anthropic.Decoder("r", 1, 429, headers=5)
+    with pytest.raises(runcore.CodecError):
+        anthropic.Decoder("r", 1, 429, headers=[("a",)])
+
+
 def test_a_body_not_of_the_api_is_reported():
     decoder = anthropic.Decoder("r", 1)
     inputs = decoder.feed(b"hello there\n\n") + decoder.finish()

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use runcore::{AssistantMessage, Message, RunId, Step, ThreadId, ToolCall, ToolOutput};
+use runcore::{AssistantMessage, RunId, ThreadId, ToolCall, ToolOutput};
 
 /// A boxed future, so that [`Model`] and [`Tools`] stay object-safe (one worker hosts them as
 /// `Arc<dyn Model>` / `Arc<dyn Tools>`).
@@ -52,24 +52,17 @@ impl StepError {
     }
 }
 
-/// One model call, owned (a step runs inside a journaled closure that outlives the borrow of
-/// the agent). Messages are shared (`Arc`), so the copy costs reference counts.
+/// One model call of a thread, owned (a step runs inside a journaled closure that outlives the
+/// borrow of the agent): the core's one model-call shape, [`runcore::ModelCall`] (the model
+/// context with a compaction's summary first, the tools' definitions), and the thread it
+/// belongs to. Messages are shared (`Arc`), so the copy costs reference counts.
 #[derive(Debug, Clone)]
 pub struct ModelCall {
     /// The thread.
     pub thread_id: ThreadId,
-    /// The run.
-    pub run_id: RunId,
-    /// The step (model call number within the run, from 1).
-    pub step: Step,
-    /// True for the last call the step budget allows.
-    pub final_step: bool,
-    /// The configured system prompt.
-    pub system_prompt: Option<String>,
-    /// The model context, oldest first.
-    pub messages: Vec<Message>,
-    /// The tool names of the catalog, in name order.
-    pub tools: Vec<String>,
+    /// The call: run, step, system prompt, model context and tools, as the driver's
+    /// full-context `call_model` line and the provider codecs have it.
+    pub call: runcore::ModelCall,
 }
 
 /// The host's model. Called once per `call_model` step, inside a journaled step: a retry of

@@ -545,14 +545,11 @@ fn model_call(agent: &Agent, final_step: bool) -> Result<ModelCall, HandlerError
     let request = agent
         .model_request()
         .ok_or_else(|| internal(AgentError::Internal("call_model without a request".into())))?;
+    let mut call = request.to_call();
+    call.final_step = final_step;
     Ok(ModelCall {
         thread_id: agent.thread_id().clone(),
-        run_id: request.run_id.clone(),
-        step: request.step,
-        final_step,
-        system_prompt: request.system_prompt.map(str::to_owned),
-        messages: request.messages.to_vec(),
-        tools: request.tools.keys().cloned().collect(),
+        call,
     })
 }
 
@@ -600,4 +597,46 @@ fn internal(error: AgentError) -> HandlerError {
 
 fn restore(snapshot: AgentSnapshot) -> Result<Agent, HandlerError> {
     Agent::restore(snapshot).map_err(|e| wire::unrecoverable(e.to_string()).into())
+}
+
+#[cfg(test)]
+mod tests {
+    use runcore::{AgentConfig, Message, ToolSpec, UserMessage};
+
+    use super::*;
+
+    /// The model is handed the core's one model-call shape: after a compaction the context
+    /// starts with the summary (it used to get the transcript tail without it), and the tools
+    /// come with their definitions (they used to be names only).
+    #[test]
+    fn the_model_call_is_the_cores_with_the_summary_and_tool_definitions() {
+        let mut config = AgentConfig::default();
+        config.tools.insert(
+            "lookup".into(),
+            ToolSpec {
+                description: Some("looks up".into()),
+                parameters: Some(serde_json::json!({"type": "object"})),
+                ..ToolSpec::default()
+            },
+        );
+        let mut agent = Agent::new(config).expect("an agent");
+        agent.prompt(UserMessage::text("hi"), 0).expect("a prompt");
+        while agent.poll().is_some() {}
+        agent
+            .compact(UserMessage::text("the summary"), 1, 1)
+            .expect("a compaction");
+        while agent.poll().is_some() {}
+        let call = model_call(&agent, true).expect("a model call").call;
+        assert_eq!(call, {
+            let mut expected = agent.model_call().expect("an outstanding call");
+            expected.final_step = true;
+            expected
+        });
+        assert_eq!(call.messages.len(), 1);
+        assert!(matches!(call.messages.first(), Some(Message::User(_))));
+        let first = serde_json::to_value(&call.messages[0]).expect("JSON");
+        assert_eq!(first["content"][0]["text"], "the summary");
+        assert_eq!(call.tools.len(), 1);
+        assert_eq!(call.tools[0].description.as_deref(), Some("looks up"));
+    }
 }

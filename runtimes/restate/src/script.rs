@@ -89,7 +89,7 @@ impl Model for ScriptedModel {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            answer(&call.messages)
+            answer(&call.call.messages)
         })
     }
 }

@@ -228,7 +228,8 @@ class Agent:
         now_ms: Optional[int] = None,
     ) -> None: ...
     def model_failed(
-        self, run_id: str, step: int, code: str, message: str, *, now_ms: Optional[int] = None
+        self, run_id: str, step: int, code: str, message: str, *,
+        retry_after_ms: Optional[int] = None, now_ms: Optional[int] = None,
     ) -> None: ...
     def tool_progress(
         self, run_id: str, call_id: str, content: Content, *, now_ms: Optional[int] = None

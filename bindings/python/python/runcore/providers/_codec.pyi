@@ -1,6 +1,6 @@
 """Typing stub shared by the three codec modules (not a runtime module)."""
 
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from typing_extensions import Literal, NotRequired, TypedDict
 
@@ -53,9 +53,17 @@ class ModelFailedInput(TypedDict):
     step: int
     code: str
     message: str
+    retry_after_ms: NotRequired[int]
 
 DecodedInput = Union[ModelDeltaInput, ModelDoneInput, ModelFailedInput]
 """An input a decoder yields, in the driver's input-line shape (`Agent.handle` takes it)."""
+
+Headers = Union[
+    Mapping[str, str],
+    Mapping[bytes, bytes],
+    Iterable[Tuple[Union[str, bytes], Union[str, bytes]]],
+]
+"""A response's headers: a mapping (`httpx.Headers`, `dict`) or `(name, value)` pairs."""
 
 CallModel = Mapping[str, Any]
 """A `call_model` output in full-context mode (`runcore.CallModelOutput`)."""

@@ -22,10 +22,24 @@ def codec_module(api: str, module: str) -> Tuple[Callable[..., Any], type]:
     class Decoder(_ProviderDecoder):
         """A decoder of one response: `feed(bytes)` in chunks split anywhere, then `finish()`;
         both return input dicts for `Agent.handle` (`model_delta`s, then exactly one
-        `model_done` or `model_failed`). `status`: the HTTP status (default 200)."""
+        `model_done` or `model_failed`). `status`: the HTTP status (default 200). `headers`:
+        the response's headers (a mapping such as `httpx.Headers`, or `(name, value)` pairs), so
+        that a `model_failed` carries `retry_after_ms` (`retry-after`, `retry-after-ms`, the
+        rate-limit reset headers); a date in them is a delay from `now_ms`, else the response's
+        `date` header, else now."""
 
-        def __new__(cls, run_id: str, step: int, status: Optional[int] = None) -> "Decoder":
-            return super().__new__(cls, api, run_id, step, status)  # type: ignore[call-arg]
+        def __new__(
+            cls,
+            run_id: str,
+            step: int,
+            status: Optional[int] = None,
+            *,
+            headers: Any = None,
+            now_ms: Optional[int] = None,
+        ) -> "Decoder":
+            return super().__new__(  # type: ignore[call-arg]
+                cls, api, run_id, step, status, headers=headers, now_ms=now_ms
+            )
 
     for member in (encode, Decoder):
         member.__module__ = module
