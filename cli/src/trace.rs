@@ -75,6 +75,13 @@ pub fn text(spans: &[Span]) -> String {
         };
         let status = match &span.status {
             SpanStatus::Unset => String::new(),
+            // A failed tool's message is its error type (without --content), already shown.
+            SpanStatus::Error { message }
+                if span.attributes.get("error.type")
+                    == Some(&runcore_traces::AttributeValue::String(message.clone())) =>
+            {
+                "  ERROR".to_owned()
+            }
             SpanStatus::Error { message } => format!("  ERROR {message}"),
         };
         let extra = ["runcore.decision", "error.type"]
