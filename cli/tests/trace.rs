@@ -109,9 +109,11 @@ fn spans_after_a_sigkill_on_sqlite_are_the_warm_spans_byte_for_byte() {
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.starts_with("invoke_agent  +0ms..+750ms"), "{text}");
     assert!(text.contains("  await delete  +250ms..+300ms (50 ms)  runcore.decision=deny"));
-    assert!(text.contains(
-        "  execute_tool write  +300ms..+500ms (200 ms)  error.type=tool_error  ERROR\n"
-    ));
+    assert!(
+        text.contains(
+            "  execute_tool write  +300ms..+500ms (200 ms)  error.type=tool_error  ERROR\n"
+        )
+    );
 }
 
 #[test]
