@@ -6,6 +6,8 @@
 //! prints the OTLP/JSON body `runcore_traces::to_otlp_json` writes.
 
 use std::process::ExitCode;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::time::Duration;
 
 use runcore::store::CheckpointReader;
 use runcore::{RunId, ThreadId};
@@ -107,24 +109,63 @@ pub fn text(spans: &[Span]) -> String {
     out
 }
 
+/// How many ended runs' spans may wait for the export thread; more are dropped (one stderr
+/// line each) rather than held or waited for: a slow collector never slows the driver.
+const EXPORT_QUEUE: usize = 64;
+
+/// How long the end of a `drive --otlp` session waits for the exports still queued: long
+/// enough for a collector that answers, bounded for one that never does.
+const FLUSH_AT_EXIT: Duration = Duration::from_secs(3);
+
 /// What `runcore drive --otlp URL` does after each input line: for every run whose terminal
-/// commit the line's output carried (and so the store holds), export its spans. A failed
-/// export is one line on stderr; the driver goes on.
+/// commit the line's output carried (and so the store holds), derive its spans and hand them
+/// to an export thread of its own. The driver never waits for the collector (a collector that
+/// accepted and never answered delayed every run end by the exporter's 10 s); the queue is
+/// bounded ([`EXPORT_QUEUE`] runs), and so is the wait for it at the end of the session
+/// ([`FLUSH_AT_EXIT`]). A failed or dropped export is one line on stderr; the driver goes on.
 #[derive(Debug)]
 pub struct DriveExporter {
-    exporter: OtlpExporter,
+    /// The export thread's queue; `None` once the session ended.
+    queue: Option<SyncSender<(RunId, Vec<Span>)>>,
+    /// Disconnected when the export thread has finished.
+    finished: Receiver<()>,
 }
 
 impl DriveExporter {
-    /// An exporter to `url`, built once for the whole session (it keeps its connection); a
-    /// URL that is not `http://HOST[:PORT][/PATH]` is refused here, before driving starts.
+    /// An exporter to `url`, built once for the whole session (it keeps its connection), and
+    /// its thread; a URL that is not `http://HOST[:PORT][/PATH]` is refused here, before
+    /// driving starts.
     pub fn new(url: &str) -> Result<Self, runcore_otlp::ExportError> {
+        let exporter = OtlpExporter::new(url, SERVICE)?;
+        let (queue, runs) = mpsc::sync_channel::<(RunId, Vec<Span>)>(EXPORT_QUEUE);
+        let (done, finished) = mpsc::channel::<()>();
+        let spawned = std::thread::Builder::new()
+            .name("runcore-drive-otlp".into())
+            .spawn(move || {
+                let _done = done;
+                for (run, spans) in runs {
+                    if let Err(error) = exporter.export(&spans) {
+                        eprintln!(
+                            "runcore drive: the spans of run {:?}: {error}",
+                            run.as_str()
+                        );
+                    }
+                }
+            });
+        if let Err(error) = spawned {
+            return Err(runcore_otlp::ExportError::Build {
+                url: url.to_owned(),
+                message: format!("starting the export thread: {error}"),
+            });
+        }
         Ok(DriveExporter {
-            exporter: OtlpExporter::new(url, SERVICE)?,
+            queue: Some(queue),
+            finished,
         })
     }
 
-    /// Exports the runs that `lines` (a durable driver's output for one input) ended.
+    /// Queues the spans of the runs that `lines` (a durable driver's output for one input)
+    /// ended, without waiting for any export.
     pub fn after_lines(&self, store: &impl CheckpointReader, thread: &ThreadId, lines: &[String]) {
         for line in lines {
             // Only commit lines can end a run; the cheap test first, so the driver's other
@@ -142,15 +183,54 @@ impl DriveExporter {
                 continue;
             };
             let run = RunId::new(run);
-            let result = spans_from_store(store, thread, Some(&run), &TraceOptions::default())
-                .map_err(|e| e.to_string())
-                .and_then(|spans| self.exporter.export(&spans).map_err(|e| e.to_string()));
-            if let Err(message) = result {
-                eprintln!(
-                    "runcore drive: the spans of run {:?}: {message}",
+            let spans = match spans_from_store(store, thread, Some(&run), &TraceOptions::default())
+            {
+                Ok(spans) => spans,
+                Err(error) => {
+                    eprintln!(
+                        "runcore drive: the spans of run {:?}: {error}",
+                        run.as_str()
+                    );
+                    continue;
+                }
+            };
+            let Some(queue) = &self.queue else { return };
+            match queue.try_send((run, spans)) {
+                Ok(()) => {}
+                Err(TrySendError::Full((run, _))) => eprintln!(
+                    "runcore drive: the spans of run {:?} were not exported: {EXPORT_QUEUE} \
+                     runs already wait for the collector",
                     run.as_str()
-                );
+                ),
+                Err(TrySendError::Disconnected((run, _))) => eprintln!(
+                    "runcore drive: the spans of run {:?} were not exported: the export \
+                     thread stopped",
+                    run.as_str()
+                ),
             }
         }
+    }
+
+    /// Ends the session's exports: what is queued still goes out, waiting at most
+    /// `bound` for it; whatever is left then is abandoned (one stderr line).
+    pub fn finish(&mut self, bound: Duration) {
+        let Some(queue) = self.queue.take() else {
+            return;
+        };
+        drop(queue);
+        if let Err(RecvTimeoutError::Timeout) = self.finished.recv_timeout(bound) {
+            eprintln!(
+                "runcore drive: stopped waiting for the OTLP collector after {} ms; spans still \
+                 being exported were not",
+                bound.as_millis()
+            );
+        }
+    }
+}
+
+impl Drop for DriveExporter {
+    /// Every way out of a session (EOF, a refused commit, an I/O error) flushes, bounded.
+    fn drop(&mut self) {
+        self.finish(FLUSH_AT_EXIT);
     }
 }
