@@ -2,9 +2,9 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /` · `/threads/{thread}` · `/pending` · `/events` | the pages (HTML) |
+//! | `GET /` · `/threads/{thread}?from=&limit=` · `/pending` · `/events` | the pages (HTML; a thread a window of its transcript, [`crate::page`]) |
 //! | `POST /runs/{run}/decision` | the page's Approve / Deny form (`token` field); 303 to `/pending` |
-//! | `GET /api/threads` · `/api/threads/{thread}` · `/api/pending` · `/api/events` | JSON (`threads --json` lines as an array, `show --json`, `pending --json` lines as an array, events) |
+//! | `GET /api/threads` · `/api/threads/{thread}?from=&limit=` · `/api/pending` · `/api/events` | JSON (`threads --json` lines as an array, one page of `show --json` with `"page"`, `pending --json` lines as an array, events) |
 //! | `POST /api/runs/{run}/decision` | `{"decision":"allow","note"?}` / `{"decision":"deny","reason"?}` with `Authorization: Bearer TOKEN` → `200 {"thread_id","version"}` |
 //!
 //! A write checks the token first (401, nothing read or written), then the body (400), then
@@ -30,6 +30,7 @@ use runcore_store_blocking::Blocking;
 use serde_json::{Map, Value};
 
 use crate::html::{self, EventsQuery, Section};
+use crate::page::{self, PageInfo, PageQuery};
 use crate::shapes;
 use crate::token::Token;
 
@@ -368,6 +369,60 @@ where
     }
 }
 
+/// Where each run of `thread` starts in the transcript: its `run_started.transcript_start`, or
+/// for an import (no `run_started`) its commit's transcript length less the count it
+/// imported, and 0 for a fork's import (the thread's first commit).
+fn run_starts(
+    store: &impl CheckpointReader,
+    thread: &ThreadId,
+) -> Result<html::RunStarts, runcore::store::StoreError> {
+    let mut starts = Vec::new();
+    let mut imported: Option<(String, usize)> = None;
+    shapes::for_each_event_page(
+        store,
+        &EventScope::Thread(thread.clone()),
+        None,
+        None,
+        |page| {
+            for event in page {
+                let number = |key: &str| {
+                    event
+                        .payload
+                        .get(key)
+                        .and_then(Value::as_u64)
+                        .and_then(|n| usize::try_from(n).ok())
+                };
+                match event.kind.as_str() {
+                    "run_started" => {
+                        if let Some(at) = number("transcript_start") {
+                            starts.push((at, event.run_id.to_string()));
+                        }
+                    }
+                    "imported" => {
+                        imported = Some((event.run_id.to_string(), number("count").unwrap_or(0)));
+                    }
+                    "forked_from" => {
+                        imported = None;
+                        starts.push((0, event.run_id.to_string()));
+                    }
+                    // Last in the import's commit: the transcript's length after it.
+                    "commit_clock" => {
+                        if let Some((run, count)) = imported.take()
+                            && run == event.run_id.as_str()
+                        {
+                            let len = number("transcript_len").unwrap_or(0);
+                            starts.push((len.saturating_sub(count), run));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Ok::<(), runcore::store::StoreError>(())
+        },
+    )?;
+    Ok(starts)
+}
+
 /// `show`'s view of a thread, where each of its runs starts in the transcript, and its spans
 /// derived from its commits (SPEC §14: the timeline and the decisions).
 fn thread_with_starts(
@@ -384,26 +439,7 @@ fn thread_with_starts(
 > {
     let view = shapes::show(store, thread)?;
     let forks = shapes::forks_of(store, thread)?;
-    let mut starts = Vec::new();
-    shapes::for_each_event_page(
-        store,
-        &EventScope::Thread(thread.clone()),
-        None,
-        None,
-        |page| {
-            for event in page.iter().filter(|e| e.kind == "run_started") {
-                if let Some(at) = event
-                    .payload
-                    .get("transcript_start")
-                    .and_then(Value::as_u64)
-                    .and_then(|n| usize::try_from(n).ok())
-                {
-                    starts.push((at, event.run_id.to_string()));
-                }
-            }
-            Ok::<(), runcore::store::StoreError>(())
-        },
-    )?;
+    let starts = run_starts(store, thread)?;
     let options = runcore_traces::TraceOptions::default();
     let spans = match runcore_traces::spans_from_store(store, thread, None, &options) {
         Ok(spans) => spans,
@@ -414,22 +450,60 @@ fn thread_with_starts(
     Ok((view, starts, spans, forks))
 }
 
-async fn thread_page<S>(State(state): State<AppState<S>>, Path(thread_id): Path<String>) -> Response
+/// The `from` and `limit` of a thread page's query (`?from=&limit=`, message indexes).
+fn page_query(query: &BTreeMap<String, String>) -> Result<PageQuery, Failure> {
+    let number = |name: &str| -> Result<Option<usize>, Failure> {
+        match query.get(name).map(String::as_str) {
+            None | Some("") => Ok(None),
+            Some(text) => text.parse().map(Some).map_err(|_| {
+                Failure::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_query",
+                    format!("{name} must be a whole number, not {text:?}"),
+                )
+            }),
+        }
+    };
+    Ok(PageQuery {
+        from: number("from")?,
+        limit: number("limit")?,
+    })
+}
+
+async fn thread_page<S>(
+    State(state): State<AppState<S>>,
+    Path(thread_id): Path<String>,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Response
 where
     S: runcore::store::Store + Send + 'static,
 {
+    let query = match page_query(&query) {
+        Ok(query) => query,
+        Err(f) => return f.page(&state.store_label),
+    };
     let thread = ThreadId::new(thread_id);
     let title = format!("Thread {thread}");
     match with_store(&state, move |s| thread_with_starts(&*s, &thread)).await {
-        Ok(Ok((view, starts, spans, forks))) => page_response(
-            StatusCode::OK,
-            html::layout(
-                &title,
-                Section::Threads,
-                &state.store_label,
-                &html::thread_page(&view, &starts, &spans, &forks, shapes::wall_clock_ms()),
-            ),
-        ),
+        Ok(Ok((view, starts, spans, forks))) => {
+            let page = PageInfo::of(query, view.messages.len(), view.runs.len());
+            page_response(
+                StatusCode::OK,
+                html::layout(
+                    &title,
+                    Section::Threads,
+                    &state.store_label,
+                    &html::thread_page(
+                        &view,
+                        &page,
+                        &starts,
+                        &spans,
+                        &forks,
+                        shapes::wall_clock_ms(),
+                    ),
+                ),
+            )
+        }
         Ok(Err(e)) => Failure::store(&e).page(&state.store_label),
         Err(f) => f.page(&state.store_label),
     }
@@ -557,12 +631,27 @@ where
     }
 }
 
-async fn api_thread<S>(State(state): State<AppState<S>>, Path(thread_id): Path<String>) -> Response
+/// `show --json`'s shape for one page of the thread (see [`crate::page`]): `messages` and
+/// `runs` cut to the window, and `"page"` saying where it is.
+async fn api_thread<S>(
+    State(state): State<AppState<S>>,
+    Path(thread_id): Path<String>,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Response
 where
     S: runcore::store::Store + Send + 'static,
 {
+    let query = match page_query(&query) {
+        Ok(query) => query,
+        Err(f) => return f.json(),
+    };
     let thread = ThreadId::new(thread_id);
-    match with_store(&state, move |s| shapes::show(&*s, &thread)).await {
+    let read = move |s: &mut S| {
+        let view = shapes::show(&*s, &thread)?;
+        let starts = run_starts(&*s, &thread)?;
+        Ok::<_, runcore::store::StoreError>(page::thread_page(view, &starts, query))
+    };
+    match with_store(&state, read).await {
         Ok(Ok(view)) => json_response(StatusCode::OK, &view),
         Ok(Err(e)) => Failure::store(&e).json(),
         Err(f) => f.json(),

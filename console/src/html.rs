@@ -5,6 +5,7 @@
 //! pages load one small script of our own (`/console.js`: polling refresh and the token box)
 //! and one style sheet; the response's Content-Security-Policy allows nothing else.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use runcore::store::EventRecord;
@@ -12,6 +13,7 @@ use runcore::{ResumeTicket, RunState};
 use runcore_traces::{AttributeValue, Span, SpanStatus};
 use serde_json::Value;
 
+use crate::page::PageInfo;
 use crate::shapes::{ThreadLine, ThreadView};
 use crate::time::time_html;
 
@@ -213,22 +215,24 @@ fn claim_html(claim: Option<&crate::shapes::ClaimView>, now_ms: u64) -> String {
     }
 }
 
-/// Where each run's messages start in the transcript: `(message index, run id)`.
-pub type RunStarts = Vec<(usize, String)>;
+pub use crate::page::RunStarts;
 
 /// One thread: its live claim, its runs with a timeline of each, who decided each
 /// permission, its transcript with each tool call beside its result, where the model context
 /// starts (and the compaction summary that stands for what comes before), and its pending
-/// tickets. `spans` are the thread's spans derived from its commits (SPEC §14); `now_ms` is
-/// the server's clock, for "3 min ago".
+/// tickets — one window of it, `page` (see [`crate::page`]): the window's messages, the runs
+/// they belong to, and those runs' spans. `spans` are the thread's spans derived from its
+/// commits (SPEC §14); `now_ms` is the server's clock, for "3 min ago".
 pub fn thread_page(
     view: &ThreadView,
+    page: &PageInfo,
     run_starts: &RunStarts,
     spans: &[Span],
     forks: &[runcore::host::Forked],
     now_ms: u64,
 ) -> String {
     let context_start = view.context_start;
+    let on_page = crate::page::runs_on_page(run_starts, page);
     let mut body = format!(
         "<h1>Thread <code>{}</code></h1>\n<p class=\"meta\">version {} · {} runs · {} messages · {}</p>\n",
         escape(view.thread_id.as_str()),
@@ -248,10 +252,17 @@ pub fn thread_page(
             body.push_str(&ticket_card(ticket, now_ms));
         }
     }
-    body.push_str(&timelines(spans, now_ms));
-    body.push_str(&decisions(spans));
+    let pager = pager(view.thread_id.as_str(), page);
+    body.push_str(&pager);
+    let spans: Vec<Span> = crate::page::spans_on_page(spans.to_vec(), &on_page);
+    body.push_str(&timelines(&spans, now_ms));
+    body.push_str(&decisions(&spans));
     body.push_str("<h2>Runs</h2>\n<table class=\"list\" id=\"runs\"><thead><tr><th>Run</th><th>State / end cause</th></tr></thead><tbody>\n");
-    for run in &view.runs {
+    for run in view
+        .runs
+        .iter()
+        .filter(|run| on_page.contains(run.id.as_str()))
+    {
         let _ = writeln!(
             body,
             r#"<tr><td data-label="Run"><a href="/events?run={href}">{run}</a></td><td data-label="State">{state}</td></tr>"#,
@@ -260,15 +271,30 @@ pub fn thread_page(
             state = state_badge(&run.state),
         );
     }
-    body.push_str("</tbody></table>\n<h2>Transcript</h2>\n<ol class=\"transcript\" start=\"0\">\n");
+    let (from, to) = (page.from, page.to());
+    let _ = writeln!(
+        body,
+        "</tbody></table>\n<h2>Transcript</h2>\n<ol class=\"transcript\" start=\"{from}\">"
+    );
+    // Only the window's messages are turned into JSON values (and a tool call's result,
+    // which may lie past the window); the results are found by one map over the transcript.
     let messages: Vec<Value> = view
         .messages
+        .get(from..to)
+        .unwrap_or_default()
         .iter()
         .map(|m| serde_json::to_value(m).unwrap_or(Value::Null))
         .collect();
+    let mut result_of: BTreeMap<&str, usize> = BTreeMap::new();
+    for (at, message) in view.messages.iter().enumerate() {
+        if let runcore::Message::ToolResult(result) = message {
+            result_of.entry(result.call_id.as_str()).or_insert(at);
+        }
+    }
     // Tool results shown beside their call are not shown again on their own.
     let mut paired = vec![false; messages.len()];
-    for (i, message) in messages.iter().enumerate() {
+    for (k, message) in messages.iter().enumerate() {
+        let i = from + k;
         if i == context_start {
             let _ = writeln!(
                 body,
@@ -289,7 +315,7 @@ pub fn thread_page(
                 escape(run)
             );
         }
-        if paired.get(i).copied().unwrap_or(false) {
+        if paired.get(k).copied().unwrap_or(false) {
             continue;
         }
         let role = message.get("role").and_then(Value::as_str).unwrap_or("?");
@@ -312,18 +338,21 @@ pub fn thread_page(
                 }
                 Some("tool_call") => {
                     let id = block.get("id").and_then(Value::as_str).unwrap_or("");
-                    let result = messages.iter().enumerate().skip(i + 1).find(|(_, m)| {
-                        m.get("role").and_then(Value::as_str) == Some("tool_result")
-                            && m.get("call_id").and_then(Value::as_str) == Some(id)
-                    });
+                    let result = result_of
+                        .get(id)
+                        .copied()
+                        .filter(|at| *at > i)
+                        .and_then(|at| Some((at, view.messages.get(at)?)));
                     body.push_str("<div class=\"pair\">");
                     body.push_str(&call_box(block));
                     match result {
                         Some((at, result)) => {
-                            if let Some(slot) = paired.get_mut(at) {
+                            if let Some(slot) = at.checked_sub(from).and_then(|k| paired.get_mut(k))
+                            {
                                 *slot = true;
                             }
-                            body.push_str(&result_box(result, Some(at)));
+                            let result = serde_json::to_value(result).unwrap_or(Value::Null);
+                            body.push_str(&result_box(&result, Some(at)));
                         }
                         None => body.push_str(
                             "<div class=\"result open\"><div class=\"label\">no result committed yet</div></div>",
@@ -348,7 +377,7 @@ pub fn thread_page(
         }
         body.push_str("</li>\n");
     }
-    if context_start >= messages.len() {
+    if context_start >= view.messages.len() && to == view.messages.len() {
         let _ = writeln!(
             body,
             r#"<li class="marker context">model context starts here (context_start = {context_start}){summary}</li>"#,
@@ -356,7 +385,51 @@ pub fn thread_page(
         );
     }
     body.push_str("</ol>\n");
+    body.push_str(&pager);
     body
+}
+
+/// Where the page is in the transcript, with links to the pages around it.
+fn pager(thread: &str, page: &PageInfo) -> String {
+    let href = |from: usize| {
+        format!(
+            "/threads/{}?from={from}&amp;limit={}",
+            path_segment(thread),
+            page.limit
+        )
+    };
+    let mut links = Vec::new();
+    if let Some(previous) = page.previous {
+        links.push(format!(r#"<a href="{}">first</a>"#, href(0)));
+        links.push(format!(
+            r#"<a href="{}" rel="prev">← earlier</a>"#,
+            href(previous)
+        ));
+    }
+    if let Some(next) = page.next {
+        links.push(format!(
+            r#"<a href="{}" rel="next">later →</a>"#,
+            href(next)
+        ));
+        links.push(format!(
+            r#"<a href="/threads/{}">latest</a>"#,
+            path_segment(thread)
+        ));
+    }
+    let shown = if page.total == 0 {
+        "no messages".to_owned()
+    } else {
+        format!(
+            "messages {}–{} of {}",
+            page.from,
+            page.to().saturating_sub(1),
+            page.total
+        )
+    };
+    format!(
+        "<nav class=\"pager\"><span class=\"meta\">{shown}</span> {}</nav>\n",
+        links.join(" · ")
+    )
 }
 
 /// The latest compaction's summary: what the model sees instead of the messages before the
@@ -408,11 +481,22 @@ fn timelines(spans: &[Span], now_ms: u64) -> String {
         return out;
     }
     out.push_str("<h2>Timeline</h2>\n");
+    // Each run's children, in one pass (not one scan of every span per run).
+    let mut children_of: BTreeMap<&str, Vec<&Span>> = BTreeMap::new();
+    for span in spans {
+        if let Some(parent) = span.parent_span_id.as_deref() {
+            children_of.entry(parent).or_default().push(span);
+        }
+    }
     for root in roots {
-        let children: Vec<&Span> = spans
-            .iter()
-            .filter(|s| s.parent_span_id.as_deref() == Some(root.span_id.as_str()))
-            .collect();
+        let mut children = children_of
+            .remove(root.span_id.as_str())
+            .unwrap_or_default();
+        // A bounded drawing: the first rows, and how many were left out.
+        let left_out = children
+            .len()
+            .saturating_sub(crate::page::TIMELINE_ROWS.saturating_sub(1));
+        children.truncate(crate::page::TIMELINE_ROWS.saturating_sub(1));
         let start = root.start_ms;
         let total = root.end_ms.saturating_sub(start).max(1);
         let plot = TIMELINE_WIDTH - LABEL_WIDTH - 10;
@@ -467,9 +551,16 @@ fn timelines(spans: &[Span], now_ms: u64) -> String {
             );
         }
         let axis_y = rows * ROW_HEIGHT + 14;
+        let more = if left_out > 0 {
+            format!(
+                r#"<figcaption class="meta">{left_out} more spans of this run are not drawn (<code>runcore trace</code> lists them all)</figcaption>"#
+            )
+        } else {
+            String::new()
+        };
         let _ = write!(
             out,
-            r#"<text class="axis" x="{LABEL_WIDTH}" y="{axis_y}">0 ms</text><text class="axis end" x="{end}" y="{axis_y}">{total} ms</text></svg></figure>"#,
+            r#"<text class="axis" x="{LABEL_WIDTH}" y="{axis_y}">0 ms</text><text class="axis end" x="{end}" y="{axis_y}">{total} ms</text></svg>{more}</figure>"#,
             end = TIMELINE_WIDTH - 10,
         );
         out.push('\n');
@@ -491,10 +582,11 @@ fn decisions(spans: &[Span]) -> String {
     if decided.is_empty() {
         return String::new();
     }
+    let left_out = decided.len().saturating_sub(crate::page::MAX_DECISIONS);
     let mut out = String::from(
         "<h2>Decisions</h2>\n<table class=\"list decisions\"><thead><tr><th>Tool call</th><th>Decision</th><th>By</th><th>When</th><th>Note / reason</th></tr></thead><tbody>\n",
     );
-    for span in decided {
+    for span in decided.into_iter().take(crate::page::MAX_DECISIONS) {
         let decision = string_attribute(span, "runcore.decision").unwrap_or("");
         let text = string_attribute(span, "runcore.decision.note")
             .or_else(|| string_attribute(span, "runcore.decision.reason"))
@@ -520,6 +612,12 @@ fn decisions(spans: &[Span]) -> String {
         );
     }
     out.push_str("</tbody></table>\n");
+    if left_out > 0 {
+        let _ = writeln!(
+            out,
+            r#"<p class="meta">{left_out} more decisions of these runs are not listed.</p>"#
+        );
+    }
     out
 }
 
