@@ -12,7 +12,9 @@ use std::time::Duration;
 use runcore::store::CheckpointReader;
 use runcore::{RunId, ThreadId};
 use runcore_otlp::OtlpExporter;
-use runcore_traces::{Span, SpanStatus, TraceError, TraceOptions, spans_from_store, to_otlp_json};
+use runcore_traces::{
+    Span, SpanStatus, TraceError, TraceOptions, spans_from_store, write_otlp_json,
+};
 use serde_json::{Value, json};
 
 use crate::args::TraceArgs;
@@ -34,7 +36,9 @@ pub fn main(args: TraceArgs) -> ExitCode {
     let thread = ThreadId::new(args.thread);
     let run = args.run.map(RunId::new);
     let spans = match spans_from_store(&store, &thread, run.as_ref(), &options) {
-        Ok(spans) => spans,
+        // Not dropped: the process ends once they are written, and freeing a long run's
+        // 20,000 spans (their attribute maps) one by one costs more than the exit does.
+        Ok(spans) => std::mem::ManuallyDrop::new(spans),
         Err(TraceError::Store(error)) => return crate::store_failed("trace", &error),
         Err(error) => {
             eprintln!("runcore {error}");
@@ -58,7 +62,14 @@ pub fn main(args: TraceArgs) -> ExitCode {
         };
     }
     if args.json {
-        return crate::write_stdout(&format!("{}\n", to_otlp_json(&spans, SERVICE)));
+        // Written straight out, not built as a JSON tree first (20,000 spans of a long run).
+        let mut body = Vec::with_capacity(spans.len().saturating_mul(1_200));
+        if let Err(error) = write_otlp_json(&spans, SERVICE, &mut body) {
+            eprintln!("runcore trace: writing the OTLP/JSON body failed: {error}");
+            return ExitCode::FAILURE;
+        }
+        body.push(b'\n');
+        return crate::write_stdout_bytes(&body);
     }
     crate::write_stdout(&text(&spans))
 }
@@ -66,7 +77,8 @@ pub fn main(args: TraceArgs) -> ExitCode {
 /// The spans for people: one line per span, children indented under their run, with times
 /// in ms relative to the run's start.
 pub fn text(spans: &[Span]) -> String {
-    let mut out = String::new();
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(spans.len().saturating_mul(64));
     let mut run_start = 0;
     for span in spans {
         let indent = if span.parent_span_id.is_none() {
@@ -86,22 +98,21 @@ pub fn text(spans: &[Span]) -> String {
             }
             SpanStatus::Error { message } => format!("  ERROR {message}"),
         };
-        let extra = ["runcore.decision", "error.type"]
-            .iter()
-            .filter_map(|key| match span.attributes.get(*key) {
-                Some(runcore_traces::AttributeValue::String(value)) => {
-                    Some(format!("  {key}={value}"))
-                }
-                _ => None,
-            })
-            .collect::<String>();
-        out.push_str(&format!(
-            "{indent}{name}  +{from}ms..+{to}ms ({took} ms){extra}{status}\n",
+        let _ = write!(
+            out,
+            "{indent}{name}  +{from}ms..+{to}ms ({took} ms)",
             name = span.name,
             from = span.start_ms.saturating_sub(run_start),
             to = span.end_ms.saturating_sub(run_start),
             took = span.end_ms.saturating_sub(span.start_ms),
-        ));
+        );
+        for key in ["runcore.decision", "error.type"] {
+            if let Some(runcore_traces::AttributeValue::String(value)) = span.attributes.get(key) {
+                let _ = write!(out, "  {key}={value}");
+            }
+        }
+        out.push_str(&status);
+        out.push('\n');
     }
     if spans.is_empty() {
         out.push_str("no runs\n");

@@ -82,23 +82,16 @@ pub fn spans_from_store(
     options: &TraceOptions,
 ) -> Result<Vec<Span>, TraceError> {
     let (messages, events) = read_thread(reader, thread)?;
-    let spans = derive_spans(thread, &messages, &events, options);
-    match run {
-        None => Ok(spans),
-        Some(run_id) => {
-            if !events.iter().any(|event| event.run_id == *run_id) {
-                return Err(TraceError::UnknownRun {
-                    thread_id: thread.clone(),
-                    run_id: run_id.clone(),
-                });
-            }
-            let trace_id = trace_id(thread, run_id);
-            Ok(spans
-                .into_iter()
-                .filter(|span| span.trace_id == trace_id)
-                .collect())
-        }
+    if let Some(run_id) = run
+        && !events.iter().any(|event| event.run_id == *run_id)
+    {
+        return Err(TraceError::UnknownRun {
+            thread_id: thread.clone(),
+            run_id: run_id.clone(),
+        });
     }
+    // Only the run asked for is derived (`drive --otlp` asks for each run as it ends).
+    Ok(derive(thread, &messages, &events, options, run))
 }
 
 /// Every span of `thread` read straight from a store ([`spans_from_store`] without a run
@@ -145,10 +138,24 @@ pub fn derive_spans(
     events: &[EventRecord],
     options: &TraceOptions,
 ) -> Vec<Span> {
+    derive(thread, messages, events, options, None)
+}
+
+/// [`derive_spans`], of the run `only` when given.
+fn derive(
+    thread: &ThreadId,
+    messages: &[Message],
+    events: &[EventRecord],
+    options: &TraceOptions,
+    only: Option<&RunId>,
+) -> Vec<Span> {
     let runs = group_runs(thread, events);
     let compactions = compactions(events, thread);
     let mut spans = Vec::new();
     for (index, run) in runs.iter().enumerate() {
+        if only.is_some_and(|only| *only != run.run_id) {
+            continue;
+        }
         let next_start = runs.get(index + 1).and_then(|next| next.transcript_start);
         RunTrace::new(thread, run, messages, next_start, &compactions, options).push(&mut spans);
     }
@@ -163,7 +170,7 @@ pub fn trace_id(thread: &ThreadId, run: &RunId) -> String {
 /// `len` hex digits of SHA-256 over `parts`, each length-prefixed so no two part lists
 /// collide.
 fn hashed(parts: &[&str], len: usize) -> String {
-    let mut bytes = Vec::new();
+    let mut bytes = Vec::with_capacity(parts.iter().map(|part| part.len() + 8).sum());
     for part in parts {
         bytes.extend_from_slice(&(part.len() as u64).to_be_bytes());
         bytes.extend_from_slice(part.as_bytes());
@@ -312,7 +319,8 @@ fn group_runs(thread: &ThreadId, events: &[EventRecord]) -> Vec<RunFacts> {
 fn compactions(events: &[EventRecord], thread: &ThreadId) -> Vec<(u64, usize, Arc<UserMessage>)> {
     events
         .iter()
-        .filter(|event| event.thread_id == *thread)
+        // The kind first: no payload copied and read for the events that are not one.
+        .filter(|event| event.kind == "compacted" && event.thread_id == *thread)
         .filter_map(
             |event| match AuditDraft::from_stored(&event.kind, event.payload.clone()) {
                 AuditDraft::Compacted {
@@ -1013,11 +1021,17 @@ fn provider_of(answer: &AssistantMessage) -> Option<&'static str> {
     }
 }
 
+/// The §2 `stop_reason` as it is written (a match, not a serde round trip per step).
 fn stop_reason_name(answer: &AssistantMessage) -> String {
-    serde_json::to_value(answer.stop_reason)
-        .ok()
-        .and_then(|value| value.as_str().map(str::to_owned))
-        .unwrap_or_default()
+    use runcore::StopReason;
+    let name = match answer.stop_reason {
+        StopReason::Stop => "stop",
+        StopReason::Length => "length",
+        StopReason::ToolUse => "tool_use",
+        StopReason::Error => "error",
+        StopReason::Aborted => "aborted",
+    };
+    name.to_owned()
 }
 
 /// The longest status message a failed tool's text gives (with content), in bytes.

@@ -86,5 +86,5 @@ mod span;
 pub use derive::{
     TraceError, TraceOptions, derive_spans, spans_from_store, thread_spans, trace_id,
 };
-pub use otlp::{SCOPE_NAME, SCOPE_VERSION, to_otlp_json};
+pub use otlp::{SCOPE_NAME, SCOPE_VERSION, to_otlp_json, write_otlp_json};
 pub use span::{AttributeValue, Attributes, Span, SpanEvent, SpanKind, SpanStatus};
