@@ -511,9 +511,10 @@ fn timelines(spans: &[Span], now_ms: u64) -> String {
         let run_id = string_attribute(root, "runcore.run.id").unwrap_or("");
         let _ = write!(
             out,
-            r#"<figure class="timeline"><figcaption>run <code>{run}</code> · started {started} · {total} ms</figcaption><svg viewBox="0 0 {TIMELINE_WIDTH} {height}" width="100%" role="img" aria-label="timeline of run {run}">"#,
+            r#"<figure class="timeline"><figcaption>run <code>{run}</code> · started {started} · {took}</figcaption><svg viewBox="0 0 {TIMELINE_WIDTH} {height}" width="100%" role="img" aria-label="timeline of run {run}">"#,
             run = escape(run_id),
             started = time_html(start, now_ms),
+            took = crate::time::duration(total),
         );
         let all = std::iter::once(root).chain(children.iter().copied());
         for (row, span) in all.enumerate() {
@@ -560,8 +561,9 @@ fn timelines(spans: &[Span], now_ms: u64) -> String {
         };
         let _ = write!(
             out,
-            r#"<text class="axis" x="{LABEL_WIDTH}" y="{axis_y}">0 ms</text><text class="axis end" x="{end}" y="{axis_y}">{total} ms</text></svg>{more}</figure>"#,
+            r#"<text class="axis" x="{LABEL_WIDTH}" y="{axis_y}">0 ms</text><text class="axis end" x="{end}" y="{axis_y}">{took}</text></svg>{more}</figure>"#,
             end = TIMELINE_WIDTH - 10,
+            took = crate::time::duration(total),
         );
         out.push('\n');
     }
@@ -594,7 +596,7 @@ fn decisions(spans: &[Span]) -> String {
         let at = span.events.first().map_or(span.end_ms, |e| e.time_ms);
         let _ = writeln!(
             out,
-            r#"<tr><td data-label="Tool call"><b>{tool}</b> <code>{call}</code></td><td data-label="Decision"><span class="badge {cls}">{decision}</span></td><td data-label="By">{by}</td><td data-label="When"><time datetime="{iso}" data-ms="{at}" title="{at} ms since the Unix epoch">{civil}</time> (waited {waited} ms)</td><td data-label="Note / reason">{text}</td></tr>"#,
+            r#"<tr><td data-label="Tool call"><b>{tool}</b> <code>{call}</code></td><td data-label="Decision"><span class="badge {cls}">{decision}</span></td><td data-label="By">{by}</td><td data-label="When"><time datetime="{iso}" data-ms="{at}" title="{at} ms since the Unix epoch">{civil}</time> (waited {waited})</td><td data-label="Note / reason">{text}</td></tr>"#,
             tool = escape(string_attribute(span, "gen_ai.tool.name").unwrap_or("")),
             call = escape(string_attribute(span, "gen_ai.tool.call.id").unwrap_or("")),
             by = match string_attribute(span, "runcore.decision.by") {
@@ -607,7 +609,7 @@ fn decisions(spans: &[Span]) -> String {
             civil = crate::time::iso_utc(at)
                 .replace('T', " ")
                 .replace('Z', " UTC"),
-            waited = span.end_ms.saturating_sub(span.start_ms),
+            waited = crate::time::duration(span.end_ms.saturating_sub(span.start_ms)),
             text = escape(text),
         );
     }
