@@ -78,6 +78,15 @@ fn the_thread_page_shows_the_timeline_decisions_times_claims_and_context() {
         "{page}"
     );
     assert!(page.contains("answering now is refused"), "{page}");
+    // Its Approve and Deny are disabled (issue 43: they stayed enabled and answered 409).
+    assert!(
+        page.contains(r#"<button type="submit" class="approve" disabled title="the deadline has passed">Approve</button>"#),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"<button type="submit" class="deny" disabled title="the deadline has passed">Deny</button>"#),
+        "{page}"
+    );
     let pending = console.get("/pending").body;
     assert!(pending.contains("badge expired"), "{pending}");
     let answer = console.decide("delta/run-1", r#"{"decision":"allow"}"#);

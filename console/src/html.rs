@@ -744,9 +744,16 @@ fn ticket_card(ticket: &ResumeTicket, now_ms: u64) -> String {
     }
     if is_permission(ticket) {
         let action = format!("/runs/{}/decision", path_segment(ticket.run_id.as_str()));
+        // Past its deadline an answer is refused (409 `expired`): the buttons say so rather
+        // than invite a click that cannot work.
+        let off = if expired {
+            r#" disabled title="the deadline has passed""#
+        } else {
+            ""
+        };
         let _ = write!(
             card,
-            r#"<div class="decide"><form method="post" action="{action}" class="decision"><input type="hidden" name="decision" value="allow"><input type="hidden" name="token" value=""><input type="text" name="note" placeholder="note (optional)"><button type="submit" class="approve">Approve</button></form><form method="post" action="{action}" class="decision"><input type="hidden" name="decision" value="deny"><input type="hidden" name="token" value=""><input type="text" name="reason" placeholder="reason (optional)"><button type="submit" class="deny">Deny</button></form></div>"#
+            r#"<div class="decide"><form method="post" action="{action}" class="decision"><input type="hidden" name="decision" value="allow"><input type="hidden" name="token" value=""><input type="text" name="note" placeholder="note (optional)"{off}><button type="submit" class="approve"{off}>Approve</button></form><form method="post" action="{action}" class="decision"><input type="hidden" name="decision" value="deny"><input type="hidden" name="token" value=""><input type="text" name="reason" placeholder="reason (optional)"{off}><button type="submit" class="deny"{off}>Deny</button></form></div>"#
         );
     } else {
         card.push_str("<p class=\"meta\">Not a permission: answer it from the host (a <code>resume_ticket</code> line to <code>runcore drive --store</code>).</p>");
