@@ -498,7 +498,23 @@ fn timelines(spans: &[Span], now_ms: u64) -> String {
             .saturating_sub(crate::page::TIMELINE_ROWS.saturating_sub(1));
         children.truncate(crate::page::TIMELINE_ROWS.saturating_sub(1));
         let start = root.start_ms;
-        let total = root.end_ms.saturating_sub(start).max(1);
+        // A wait still open runs up to now (issue 43: it was a 0 ms sliver at its start); the
+        // run's axis reaches it. Spans are derived from commits alone, so this is the page's.
+        let open = |span: &Span| {
+            span.attributes.get("runcore.await.open") == Some(&AttributeValue::Bool(true))
+        };
+        let end_of = |span: &Span| {
+            if open(span) {
+                span.end_ms.max(now_ms)
+            } else {
+                span.end_ms
+            }
+        };
+        let run_end = children
+            .iter()
+            .map(|span| end_of(span))
+            .fold(root.end_ms, u64::max);
+        let total = run_end.saturating_sub(start).max(1);
         let plot = TIMELINE_WIDTH - LABEL_WIDTH - 10;
         // In u128: a span of any length (committed times are host data) cannot overflow.
         let x = |ms: u64| {
@@ -520,7 +536,8 @@ fn timelines(spans: &[Span], now_ms: u64) -> String {
         for (row, span) in all.enumerate() {
             let y = row as u64 * ROW_HEIGHT + 4;
             let left = x(span.start_ms);
-            let width = x(span.end_ms).saturating_sub(left).max(2);
+            let end = if row == 0 { run_end } else { end_of(span) };
+            let width = x(end).saturating_sub(left).max(2);
             let op = string_attribute(span, "gen_ai.operation.name").unwrap_or("");
             let mut class = match op {
                 "chat" => "bar chat",
@@ -538,6 +555,9 @@ fn timelines(spans: &[Span], now_ms: u64) -> String {
             }
             if let Some(error) = string_attribute(span, "error.type") {
                 let _ = write!(note, " · {error}");
+            }
+            if open(span) {
+                note.push_str(" · still waiting");
             }
             let _ = write!(
                 out,
@@ -933,5 +953,33 @@ mod tests {
         assert!(html.contains("run <code>&lt;r&gt;</code>"), "{html}");
         assert_eq!(html.matches("<rect").count(), 3);
         assert!(timelines(&[], 0).is_empty());
+    }
+
+    #[test]
+    fn an_open_wait_runs_up_to_now() {
+        // The run's span and its open wait end at the Awaiting commit (1,000); it is 61,000.
+        let mut wait = span("w", Some("a"), "await deploy", 1_000, 1_000);
+        wait.attributes
+            .insert("runcore.await.open".into(), true.into());
+        let chat = span("c", Some("a"), "chat", 0, 1_000);
+        let spans = [span("a", None, "invoke_agent", 0, 1_000), chat, wait];
+        let html = timelines(&spans, 61_000);
+        let widths: Vec<u64> = html
+            .match_indices("width=\"")
+            .skip(1) // the svg's own width="100%"
+            .filter_map(|(at, found)| {
+                let rest = &html[at + found.len()..];
+                rest[..rest.find('"')?].parse().ok()
+            })
+            .collect();
+        // Before: the wait was a 2-unit sliver. Now it spans from its start to now: almost the
+        // whole plot, as does the run; the chat ends at 1,000 of 61,000.
+        let [run, chat, wait] = widths.as_slice() else {
+            panic!("{widths:?} in {html}");
+        };
+        assert!(*wait > 500 && *run > 500, "{widths:?}");
+        assert!(*chat < 20, "{widths:?}");
+        assert!(html.contains("still waiting"), "{html}");
+        assert!(html.contains(">1 min 1 s</text>"), "{html}");
     }
 }
