@@ -33,7 +33,7 @@ fn check_reads(console: &Console, url: &str) {
         cli_json_lines(&["threads"], url)
     );
     // A thread's API is one page of `show --json` (these threads fit in one), with "page".
-    for thread in ["alpha", "beta", "gamma", "nope"] {
+    for thread in ["alpha", "beta", "gamma"] {
         let mut page = console.get_json(&format!("/api/threads/{thread}"));
         let info = page.as_object_mut().and_then(|o| o.remove("page"));
         let show = show_json(url, thread);
@@ -49,10 +49,21 @@ fn check_reads(console: &Console, url: &str) {
             "{thread}"
         );
     }
-    assert_eq!(
-        console.get_json("/api/threads/nope"),
-        json!({"thread_id":"nope","version":0,"messages":[],"context_start":0,"runs":[],"tickets":[],"claim":null,"forked_from":null,
-            "page":{"from":0,"limit":200,"total":0,"previous":null,"next":null,"runs_total":0}})
+    // A thread the store knows nothing of is 404 (issue 43: it was 200 with an empty thread).
+    let nope = console.get("/api/threads/nope");
+    assert_eq!(nope.status, 404, "{}", nope.body);
+    assert_eq!(nope.json()["kind"], "not_found");
+    assert!(
+        nope.json()["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("\"nope\""))
+    );
+    let page = console.get("/threads/nope");
+    assert_eq!(page.status, 404);
+    assert!(
+        page.body.contains("no commit and no live claim"),
+        "{}",
+        page.body
     );
     let pending = console.get_json("/api/pending");
     assert_eq!(pending, cli_json_lines(&["pending"], url));
@@ -115,7 +126,6 @@ fn check_reads(console: &Console, url: &str) {
         "/",
         "/threads/alpha",
         "/threads/beta",
-        "/threads/nope",
         "/pending",
         "/events",
         "/events?thread=alpha&limit=2",

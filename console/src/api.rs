@@ -450,6 +450,24 @@ fn thread_with_starts(
     Ok((view, starts, spans, forks))
 }
 
+/// A thread the store knows nothing of: no commit and no live claim (a claim on a thread
+/// with no commit yet is shown).
+fn unknown(view: &shapes::ThreadView) -> bool {
+    view.version == 0 && view.claim.is_none()
+}
+
+/// 404 for a thread the store knows nothing of (issue 43: it was 200 with an empty thread).
+fn not_found(thread: &ThreadId) -> Failure {
+    Failure::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!(
+            "thread {:?} has no commit and no live claim in this store",
+            thread.as_str()
+        ),
+    )
+}
+
 /// The `from` and `limit` of a thread page's query (`?from=&limit=`, message indexes).
 fn page_query(query: &BTreeMap<String, String>) -> Result<PageQuery, Failure> {
     let number = |name: &str| -> Result<Option<usize>, Failure> {
@@ -485,6 +503,7 @@ where
     let thread = ThreadId::new(thread_id);
     let title = format!("Thread {thread}");
     match with_store(&state, move |s| thread_with_starts(&*s, &thread)).await {
+        Ok(Ok((view, ..))) if unknown(&view) => not_found(&view.thread_id).page(&state.store_label),
         Ok(Ok((view, starts, spans, forks))) => {
             let page = PageInfo::of(query, view.messages.len(), view.runs.len());
             page_response(
@@ -652,6 +671,7 @@ where
         Ok::<_, runcore::store::StoreError>(page::thread_page(view, &starts, query))
     };
     match with_store(&state, read).await {
+        Ok(Ok(page)) if unknown(&page.view) => not_found(&page.view.thread_id).json(),
         Ok(Ok(view)) => json_response(StatusCode::OK, &view),
         Ok(Err(e)) => Failure::store(&e).json(),
         Err(f) => f.json(),
