@@ -263,7 +263,7 @@ fn inspect(what: Inspect, url: &str, json: bool) -> ExitCode {
             if json {
                 inspect::json_lines(&tickets)
             } else {
-                inspect::pending_text(&tickets)
+                inspect::pending_text(&tickets, runcore_host::wall_clock_ms())
             }
         }),
     };
