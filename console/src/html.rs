@@ -360,6 +360,26 @@ pub fn thread_page(
                     }
                     body.push_str("</div>");
                 }
+                // Reasoning as text; its signature (opaque, for the provider) is not shown
+                // (issue 43: the block showed as raw JSON, signature and all).
+                Some("thinking") => {
+                    let text = block.get("thinking").and_then(Value::as_str).unwrap_or("");
+                    let _ = write!(
+                        body,
+                        "<div class=\"thinking\"><div class=\"label\">thinking</div><div class=\"text\">{}</div></div>",
+                        escape(text)
+                    );
+                }
+                Some("redacted_thinking") => {
+                    let size = block
+                        .get("data")
+                        .and_then(Value::as_str)
+                        .map_or(0, str::len);
+                    let _ = write!(
+                        body,
+                        "<div class=\"thinking redacted\"><div class=\"label\">redacted thinking ({size} bytes, encrypted by the provider)</div></div>"
+                    );
+                }
                 _ => {
                     let _ = write!(body, "<pre class=\"json\">{}</pre>", escape(&pretty(block)));
                 }
@@ -953,6 +973,41 @@ mod tests {
         assert!(html.contains("run <code>&lt;r&gt;</code>"), "{html}");
         assert_eq!(html.matches("<rect").count(), 3);
         assert!(timelines(&[], 0).is_empty());
+    }
+
+    #[test]
+    fn thinking_shows_as_text_without_its_signature() {
+        let answer: runcore::Message = serde_json::from_value(serde_json::json!({
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "Let me <check>.", "signature": "SIG-opaque-123"},
+                {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"},
+                {"type": "text", "text": "Done."}
+            ],
+            "stop_reason": "stop"
+        }))
+        .expect("a message");
+        let view = ThreadView {
+            thread_id: runcore::ThreadId::new("t"),
+            version: 1,
+            messages: vec![runcore::Message::user("hi"), answer],
+            context_start: 0,
+            summary: None,
+            runs: Vec::new(),
+            tickets: Vec::new(),
+            claim: None,
+            forked_from: None,
+        };
+        let page = PageInfo::of(crate::page::PageQuery::default(), 2, 0);
+        let html = thread_page(&view, &page, &Vec::new(), &[], &[], 0);
+        assert!(html.contains("Let me &lt;check&gt;."), "{html}");
+        assert!(
+            html.contains("<div class=\"label\">thinking</div>"),
+            "{html}"
+        );
+        assert!(!html.contains("SIG-opaque-123"), "{html}");
+        assert!(html.contains("redacted thinking (12 bytes"), "{html}");
+        assert!(!html.contains("ZW5jcnlwdGVk"), "{html}");
     }
 
     #[test]
