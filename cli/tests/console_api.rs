@@ -164,6 +164,14 @@ fn check_reads(console: &Console, url: &str) {
     assert!(thread.contains("call <b>weather</b>"));
     assert!(thread.contains("outcome-executed"));
     assert!(thread.contains("18 C, sunny"));
+    // The events table shows the agent's clock of an event as a time (issue 43: raw now_ms
+    // in the payload only).
+    let events = console.get("/events?thread=alpha").body;
+    assert!(events.contains("<th>When</th>"), "{events}");
+    assert!(
+        events.contains(r#"<td data-label="When"><time datetime=""#),
+        "{events}"
+    );
     let pending = console.get("/pending").body;
     assert!(pending.contains("tool <b class=\"tool-name\">deploy</b>"));
     assert!(

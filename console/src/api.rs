@@ -632,7 +632,7 @@ where
                 "Events",
                 Section::Events,
                 &state.store_label,
-                &html::events_page(&events, &query),
+                &html::events_page(&events, &query, shapes::wall_clock_ms()),
             ),
         ),
         Err(f) => f.page(&state.store_label),

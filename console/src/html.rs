@@ -853,7 +853,9 @@ impl EventsQuery {
 }
 
 /// One page of audit events, with a link to the next.
-pub fn events_page(events: &[EventRecord], query: &EventsQuery) -> String {
+/// The audit events of `query`, one row each; an event whose payload carries the agent's
+/// clock (`now_ms`) shows it as a time (`now_ms`: the server's clock, for "3 min ago").
+pub fn events_page(events: &[EventRecord], query: &EventsQuery, now_ms: u64) -> String {
     let mut body = String::from("<h1>Events</h1>\n");
     let scope = match (&query.thread, &query.run) {
         (Some(thread), _) => format!("thread <code>{}</code>", escape(thread)),
@@ -869,11 +871,17 @@ pub fn events_page(events: &[EventRecord], query: &EventsQuery) -> String {
     if events.is_empty() {
         body.push_str("<p class=\"empty\">No more events.</p>\n");
     } else {
-        body.push_str("<table class=\"list events\"><thead><tr><th>#</th><th>Commit</th><th>Thread</th><th>Run</th><th>Kind</th><th>Payload</th></tr></thead><tbody>\n");
+        body.push_str("<table class=\"list events\"><thead><tr><th>#</th><th>Commit</th><th>Thread</th><th>Run</th><th>Kind</th><th>When</th><th>Payload</th></tr></thead><tbody>\n");
         for event in events {
+            // issue 43: the agent's clock was only in the payload, as raw ms.
+            let when = event
+                .payload
+                .get("now_ms")
+                .and_then(Value::as_u64)
+                .map_or_else(|| "–".to_owned(), |ms| time_html(ms, now_ms));
             let _ = writeln!(
                 body,
-                r##"<tr><td data-label="Seq">{seq}</td><td data-label="Commit">{commit}</td><td data-label="Thread"><a href="/threads/{thread_href}">{thread}</a></td><td data-label="Run"><a href="/events?run={run_href}">{run}</a></td><td data-label="Kind">{kind}</td><td data-label="Payload"><pre class="json">{payload}</pre></td></tr>"##,
+                r##"<tr><td data-label="Seq">{seq}</td><td data-label="Commit">{commit}</td><td data-label="Thread"><a href="/threads/{thread_href}">{thread}</a></td><td data-label="Run"><a href="/events?run={run_href}">{run}</a></td><td data-label="Kind">{kind}</td><td data-label="When">{when}</td><td data-label="Payload"><pre class="json">{payload}</pre></td></tr>"##,
                 seq = event.sequence,
                 commit = event.commit_sequence,
                 thread_href = path_segment(event.thread_id.as_str()),
