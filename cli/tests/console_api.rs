@@ -164,6 +164,37 @@ fn check_reads(console: &Console, url: &str) {
     assert!(thread.contains("call <b>weather</b>"));
     assert!(thread.contains("outcome-executed"));
     assert!(thread.contains("18 C, sunny"));
+    // The thread list (issue 43): the threads waiting for a person first, a search, pages.
+    let list = console.get("/").body;
+    let waiting = list
+        .split(r#"<table class="list threads" id="waiting">"#)
+        .nth(1)
+        .and_then(|rest| rest.split("</table>").next())
+        .unwrap_or_default();
+    assert!(
+        waiting.contains(">alpha</a>") && waiting.contains(">beta</a>"),
+        "{list}"
+    );
+    assert!(!waiting.contains(">gamma</a>"), "{list}");
+    assert!(list.contains("3 threads"), "{list}");
+    let found = console.get("/?q=AMM").body;
+    assert!(
+        found.contains("1 threads matching <code>AMM</code>"),
+        "{found}"
+    );
+    assert!(
+        found.contains(">gamma</a>") && !found.contains(">alpha</a>"),
+        "{found}"
+    );
+    let none = console.get("/?q=zzz").body;
+    assert!(none.contains("No thread id contains"), "{none}");
+    let later = console.get("/?after=alpha").body;
+    let all = later.split(r#"id="threads""#).nth(1).unwrap_or_default();
+    assert!(
+        !all.contains(">alpha</a>") && all.contains(">beta</a>"),
+        "{later}"
+    );
+    assert!(later.contains("first page"), "{later}");
     // The events table shows the agent's clock of an event as a time (issue 43: raw now_ms
     // in the payload only).
     let events = console.get("/events?thread=alpha").body;

@@ -184,10 +184,16 @@ async fn a_person_approves_in_a_real_browser() {
         .await
         .expect("open the console");
     assert_eq!(text_of(&client, "h1").await, "Threads");
-    let rows = text_of(&client, "table.list tbody").await;
+    let rows = text_of(&client, "table#threads tbody").await;
     for expected in ["alpha", "beta", "gamma", "awaiting", "ended: natural_end"] {
         assert!(rows.contains(expected), "{expected} in {rows}");
     }
+    // The threads waiting for a person come first (issue 43: they sank under the rest).
+    let waiting = text_of(&client, "table#waiting tbody").await;
+    assert!(
+        waiting.contains("alpha") && waiting.contains("beta") && !waiting.contains("gamma"),
+        "{waiting}"
+    );
     let current = client.current_url().await.expect("url");
     assert_eq!(current.fragment(), None, "the token leaves the address bar");
     screenshot(&client, "threads").await;

@@ -350,20 +350,72 @@ where
 
 // ----- reads ---------------------------------------------------------------------------------
 
-async fn threads_page<S>(State(state): State<AppState<S>>) -> Response
+/// Threads per page of the thread list.
+const THREADS_PAGE: usize = 100;
+
+/// The thread list: the threads waiting for a person first, then one page of every thread
+/// (`?after=THREAD`, [`THREADS_PAGE`] a page) whose id contains `?q=` (any case).
+async fn threads_page<S>(
+    State(state): State<AppState<S>>,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Response
 where
     S: runcore::store::Store + Send + 'static,
 {
-    match with_store(&state, |s| shapes::threads(&*s)).await {
-        Ok(Ok(lines)) => page_response(
-            StatusCode::OK,
-            html::layout(
-                "Threads",
-                Section::Threads,
-                &state.store_label,
-                &html::threads_page(&lines, shapes::wall_clock_ms()),
-            ),
-        ),
+    let search = query
+        .get("q")
+        .map(|q| q.trim().to_owned())
+        .unwrap_or_default();
+    let after = query.get("after").filter(|a| !a.is_empty()).cloned();
+    let read = move |s: &mut S| {
+        let lines = shapes::threads(&*s)?;
+        let mut waiting: Vec<String> = shapes::pending(&*s)?
+            .into_iter()
+            .map(|ticket| ticket.thread_id.to_string())
+            .collect();
+        waiting.dedup();
+        Ok::<_, runcore::store::StoreError>((lines, waiting))
+    };
+    match with_store(&state, read).await {
+        Ok(Ok((lines, waiting))) => {
+            let needle = search.to_lowercase();
+            let matching: Vec<shapes::ThreadLine> = lines
+                .into_iter()
+                .filter(|line| {
+                    needle.is_empty() || line.thread_id.as_str().to_lowercase().contains(&needle)
+                })
+                .collect();
+            let waiting: Vec<&shapes::ThreadLine> = matching
+                .iter()
+                .filter(|line| waiting.iter().any(|w| w == line.thread_id.as_str()))
+                .take(THREADS_PAGE)
+                .collect();
+            let start = after.as_deref().map_or(0, |after| {
+                matching.partition_point(|line| line.thread_id.as_str() <= after)
+            });
+            let page: Vec<&shapes::ThreadLine> =
+                matching.iter().skip(start).take(THREADS_PAGE).collect();
+            let next = (start + page.len() < matching.len())
+                .then(|| page.last().map(|line| line.thread_id.to_string()))
+                .flatten();
+            let list = html::ThreadList {
+                waiting: &waiting,
+                page: &page,
+                total: matching.len(),
+                search: &search,
+                first: after.is_some(),
+                next: next.as_deref(),
+            };
+            page_response(
+                StatusCode::OK,
+                html::layout(
+                    "Threads",
+                    Section::Threads,
+                    &state.store_label,
+                    &html::threads_page(&list, shapes::wall_clock_ms()),
+                ),
+            )
+        }
         Ok(Err(e)) => Failure::store(&e).page(&state.store_label),
         Err(f) => f.page(&state.store_label),
     }

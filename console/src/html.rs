@@ -140,16 +140,85 @@ fn state_badge(state: &RunState) -> String {
     )
 }
 
-/// The thread list.
-pub fn threads_page(lines: &[ThreadLine], now_ms: u64) -> String {
+/// What the thread list shows: the threads waiting for a person, one page of the rest, and
+/// where the page is.
+#[derive(Debug)]
+pub struct ThreadList<'a> {
+    /// Threads with a run waiting for a person (shown first: they need someone).
+    pub waiting: &'a [&'a ThreadLine],
+    /// The page's threads, in id order.
+    pub page: &'a [&'a ThreadLine],
+    /// How many threads match the search.
+    pub total: usize,
+    /// The search (`?q=`), empty for none.
+    pub search: &'a str,
+    /// Whether this is a later page (a link back to the first).
+    pub first: bool,
+    /// The `after` of the next page, if any.
+    pub next: Option<&'a str>,
+}
+
+/// The thread list: a search box, the threads waiting for a person, then one page of threads
+/// with their version, latest run, state and live claim.
+pub fn threads_page(list: &ThreadList<'_>, now_ms: u64) -> String {
     let mut body = String::from("<h1>Threads</h1>\n");
-    if lines.is_empty() {
-        body.push_str("<p class=\"empty\">No threads in this store.</p>\n");
+    let _ = writeln!(
+        body,
+        r#"<form method="get" action="/" class="search"><input type="search" name="q" value="{q}" placeholder="thread id contains…" aria-label="search threads"><button type="submit">Search</button></form>"#,
+        q = escape(list.search)
+    );
+    if list.total == 0 {
+        let text = if list.search.is_empty() {
+            "No threads in this store.".to_owned()
+        } else {
+            format!("No thread id contains {:?}.", list.search)
+        };
+        let _ = writeln!(body, "<p class=\"empty\">{}</p>", escape(&text));
         return body;
     }
-    body.push_str(
-        "<table class=\"list\"><thead><tr><th>Thread</th><th>Version</th><th>Latest run</th>\
-         <th>State</th><th>Claim</th></tr></thead><tbody>\n",
+    if !list.waiting.is_empty() {
+        body.push_str("<h2>Waiting for a person</h2>\n");
+        body.push_str(&threads_table(list.waiting, now_ms, "waiting"));
+    }
+    let _ = writeln!(
+        body,
+        "<h2>All threads</h2>\n<p class=\"meta\">{} threads{}</p>",
+        list.total,
+        if list.search.is_empty() {
+            String::new()
+        } else {
+            format!(" matching <code>{}</code>", escape(list.search))
+        }
+    );
+    body.push_str(&threads_table(list.page, now_ms, "threads"));
+    let query = if list.search.is_empty() {
+        String::new()
+    } else {
+        format!("q={}&amp;", path_segment(list.search))
+    };
+    let mut links = Vec::new();
+    if list.first {
+        links.push(format!(
+            r#"<a href="/?{}">first page</a>"#,
+            query.trim_end_matches("&amp;")
+        ));
+    }
+    if let Some(next) = list.next {
+        links.push(format!(
+            r#"<a href="/?{query}after={}" rel="next">next page →</a>"#,
+            path_segment(next)
+        ));
+    }
+    if !links.is_empty() {
+        let _ = writeln!(body, "<nav class=\"pager\">{}</nav>", links.join(" · "));
+    }
+    body
+}
+
+fn threads_table(lines: &[&ThreadLine], now_ms: u64, id: &str) -> String {
+    let mut body = format!(
+        "<table class=\"list threads\" id=\"{id}\"><thead><tr><th>Thread</th><th>Version</th><th>Latest run</th>\
+         <th>State</th><th>Claim</th></tr></thead><tbody>\n"
     );
     for line in lines {
         let (run, state) = match &line.latest_run {
