@@ -311,8 +311,11 @@ pub struct DriveArgs {
     pub recover: RecoveryPolicy,
     /// Export each run's spans (SPEC §14) over OTLP/HTTP to URL once its
     /// terminal commit is stored (http:// only; a URL without a path gets
-    /// /v1/traces; protobuf). A failed export is one stderr line; driving
-    /// goes on; a URL that is not http://HOST[:PORT][/PATH] is a start-up error
+    /// /v1/traces; protobuf; at most 512 spans a request). Exports run on a
+    /// thread of their own: the driver never waits for the collector (at the
+    /// end of input it waits at most 3 s for queued ones). A failed export is
+    /// one stderr line; driving goes on; a URL that is not
+    /// http://HOST[:PORT][/PATH] is a start-up error
     #[arg(long, value_name = "URL", requires = "store", verbatim_doc_comment)]
     pub otlp: Option<String>,
 }

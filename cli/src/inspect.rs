@@ -216,7 +216,7 @@ fn tickets_block(tickets: &[ResumeTicket]) -> String {
 }
 
 /// `runcore pending`, readable: what needs a person, and how to answer it.
-pub fn pending_text(tickets: &[ResumeTicket]) -> String {
+pub fn pending_text(tickets: &[ResumeTicket], now_ms: u64) -> String {
     if tickets.is_empty() {
         return "no run is waiting for a person\n".to_owned();
     }
@@ -228,7 +228,7 @@ pub fn pending_text(tickets: &[ResumeTicket]) -> String {
                 t.run_id.to_string(),
                 t.correlation_id.clone(),
                 ticket_target_text(t),
-                deadline_text(t),
+                deadline_for_people(t, now_ms),
             ]
         })
         .collect();
@@ -238,16 +238,37 @@ pub fn pending_text(tickets: &[ResumeTicket]) -> String {
             "RUN",
             "TICKET",
             "WAITS FOR",
-            "DEADLINE (HOST CLOCK)",
+            "DEADLINE (HOST CLOCK, UTC)",
         ],
         &rows,
     );
     text.push_str(&format!(
-        "({} waiting for a person; answer one with `runcore drive --store URL --thread THREAD` \
-         and a resume_ticket line)\n",
+        "({} waiting for a person; answer a permission with `runcore approve RUN --store URL \
+         [--note TEXT]` or `runcore deny RUN --store URL [--reason TEXT]`; other waits from \
+         their host)\n",
         plural(tickets.len(), "run", "runs")
     ));
     text
+}
+
+/// A ticket's deadline as UTC civil time, marked `EXPIRED` once `now_ms` (the wall clock) is
+/// past it (issue 43: raw milliseconds, an expired one unmarked). The clock is the host's, as
+/// the deadline's is.
+fn deadline_for_people(ticket: &ResumeTicket, now_ms: u64) -> String {
+    match ticket.deadline_ms {
+        Some(ms) => {
+            let civil = runcore_console::time::iso_utc(ms)
+                .replace('T', " ")
+                .replace(".000Z", " UTC")
+                .replace('Z', " UTC");
+            if now_ms > ms {
+                format!("{civil} EXPIRED")
+            } else {
+                civil
+            }
+        }
+        None => "none".to_owned(),
+    }
 }
 
 #[cfg(test)]

@@ -119,8 +119,13 @@ fn usage_error(command: &str, kind: ErrorKind, message: &str) -> ExitCode {
 
 /// Writes `text` to stdout; a closed pipe (e.g. `| head`) is not an error.
 pub(crate) fn write_stdout(text: &str) -> ExitCode {
+    write_stdout_bytes(text.as_bytes())
+}
+
+/// [`write_stdout`] of bytes (a body written as bytes, e.g. OTLP/JSON).
+pub(crate) fn write_stdout_bytes(bytes: &[u8]) -> ExitCode {
     let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
@@ -258,7 +263,7 @@ fn inspect(what: Inspect, url: &str, json: bool) -> ExitCode {
             if json {
                 inspect::json_lines(&tickets)
             } else {
-                inspect::pending_text(&tickets)
+                inspect::pending_text(&tickets, runcore_host::wall_clock_ms())
             }
         }),
     };

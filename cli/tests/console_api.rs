@@ -32,16 +32,38 @@ fn check_reads(console: &Console, url: &str) {
         console.get_json("/api/threads"),
         cli_json_lines(&["threads"], url)
     );
-    for thread in ["alpha", "beta", "gamma", "nope"] {
+    // A thread's API is one page of `show --json` (these threads fit in one), with "page".
+    for thread in ["alpha", "beta", "gamma"] {
+        let mut page = console.get_json(&format!("/api/threads/{thread}"));
+        let info = page.as_object_mut().and_then(|o| o.remove("page"));
+        let show = show_json(url, thread);
+        assert_eq!(page, show, "{thread}");
+        let total = show["messages"].as_array().map_or(0, Vec::len);
+        let runs = show["runs"].as_array().map_or(0, Vec::len);
         assert_eq!(
-            console.get_json(&format!("/api/threads/{thread}")),
-            show_json(url, thread),
+            info,
+            Some(
+                json!({"from":0,"limit":200,"total":total,"previous":null,"next":null,
+                "runs_total":runs})
+            ),
             "{thread}"
         );
     }
-    assert_eq!(
-        console.get_json("/api/threads/nope"),
-        json!({"thread_id":"nope","version":0,"messages":[],"context_start":0,"runs":[],"tickets":[],"claim":null,"forked_from":null})
+    // A thread the store knows nothing of is 404 (issue 43: it was 200 with an empty thread).
+    let nope = console.get("/api/threads/nope");
+    assert_eq!(nope.status, 404, "{}", nope.body);
+    assert_eq!(nope.json()["kind"], "not_found");
+    assert!(
+        nope.json()["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("\"nope\""))
+    );
+    let page = console.get("/threads/nope");
+    assert_eq!(page.status, 404);
+    assert!(
+        page.body.contains("no commit and no live claim"),
+        "{}",
+        page.body
     );
     let pending = console.get_json("/api/pending");
     assert_eq!(pending, cli_json_lines(&["pending"], url));
@@ -93,6 +115,8 @@ fn check_reads(console: &Console, url: &str) {
         "/api/events?thread=a&run=b",
         "/api/events?from=x",
         "/api/events?limit=-1",
+        "/api/threads/alpha?from=x",
+        "/api/threads/alpha?limit=-1",
     ] {
         assert_eq!(console.get(bad).status, 400, "{bad}");
     }
@@ -102,7 +126,6 @@ fn check_reads(console: &Console, url: &str) {
         "/",
         "/threads/alpha",
         "/threads/beta",
-        "/threads/nope",
         "/pending",
         "/events",
         "/events?thread=alpha&limit=2",
@@ -141,6 +164,45 @@ fn check_reads(console: &Console, url: &str) {
     assert!(thread.contains("call <b>weather</b>"));
     assert!(thread.contains("outcome-executed"));
     assert!(thread.contains("18 C, sunny"));
+    // The thread list (issue 43): the threads waiting for a person first, a search, pages.
+    let list = console.get("/").body;
+    let waiting = list
+        .split(r#"<table class="list threads" id="waiting">"#)
+        .nth(1)
+        .and_then(|rest| rest.split("</table>").next())
+        .unwrap_or_default();
+    assert!(
+        waiting.contains(">alpha</a>") && waiting.contains(">beta</a>"),
+        "{list}"
+    );
+    assert!(!waiting.contains(">gamma</a>"), "{list}");
+    assert!(list.contains("3 threads"), "{list}");
+    let found = console.get("/?q=AMM").body;
+    assert!(
+        found.contains("1 threads matching <code>AMM</code>"),
+        "{found}"
+    );
+    assert!(
+        found.contains(">gamma</a>") && !found.contains(">alpha</a>"),
+        "{found}"
+    );
+    let none = console.get("/?q=zzz").body;
+    assert!(none.contains("No thread id contains"), "{none}");
+    let later = console.get("/?after=alpha").body;
+    let all = later.split(r#"id="threads""#).nth(1).unwrap_or_default();
+    assert!(
+        !all.contains(">alpha</a>") && all.contains(">beta</a>"),
+        "{later}"
+    );
+    assert!(later.contains("first page"), "{later}");
+    // The events table shows the agent's clock of an event as a time (issue 43: raw now_ms
+    // in the payload only).
+    let events = console.get("/events?thread=alpha").body;
+    assert!(events.contains("<th>When</th>"), "{events}");
+    assert!(
+        events.contains(r#"<td data-label="When"><time datetime=""#),
+        "{events}"
+    );
     let pending = console.get("/pending").body;
     assert!(pending.contains("tool <b class=\"tool-name\">deploy</b>"));
     assert!(
@@ -626,4 +688,160 @@ fn a_thread_held_by_a_live_owner_is_refused_and_nothing_is_written() {
     assert_eq!(store_state(&url), before, "nothing written");
     console.stop();
     worker.kill();
+}
+
+// ----- a large thread: every page bounded (issue 42) -------------------------------------------
+
+/// A model that answers every step but the last with 1 KB of text and one `echo` call.
+struct Long {
+    steps: u32,
+}
+
+impl runcore::host::script::Script for Long {
+    fn model(&mut self, request: &runcore::ModelRequest<'_>) -> runcore::host::script::ModelTurn {
+        use runcore::{AssistantBlock, AssistantMessage, StopReason};
+        if request.step >= self.steps {
+            return runcore::host::script::ModelTurn::answer(AssistantMessage::text("done"));
+        }
+        let call = AssistantBlock::tool_call(
+            format!("call-{}", request.step),
+            "echo",
+            serde_json::json!({"n": request.step}),
+        );
+        runcore::host::script::ModelTurn::answer(AssistantMessage::new(
+            vec![AssistantBlock::text("x".repeat(1000)), call],
+            StopReason::ToolUse,
+        ))
+    }
+
+    fn tool(&mut self, _run: &runcore::RunId, call: &runcore::ToolCall) -> runcore::ToolOutput {
+        runcore::ToolOutput::text(call.id.clone(), "y".repeat(100))
+    }
+}
+
+/// Thread `big` in SQLite: a run of `steps` model steps (1 KB answers), then `imports`
+/// imports of a question and its answer.
+fn large_thread(path: &std::path::Path, steps: u32, imports: u32) {
+    use runcore::store::CommitLog;
+    let mut store = runcore_sqlite::SqliteStore::open(
+        path,
+        runcore_sqlite::SqliteOptions::default()
+            .with_synchronous(runcore_sqlite::Synchronous::Normal),
+    )
+    .expect("open");
+    let config = runcore::AgentConfig {
+        max_steps: steps + 10,
+        ..runcore::AgentConfig::for_thread("big")
+    };
+    let mut agent = runcore::Agent::new(config).expect("config");
+    let mut sink = |_: &runcore::Agent, output: &runcore::Output| match output {
+        runcore::Output::Commit(commit) => store
+            .commit_operation(commit.as_ref().clone().into_operation())
+            .map(drop),
+        _ => Ok(()),
+    };
+    agent
+        .prompt(runcore::UserMessage::text("go"), 1_000)
+        .expect("prompt");
+    let stop = runcore::host::script::serve(&mut agent, &mut Long { steps }, &mut sink);
+    assert!(
+        matches!(stop, Ok(runcore::host::script::Stop::Idle)),
+        "{stop:?}"
+    );
+    for n in 0..imports {
+        let messages = vec![
+            runcore::Message::user(format!("imported question {n}")),
+            runcore::Message::Assistant(std::sync::Arc::new(runcore::AssistantMessage::text(
+                format!("imported answer {n}"),
+            ))),
+        ];
+        agent
+            .import(messages, 2_000 + u64::from(n))
+            .expect("import");
+        while let Some(output) = agent.poll() {
+            sink(&agent, &output).expect("stored");
+        }
+    }
+}
+
+#[test]
+fn every_page_of_a_large_thread_is_bounded_and_the_pages_hold_every_message() {
+    const STEPS: u32 = 1_500;
+    const IMPORTS: u32 = 600;
+    let dir = TempDir::new("console-large");
+    large_thread(&dir.join("runs.db"), STEPS, IMPORTS);
+    let url = dir.sqlite("runs.db");
+    let console = Console::start(&url);
+    let show = show_json(&url, "big");
+    let total = show["messages"].as_array().map_or(0, Vec::len);
+    // The prompt, an answer and a result per step but the last, then two per import.
+    assert_eq!(total, 1 + 2 * STEPS as usize - 1 + 2 * IMPORTS as usize);
+    let whole = show.to_string().len();
+    assert!(whole > 1_500_000, "the thread is large: {whole} bytes");
+
+    // The API: the latest page by default; following "previous" from there, and "next"
+    // from 0, gives every message once, in order, each page at most 200 messages.
+    let latest = console.get("/api/threads/big");
+    assert_eq!(latest.status, 200);
+    assert!(latest.body.len() < 400_000, "{} bytes", latest.body.len());
+    let latest = latest.json();
+    assert_eq!(latest["page"]["from"], total - 200);
+    assert_eq!(latest["page"]["next"], Value::Null);
+    assert_eq!(latest["page"]["runs_total"], 1 + IMPORTS);
+    // Only the runs of the page: its 100 imports.
+    assert_eq!(latest["runs"].as_array().map(Vec::len), Some(100));
+    let mut messages: Vec<Value> = Vec::new();
+    let mut from = Some(0u64);
+    let mut pages = 0;
+    while let Some(at) = from {
+        let page = console.get(&format!("/api/threads/big?from={at}&limit=500"));
+        assert_eq!(page.status, 200);
+        assert!(
+            page.body.len() < 800_000,
+            "page {at}: {} bytes",
+            page.body.len()
+        );
+        let page = page.json();
+        let got = page["messages"].as_array().expect("messages");
+        assert!(got.len() <= 500);
+        messages.extend(got.iter().cloned());
+        from = page["page"]["next"].as_u64();
+        pages += 1;
+    }
+    assert_eq!(pages, total.div_ceil(500));
+    assert_eq!(Value::Array(messages), show["messages"]);
+    // A limit past the maximum is the maximum.
+    let capped = console.get_json("/api/threads/big?from=0&limit=100000");
+    assert_eq!(capped["messages"].as_array().map(Vec::len), Some(1000));
+
+    // The page: bounded wherever it is (before: the whole thread, every span, in one page).
+    for path in [
+        "/threads/big".to_owned(),
+        "/threads/big?from=0".to_owned(),
+        format!("/threads/big?from={}", total / 2),
+        "/threads/big?from=0&limit=1000".to_owned(),
+    ] {
+        let page = console.get(&path);
+        assert_eq!(page.status, 200, "{path}");
+        assert!(
+            page.body.len() < 1_000_000,
+            "{path}: {} bytes",
+            page.body.len()
+        );
+    }
+    let first = console.get("/threads/big?from=0").body;
+    assert!(first.contains("messages 0–199 of"), "{}", &first[..2_000]);
+    assert!(first.contains("rel=\"next\""));
+    assert!(first.contains("run <code>big/run-1</code> starts"));
+    // The long run's timeline is drawn in part, and says so.
+    assert!(first.contains("more spans of this run are not drawn"));
+    let last = console.get("/threads/big").body;
+    assert!(last.contains("rel=\"prev\""));
+    assert!(!last.contains("rel=\"next\""));
+    // An import's run starts where its messages do.
+    assert!(
+        last.contains(&format!("run <code>big/run-{}</code> starts", IMPORTS + 1)),
+        "the last import's marker"
+    );
+    console.stop();
 }

@@ -184,10 +184,16 @@ async fn a_person_approves_in_a_real_browser() {
         .await
         .expect("open the console");
     assert_eq!(text_of(&client, "h1").await, "Threads");
-    let rows = text_of(&client, "table.list tbody").await;
+    let rows = text_of(&client, "table#threads tbody").await;
     for expected in ["alpha", "beta", "gamma", "awaiting", "ended: natural_end"] {
         assert!(rows.contains(expected), "{expected} in {rows}");
     }
+    // The threads waiting for a person come first (issue 43: they sank under the rest).
+    let waiting = text_of(&client, "table#waiting tbody").await;
+    assert!(
+        waiting.contains("alpha") && waiting.contains("beta") && !waiting.contains("gamma"),
+        "{waiting}"
+    );
     let current = client.current_url().await.expect("url");
     assert_eq!(current.fragment(), None, "the token leaves the address bar");
     screenshot(&client, "threads").await;
@@ -452,6 +458,9 @@ async fn time_and_causality_in_a_real_browser() {
         .goto(&format!("{base}/threads/delta"))
         .await
         .expect("thread");
+    // A thread page says which window of the transcript it shows (issue 42: paged).
+    let pager = text_of(&client, "nav.pager").await;
+    assert!(pager.starts_with("messages 0–"), "{pager}");
     assert_eq!(text_of(&client, ".badge.expired").await, "expired");
     let main = text_of(&client, "#main").await;
     assert!(main.contains("answering now is refused"), "{main}");
@@ -462,6 +471,19 @@ async fn time_and_causality_in_a_real_browser() {
         .expect("pending");
     let card = text_of(&client, r#"section.ticket[data-run="delta/run-1"]"#).await;
     assert!(card.contains("expired"), "{card}");
+    // Its buttons cannot be clicked (issue 43: they stayed enabled and answered 409).
+    for button in ["approve", "deny"] {
+        let disabled = client
+            .find(Locator::Css(&format!(
+                r#"section.ticket[data-run="delta/run-1"] button.{button}"#
+            )))
+            .await
+            .expect("the button")
+            .attr("disabled")
+            .await
+            .expect("its attribute");
+        assert!(disabled.is_some(), "{button} is disabled");
+    }
     assert_nothing_ran(&client).await;
 
     // The README's picture: a thread driven with wall-clock times (a tool call, an approval

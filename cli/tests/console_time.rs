@@ -41,6 +41,12 @@ fn the_thread_page_shows_the_timeline_decisions_times_claims_and_context() {
         "{page}"
     );
     assert!(page.contains("go ahead"), "{page}");
+    // Durations read as people say them (issue 43: "waited 141599 ms"); raw ms on hover.
+    assert!(page.contains("(waited "), "{page}");
+    assert!(
+        !regex_like_raw_wait(&page),
+        "a wait of a second or more is not raw ms: {page}"
+    );
     assert!(
         page.contains("<td data-label=\"By\"><code>console:"),
         "{page}"
@@ -72,6 +78,15 @@ fn the_thread_page_shows_the_timeline_decisions_times_claims_and_context() {
         "{page}"
     );
     assert!(page.contains("answering now is refused"), "{page}");
+    // Its Approve and Deny are disabled (issue 43: they stayed enabled and answered 409).
+    assert!(
+        page.contains(r#"<button type="submit" class="approve" disabled title="the deadline has passed">Approve</button>"#),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"<button type="submit" class="deny" disabled title="the deadline has passed">Deny</button>"#),
+        "{page}"
+    );
     let pending = console.get("/pending").body;
     assert!(pending.contains("badge expired"), "{pending}");
     let answer = console.decide("delta/run-1", r#"{"decision":"allow"}"#);
@@ -268,4 +283,13 @@ fn allow_remote_warns_and_every_request_needs_the_token() {
     assert_eq!(console.get("/api/threads").status, 200);
     assert_eq!(console.get("/").status, 200);
     console.stop();
+}
+
+/// Whether `page` shows a wait of 1,000 ms or more in raw milliseconds (`(waited 1234 ms)`).
+fn regex_like_raw_wait(page: &str) -> bool {
+    page.match_indices("(waited ").any(|(at, found)| {
+        let rest = &page[at + found.len()..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.len() >= 4 && rest[digits.len()..].starts_with(" ms)")
+    })
 }

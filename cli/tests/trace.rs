@@ -7,7 +7,7 @@
 mod common;
 
 use std::net::TcpListener;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::collector::{collector, collector_answering};
 use common::console::postgres_store;
@@ -109,9 +109,11 @@ fn spans_after_a_sigkill_on_sqlite_are_the_warm_spans_byte_for_byte() {
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.starts_with("invoke_agent  +0ms..+750ms"), "{text}");
     assert!(text.contains("  await delete  +250ms..+300ms (50 ms)  runcore.decision=deny"));
-    assert!(text.contains(
-        "  execute_tool write  +300ms..+500ms (200 ms)  error.type=tool_error  ERROR disk full"
-    ));
+    assert!(
+        text.contains(
+            "  execute_tool write  +300ms..+500ms (200 ms)  error.type=tool_error  ERROR\n"
+        )
+    );
 }
 
 #[test]
@@ -219,6 +221,16 @@ fn check_golden_export(spans: &[ProtoSpan]) {
     for span in &spans[1..] {
         assert_eq!(span.parent_span_id, root.span_id, "{}", span.name);
         assert_eq!(span.trace_id, root.trace_id);
+    }
+    // No --provider anywhere: the answers' `meta.codec.api` names it (issue 42: it was
+    // missing from `drive --otlp`).
+    for span in spans {
+        assert_eq!(
+            string_attr(span, "gen_ai.provider.name").as_deref(),
+            Some("anthropic"),
+            "{}",
+            span.name
+        );
     }
     let chat = &spans[1];
     assert_eq!(chat.kind, 3, "CLIENT");
@@ -389,6 +401,65 @@ fn drive_goes_on_when_the_collector_fails() {
         .recv_timeout(Duration::from_secs(10))
         .expect("an export was attempted");
     check_golden_export(&decode(&export.body));
+}
+
+/// A collector that accepts connections and reads what is sent, and never answers.
+fn silent_collector() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            let mut reader = stream.try_clone().expect("clone");
+            std::thread::spawn(move || {
+                let mut sink = [0u8; 4096];
+                while matches!(std::io::Read::read(&mut reader, &mut sink), Ok(n) if n > 0) {}
+            });
+            held.push(stream);
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+#[test]
+fn a_collector_that_never_answers_does_not_delay_the_run_ends_of_drive() {
+    let dir = TempDir::new("drive-otlp-silent");
+    let url = dir.sqlite("runs.db");
+    let target = silent_collector();
+    let mut drive = Drive::spawn(&["--store", &url, "--thread", "t", "--otlp", &target]);
+    // Each import is a run that ends in its one commit: its spans are exported then.
+    for n in 0..3u64 {
+        let line = serde_json::json!({"type":"import","now_ms":1_000 + n,"messages":[
+            {"role":"user","content":[{"type":"text","text":format!("q{n}")}]},
+            {"role":"assistant","content":[{"type":"text","text":format!("a{n}")}],
+             "stop_reason":"stop"}]});
+        let sent = Instant::now();
+        let out = drive.send(line);
+        let took = sent.elapsed();
+        assert!(
+            out.iter()
+                .any(|l| l["type"] == "commit" && l["commit"]["run"]["type"] == "ended"),
+            "{out:?}"
+        );
+        // Before: the exporter's 10 s budget, on every run end.
+        assert!(
+            took < Duration::from_secs(2),
+            "import {n} answered after {took:?}"
+        );
+    }
+    // At the end the queued exports get a bounded wait (3 s), then the driver exits.
+    let closed = Instant::now();
+    let (status, stderr) = drive.finish();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        closed.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        closed.elapsed()
+    );
+    assert!(
+        stderr.contains("stopped waiting for the OTLP collector"),
+        "{stderr}"
+    );
 }
 
 fn hex(bytes: &[u8]) -> String {

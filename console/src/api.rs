@@ -2,9 +2,9 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /` · `/threads/{thread}` · `/pending` · `/events` | the pages (HTML) |
+//! | `GET /` · `/threads/{thread}?from=&limit=` · `/pending` · `/events` | the pages (HTML; a thread a window of its transcript, [`crate::page`]) |
 //! | `POST /runs/{run}/decision` | the page's Approve / Deny form (`token` field); 303 to `/pending` |
-//! | `GET /api/threads` · `/api/threads/{thread}` · `/api/pending` · `/api/events` | JSON (`threads --json` lines as an array, `show --json`, `pending --json` lines as an array, events) |
+//! | `GET /api/threads` · `/api/threads/{thread}?from=&limit=` · `/api/pending` · `/api/events` | JSON (`threads --json` lines as an array, one page of `show --json` with `"page"`, `pending --json` lines as an array, events) |
 //! | `POST /api/runs/{run}/decision` | `{"decision":"allow","note"?}` / `{"decision":"deny","reason"?}` with `Authorization: Bearer TOKEN` → `200 {"thread_id","version"}` |
 //!
 //! A write checks the token first (401, nothing read or written), then the body (400), then
@@ -30,6 +30,7 @@ use runcore_store_blocking::Blocking;
 use serde_json::{Map, Value};
 
 use crate::html::{self, EventsQuery, Section};
+use crate::page::{self, PageInfo, PageQuery};
 use crate::shapes;
 use crate::token::Token;
 
@@ -349,23 +350,129 @@ where
 
 // ----- reads ---------------------------------------------------------------------------------
 
-async fn threads_page<S>(State(state): State<AppState<S>>) -> Response
+/// Threads per page of the thread list.
+const THREADS_PAGE: usize = 100;
+
+/// The thread list: the threads waiting for a person first, then one page of every thread
+/// (`?after=THREAD`, [`THREADS_PAGE`] a page) whose id contains `?q=` (any case).
+async fn threads_page<S>(
+    State(state): State<AppState<S>>,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Response
 where
     S: runcore::store::Store + Send + 'static,
 {
-    match with_store(&state, |s| shapes::threads(&*s)).await {
-        Ok(Ok(lines)) => page_response(
-            StatusCode::OK,
-            html::layout(
-                "Threads",
-                Section::Threads,
-                &state.store_label,
-                &html::threads_page(&lines, shapes::wall_clock_ms()),
-            ),
-        ),
+    let search = query
+        .get("q")
+        .map(|q| q.trim().to_owned())
+        .unwrap_or_default();
+    let after = query.get("after").filter(|a| !a.is_empty()).cloned();
+    let read = move |s: &mut S| {
+        let lines = shapes::threads(&*s)?;
+        let mut waiting: Vec<String> = shapes::pending(&*s)?
+            .into_iter()
+            .map(|ticket| ticket.thread_id.to_string())
+            .collect();
+        waiting.dedup();
+        Ok::<_, runcore::store::StoreError>((lines, waiting))
+    };
+    match with_store(&state, read).await {
+        Ok(Ok((lines, waiting))) => {
+            let needle = search.to_lowercase();
+            let matching: Vec<shapes::ThreadLine> = lines
+                .into_iter()
+                .filter(|line| {
+                    needle.is_empty() || line.thread_id.as_str().to_lowercase().contains(&needle)
+                })
+                .collect();
+            let waiting: Vec<&shapes::ThreadLine> = matching
+                .iter()
+                .filter(|line| waiting.iter().any(|w| w == line.thread_id.as_str()))
+                .take(THREADS_PAGE)
+                .collect();
+            let start = after.as_deref().map_or(0, |after| {
+                matching.partition_point(|line| line.thread_id.as_str() <= after)
+            });
+            let page: Vec<&shapes::ThreadLine> =
+                matching.iter().skip(start).take(THREADS_PAGE).collect();
+            let next = (start + page.len() < matching.len())
+                .then(|| page.last().map(|line| line.thread_id.to_string()))
+                .flatten();
+            let list = html::ThreadList {
+                waiting: &waiting,
+                page: &page,
+                total: matching.len(),
+                search: &search,
+                first: after.is_some(),
+                next: next.as_deref(),
+            };
+            page_response(
+                StatusCode::OK,
+                html::layout(
+                    "Threads",
+                    Section::Threads,
+                    &state.store_label,
+                    &html::threads_page(&list, shapes::wall_clock_ms()),
+                ),
+            )
+        }
         Ok(Err(e)) => Failure::store(&e).page(&state.store_label),
         Err(f) => f.page(&state.store_label),
     }
+}
+
+/// Where each run of `thread` starts in the transcript: its `run_started.transcript_start`, or
+/// for an import (no `run_started`) its commit's transcript length less the count it
+/// imported, and 0 for a fork's import (the thread's first commit).
+fn run_starts(
+    store: &impl CheckpointReader,
+    thread: &ThreadId,
+) -> Result<html::RunStarts, runcore::store::StoreError> {
+    let mut starts = Vec::new();
+    let mut imported: Option<(String, usize)> = None;
+    shapes::for_each_event_page(
+        store,
+        &EventScope::Thread(thread.clone()),
+        None,
+        None,
+        |page| {
+            for event in page {
+                let number = |key: &str| {
+                    event
+                        .payload
+                        .get(key)
+                        .and_then(Value::as_u64)
+                        .and_then(|n| usize::try_from(n).ok())
+                };
+                match event.kind.as_str() {
+                    "run_started" => {
+                        if let Some(at) = number("transcript_start") {
+                            starts.push((at, event.run_id.to_string()));
+                        }
+                    }
+                    "imported" => {
+                        imported = Some((event.run_id.to_string(), number("count").unwrap_or(0)));
+                    }
+                    "forked_from" => {
+                        imported = None;
+                        starts.push((0, event.run_id.to_string()));
+                    }
+                    // Last in the import's commit: the transcript's length after it.
+                    "commit_clock" => {
+                        if let Some((run, count)) = imported.take()
+                            && run == event.run_id.as_str()
+                        {
+                            let len = number("transcript_len").unwrap_or(0);
+                            starts.push((len.saturating_sub(count), run));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Ok::<(), runcore::store::StoreError>(())
+        },
+    )?;
+    Ok(starts)
 }
 
 /// `show`'s view of a thread, where each of its runs starts in the transcript, and its spans
@@ -384,26 +491,7 @@ fn thread_with_starts(
 > {
     let view = shapes::show(store, thread)?;
     let forks = shapes::forks_of(store, thread)?;
-    let mut starts = Vec::new();
-    shapes::for_each_event_page(
-        store,
-        &EventScope::Thread(thread.clone()),
-        None,
-        None,
-        |page| {
-            for event in page.iter().filter(|e| e.kind == "run_started") {
-                if let Some(at) = event
-                    .payload
-                    .get("transcript_start")
-                    .and_then(Value::as_u64)
-                    .and_then(|n| usize::try_from(n).ok())
-                {
-                    starts.push((at, event.run_id.to_string()));
-                }
-            }
-            Ok::<(), runcore::store::StoreError>(())
-        },
-    )?;
+    let starts = run_starts(store, thread)?;
     let options = runcore_traces::TraceOptions::default();
     let spans = match runcore_traces::spans_from_store(store, thread, None, &options) {
         Ok(spans) => spans,
@@ -414,22 +502,79 @@ fn thread_with_starts(
     Ok((view, starts, spans, forks))
 }
 
-async fn thread_page<S>(State(state): State<AppState<S>>, Path(thread_id): Path<String>) -> Response
+/// A thread the store knows nothing of: no commit and no live claim (a claim on a thread
+/// with no commit yet is shown).
+fn unknown(view: &shapes::ThreadView) -> bool {
+    view.version == 0 && view.claim.is_none()
+}
+
+/// 404 for a thread the store knows nothing of (issue 43: it was 200 with an empty thread).
+fn not_found(thread: &ThreadId) -> Failure {
+    Failure::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!(
+            "thread {:?} has no commit and no live claim in this store",
+            thread.as_str()
+        ),
+    )
+}
+
+/// The `from` and `limit` of a thread page's query (`?from=&limit=`, message indexes).
+fn page_query(query: &BTreeMap<String, String>) -> Result<PageQuery, Failure> {
+    let number = |name: &str| -> Result<Option<usize>, Failure> {
+        match query.get(name).map(String::as_str) {
+            None | Some("") => Ok(None),
+            Some(text) => text.parse().map(Some).map_err(|_| {
+                Failure::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_query",
+                    format!("{name} must be a whole number, not {text:?}"),
+                )
+            }),
+        }
+    };
+    Ok(PageQuery {
+        from: number("from")?,
+        limit: number("limit")?,
+    })
+}
+
+async fn thread_page<S>(
+    State(state): State<AppState<S>>,
+    Path(thread_id): Path<String>,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Response
 where
     S: runcore::store::Store + Send + 'static,
 {
+    let query = match page_query(&query) {
+        Ok(query) => query,
+        Err(f) => return f.page(&state.store_label),
+    };
     let thread = ThreadId::new(thread_id);
     let title = format!("Thread {thread}");
     match with_store(&state, move |s| thread_with_starts(&*s, &thread)).await {
-        Ok(Ok((view, starts, spans, forks))) => page_response(
-            StatusCode::OK,
-            html::layout(
-                &title,
-                Section::Threads,
-                &state.store_label,
-                &html::thread_page(&view, &starts, &spans, &forks, shapes::wall_clock_ms()),
-            ),
-        ),
+        Ok(Ok((view, ..))) if unknown(&view) => not_found(&view.thread_id).page(&state.store_label),
+        Ok(Ok((view, starts, spans, forks))) => {
+            let page = PageInfo::of(query, view.messages.len(), view.runs.len());
+            page_response(
+                StatusCode::OK,
+                html::layout(
+                    &title,
+                    Section::Threads,
+                    &state.store_label,
+                    &html::thread_page(
+                        &view,
+                        &page,
+                        &starts,
+                        &spans,
+                        &forks,
+                        shapes::wall_clock_ms(),
+                    ),
+                ),
+            )
+        }
         Ok(Err(e)) => Failure::store(&e).page(&state.store_label),
         Err(f) => f.page(&state.store_label),
     }
@@ -539,7 +684,7 @@ where
                 "Events",
                 Section::Events,
                 &state.store_label,
-                &html::events_page(&events, &query),
+                &html::events_page(&events, &query, shapes::wall_clock_ms()),
             ),
         ),
         Err(f) => f.page(&state.store_label),
@@ -557,12 +702,28 @@ where
     }
 }
 
-async fn api_thread<S>(State(state): State<AppState<S>>, Path(thread_id): Path<String>) -> Response
+/// `show --json`'s shape for one page of the thread (see [`crate::page`]): `messages` and
+/// `runs` cut to the window, and `"page"` saying where it is.
+async fn api_thread<S>(
+    State(state): State<AppState<S>>,
+    Path(thread_id): Path<String>,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Response
 where
     S: runcore::store::Store + Send + 'static,
 {
+    let query = match page_query(&query) {
+        Ok(query) => query,
+        Err(f) => return f.json(),
+    };
     let thread = ThreadId::new(thread_id);
-    match with_store(&state, move |s| shapes::show(&*s, &thread)).await {
+    let read = move |s: &mut S| {
+        let view = shapes::show(&*s, &thread)?;
+        let starts = run_starts(&*s, &thread)?;
+        Ok::<_, runcore::store::StoreError>(page::thread_page(view, &starts, query))
+    };
+    match with_store(&state, read).await {
+        Ok(Ok(page)) if unknown(&page.view) => not_found(&page.view.thread_id).json(),
         Ok(Ok(view)) => json_response(StatusCode::OK, &view),
         Ok(Err(e)) => Failure::store(&e).json(),
         Err(f) => f.json(),

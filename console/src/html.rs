@@ -5,6 +5,7 @@
 //! pages load one small script of our own (`/console.js`: polling refresh and the token box)
 //! and one style sheet; the response's Content-Security-Policy allows nothing else.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use runcore::store::EventRecord;
@@ -12,6 +13,7 @@ use runcore::{ResumeTicket, RunState};
 use runcore_traces::{AttributeValue, Span, SpanStatus};
 use serde_json::Value;
 
+use crate::page::PageInfo;
 use crate::shapes::{ThreadLine, ThreadView};
 use crate::time::time_html;
 
@@ -138,16 +140,85 @@ fn state_badge(state: &RunState) -> String {
     )
 }
 
-/// The thread list.
-pub fn threads_page(lines: &[ThreadLine], now_ms: u64) -> String {
+/// What the thread list shows: the threads waiting for a person, one page of the rest, and
+/// where the page is.
+#[derive(Debug)]
+pub struct ThreadList<'a> {
+    /// Threads with a run waiting for a person (shown first: they need someone).
+    pub waiting: &'a [&'a ThreadLine],
+    /// The page's threads, in id order.
+    pub page: &'a [&'a ThreadLine],
+    /// How many threads match the search.
+    pub total: usize,
+    /// The search (`?q=`), empty for none.
+    pub search: &'a str,
+    /// Whether this is a later page (a link back to the first).
+    pub first: bool,
+    /// The `after` of the next page, if any.
+    pub next: Option<&'a str>,
+}
+
+/// The thread list: a search box, the threads waiting for a person, then one page of threads
+/// with their version, latest run, state and live claim.
+pub fn threads_page(list: &ThreadList<'_>, now_ms: u64) -> String {
     let mut body = String::from("<h1>Threads</h1>\n");
-    if lines.is_empty() {
-        body.push_str("<p class=\"empty\">No threads in this store.</p>\n");
+    let _ = writeln!(
+        body,
+        r#"<form method="get" action="/" class="search"><input type="search" name="q" value="{q}" placeholder="thread id contains…" aria-label="search threads"><button type="submit">Search</button></form>"#,
+        q = escape(list.search)
+    );
+    if list.total == 0 {
+        let text = if list.search.is_empty() {
+            "No threads in this store.".to_owned()
+        } else {
+            format!("No thread id contains {:?}.", list.search)
+        };
+        let _ = writeln!(body, "<p class=\"empty\">{}</p>", escape(&text));
         return body;
     }
-    body.push_str(
-        "<table class=\"list\"><thead><tr><th>Thread</th><th>Version</th><th>Latest run</th>\
-         <th>State</th><th>Claim</th></tr></thead><tbody>\n",
+    if !list.waiting.is_empty() {
+        body.push_str("<h2>Waiting for a person</h2>\n");
+        body.push_str(&threads_table(list.waiting, now_ms, "waiting"));
+    }
+    let _ = writeln!(
+        body,
+        "<h2>All threads</h2>\n<p class=\"meta\">{} threads{}</p>",
+        list.total,
+        if list.search.is_empty() {
+            String::new()
+        } else {
+            format!(" matching <code>{}</code>", escape(list.search))
+        }
+    );
+    body.push_str(&threads_table(list.page, now_ms, "threads"));
+    let query = if list.search.is_empty() {
+        String::new()
+    } else {
+        format!("q={}&amp;", path_segment(list.search))
+    };
+    let mut links = Vec::new();
+    if list.first {
+        links.push(format!(
+            r#"<a href="/?{}">first page</a>"#,
+            query.trim_end_matches("&amp;")
+        ));
+    }
+    if let Some(next) = list.next {
+        links.push(format!(
+            r#"<a href="/?{query}after={}" rel="next">next page →</a>"#,
+            path_segment(next)
+        ));
+    }
+    if !links.is_empty() {
+        let _ = writeln!(body, "<nav class=\"pager\">{}</nav>", links.join(" · "));
+    }
+    body
+}
+
+fn threads_table(lines: &[&ThreadLine], now_ms: u64, id: &str) -> String {
+    let mut body = format!(
+        "<table class=\"list threads\" id=\"{id}\"><thead><tr><th>Thread</th><th>Version</th><th>Latest run</th>\
+         <th>State</th><th>Claim</th></tr></thead><tbody>\n"
     );
     for line in lines {
         let (run, state) = match &line.latest_run {
@@ -213,22 +284,24 @@ fn claim_html(claim: Option<&crate::shapes::ClaimView>, now_ms: u64) -> String {
     }
 }
 
-/// Where each run's messages start in the transcript: `(message index, run id)`.
-pub type RunStarts = Vec<(usize, String)>;
+pub use crate::page::RunStarts;
 
 /// One thread: its live claim, its runs with a timeline of each, who decided each
 /// permission, its transcript with each tool call beside its result, where the model context
 /// starts (and the compaction summary that stands for what comes before), and its pending
-/// tickets. `spans` are the thread's spans derived from its commits (SPEC §14); `now_ms` is
-/// the server's clock, for "3 min ago".
+/// tickets — one window of it, `page` (see [`crate::page`]): the window's messages, the runs
+/// they belong to, and those runs' spans. `spans` are the thread's spans derived from its
+/// commits (SPEC §14); `now_ms` is the server's clock, for "3 min ago".
 pub fn thread_page(
     view: &ThreadView,
+    page: &PageInfo,
     run_starts: &RunStarts,
     spans: &[Span],
     forks: &[runcore::host::Forked],
     now_ms: u64,
 ) -> String {
     let context_start = view.context_start;
+    let on_page = crate::page::runs_on_page(run_starts, page);
     let mut body = format!(
         "<h1>Thread <code>{}</code></h1>\n<p class=\"meta\">version {} · {} runs · {} messages · {}</p>\n",
         escape(view.thread_id.as_str()),
@@ -248,10 +321,17 @@ pub fn thread_page(
             body.push_str(&ticket_card(ticket, now_ms));
         }
     }
-    body.push_str(&timelines(spans, now_ms));
-    body.push_str(&decisions(spans));
+    let pager = pager(view.thread_id.as_str(), page);
+    body.push_str(&pager);
+    let spans: Vec<Span> = crate::page::spans_on_page(spans.to_vec(), &on_page);
+    body.push_str(&timelines(&spans, now_ms));
+    body.push_str(&decisions(&spans));
     body.push_str("<h2>Runs</h2>\n<table class=\"list\" id=\"runs\"><thead><tr><th>Run</th><th>State / end cause</th></tr></thead><tbody>\n");
-    for run in &view.runs {
+    for run in view
+        .runs
+        .iter()
+        .filter(|run| on_page.contains(run.id.as_str()))
+    {
         let _ = writeln!(
             body,
             r#"<tr><td data-label="Run"><a href="/events?run={href}">{run}</a></td><td data-label="State">{state}</td></tr>"#,
@@ -260,15 +340,30 @@ pub fn thread_page(
             state = state_badge(&run.state),
         );
     }
-    body.push_str("</tbody></table>\n<h2>Transcript</h2>\n<ol class=\"transcript\" start=\"0\">\n");
+    let (from, to) = (page.from, page.to());
+    let _ = writeln!(
+        body,
+        "</tbody></table>\n<h2>Transcript</h2>\n<ol class=\"transcript\" start=\"{from}\">"
+    );
+    // Only the window's messages are turned into JSON values (and a tool call's result,
+    // which may lie past the window); the results are found by one map over the transcript.
     let messages: Vec<Value> = view
         .messages
+        .get(from..to)
+        .unwrap_or_default()
         .iter()
         .map(|m| serde_json::to_value(m).unwrap_or(Value::Null))
         .collect();
+    let mut result_of: BTreeMap<&str, usize> = BTreeMap::new();
+    for (at, message) in view.messages.iter().enumerate() {
+        if let runcore::Message::ToolResult(result) = message {
+            result_of.entry(result.call_id.as_str()).or_insert(at);
+        }
+    }
     // Tool results shown beside their call are not shown again on their own.
     let mut paired = vec![false; messages.len()];
-    for (i, message) in messages.iter().enumerate() {
+    for (k, message) in messages.iter().enumerate() {
+        let i = from + k;
         if i == context_start {
             let _ = writeln!(
                 body,
@@ -289,7 +384,7 @@ pub fn thread_page(
                 escape(run)
             );
         }
-        if paired.get(i).copied().unwrap_or(false) {
+        if paired.get(k).copied().unwrap_or(false) {
             continue;
         }
         let role = message.get("role").and_then(Value::as_str).unwrap_or("?");
@@ -312,24 +407,47 @@ pub fn thread_page(
                 }
                 Some("tool_call") => {
                     let id = block.get("id").and_then(Value::as_str).unwrap_or("");
-                    let result = messages.iter().enumerate().skip(i + 1).find(|(_, m)| {
-                        m.get("role").and_then(Value::as_str) == Some("tool_result")
-                            && m.get("call_id").and_then(Value::as_str) == Some(id)
-                    });
+                    let result = result_of
+                        .get(id)
+                        .copied()
+                        .filter(|at| *at > i)
+                        .and_then(|at| Some((at, view.messages.get(at)?)));
                     body.push_str("<div class=\"pair\">");
                     body.push_str(&call_box(block));
                     match result {
                         Some((at, result)) => {
-                            if let Some(slot) = paired.get_mut(at) {
+                            if let Some(slot) = at.checked_sub(from).and_then(|k| paired.get_mut(k))
+                            {
                                 *slot = true;
                             }
-                            body.push_str(&result_box(result, Some(at)));
+                            let result = serde_json::to_value(result).unwrap_or(Value::Null);
+                            body.push_str(&result_box(&result, Some(at)));
                         }
                         None => body.push_str(
                             "<div class=\"result open\"><div class=\"label\">no result committed yet</div></div>",
                         ),
                     }
                     body.push_str("</div>");
+                }
+                // Reasoning as text; its signature (opaque, for the provider) is not shown
+                // (issue 43: the block showed as raw JSON, signature and all).
+                Some("thinking") => {
+                    let text = block.get("thinking").and_then(Value::as_str).unwrap_or("");
+                    let _ = write!(
+                        body,
+                        "<div class=\"thinking\"><div class=\"label\">thinking</div><div class=\"text\">{}</div></div>",
+                        escape(text)
+                    );
+                }
+                Some("redacted_thinking") => {
+                    let size = block
+                        .get("data")
+                        .and_then(Value::as_str)
+                        .map_or(0, str::len);
+                    let _ = write!(
+                        body,
+                        "<div class=\"thinking redacted\"><div class=\"label\">redacted thinking ({size} bytes, encrypted by the provider)</div></div>"
+                    );
                 }
                 _ => {
                     let _ = write!(body, "<pre class=\"json\">{}</pre>", escape(&pretty(block)));
@@ -348,7 +466,7 @@ pub fn thread_page(
         }
         body.push_str("</li>\n");
     }
-    if context_start >= messages.len() {
+    if context_start >= view.messages.len() && to == view.messages.len() {
         let _ = writeln!(
             body,
             r#"<li class="marker context">model context starts here (context_start = {context_start}){summary}</li>"#,
@@ -356,7 +474,51 @@ pub fn thread_page(
         );
     }
     body.push_str("</ol>\n");
+    body.push_str(&pager);
     body
+}
+
+/// Where the page is in the transcript, with links to the pages around it.
+fn pager(thread: &str, page: &PageInfo) -> String {
+    let href = |from: usize| {
+        format!(
+            "/threads/{}?from={from}&amp;limit={}",
+            path_segment(thread),
+            page.limit
+        )
+    };
+    let mut links = Vec::new();
+    if let Some(previous) = page.previous {
+        links.push(format!(r#"<a href="{}">first</a>"#, href(0)));
+        links.push(format!(
+            r#"<a href="{}" rel="prev">← earlier</a>"#,
+            href(previous)
+        ));
+    }
+    if let Some(next) = page.next {
+        links.push(format!(
+            r#"<a href="{}" rel="next">later →</a>"#,
+            href(next)
+        ));
+        links.push(format!(
+            r#"<a href="/threads/{}">latest</a>"#,
+            path_segment(thread)
+        ));
+    }
+    let shown = if page.total == 0 {
+        "no messages".to_owned()
+    } else {
+        format!(
+            "messages {}–{} of {}",
+            page.from,
+            page.to().saturating_sub(1),
+            page.total
+        )
+    };
+    format!(
+        "<nav class=\"pager\"><span class=\"meta\">{shown}</span> {}</nav>\n",
+        links.join(" · ")
+    )
 }
 
 /// The latest compaction's summary: what the model sees instead of the messages before the
@@ -408,13 +570,40 @@ fn timelines(spans: &[Span], now_ms: u64) -> String {
         return out;
     }
     out.push_str("<h2>Timeline</h2>\n");
+    // Each run's children, in one pass (not one scan of every span per run).
+    let mut children_of: BTreeMap<&str, Vec<&Span>> = BTreeMap::new();
+    for span in spans {
+        if let Some(parent) = span.parent_span_id.as_deref() {
+            children_of.entry(parent).or_default().push(span);
+        }
+    }
     for root in roots {
-        let children: Vec<&Span> = spans
-            .iter()
-            .filter(|s| s.parent_span_id.as_deref() == Some(root.span_id.as_str()))
-            .collect();
+        let mut children = children_of
+            .remove(root.span_id.as_str())
+            .unwrap_or_default();
+        // A bounded drawing: the first rows, and how many were left out.
+        let left_out = children
+            .len()
+            .saturating_sub(crate::page::TIMELINE_ROWS.saturating_sub(1));
+        children.truncate(crate::page::TIMELINE_ROWS.saturating_sub(1));
         let start = root.start_ms;
-        let total = root.end_ms.saturating_sub(start).max(1);
+        // A wait still open runs up to now (issue 43: it was a 0 ms sliver at its start); the
+        // run's axis reaches it. Spans are derived from commits alone, so this is the page's.
+        let open = |span: &Span| {
+            span.attributes.get("runcore.await.open") == Some(&AttributeValue::Bool(true))
+        };
+        let end_of = |span: &Span| {
+            if open(span) {
+                span.end_ms.max(now_ms)
+            } else {
+                span.end_ms
+            }
+        };
+        let run_end = children
+            .iter()
+            .map(|span| end_of(span))
+            .fold(root.end_ms, u64::max);
+        let total = run_end.saturating_sub(start).max(1);
         let plot = TIMELINE_WIDTH - LABEL_WIDTH - 10;
         // In u128: a span of any length (committed times are host data) cannot overflow.
         let x = |ms: u64| {
@@ -427,15 +616,17 @@ fn timelines(spans: &[Span], now_ms: u64) -> String {
         let run_id = string_attribute(root, "runcore.run.id").unwrap_or("");
         let _ = write!(
             out,
-            r#"<figure class="timeline"><figcaption>run <code>{run}</code> · started {started} · {total} ms</figcaption><svg viewBox="0 0 {TIMELINE_WIDTH} {height}" width="100%" role="img" aria-label="timeline of run {run}">"#,
+            r#"<figure class="timeline"><figcaption>run <code>{run}</code> · started {started} · {took}</figcaption><svg viewBox="0 0 {TIMELINE_WIDTH} {height}" width="100%" role="img" aria-label="timeline of run {run}">"#,
             run = escape(run_id),
             started = time_html(start, now_ms),
+            took = crate::time::duration(total),
         );
         let all = std::iter::once(root).chain(children.iter().copied());
         for (row, span) in all.enumerate() {
             let y = row as u64 * ROW_HEIGHT + 4;
             let left = x(span.start_ms);
-            let width = x(span.end_ms).saturating_sub(left).max(2);
+            let end = if row == 0 { run_end } else { end_of(span) };
+            let width = x(end).saturating_sub(left).max(2);
             let op = string_attribute(span, "gen_ai.operation.name").unwrap_or("");
             let mut class = match op {
                 "chat" => "bar chat",
@@ -454,6 +645,9 @@ fn timelines(spans: &[Span], now_ms: u64) -> String {
             if let Some(error) = string_attribute(span, "error.type") {
                 let _ = write!(note, " · {error}");
             }
+            if open(span) {
+                note.push_str(" · still waiting");
+            }
             let _ = write!(
                 out,
                 r#"<g class="{class}"><title>{name}: {from}–{to} ms ({took} ms){note}</title><text x="4" y="{ty}">{name}</text><rect x="{left}" y="{y}" width="{width}" height="{h}" rx="2"></rect></g>"#,
@@ -467,10 +661,18 @@ fn timelines(spans: &[Span], now_ms: u64) -> String {
             );
         }
         let axis_y = rows * ROW_HEIGHT + 14;
+        let more = if left_out > 0 {
+            format!(
+                r#"<figcaption class="meta">{left_out} more spans of this run are not drawn (<code>runcore trace</code> lists them all)</figcaption>"#
+            )
+        } else {
+            String::new()
+        };
         let _ = write!(
             out,
-            r#"<text class="axis" x="{LABEL_WIDTH}" y="{axis_y}">0 ms</text><text class="axis end" x="{end}" y="{axis_y}">{total} ms</text></svg></figure>"#,
+            r#"<text class="axis" x="{LABEL_WIDTH}" y="{axis_y}">0 ms</text><text class="axis end" x="{end}" y="{axis_y}">{took}</text></svg>{more}</figure>"#,
             end = TIMELINE_WIDTH - 10,
+            took = crate::time::duration(total),
         );
         out.push('\n');
     }
@@ -491,10 +693,11 @@ fn decisions(spans: &[Span]) -> String {
     if decided.is_empty() {
         return String::new();
     }
+    let left_out = decided.len().saturating_sub(crate::page::MAX_DECISIONS);
     let mut out = String::from(
         "<h2>Decisions</h2>\n<table class=\"list decisions\"><thead><tr><th>Tool call</th><th>Decision</th><th>By</th><th>When</th><th>Note / reason</th></tr></thead><tbody>\n",
     );
-    for span in decided {
+    for span in decided.into_iter().take(crate::page::MAX_DECISIONS) {
         let decision = string_attribute(span, "runcore.decision").unwrap_or("");
         let text = string_attribute(span, "runcore.decision.note")
             .or_else(|| string_attribute(span, "runcore.decision.reason"))
@@ -502,7 +705,7 @@ fn decisions(spans: &[Span]) -> String {
         let at = span.events.first().map_or(span.end_ms, |e| e.time_ms);
         let _ = writeln!(
             out,
-            r#"<tr><td data-label="Tool call"><b>{tool}</b> <code>{call}</code></td><td data-label="Decision"><span class="badge {cls}">{decision}</span></td><td data-label="By">{by}</td><td data-label="When"><time datetime="{iso}" data-ms="{at}" title="{at} ms since the Unix epoch">{civil}</time> (waited {waited} ms)</td><td data-label="Note / reason">{text}</td></tr>"#,
+            r#"<tr><td data-label="Tool call"><b>{tool}</b> <code>{call}</code></td><td data-label="Decision"><span class="badge {cls}">{decision}</span></td><td data-label="By">{by}</td><td data-label="When"><time datetime="{iso}" data-ms="{at}" title="{at} ms since the Unix epoch">{civil}</time> (waited {waited})</td><td data-label="Note / reason">{text}</td></tr>"#,
             tool = escape(string_attribute(span, "gen_ai.tool.name").unwrap_or("")),
             call = escape(string_attribute(span, "gen_ai.tool.call.id").unwrap_or("")),
             by = match string_attribute(span, "runcore.decision.by") {
@@ -515,11 +718,17 @@ fn decisions(spans: &[Span]) -> String {
             civil = crate::time::iso_utc(at)
                 .replace('T', " ")
                 .replace('Z', " UTC"),
-            waited = span.end_ms.saturating_sub(span.start_ms),
+            waited = crate::time::duration(span.end_ms.saturating_sub(span.start_ms)),
             text = escape(text),
         );
     }
     out.push_str("</tbody></table>\n");
+    if left_out > 0 {
+        let _ = writeln!(
+            out,
+            r#"<p class="meta">{left_out} more decisions of these runs are not listed.</p>"#
+        );
+    }
     out
 }
 
@@ -644,9 +853,16 @@ fn ticket_card(ticket: &ResumeTicket, now_ms: u64) -> String {
     }
     if is_permission(ticket) {
         let action = format!("/runs/{}/decision", path_segment(ticket.run_id.as_str()));
+        // Past its deadline an answer is refused (409 `expired`): the buttons say so rather
+        // than invite a click that cannot work.
+        let off = if expired {
+            r#" disabled title="the deadline has passed""#
+        } else {
+            ""
+        };
         let _ = write!(
             card,
-            r#"<div class="decide"><form method="post" action="{action}" class="decision"><input type="hidden" name="decision" value="allow"><input type="hidden" name="token" value=""><input type="text" name="note" placeholder="note (optional)"><button type="submit" class="approve">Approve</button></form><form method="post" action="{action}" class="decision"><input type="hidden" name="decision" value="deny"><input type="hidden" name="token" value=""><input type="text" name="reason" placeholder="reason (optional)"><button type="submit" class="deny">Deny</button></form></div>"#
+            r#"<div class="decide"><form method="post" action="{action}" class="decision"><input type="hidden" name="decision" value="allow"><input type="hidden" name="token" value=""><input type="text" name="note" placeholder="note (optional)"{off}><button type="submit" class="approve"{off}>Approve</button></form><form method="post" action="{action}" class="decision"><input type="hidden" name="decision" value="deny"><input type="hidden" name="token" value=""><input type="text" name="reason" placeholder="reason (optional)"{off}><button type="submit" class="deny"{off}>Deny</button></form></div>"#
         );
     } else {
         card.push_str("<p class=\"meta\">Not a permission: answer it from the host (a <code>resume_ticket</code> line to <code>runcore drive --store</code>).</p>");
@@ -706,7 +922,9 @@ impl EventsQuery {
 }
 
 /// One page of audit events, with a link to the next.
-pub fn events_page(events: &[EventRecord], query: &EventsQuery) -> String {
+/// The audit events of `query`, one row each; an event whose payload carries the agent's
+/// clock (`now_ms`) shows it as a time (`now_ms`: the server's clock, for "3 min ago").
+pub fn events_page(events: &[EventRecord], query: &EventsQuery, now_ms: u64) -> String {
     let mut body = String::from("<h1>Events</h1>\n");
     let scope = match (&query.thread, &query.run) {
         (Some(thread), _) => format!("thread <code>{}</code>", escape(thread)),
@@ -722,11 +940,17 @@ pub fn events_page(events: &[EventRecord], query: &EventsQuery) -> String {
     if events.is_empty() {
         body.push_str("<p class=\"empty\">No more events.</p>\n");
     } else {
-        body.push_str("<table class=\"list events\"><thead><tr><th>#</th><th>Commit</th><th>Thread</th><th>Run</th><th>Kind</th><th>Payload</th></tr></thead><tbody>\n");
+        body.push_str("<table class=\"list events\"><thead><tr><th>#</th><th>Commit</th><th>Thread</th><th>Run</th><th>Kind</th><th>When</th><th>Payload</th></tr></thead><tbody>\n");
         for event in events {
+            // issue 43: the agent's clock was only in the payload, as raw ms.
+            let when = event
+                .payload
+                .get("now_ms")
+                .and_then(Value::as_u64)
+                .map_or_else(|| "–".to_owned(), |ms| time_html(ms, now_ms));
             let _ = writeln!(
                 body,
-                r##"<tr><td data-label="Seq">{seq}</td><td data-label="Commit">{commit}</td><td data-label="Thread"><a href="/threads/{thread_href}">{thread}</a></td><td data-label="Run"><a href="/events?run={run_href}">{run}</a></td><td data-label="Kind">{kind}</td><td data-label="Payload"><pre class="json">{payload}</pre></td></tr>"##,
+                r##"<tr><td data-label="Seq">{seq}</td><td data-label="Commit">{commit}</td><td data-label="Thread"><a href="/threads/{thread_href}">{thread}</a></td><td data-label="Run"><a href="/events?run={run_href}">{run}</a></td><td data-label="Kind">{kind}</td><td data-label="When">{when}</td><td data-label="Payload"><pre class="json">{payload}</pre></td></tr>"##,
                 seq = event.sequence,
                 commit = event.commit_sequence,
                 thread_href = path_segment(event.thread_id.as_str()),
@@ -826,5 +1050,68 @@ mod tests {
         assert!(html.contains("run <code>&lt;r&gt;</code>"), "{html}");
         assert_eq!(html.matches("<rect").count(), 3);
         assert!(timelines(&[], 0).is_empty());
+    }
+
+    #[test]
+    fn thinking_shows_as_text_without_its_signature() {
+        let answer: runcore::Message = serde_json::from_value(serde_json::json!({
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "Let me <check>.", "signature": "SIG-opaque-123"},
+                {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"},
+                {"type": "text", "text": "Done."}
+            ],
+            "stop_reason": "stop"
+        }))
+        .expect("a message");
+        let view = ThreadView {
+            thread_id: runcore::ThreadId::new("t"),
+            version: 1,
+            messages: vec![runcore::Message::user("hi"), answer],
+            context_start: 0,
+            summary: None,
+            runs: Vec::new(),
+            tickets: Vec::new(),
+            claim: None,
+            forked_from: None,
+        };
+        let page = PageInfo::of(crate::page::PageQuery::default(), 2, 0);
+        let html = thread_page(&view, &page, &Vec::new(), &[], &[], 0);
+        assert!(html.contains("Let me &lt;check&gt;."), "{html}");
+        assert!(
+            html.contains("<div class=\"label\">thinking</div>"),
+            "{html}"
+        );
+        assert!(!html.contains("SIG-opaque-123"), "{html}");
+        assert!(html.contains("redacted thinking (12 bytes"), "{html}");
+        assert!(!html.contains("ZW5jcnlwdGVk"), "{html}");
+    }
+
+    #[test]
+    fn an_open_wait_runs_up_to_now() {
+        // The run's span and its open wait end at the Awaiting commit (1,000); it is 61,000.
+        let mut wait = span("w", Some("a"), "await deploy", 1_000, 1_000);
+        wait.attributes
+            .insert("runcore.await.open".into(), true.into());
+        let chat = span("c", Some("a"), "chat", 0, 1_000);
+        let spans = [span("a", None, "invoke_agent", 0, 1_000), chat, wait];
+        let html = timelines(&spans, 61_000);
+        let widths: Vec<u64> = html
+            .match_indices("width=\"")
+            .skip(1) // the svg's own width="100%"
+            .filter_map(|(at, found)| {
+                let rest = &html[at + found.len()..];
+                rest[..rest.find('"')?].parse().ok()
+            })
+            .collect();
+        // Before: the wait was a 2-unit sliver. Now it spans from its start to now: almost the
+        // whole plot, as does the run; the chat ends at 1,000 of 61,000.
+        let [run, chat, wait] = widths.as_slice() else {
+            panic!("{widths:?} in {html}");
+        };
+        assert!(*wait > 500 && *run > 500, "{widths:?}");
+        assert!(*chat < 20, "{widths:?}");
+        assert!(html.contains("still waiting"), "{html}");
+        assert!(html.contains(">1 min 1 s</text>"), "{html}");
     }
 }

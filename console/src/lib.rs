@@ -22,6 +22,7 @@ use std::net::SocketAddr;
 
 mod api;
 pub mod html;
+pub mod page;
 pub mod shapes;
 pub mod time;
 mod token;

@@ -62,6 +62,34 @@ pub fn relative(ms: u64, now_ms: u64) -> String {
     }
 }
 
+/// A duration for people: `850 ms`, `2.5 s`, `2 min 21 s`, `1 h 5 min`, `3 d 4 h` (the
+/// raw milliseconds stay in the tooltips).
+pub fn duration(ms: u64) -> String {
+    let secs = ms / 1000;
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if secs < 10 {
+        format!("{}.{} s", secs, (ms % 1000) / 100)
+    } else if secs < 60 {
+        format!("{secs} s")
+    } else if secs < 3600 {
+        match secs % 60 {
+            0 => format!("{} min", secs / 60),
+            rest => format!("{} min {rest} s", secs / 60),
+        }
+    } else if secs < 86_400 {
+        match (secs % 3600) / 60 {
+            0 => format!("{} h", secs / 3600),
+            rest => format!("{} h {rest} min", secs / 3600),
+        }
+    } else {
+        match (secs % 86_400) / 3600 {
+            0 => format!("{} d", secs / 86_400),
+            rest => format!("{} d {rest} h", secs / 86_400),
+        }
+    }
+}
+
 /// `ms` as a `<time>` element: UTC and relative text, the raw value on hover.
 pub fn time_html(ms: u64, now_ms: u64) -> String {
     let iso = iso_utc(ms);
@@ -78,6 +106,19 @@ pub fn time_html(ms: u64, now_ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(duration(0), "0 ms");
+        assert_eq!(duration(850), "850 ms");
+        assert_eq!(duration(2_540), "2.5 s");
+        assert_eq!(duration(42_000), "42 s");
+        assert_eq!(duration(141_599), "2 min 21 s");
+        assert_eq!(duration(120_000), "2 min");
+        assert_eq!(duration(3_900_000), "1 h 5 min");
+        assert_eq!(duration(3 * 86_400_000 + 4 * 3_600_000), "3 d 4 h");
+        assert_eq!(duration(u64::MAX), "213503982334 d 14 h");
+    }
 
     #[test]
     fn civil_times_and_relative_ones() {

@@ -18,8 +18,9 @@ use crate::span::{AttributeValue, Attributes, Span, SpanEvent, SpanKind, SpanSta
 pub struct TraceOptions {
     /// `gen_ai.agent.name`; the run span is then named `invoke_agent {agent}`.
     pub agent_name: Option<String>,
-    /// `gen_ai.provider.name` (`anthropic`, `openai`, …): the commits do not name the
-    /// provider, only the model that answered.
+    /// `gen_ai.provider.name` (`anthropic`, `openai`, `aws.bedrock`, …) of every span. When
+    /// `None`, each run's spans take the provider its answers' `meta.codec.api` names (what
+    /// the runcore codecs write, SPEC §2.1); answers without it leave the attribute out.
     pub provider: Option<String>,
     /// Put message content in spans (`gen_ai.input.messages`, `gen_ai.output.messages`,
     /// `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`). Off by default: content may
@@ -80,23 +81,16 @@ pub fn spans_from_store(
     options: &TraceOptions,
 ) -> Result<Vec<Span>, TraceError> {
     let facts = ThreadFacts::read(reader, thread)?;
-    let spans = derive_spans_of(&facts, options);
-    match run {
-        None => Ok(spans),
-        Some(run_id) => {
-            if facts.run(run_id).is_none() {
-                return Err(TraceError::UnknownRun {
-                    thread_id: thread.clone(),
-                    run_id: run_id.clone(),
-                });
-            }
-            let trace_id = trace_id(thread, run_id);
-            Ok(spans
-                .into_iter()
-                .filter(|span| span.trace_id == trace_id)
-                .collect())
-        }
+    if let Some(run_id) = run
+        && facts.run(run_id).is_none()
+    {
+        return Err(TraceError::UnknownRun {
+            thread_id: thread.clone(),
+            run_id: run_id.clone(),
+        });
     }
+    // Only the run asked for is derived (`drive --otlp` asks for each run as it ends).
+    Ok(derive(thread, &facts.messages, &facts, options, run))
 }
 
 /// Every span of `thread` read straight from a store ([`spans_from_store`] without a run
@@ -128,27 +122,31 @@ pub fn derive_spans(
         None,
         events.iter().cloned(),
     );
-    derive(thread, messages, &facts, options)
+    derive(thread, messages, &facts, options, None)
 }
 
 /// The spans of a thread's committed history ([`ThreadFacts`]): runs in the order they first
 /// committed; within a run, its span first, then its model steps, tool calls and waits in
 /// commit order. Pure: the same facts give the same spans, byte for byte.
 pub fn derive_spans_of(facts: &ThreadFacts, options: &TraceOptions) -> Vec<Span> {
-    derive(&facts.thread_id, &facts.messages, facts, options)
+    derive(&facts.thread_id, &facts.messages, facts, options, None)
 }
 
-/// The spans of `facts`' runs over `messages`.
+/// The spans of `facts`' runs over `messages`; of the run `only` when given.
 fn derive(
     thread: &ThreadId,
     messages: &[Message],
     facts: &ThreadFacts,
     options: &TraceOptions,
+    only: Option<&RunId>,
 ) -> Vec<Span> {
     let runs = &facts.runs;
     let compactions = compactions(facts);
     let mut spans = Vec::new();
     for (index, run) in runs.iter().enumerate() {
+        if only.is_some_and(|only| *only != run.run_id) {
+            continue;
+        }
         let next_start = runs.get(index + 1).and_then(|next| next.transcript_start);
         RunTrace::new(thread, run, messages, next_start, &compactions, options).push(&mut spans);
     }
@@ -163,7 +161,7 @@ pub fn trace_id(thread: &ThreadId, run: &RunId) -> String {
 /// `len` hex digits of SHA-256 over `parts`, each length-prefixed so no two part lists
 /// collide.
 fn hashed(parts: &[&str], len: usize) -> String {
-    let mut bytes = Vec::new();
+    let mut bytes = Vec::with_capacity(parts.iter().map(|part| part.len() + 8).sum());
     for part in parts {
         bytes.extend_from_slice(&(part.len() as u64).to_be_bytes());
         bytes.extend_from_slice(part.as_bytes());
@@ -175,6 +173,13 @@ fn hashed(parts: &[&str], len: usize) -> String {
 
 // ----- committed facts, grouped -------------------------------------------------------------
 
+/// The audit kind of an import's fact, `imported {count, now_ms}` (SPEC §8.10); a fork's
+/// first commit carries it too.
+const IMPORTED: &str = "imported";
+
+/// The audit kind of a fork's fact, `forked_from {thread_id, version}` (SPEC §8.10).
+const FORKED_FROM: &str = "forked_from";
+
 /// What the derivation asks of one commit of [`ThreadFacts`].
 trait CommitView {
     /// The best time the commit itself says: its `commit_clock`, else the latest `now_ms` of
@@ -182,6 +187,10 @@ trait CommitView {
     fn own_time(&self) -> Option<u64>;
     /// The run state it committed, and what it awaits.
     fn state(&self) -> Option<(&RunState, Option<&AwaitTarget>)>;
+    /// The `imported {count}` draft of an import or a fork (SPEC §8.10).
+    fn imported(&self) -> Option<u64>;
+    /// The `forked_from {thread_id, version}` draft of a fork's commit.
+    fn forked_from(&self) -> Option<(&str, Option<u64>)>;
 }
 
 impl CommitView for CommitFacts {
@@ -195,9 +204,39 @@ impl CommitView for CommitFacts {
                 AuditDraft::RunStarted { now_ms, .. }
                 | AuditDraft::PermissionDecided { now_ms, .. }
                 | AuditDraft::Compacted { now_ms, .. } => *now_ms,
+                // A fork's commit is the host's, without `commit_clock`: its `imported`
+                // draft carries the time.
+                AuditDraft::Custom { kind, payload } if kind == IMPORTED => {
+                    payload.get("now_ms").and_then(Value::as_u64)
+                }
                 _ => None,
             })
             .max()
+    }
+
+    /// The `imported {count}` draft of an import or a fork (SPEC §8.10): how many messages
+    /// the commit brought in without a model call.
+    fn imported(&self) -> Option<u64> {
+        self.drafts.iter().find_map(|draft| match draft {
+            AuditDraft::Custom { kind, payload } if kind == IMPORTED => {
+                Some(payload.get("count").and_then(Value::as_u64).unwrap_or(0))
+            }
+            _ => None,
+        })
+    }
+
+    /// The `forked_from {thread_id, version}` draft of a fork's commit.
+    fn forked_from(&self) -> Option<(&str, Option<u64>)> {
+        self.drafts.iter().find_map(|draft| match draft {
+            AuditDraft::Custom { kind, payload } if kind == FORKED_FROM => Some((
+                payload
+                    .get("thread_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+                payload.get("version").and_then(Value::as_u64),
+            )),
+            _ => None,
+        })
     }
 
     fn state(&self) -> Option<(&RunState, Option<&AwaitTarget>)> {
@@ -247,6 +286,12 @@ struct RunTrace<'a> {
     batch_sizes: Vec<usize>,
     /// The run's last assistant message, where a run's failure code belongs.
     last_answer: Option<usize>,
+    /// `imported {count}`: the run is an import or a fork (SPEC §8.10), whose messages were
+    /// brought in, not produced: no model call, no tool call, no token usage of its own.
+    imported: Option<u64>,
+    /// The provider the run's first decoded answer names (`meta.codec.api`, SPEC §2.1), for
+    /// its spans when [`TraceOptions::provider`] is not given.
+    provider: Option<&'static str>,
 }
 
 impl<'a> RunTrace<'a> {
@@ -274,6 +319,7 @@ impl<'a> RunTrace<'a> {
             last = at.ms;
             times.push(at);
         }
+        let imported = run.commits.iter().find_map(CommitFacts::imported);
         let start = run.transcript_start.unwrap_or(0).min(messages.len());
         let end = run
             .commits
@@ -283,6 +329,11 @@ impl<'a> RunTrace<'a> {
             .or(next_start)
             .unwrap_or(messages.len())
             .clamp(start, messages.len());
+        // An import has no `run_started`, so its range would reach back to the start of the
+        // transcript and take every earlier answer for one of its model calls (issue 42: N
+        // imports gave N(N+1)/2 chat spans). Its messages were not produced by this run: it
+        // gets no span for them, so none are visited.
+        let start = if imported.is_some() { end } else { start };
         let mut reached = Vec::with_capacity(run.commits.len());
         let mut longest = 0;
         for commit in &run.commits {
@@ -304,13 +355,20 @@ impl<'a> RunTrace<'a> {
             reached,
             batch_sizes: vec![0; run.commits.len()],
             last_answer: None,
+            imported,
+            provider: None,
         };
         // One pass over the run's messages for what each span would otherwise scan the run
         // for (a quadratic cost on long runs).
         let mut batch_sizes = vec![0; run.commits.len()];
         for index in trace.range.clone() {
             match messages.get(index) {
-                Some(Message::Assistant(_)) => trace.last_answer = Some(index),
+                Some(Message::Assistant(answer)) => {
+                    trace.last_answer = Some(index);
+                    if trace.provider.is_none() {
+                        trace.provider = provider_of(answer);
+                    }
+                }
                 Some(Message::ToolResult(result)) if result.outcome != ResultOutcome::Denied => {
                     if let Some(size) = trace
                         .commit_of(index)
@@ -389,8 +447,9 @@ impl<'a> RunTrace<'a> {
         parts.extend_from_slice(id_parts);
         let mut attributes = Attributes::new();
         attributes.insert("gen_ai.conversation.id".into(), self.thread.as_str().into());
-        if let Some(provider) = &self.options.provider {
-            attributes.insert("gen_ai.provider.name".into(), provider.as_str().into());
+        let provider = self.options.provider.as_deref().or(self.provider);
+        if let Some(provider) = provider {
+            attributes.insert("gen_ai.provider.name".into(), provider.into());
         }
         if !(start.exact && end.exact) {
             attributes.insert("runcore.time.exact".into(), false.into());
@@ -502,6 +561,16 @@ impl<'a> RunTrace<'a> {
             attributes.insert("gen_ai.agent.name".into(), agent.as_str().into());
         }
         attributes.insert("runcore.run.id".into(), self.run.run_id.as_str().into());
+        if let Some(count) = self.imported {
+            attributes.insert("runcore.run.imported".into(), count.into());
+        }
+        if let Some((parent, version)) = self.run.commits.iter().find_map(CommitFacts::forked_from)
+        {
+            attributes.insert("runcore.forked_from.thread_id".into(), parent.into());
+            if let Some(version) = version {
+                attributes.insert("runcore.forked_from.version".into(), version.into());
+            }
+        }
         match self.final_state() {
             Some(RunState::Running) => {
                 attributes.insert("runcore.run.state".into(), "running".into());
@@ -540,6 +609,12 @@ impl<'a> RunTrace<'a> {
         let attributes = &mut span.attributes;
         attributes.insert("gen_ai.operation.name".into(), "chat".into());
         attributes.insert("runcore.step".into(), u64::from(step).into());
+        // The step's own answer names its API; a run may change provider between steps.
+        if self.options.provider.is_none()
+            && let Some(provider) = provider_of(answer)
+        {
+            attributes.insert("gen_ai.provider.name".into(), provider.into());
+        }
         if let Some(model) = &answer.model {
             // The request's model is not committed; the answer names the model that answered,
             // which is what the host asked for unless the provider aliases it.
@@ -691,9 +766,15 @@ impl<'a> RunTrace<'a> {
                 other => other.as_str(),
             };
             attributes.insert("error.type".into(), kind.into());
-            span.status = SpanStatus::Error {
-                message: text_of(&result.content),
+            // The result's text is the tool's output, which may be private and is of any
+            // size: it is content, so it goes out only when content is asked for (capped; the
+            // whole text is `gen_ai.tool.call.result`). Otherwise the status says the type.
+            let message = if self.options.content {
+                capped(text_of(&result.content), STATUS_MESSAGE_MAX)
+            } else {
+                kind.to_owned()
             };
+            span.status = SpanStatus::Error { message };
         }
         if self.options.content {
             span.attributes.insert(
@@ -853,11 +934,45 @@ fn executed(result: &ToolResultMessage, arguments: &Value) -> bool {
     }
 }
 
+/// `gen_ai.provider.name` of an answer decoded by a runcore codec: its `meta.codec.api`
+/// (SPEC §2.1) in the GenAI conventions' words (both OpenAI APIs are `openai`).
+fn provider_of(answer: &AssistantMessage) -> Option<&'static str> {
+    let api = answer.meta.get("codec")?.get("api")?.as_str()?;
+    match api {
+        "anthropic" => Some("anthropic"),
+        "openai-chat" | "openai-responses" => Some("openai"),
+        _ => None,
+    }
+}
+
+/// The §2 `stop_reason` as it is written (a match, not a serde round trip per step).
 fn stop_reason_name(answer: &AssistantMessage) -> String {
-    serde_json::to_value(answer.stop_reason)
-        .ok()
-        .and_then(|value| value.as_str().map(str::to_owned))
-        .unwrap_or_default()
+    use runcore::StopReason;
+    let name = match answer.stop_reason {
+        StopReason::Stop => "stop",
+        StopReason::Length => "length",
+        StopReason::ToolUse => "tool_use",
+        StopReason::Error => "error",
+        StopReason::Aborted => "aborted",
+    };
+    name.to_owned()
+}
+
+/// The longest status message a failed tool's text gives (with content), in bytes.
+const STATUS_MESSAGE_MAX: usize = 1024;
+
+/// `text` cut to at most `max` bytes on a character boundary, with `…` when cut.
+fn capped(mut text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+    text.push('…');
+    text
 }
 
 fn text_of(content: &[ContentBlock]) -> String {

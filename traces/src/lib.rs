@@ -24,16 +24,25 @@
 //!   (the claim owner of `runcore approve`/`deny`, the console or a binding: their
 //!   `decided_by` draft) when known; an open wait has `runcore.await.open`.
 //!
+//! An import or a fork (SPEC §8.10: a run that starts and ends in one commit with an
+//! `imported {count}` draft) brought its messages in without a model call: it yields its run's
+//! span only (`runcore.run.imported` = the count; a fork's also `runcore.forked_from.thread_id`
+//! / `.version`), no `chat` or `execute_tool` span and no token usage, however many answers
+//! the messages hold.
+//!
 //! Every child's parent is its run's span. Attributes follow the GenAI semantic
-//! conventions: `gen_ai.operation.name`, `gen_ai.provider.name` (from
-//! [`TraceOptions::provider`]: commits do not name the provider), `gen_ai.request.model` /
+//! conventions: `gen_ai.operation.name`, `gen_ai.provider.name` ([`TraceOptions::provider`]
+//! when given, else the API a runcore codec wrote in the answer's `meta.codec.api`, SPEC §2.1:
+//! `anthropic`, or `openai` for both OpenAI APIs; absent when neither says), `gen_ai.request.model` /
 //! `gen_ai.response.model` (the answer's `model`), `gen_ai.response.id`,
 //! `gen_ai.response.finish_reasons` (the provider's stop reason when committed, else the
 //! §2 `stop_reason`), `gen_ai.usage.input_tokens` / `output_tokens` /
 //! `cache_read.input_tokens` / `cache_creation.input_tokens` / `reasoning.output_tokens`,
 //! `gen_ai.conversation.id` (the thread id), `gen_ai.tool.name`, `gen_ai.tool.call.id`,
 //! `error.type` (the failure code; `tool_error`, `interrupted` or `malformed` for a tool);
-//! status ERROR where the run (`error`, `indeterminate`), the step or the call failed. With
+//! status ERROR where the run (`error`, `indeterminate`), the step or the call failed (a
+//! failed tool's status message is its error type; its text, which is the tool's output, only
+//! with [`TraceOptions::content`], capped at 1 KiB). With
 //! [`TraceOptions::content`], `gen_ai.input.messages` / `gen_ai.output.messages` (the
 //! conventions' `{role, parts}` JSON) and `gen_ai.tool.call.arguments` / `result`.
 //!
@@ -78,5 +87,5 @@ pub use derive::{
     TraceError, TraceOptions, derive_spans, derive_spans_of, spans_from_store, thread_spans,
     trace_id,
 };
-pub use otlp::{SCOPE_NAME, SCOPE_VERSION, to_otlp_json};
+pub use otlp::{SCOPE_NAME, SCOPE_VERSION, to_otlp_json, write_otlp_json};
 pub use span::{AttributeValue, Attributes, Span, SpanEvent, SpanKind, SpanStatus};

@@ -13,8 +13,14 @@ use crate::convert::to_span_data;
 /// The path a URL without one is given: OTLP/HTTP's traces path.
 pub const DEFAULT_PATH: &str = "/v1/traces";
 
-/// How long one export may take, retries included.
+/// How long one export request may take, retries included.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most spans one export request carries: the OpenTelemetry SDK's usual batch
+/// (`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`'s default). A collector may accept a much larger
+/// request and then drop it (a run's 20,002 spans in one POST were answered 200 and lost),
+/// so a long run goes out in requests of this size.
+pub const MAX_BATCH: usize = 512;
 
 /// Why spans were not exported. Every variant names the URL.
 #[derive(Debug, thiserror::Error)]
@@ -167,13 +173,29 @@ impl OtlpExporter {
         &self.endpoint
     }
 
-    /// Sends `spans` as one export request and waits for the collector's answer. Nothing is
-    /// sent for no spans. Blocks the calling thread (see the crate docs); never panics.
+    /// Sends `spans` in export requests of at most [`MAX_BATCH`] spans, in order, each
+    /// after the collector answered the one before; stops at the first that fails. Nothing is
+    /// sent for no spans, and nothing at all when a span cannot be expressed (checked before
+    /// the first request). Blocks the calling thread (see the crate docs); never panics.
     pub fn export(&self, spans: &[Span]) -> Result<(), ExportError> {
-        if spans.is_empty() {
-            return Ok(());
+        let data = to_span_data(spans, &self.endpoint)?;
+        let mut data = data.into_iter();
+        loop {
+            let batch: Vec<_> = data.by_ref().take(MAX_BATCH).collect();
+            if batch.is_empty() {
+                return Ok(());
+            }
+            self.export_batch(batch, spans.len())?;
         }
-        let batch = to_span_data(spans, &self.endpoint)?;
+    }
+
+    /// One export request of `batch`, waiting for the answer (`total`: the spans of the
+    /// whole export, for the error).
+    fn export_batch(
+        &self,
+        batch: Vec<opentelemetry_sdk::trace::SpanData>,
+        total: usize,
+    ) -> Result<(), ExportError> {
         // A thread of its own: reqwest's blocking client must not run on an async runtime's
         // thread, and the caller may be on one. Scoped, so the exporter is borrowed.
         let outcome = std::thread::scope(|scope| {
@@ -188,7 +210,7 @@ impl OtlpExporter {
             Ok(Ok(Ok(()))) => Ok(()),
             Ok(Ok(Err(error))) => Err(ExportError::Failed {
                 url: self.endpoint.clone(),
-                spans: spans.len(),
+                spans: total,
                 message: sdk_message(&error),
             }),
             Ok(Err(_panic)) => Err(ExportError::Panicked {
@@ -196,7 +218,7 @@ impl OtlpExporter {
             }),
             Err(error) => Err(ExportError::Failed {
                 url: self.endpoint.clone(),
-                spans: spans.len(),
+                spans: total,
                 message: format!("starting the export thread: {error}"),
             }),
         }

@@ -8,6 +8,10 @@
 //! `opentelemetry-otlp`'s [`SpanExporter`](opentelemetry_otlp::SpanExporter) over OTLP/HTTP
 //! with the protobuf encoding, to any collector (Jaeger, the OpenTelemetry Collector, …).
 //!
+//! # Batches
+//! A long run's spans go out in requests of at most [`MAX_BATCH`] (512) spans, the SDK's
+//! usual batch size, one after the other.
+//!
 //! # Blocking, from any thread
 //! [`OtlpExporter::export`] blocks until the collector answered (or the exporter gave up) and
 //! needs no async runtime of the caller's. The exporter's HTTP client is reqwest's blocking
@@ -38,4 +42,4 @@ mod convert;
 mod export;
 
 pub use convert::to_span_data;
-pub use export::{DEFAULT_PATH, ExportError, OtlpExporter, endpoint_of};
+pub use export::{DEFAULT_PATH, ExportError, MAX_BATCH, OtlpExporter, endpoint_of};

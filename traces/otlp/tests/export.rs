@@ -242,3 +242,43 @@ fn spans_with_ids_that_are_not_hex_are_refused_before_anything_is_sent() {
             .is_err()
     );
 }
+
+/// A long run's spans: the run's and `children` chat spans under it, ids from their index.
+fn long_run(children: usize) -> Vec<Span> {
+    let root = spans().remove(0);
+    let mut all = vec![root.clone()];
+    for index in 0..children {
+        let mut child = spans().remove(1);
+        child.span_id = format!("{:016x}", index + 1);
+        child.name = format!("chat {index}");
+        all.push(child);
+    }
+    all
+}
+
+#[test]
+fn a_long_run_goes_out_in_requests_of_at_most_512_spans_in_order() {
+    // 1 + 1,299 spans: three requests (512, 512, 276). Before: one request of 1,300.
+    let spans = long_run(1_299);
+    let collector = collector();
+    let exporter = OtlpExporter::new(&collector.url, "runcore").expect("built");
+    exporter.export(&spans).expect("exported");
+    let mut sizes = Vec::new();
+    let mut names = Vec::new();
+    while let Ok(export) = collector.exports.recv_timeout(Duration::from_secs(2)) {
+        let request = ExportTraceServiceRequest::decode(export.body.as_slice()).expect("protobuf");
+        let batch: Vec<String> = request
+            .resource_spans
+            .into_iter()
+            .flat_map(|r| r.scope_spans)
+            .flat_map(|s| s.spans)
+            .map(|s| s.name)
+            .collect();
+        sizes.push(batch.len());
+        names.extend(batch);
+    }
+    assert_eq!(sizes, [512, 512, 276]);
+    assert_eq!(runcore_otlp::MAX_BATCH, 512);
+    let want: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, want, "every span once, in order");
+}
