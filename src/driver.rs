@@ -128,8 +128,8 @@ impl InputLine {
             Some(other) => return Err(ConfigObjectError::NotAnObject(json_kind(&other))),
         };
         object.insert("type".into(), Value::from("config"));
-        let line =
-            InputLine::from_value(Value::Object(object)).map_err(ConfigObjectError::Invalid)?;
+        let line = InputLine::from_value(Value::Object(object))
+            .map_err(|body| ConfigObjectError::Invalid(body.message))?;
         match line.input {
             Input::Config(_) => Ok(line),
             _ => Err(ConfigObjectError::Invalid(
@@ -138,21 +138,32 @@ impl InputLine {
         }
     }
 
-    /// Parses one line's JSON text.
-    pub fn parse(text: &str) -> Result<InputLine, String> {
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| format!("the line is not valid JSON: {e}"))?;
+    /// Parses one line's JSON text; the error is the body of the driver's `error` line.
+    pub fn parse(text: &str) -> Result<InputLine, ErrorBody> {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| invalid_json(format!("the line is not valid JSON: {e}")))?;
         InputLine::from_value(value)
     }
 
-    /// Reads one line from its JSON value: an object with a string `"type"`.
-    pub fn from_value(value: Value) -> Result<InputLine, String> {
-        let Value::Object(mut object) = value else {
-            return Err(format!(
+    /// Reads one line from its JSON value: an object with a string `"type"`. The error is the
+    /// body of the driver's `error` line: `invalid_json` when the line does not read as an
+    /// input, `invalid_input` for a user message with a role other than `"user"`.
+    pub fn from_value(value: Value) -> Result<InputLine, ErrorBody> {
+        let Value::Object(object) = value else {
+            return Err(invalid_json(format!(
                 "expected a JSON object with a \"type\", got {}",
                 json_kind(&value)
-            ));
+            )));
         };
+        if let Some(Value::String(kind)) = object.get("type") {
+            crate::agent::check_user_roles(kind, &object).map_err(|e| error_body(&e))?;
+        }
+        InputLine::from_object(object).map_err(invalid_json)
+    }
+
+    /// [`from_value`](InputLine::from_value) for an object, whose user messages' roles are
+    /// checked; the error is the message of an `invalid_json`.
+    fn from_object(mut object: Map<String, Value>) -> Result<InputLine, String> {
         let kind = match object.get("type") {
             Some(Value::String(kind)) => kind.clone(),
             Some(other) => {
@@ -469,7 +480,7 @@ impl Driver {
             return Err(invalid_json("the line is empty; expected one JSON object"));
         }
         limits::check_json_depth(bytes).map_err(|e| error_body(&AgentError::InvalidInput(e)))?;
-        InputLine::parse(text).map_err(invalid_json)
+        InputLine::parse(text)
     }
 
     /// Counts one more input line and returns its number (1-based): the `line` of its `error`

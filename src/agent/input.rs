@@ -50,8 +50,17 @@ pub enum Input {
         )]
         #[cfg_attr(feature = "schema", schemars(schema_with = "user_text::schema"))]
         message: Option<UserMessage>,
-        /// Several user messages (SPEC §8.10), in order; instead of `text`.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        /// Several user messages (SPEC §8.10), in order; instead of `text`. Each may carry
+        /// `"role":"user"`, as every user message the driver writes does.
+        #[serde(
+            default,
+            skip_serializing_if = "Vec::is_empty",
+            deserialize_with = "user_text::messages"
+        )]
+        #[cfg_attr(
+            feature = "schema",
+            schemars(schema_with = "user_text::messages_schema")
+        )]
         messages: Vec<UserMessage>,
         /// A host-supplied run id (unique across all threads).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -632,23 +641,99 @@ impl Agent {
     }
 }
 
+/// The role a user message read by an input may carry: `"user"` (or none), as every user
+/// message the driver writes carries it (SPEC §2), so a message copied from a transcript reads.
+pub(crate) const USER_ROLE: &str = "user";
+
+/// Takes a user message object's `role` out: absent or `"user"` reads; any other is refused,
+/// saying which roles are accepted.
+pub(crate) fn take_user_role(
+    object: &mut serde_json::Map<String, serde_json::Value>,
+) -> Result<(), String> {
+    match object.remove("role") {
+        None => Ok(()),
+        Some(serde_json::Value::String(role)) if role == USER_ROLE => Ok(()),
+        Some(other) => Err(wrong_user_role(&other)),
+    }
+}
+
+/// Why a user message with role `role` is refused.
+fn wrong_user_role(role: &serde_json::Value) -> String {
+    format!("role {role} is not accepted here: a user message has role \"user\" (or none)")
+}
+
+/// A user message object (`role` absent or `"user"`) as its type.
+pub(crate) fn user_message_from_object(
+    mut object: serde_json::Map<String, serde_json::Value>,
+) -> Result<UserMessage, String> {
+    take_user_role(&mut object)?;
+    serde_json::from_value(serde_json::Value::Object(object)).map_err(|e| e.to_string())
+}
+
+/// The user messages of an input line (`prompt.text` / `prompt.messages`, `steer.text`,
+/// `follow_up.text`, `compact.summary`) whose `role` is given and is not `"user"`, refused as
+/// `InvalidInput` naming the field and the role (what a line reader checks before the line is
+/// read into an [`Input`], whose own reading can only say `invalid_json`).
+pub(crate) fn check_user_roles(
+    kind: &str,
+    line: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(), AgentError> {
+    use serde_json::Value;
+    let role_of = |value: &Value| match value {
+        Value::Object(object) => object
+            .get("role")
+            .filter(|role| role.as_str() != Some(USER_ROLE))
+            .cloned(),
+        _ => None,
+    };
+    let single = match kind {
+        "prompt" | "steer" | "follow_up" => "text",
+        "compact" => "summary",
+        _ => return Ok(()),
+    };
+    if let Some(role) = line.get(single).and_then(role_of) {
+        return Err(AgentError::invalid(format!(
+            "{kind}: {single}: {}",
+            wrong_user_role(&role)
+        )));
+    }
+    if kind == "prompt"
+        && let Some(Value::Array(messages)) = line.get("messages")
+        && let Some((index, role)) = messages
+            .iter()
+            .enumerate()
+            .find_map(|(index, message)| role_of(message).map(|role| (index, role)))
+    {
+        return Err(AgentError::invalid(format!(
+            "prompt: messages[{index}]: {}",
+            wrong_user_role(&role)
+        )));
+    }
+    Ok(())
+}
+
 /// A user message written as a string when it is one plain text block, else as the message
-/// object; read from either.
+/// object; read from either (the object's `role`, if given, `"user"`).
 mod user_text {
     #[cfg(feature = "schema")]
     use schemars::{Schema, SchemaGenerator, json_schema};
+    use serde::de::Error;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::{Map, Value};
 
     use crate::message::{ContentBlock, UserMessage};
+
+    const EXPECTING: &str =
+        "a string or a user message {\"content\":[…],\"id\"?,\"role\"?:\"user\"}";
 
     #[derive(Deserialize)]
     #[serde(
         untagged,
-        expecting = "a string or a user message {\"content\":[…],\"id\"?}"
+        expecting = "a string or a user message {\"content\":[…],\"id\"?,\"role\"?:\"user\"}"
     )]
     enum Repr {
         Text(String),
-        Message(UserMessage),
+        Message(Map<String, Value>),
     }
 
     pub(super) fn serialize<S: Serializer>(
@@ -667,18 +752,80 @@ mod user_text {
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<UserMessage, D::Error> {
-        Ok(match Repr::deserialize(deserializer)? {
-            Repr::Text(text) => UserMessage::text(text),
-            Repr::Message(message) => message,
-        })
+        match Repr::deserialize(deserializer)? {
+            Repr::Text(text) => Ok(UserMessage::text(text)),
+            Repr::Message(mut object) => {
+                super::take_user_role(&mut object).map_err(D::Error::custom)?;
+                serde_json::from_value(Value::Object(object))
+                    .map_err(|_| D::Error::custom(EXPECTING))
+            }
+        }
+    }
+
+    /// `prompt.messages`: user message objects, each `role` (if given) `"user"`.
+    pub(super) fn messages<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<UserMessage>, D::Error> {
+        Vec::<Value>::deserialize(deserializer)?
+            .into_iter()
+            .enumerate()
+            .map(|(index, message)| match message {
+                Value::Object(object) => super::user_message_from_object(object)
+                    .map_err(|e| D::Error::custom(format!("messages[{index}]: {e}"))),
+                other => Err(D::Error::custom(format!(
+                    "messages[{index}]: expected a user message object, got {}",
+                    crate::driver::json_kind(&other)
+                ))),
+            })
+            .collect()
+    }
+
+    /// A user message as an input reads it: its schema with the optional `"role": "user"`.
+    #[cfg(feature = "schema")]
+    struct UserMessageInput;
+
+    #[cfg(feature = "schema")]
+    impl schemars::JsonSchema for UserMessageInput {
+        fn schema_name() -> std::borrow::Cow<'static, str> {
+            "UserMessageInput".into()
+        }
+
+        fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+            let mut schema = <UserMessage as schemars::JsonSchema>::json_schema(generator);
+            let object = schema.ensure_object();
+            object.insert(
+                "description".into(),
+                Value::from("A user message as an input reads it: `role` absent or \"user\"."),
+            );
+            if let Some(properties) = object.get_mut("properties").and_then(Value::as_object_mut) {
+                properties.insert("role".into(), serde_json::json!({ "const": "user" }));
+            }
+            schema
+        }
+    }
+
+    /// A reference to [`UserMessageInput`]'s schema.
+    #[cfg(feature = "schema")]
+    pub(super) fn message_schema(generator: &mut SchemaGenerator) -> Schema {
+        generator.subschema_for::<UserMessageInput>()
     }
 
     #[cfg(feature = "schema")]
     pub(super) fn schema(generator: &mut SchemaGenerator) -> Schema {
-        let message = generator.subschema_for::<UserMessage>();
+        let message = message_schema(generator);
         json_schema!({
             "description": "The text (one text block), or a user message object.",
             "anyOf": [{"type": "string"}, message],
+        })
+    }
+
+    #[cfg(feature = "schema")]
+    pub(super) fn messages_schema(generator: &mut SchemaGenerator) -> Schema {
+        let message = message_schema(generator);
+        json_schema!({
+            "description": "Several user messages, in order.",
+            "type": "array",
+            "items": message,
         })
     }
 
@@ -712,20 +859,25 @@ mod user_text {
 mod summary_content {
     #[cfg(feature = "schema")]
     use schemars::{Schema, SchemaGenerator, json_schema};
+    use serde::de::Error;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::{Map, Value};
 
     use crate::message::{ContentBlock, UserMessage};
+
+    const EXPECTING: &str = "`summary` must be a string, a list of content blocks, or a user \
+                             message {\"content\":[…],\"id\"?,\"role\"?:\"user\"}";
 
     #[derive(Deserialize)]
     #[serde(
         untagged,
         expecting = "`summary` must be a string, a list of content blocks, or a user message \
-                     {\"content\":[…],\"id\"?}"
+                     {\"content\":[…],\"id\"?,\"role\"?:\"user\"}"
     )]
     enum Repr {
         Text(String),
         Blocks(Vec<ContentBlock>),
-        Message(UserMessage),
+        Message(Map<String, Value>),
     }
 
     pub(super) fn serialize<S: Serializer>(
@@ -752,14 +904,18 @@ mod summary_content {
                 id: None,
                 meta: crate::message::Meta::new(),
             },
-            Repr::Message(message) => message,
+            Repr::Message(mut object) => {
+                super::take_user_role(&mut object).map_err(D::Error::custom)?;
+                serde_json::from_value(Value::Object(object))
+                    .map_err(|_| D::Error::custom(EXPECTING))?
+            }
         })
     }
 
     #[cfg(feature = "schema")]
     pub(super) fn schema(generator: &mut SchemaGenerator) -> Schema {
         let blocks = generator.subschema_for::<Vec<ContentBlock>>();
-        let message = generator.subschema_for::<UserMessage>();
+        let message = super::user_text::message_schema(generator);
         json_schema!({
             "description": "The summary: a string (one text block), content blocks, or a user message object.",
             "anyOf": [{"type": "string"}, blocks, message],

@@ -208,7 +208,7 @@ impl PyAgent {
                 Ok(())
             }
             Ok(None) => Ok(()),
-            Err(Rejected::Line(message)) => Err(invalid_json(message)),
+            Err(Rejected::Line(body)) => Err(errors::line_error(body)),
             Err(Rejected::Agent(error)) => Err(agent_error(&error)),
         })
     }
@@ -318,11 +318,19 @@ impl PyAgent {
             } else if text.is_instance_of::<pyo3::types::PyList>()
                 || text.is_instance_of::<pyo3::types::PyTuple>()
             {
-                let messages: Vec<UserMessage> =
-                    serde_json::from_value(from_py(text)?).map_err(|e| {
-                        invalid_json(format!("prompt: not a list of user messages: {e}"))
-                    })?;
-                (None, messages)
+                // Message dicts read as the driver reads the line's `messages` (each `role`, if
+                // given, "user"; any other is the driver's `invalid_input`).
+                let line = Line::new("prompt").json("messages", text)?;
+                let line = match run_id {
+                    Some(run) => line.set("run_id", run),
+                    None => line,
+                };
+                self.send(line.now(now_ms))?;
+                return self
+                    .agent
+                    .active_run_id()
+                    .map(|run| run.as_str().to_owned())
+                    .ok_or_else(|| internal("prompt was accepted but no run is active"));
             } else {
                 return Err(PyTypeError::new_err(
                     "prompt takes a str or a list of user message dicts",
@@ -765,7 +773,7 @@ impl PyAgent {
                     .or_insert_with(|| Value::from(thread_id));
             }
             let line = InputLine::from_value(line)
-                .map_err(|e| invalid_json(format!("not a valid config: {e}")))?;
+                .map_err(|e| invalid_json(format!("not a valid config: {}", e.message)))?;
             let context = line.context.unwrap_or_default();
             let Input::Config(config) = line.input else {
                 return Err(internal("a config line did not read as a config input"));

@@ -200,6 +200,11 @@ pub fn agent_error(error: &CoreAgentError) -> PyErr {
     raise(&body.kind, body.message, body.details)
 }
 
+/// The exception for the body of a driver `error` line.
+pub fn line_error(body: runcore::driver::ErrorBody) -> PyErr {
+    raise(&body.kind, body.message, body.details)
+}
+
 /// The `AgentError` subclass of `kind` with `message` and no fields of its own.
 pub fn agent_error_of_kind(kind: &str, message: impl Into<String>) -> PyErr {
     raise(kind, message.into(), serde_json::Map::new())

@@ -3,14 +3,15 @@
 //! [`Input`]) and applied exactly as `Driver::apply` applies it, so a method call and the same
 //! line sent to `runcore drive` do the same thing.
 
-use runcore::driver::{ContextMode, InputLine};
+use runcore::driver::{ContextMode, ErrorBody, InputLine};
 use runcore::{Agent, AgentError, Input};
 use serde_json::Value;
 
 /// Why an input object was not applied.
 pub enum Rejected {
-    /// Not a valid input line (the driver's `invalid_json`).
-    Line(String),
+    /// Not a valid input line: the driver's `error` body (`invalid_json`, or `invalid_input`
+    /// for a user message of another role).
+    Line(ErrorBody),
     /// The agent rejected the input (SPEC §10); nothing changed.
     Agent(AgentError),
 }
