@@ -468,7 +468,8 @@ impl Driver {
     /// line is written (a durable driver persists each commit first, SPEC §12.2).
     pub fn parse_line(bytes: &[u8]) -> Result<InputLine, ErrorBody> {
         if bytes.len() > MAX_LINE_BYTES {
-            return Err(invalid_json(limits::line_too_long(bytes.len())));
+            // A reader may have stopped keeping the line past the cap: its length is a bound.
+            return Err(invalid_json(limits::line_over_cap(bytes.len())));
         }
         let text = std::str::from_utf8(bytes).map_err(|e| {
             invalid_json(format!(

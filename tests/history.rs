@@ -189,6 +189,17 @@ fn bad_imports_are_refused_and_change_nothing() {
             "messages[0]: tool call c1 has no result before the next assistant message (messages[1])",
         ),
         (
+            "a second result for one call",
+            vec![
+                call(&["c1", "c2"]),
+                result("c1"),
+                result("c1"),
+                result("c2"),
+            ],
+            "messages[2]: a second result for call c1 (its result is messages[1]); every tool \
+             call has exactly one result",
+        ),
+        (
             "a duplicate message id",
             vec![with_id("m1"), with_id("m1")],
             "messages[1]: message id \"m1\" appears twice",

@@ -71,6 +71,29 @@ fn nesting_past_the_edge_is_invalid_input_and_changes_nothing() {
     }
 }
 
+/// A nesting error names where (issue 42): the message's index in an input's `messages`, the
+/// same through the driver's line and through `Agent::handle`.
+#[test]
+fn a_nesting_error_names_the_message_index() {
+    let text = json!([{"type": "text", "text": "x"}]);
+    let line = json!({"type": "import", "messages": [
+        {"role": "user", "content": text},
+        {"role": "user", "content": text, "meta": {"v": nested(MAX_DEPTH)}},
+    ]});
+    let expected = format!(
+        "invalid input: the input nests deeper than {MAX_DEPTH} levels of objects and arrays \
+         (in messages[1])"
+    );
+    let lines = Driver::new().handle_line(line.to_string().as_bytes());
+    let error: Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(error["error"]["kind"], "invalid_input");
+    assert_eq!(error["error"]["message"], expected.as_str());
+    let input: runcore::Input = serde_json::from_value(line).unwrap();
+    let mut agent = Agent::new(Default::default()).unwrap();
+    let error = agent.handle(input, 0).unwrap_err();
+    assert_eq!(error.to_string(), expected);
+}
+
 #[test]
 fn now_ms_at_and_past_the_edge() {
     let mut driver = Driver::new();

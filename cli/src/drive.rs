@@ -629,4 +629,29 @@ mod tests {
             [Message::user("a")]
         );
     }
+
+    /// A line far past the cap (200 MiB) is refused saying the cap in bytes and that it is at
+    /// least as long as what was read (the reader stops keeping it one byte past the cap), not
+    /// as if it were that long; the next line is read as ever.
+    #[test]
+    fn a_line_far_past_the_cap_is_reported_honestly() {
+        let input = io::BufReader::new(io::repeat(b'a').take(200 << 20).chain(io::Cursor::new(
+            b"\n{\"type\":\"prompt\",\"text\":\"hi\"}\n".to_vec(),
+        )));
+        let mut output = Vec::new();
+        run_session::<MemoryStore>(None, None, input, &mut output).unwrap();
+        let lines: Vec<Value> = String::from_utf8(output)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[0]["type"], "error");
+        assert_eq!(lines[0]["error"]["kind"], "invalid_json");
+        assert_eq!(
+            lines[0]["error"]["message"],
+            "the line is over the limit of 67108864 bytes (at least 67108865 bytes)"
+        );
+        assert_eq!(lines[1], json!({"type": "idle", "line": 1}));
+        assert_eq!(lines[2]["type"], "commit");
+    }
 }
