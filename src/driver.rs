@@ -16,7 +16,8 @@
 //! - `call_model.tools` lists `{"name", "description"?, "parameters"?}` in name order.
 //! - Error lines carry `kind`, `message` and the error's own fields (e.g. `expected`, `got`);
 //!   a resume error adds `resume_error`.
-//! - A line longer than [`MAX_LINE_BYTES`] is rejected without being parsed.
+//! - A line longer than [`MAX_LINE_BYTES`] is rejected without being parsed (every input limit
+//!   is in [`crate::limits`]).
 //! - `compact.summary` is a string, a list of content blocks, or a user message object (to
 //!   give the summary an `id`). After a compaction, delta context restarts from `base` 0 with
 //!   the whole model context (summary first), then sends deltas of the model context again.
@@ -30,7 +31,7 @@ use serde_json::{Map, Value};
 
 use crate::agent::{Action, Agent, AgentConfig, AgentEvent, Input, Output};
 use crate::commit::ThreadCommit;
-use crate::error::AgentError;
+use crate::error::{AgentError, json_kind};
 use crate::ids::{RunId, Step, ThreadId};
 use crate::message::{Message, ToolCall};
 use crate::store::StoreError;
@@ -39,10 +40,7 @@ mod commit_line;
 
 pub use commit_line::{CommitLineError, StoreWrite};
 
-pub mod limits;
-
-/// The longest input line the driver parses (64 MiB); see [`limits`] for every input limit.
-pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+use crate::limits::{self, MAX_LINE_BYTES};
 
 /// How `call_model` lines carry the transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -78,6 +76,11 @@ pub struct InputLine {
     /// holds the default thread, and a driver bound to a thread (the durable driver,
     /// `runcore drive --thread`) takes the line as being for its own thread.
     pub thread: Option<ThreadId>,
+    /// Whether `input` was measured against [`crate::limits`] as this line was read (its text
+    /// or value), so [`Driver::apply`] does not measure it again. Set only by the readers
+    /// ([`InputLine::parse`], [`InputLine::from_value`]); a line built around an input is
+    /// measured by [`Agent::handle`].
+    within_limits: bool,
 }
 
 /// Why a configuration object ([`InputLine::config`]) was refused.
@@ -115,6 +118,20 @@ impl InputLine {
             now_ms,
             context: None,
             thread: None,
+            within_limits: false,
+        }
+    }
+
+    /// `self` with its `context` and `thread` (a `config` line's line-level fields).
+    pub fn with_config_fields(
+        self,
+        context: Option<ContextMode>,
+        thread: Option<ThreadId>,
+    ) -> InputLine {
+        InputLine {
+            context,
+            thread,
+            ..self
         }
     }
 
@@ -138,17 +155,29 @@ impl InputLine {
         }
     }
 
-    /// Parses one line's JSON text; the error is the body of the driver's `error` line.
+    /// Parses one line's JSON text, held to the input limits ([`crate::limits`]: its nesting
+    /// measured on the text, before it is parsed; its `now_ms`); the error is the body of the
+    /// driver's `error` line. (The line cap is the reader's: [`Driver::parse_line`].)
     pub fn parse(text: &str) -> Result<InputLine, ErrorBody> {
+        limits::check_json_depth(text.as_bytes())
+            .map_err(|e| error_body(&AgentError::InvalidInput(e)))?;
         let value: Value = serde_json::from_str(text)
             .map_err(|e| invalid_json(format!("the line is not valid JSON: {e}")))?;
-        InputLine::from_value(value)
+        InputLine::read(value)
     }
 
-    /// Reads one line from its JSON value: an object with a string `"type"`. The error is the
-    /// body of the driver's `error` line: `invalid_json` when the line does not read as an
-    /// input, `invalid_input` for a user message with a role other than `"user"`.
+    /// Reads one line from its JSON value: an object with a string `"type"`, held to the input
+    /// limits ([`crate::limits`]: its nesting measured on the value, its `now_ms`). The error
+    /// is the body of the driver's `error` line: `invalid_json` when the line does not read as
+    /// an input, `invalid_input` when it nests too deep or holds a user message with a role
+    /// other than `"user"`.
     pub fn from_value(value: Value) -> Result<InputLine, ErrorBody> {
+        limits::check_depth(&value).map_err(|e| error_body(&AgentError::InvalidInput(e)))?;
+        InputLine::read(value)
+    }
+
+    /// Reads a line whose nesting was measured.
+    fn read(value: Value) -> Result<InputLine, ErrorBody> {
         let Value::Object(object) = value else {
             return Err(invalid_json(format!(
                 "expected a JSON object with a \"type\", got {}",
@@ -214,6 +243,7 @@ impl InputLine {
             now_ms,
             context,
             thread,
+            within_limits: true,
         })
     }
 }
@@ -480,7 +510,6 @@ impl Driver {
         if text.trim().is_empty() {
             return Err(invalid_json("the line is empty; expected one JSON object"));
         }
-        limits::check_json_depth(bytes).map_err(|e| error_body(&AgentError::InvalidInput(e)))?;
         InputLine::parse(text)
     }
 
@@ -499,13 +528,11 @@ impl Driver {
         self.agent.poll()
     }
 
-    /// Applies one parsed line: its input at its time (the agent's clock when it has none).
+    /// Applies one parsed line: its input at its time (the agent's clock when it has none), as
+    /// [`apply_line`] applies it to an agent.
     pub fn apply(&mut self, line: InputLine) -> Result<(), AgentError> {
-        let now_ms = line.now_ms.unwrap_or(self.agent.clock_ms());
-        let is_config = matches!(line.input, Input::Config(_));
-        self.agent.handle(line.input, now_ms)?;
-        if is_config {
-            self.context = line.context.unwrap_or_default();
+        if let Some(context) = apply_line(&mut self.agent, line)? {
+            self.context = context;
         }
         Ok(())
     }
@@ -533,6 +560,23 @@ impl Driver {
             line: 0,
         }
     }
+}
+
+/// Applies one line to `agent`: its input at its time (the agent's clock when it has none);
+/// for a `config` line, returns its context mode (default `full`). A line read by
+/// [`Driver::parse_line`], [`InputLine::parse`] or [`InputLine::from_value`] was held to the
+/// input limits ([`crate::limits`]) as it was read, and is not measured again; a line built
+/// around an input ([`InputLine::new`]) is, by [`Agent::handle`]. What a binding that keeps an
+/// [`Agent`] (not a [`Driver`]) does with a line.
+pub fn apply_line(agent: &mut Agent, line: InputLine) -> Result<Option<ContextMode>, AgentError> {
+    let now_ms = line.now_ms.unwrap_or(agent.clock_ms());
+    let is_config = matches!(line.input, Input::Config(_));
+    if line.within_limits {
+        agent.handle_within_limits(line.input, now_ms)?;
+    } else {
+        agent.handle(line.input, now_ms)?;
+    }
+    Ok(is_config.then(|| line.context.unwrap_or_default()))
 }
 
 /// The `call_model` line of an outstanding call (the model context borrowed from the agent,
@@ -667,17 +711,6 @@ pub fn idle_line(line: u64, timeout_ms: Option<u64>) -> String {
     render_line(&OutputLine::Idle { line, timeout_ms })
 }
 
-pub(crate) fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// The default configuration is valid by construction; this is never reached.
 fn unreachable_default() -> Agent {
     debug_assert!(false, "the default configuration must be valid");
@@ -783,6 +816,46 @@ pub fn json_schema() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 42: every door measures an input's nesting once: a line on its text (the agent is
+    /// handed an input already measured), a value line on its value, a typed input by
+    /// `Agent::handle` or the input method.
+    #[test]
+    fn each_door_checks_an_input_once() {
+        let counted = |what: &str, f: &mut dyn FnMut()| {
+            let before = crate::limits::depth_checks();
+            f();
+            assert_eq!(crate::limits::depth_checks() - before, 1, "{what}");
+        };
+        let answer = r#"{"type":"model_done","run_id":"r","step":1,"message":{"content":[{"type":"tool_call","id":"c","name":"t","arguments":{"a":[1]}}],"stop_reason":"tool_use"}}"#;
+        let mut d = Driver::new();
+        counted("a prompt line", &mut || {
+            d.handle_line(br#"{"type":"prompt","text":"hi","run_id":"r"}"#);
+        });
+        counted("a model_done line", &mut || {
+            let out = d.handle_line(answer.as_bytes());
+            assert!(!out[0].contains("\"error\""), "{out:?}");
+        });
+        let mut d = Driver::new();
+        d.handle_line(br#"{"type":"prompt","text":"hi","run_id":"r"}"#);
+        counted("a value line", &mut || {
+            let line = InputLine::from_value(serde_json::from_str(answer).unwrap()).unwrap();
+            d.apply(line).unwrap();
+        });
+        let mut agent = Agent::new(AgentConfig::default()).unwrap();
+        counted("Agent::prompt", &mut || {
+            agent.prompt(crate::UserMessage::text("hi"), 0).unwrap();
+        });
+        let mut agent = Agent::new(AgentConfig::default()).unwrap();
+        let mut input = Some(
+            InputLine::parse(r#"{"type":"prompt","text":"hi"}"#)
+                .unwrap()
+                .input,
+        );
+        counted("Agent::handle", &mut || {
+            agent.handle(input.take().unwrap(), 0).unwrap();
+        });
+    }
 
     #[test]
     fn every_line_ends_with_idle() {

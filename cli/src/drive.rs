@@ -17,8 +17,9 @@ use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use runcore::driver::{ConfigObjectError, ContextMode, Driver, InputLine, MAX_LINE_BYTES};
+use runcore::driver::{ConfigObjectError, ContextMode, Driver, InputLine};
 use runcore::host::{ClaimOptions, DurableDriver, DurableLines, DurableOptions, DurableStartError};
+use runcore::limits::MAX_LINE_BYTES;
 use runcore::store::{Store, StoreError};
 use runcore::{Agent, AgentConfig, CommitError, Input, RecoveryPolicy, ThreadId};
 use runcore_host::wall_clock_ms;
@@ -67,12 +68,8 @@ impl ConfigFile {
 
     /// The file as the config line it stands for.
     fn into_line(self) -> InputLine {
-        InputLine {
-            input: Input::Config(self.config),
-            now_ms: self.now_ms,
-            context: self.context,
-            thread: self.thread,
-        }
+        InputLine::new(Input::Config(self.config), self.now_ms)
+            .with_config_fields(self.context, self.thread)
     }
 }
 

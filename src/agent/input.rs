@@ -257,17 +257,30 @@ impl Agent {
     /// Then drain [`poll`](Agent::poll).
     ///
     /// A host without a clock reading for this input passes [`clock_ms`](Agent::clock_ms).
+    ///
+    /// The input limits of [`crate::limits`] apply here: `now_ms` past
+    /// [`MAX_NOW_MS`](crate::limits::MAX_NOW_MS) and inputs nesting deeper than
+    /// [`MAX_DEPTH`](crate::limits::MAX_DEPTH) are `InvalidInput`.
     // Inlined with `dispatch`, so an input method (which names its variant) goes straight to
     // its handler instead of moving a whole `Input` through the full match.
     #[inline(always)]
-    ///
-    /// The input limits of [`crate::driver::limits`] apply here: `now_ms` past
-    /// [`MAX_NOW_MS`](crate::driver::limits::MAX_NOW_MS) and inputs nesting deeper than
-    /// [`MAX_DEPTH`](crate::driver::limits::MAX_DEPTH) are `InvalidInput`.
     pub fn handle(&mut self, input: Input, now_ms: u64) -> Result<(), AgentError> {
-        if now_ms > crate::driver::limits::MAX_NOW_MS || may_nest(&input) {
+        if now_ms > crate::limits::MAX_NOW_MS || may_nest(&input) {
             check_limits(&input, now_ms)?;
         }
+        self.handle_within_limits(input, now_ms)
+    }
+
+    /// [`handle`](Agent::handle) for an input already held to the limits of [`crate::limits`]
+    /// (a driver line read by `Driver::parse_line` or `InputLine::from_value`, whose text or
+    /// value was measured): the clock rule and the input's handler, the limits not measured
+    /// again.
+    #[inline(always)]
+    pub(crate) fn handle_within_limits(
+        &mut self,
+        input: Input,
+        now_ms: u64,
+    ) -> Result<(), AgentError> {
         let before = self.thread.clock_ms;
         self.thread.observe_clock(now_ms);
         let result = self.dispatch(input);
@@ -279,8 +292,9 @@ impl Agent {
 
     /// Runs `handler` for an input that arrived at `now_ms` under `handle`'s clock rule (the
     /// clock advances first and is put back when the input is rejected), for the inputs that
-    /// start a run. (`handle` spells the rule out itself: taking the closure instead changes
-    /// how every input method is inlined, at a cost the instruction counts show.)
+    /// start a run, once [`check_member_limits`] held them to `handle`'s limits. (`handle`
+    /// spells the rule out itself: taking the closure instead changes how every input method
+    /// is inlined, at a cost the instruction counts show.)
     fn at<T>(
         &mut self,
         now_ms: u64,
@@ -371,6 +385,7 @@ impl Agent {
     // The run-starting methods take `handle`'s path to the `prompt` / `continue` handler
     // (`at`, then the handler `dispatch` calls) so that the handler's run id comes back.
     pub fn prompt(&mut self, message: UserMessage, now_ms: u64) -> Result<RunId, AgentError> {
+        check_member_limits(("text", &message), now_ms)?;
         self.at(now_ms, |agent| {
             agent.on_prompt(None, Some(message), Vec::new())
         })
@@ -385,6 +400,7 @@ impl Agent {
     /// `InvalidInput` naming the rule and the message index; `Busy` while a run is active.
     /// Returns the import's run id.
     pub fn import(&mut self, messages: Vec<Message>, now_ms: u64) -> Result<RunId, AgentError> {
+        check_member_limits(("messages", &messages), now_ms)?;
         self.at(now_ms, |agent| agent.on_import(messages))
     }
 
@@ -398,6 +414,7 @@ impl Agent {
         messages: Vec<UserMessage>,
         now_ms: u64,
     ) -> Result<RunId, AgentError> {
+        check_member_limits(("messages", &messages), now_ms)?;
         self.at(now_ms, |agent| agent.on_prompt(run_id, None, messages))
     }
 
@@ -408,6 +425,7 @@ impl Agent {
         message: UserMessage,
         now_ms: u64,
     ) -> Result<RunId, AgentError> {
+        check_member_limits(("text", &message), now_ms)?;
         self.at(now_ms, |agent| {
             agent.on_prompt(Some(run_id), Some(message), Vec::new())
         })
@@ -417,6 +435,7 @@ impl Agent {
     /// when no run is active (`Busy` otherwise) and the transcript ends in a `user` or
     /// `tool_result` message (`InvalidState` otherwise, saying why).
     pub fn continue_run(&mut self, now_ms: u64) -> Result<RunId, AgentError> {
+        check_now(now_ms)?;
         self.at(now_ms, Agent::on_continue)
     }
 
@@ -479,6 +498,7 @@ impl Agent {
         message: AssistantMessage,
     ) -> Result<(), AgentError> {
         if assistant_shallow(&message) {
+            crate::limits::count_depth_check();
             // `handle`'s rules, met: within the nesting limit, at the agent's own clock (which
             // does not move). The answer goes straight into its `Arc`.
             self.on_model_done(run_id, step, std::sync::Arc::new(message))
@@ -551,6 +571,7 @@ impl Agent {
             )));
         }
         if tool_output_shallow(&output) {
+            crate::limits::count_depth_check();
             // `handle`'s rules, met (as in `model_done`), without taking the output apart.
             self.on_tool_done(run_id, call_id, output)
         } else {
@@ -774,7 +795,7 @@ mod user_text {
                     .map_err(|e| D::Error::custom(format!("messages[{index}]: {e}"))),
                 other => Err(D::Error::custom(format!(
                     "messages[{index}]: expected a user message object, got {}",
-                    crate::driver::json_kind(&other)
+                    crate::error::json_kind(&other)
                 ))),
             })
             .collect()
@@ -989,13 +1010,13 @@ fn meta_object<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Meta
         serde_json::Value::Object(map) => Ok(Meta::from(map)),
         other => Err(serde::de::Error::custom(format!(
             "`meta` must be a JSON object, got {}",
-            crate::driver::json_kind(&other)
+            crate::error::json_kind(&other)
         ))),
     }
 }
 
 /// Whether `input` may hold nested JSON (the inputs made only of ids, numbers and plain text
-/// cannot nest past [`MAX_DEPTH`](crate::driver::limits::MAX_DEPTH)).
+/// cannot nest past [`MAX_DEPTH`](crate::limits::MAX_DEPTH)).
 #[inline(always)]
 fn may_nest(input: &Input) -> bool {
     !matches!(
@@ -1017,7 +1038,7 @@ fn may_nest(input: &Input) -> bool {
 /// [`shallow`] measures (the input, `message`, `content`, a block: 4), with room to spare.
 const VALUE_OFFSET: usize = 8;
 
-/// Whether `input` certainly nests within [`MAX_DEPTH`](crate::driver::limits::MAX_DEPTH),
+/// Whether `input` certainly nests within [`MAX_DEPTH`](crate::limits::MAX_DEPTH),
 /// told by walking only the JSON values it holds: `model_done` and `tool_done`, whose typed
 /// parts nest a fixed few levels (under [`VALUE_OFFSET`]), with every value nesting at most
 /// `MAX_DEPTH - VALUE_OFFSET` levels. `false` means "not known": the exact walk decides. (Each
@@ -1103,38 +1124,61 @@ fn tool_parts_shallow(details: Option<&serde_json::Value>, meta: &crate::message
 }
 
 /// Whether a JSON value held by an input [`shallow`] measures nests at most
-/// `MAX_DEPTH - VALUE_OFFSET` levels.
+/// `MAX_DEPTH - VALUE_OFFSET` levels (by the one walker, [`crate::limits::nests_within`]).
 fn value_shallow(value: &serde_json::Value) -> bool {
-    crate::driver::limits::value_nests_within(
-        value,
-        crate::driver::limits::MAX_DEPTH - VALUE_OFFSET,
-    )
+    crate::limits::nests_within(value, crate::limits::MAX_DEPTH - VALUE_OFFSET)
 }
 
 /// [`value_shallow`] for a `meta` object.
 #[inline(always)]
 fn meta_shallow(meta: &crate::message::Meta) -> bool {
-    meta.as_map().is_none_or(|map| {
-        crate::driver::limits::map_nests_within(
-            map,
-            crate::driver::limits::MAX_DEPTH - VALUE_OFFSET,
-        )
-    })
+    meta.as_map()
+        .is_none_or(|map| crate::limits::nests_within(map, crate::limits::MAX_DEPTH - VALUE_OFFSET))
 }
 
-/// The core's input limits ([`crate::driver::limits`]) on one input.
+/// The core's input limits ([`crate::limits`]) on one input.
 #[inline(never)]
 fn check_limits(input: &Input, now_ms: u64) -> Result<(), AgentError> {
     // Nesting first, then time: the order the driver reads a line in. The hot inputs are
     // measured by their JSON values alone; anything else, or anything near the limit, by the
     // exact walk.
-    if !shallow(input) {
-        crate::driver::limits::check_depth(input).map_err(AgentError::InvalidInput)?;
+    if shallow(input) {
+        crate::limits::count_depth_check();
+    } else {
+        crate::limits::check_depth(input).map_err(AgentError::InvalidInput)?;
     }
-    if now_ms > crate::driver::limits::MAX_NOW_MS {
-        return Err(AgentError::invalid(format!(
-            "now_ms {now_ms} is over the limit of 2^53 - 1"
-        )));
+    check_now(now_ms)
+}
+
+/// [`crate::limits::check_now_ms`], as `Agent::handle` refuses a time: `InvalidInput`.
+#[inline(always)]
+fn check_now(now_ms: u64) -> Result<(), AgentError> {
+    if now_ms > crate::limits::MAX_NOW_MS {
+        return Err(AgentError::InvalidInput(crate::limits::now_ms_over(now_ms)));
     }
     Ok(())
+}
+
+/// The core's input limits on an input whose one nesting field `name` holds `value` (the run-
+/// starting methods, which take their fields apart): measured as the input's JSON,
+/// `{"type":…,name:value}`, would be.
+#[inline(never)]
+fn check_member_limits<V: Serialize + ?Sized>(
+    (name, value): (&'static str, &V),
+    now_ms: u64,
+) -> Result<(), AgentError> {
+    /// `{name: value}`: the input object around its field.
+    struct Member<'a, V: ?Sized>(&'static str, &'a V);
+
+    impl<V: Serialize + ?Sized> Serialize for Member<'_, V> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeStruct;
+            let mut object = serializer.serialize_struct("Input", 1)?;
+            object.serialize_field(self.0, self.1)?;
+            object.end()
+        }
+    }
+
+    crate::limits::check_depth(&Member(name, value)).map_err(AgentError::InvalidInput)?;
+    check_now(now_ms)
 }

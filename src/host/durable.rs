@@ -505,12 +505,9 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
         } else {
             let mut driver = Driver::new();
             let thread = Some(options.config.thread_id.clone());
-            if let Err(e) = driver.apply(InputLine {
-                input: Input::Config(options.config),
-                now_ms: options.now_ms,
-                context: Some(options.context),
-                thread,
-            }) {
+            let line = InputLine::new(Input::Config(options.config), options.now_ms)
+                .with_config_fields(Some(options.context), thread);
+            if let Err(e) = driver.apply(line) {
                 return Err((store, DurableStartError::Config(e)));
             }
             driver
@@ -696,6 +693,24 @@ mod tests {
         );
         let tools = out[3].clone();
         (driver.into_store(), tools)
+    }
+
+    /// Issue 42: a line through the durable driver is measured against the nesting limit
+    /// once (on its text, as it is read); the agent is handed an input already measured.
+    #[test]
+    fn a_line_is_depth_checked_once() {
+        let (mut driver, _) = start(MemoryStore::new(), "t", RecoveryPolicy::Replay);
+        for line in [
+            prompt("find x"),
+            tool_call(&json!("t/run-1")),
+            json!({"type":"tool_done","run_id":"t/run-1","call_id":"c1","content":"found",
+                   "details":{"a":[1,{"b":2}]}}),
+        ] {
+            let before = crate::limits::depth_checks();
+            let out = send(&mut driver, line.clone());
+            assert!(!types(&out).contains(&"error"), "{line}: {out:?}");
+            assert_eq!(crate::limits::depth_checks() - before, 1, "{line}");
+        }
     }
 
     #[test]

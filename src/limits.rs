@@ -10,6 +10,25 @@
 //! | [`MAX_NOW_MS`] | `now_ms` is an integer from 0 to 2^53 − 1 (exact as a JavaScript number) | `invalid_json` |
 //! | strings | valid Unicode: a lone surrogate (`"\ud800"`) is refused, never replaced by U+FFFD | `invalid_json` |
 //!
+//! Each input is measured once, by the door it comes through:
+//! - a line's text ([`Driver::parse_line`](crate::driver::Driver::parse_line),
+//!   [`InputLine::parse`](crate::driver::InputLine::parse)): its length against
+//!   [`MAX_LINE_BYTES`] by the reader, its nesting by [`check_json_depth`] before it is parsed
+//!   (serde_json's own recursion limit, 128, is never what refuses a line), its `now_ms` by
+//!   [`check_now_ms`] as it is read; the agent is handed the input as already measured;
+//! - a line's value ([`InputLine::from_value`](crate::driver::InputLine::from_value), what the
+//!   Python package's dicts are): its nesting by [`check_depth`];
+//! - a typed input (`Agent::handle`, the input methods, the bindings' direct calls): by
+//!   [`check_depth`], or by the fast path of `model_done` / `tool_done` (the depth of the JSON
+//!   values they hold, through [`nests_within`]), proven equal to it around the edge by
+//!   `tests/limits.rs`; its time by the same rule as [`check_now_ms`], as `invalid_input`;
+//! - the line a binding's method stands for: its length by [`check_line_parts`].
+//!
+//! One walker measures values, typed or JSON ([`nests_within`], the serializer behind
+//! [`check_depth`]); text is measured by a byte scan that agrees with it
+//! ([`json_nests_within`]), and an error names where the input nests too deep
+//! (`in messages[3]`) the same way from both.
+//!
 //! Serialized snapshots nest at most a fixed number of levels deeper than the inputs they hold
 //! (the envelope, the agent, its outbox, a commit, its messages, ...): the snapshot reader
 //! (`Agent::restore_json`) applies [`MAX_SNAPSHOT_DEPTH`], [`MAX_DEPTH`] plus
@@ -20,7 +39,9 @@
 use serde::Serialize;
 use serde::ser;
 
-use super::MAX_LINE_BYTES;
+/// The longest input line (64 MiB of UTF-8): what the driver parses, and the line a binding's
+/// method stands for.
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 /// The deepest nesting of an input's JSON (objects and arrays; the input object is level 1).
 pub const MAX_DEPTH: usize = 64;
@@ -41,14 +62,19 @@ pub fn snapshot_too_deep() -> String {
 /// The largest `now_ms`: 2^53 − 1, the largest integer a JavaScript number holds exactly.
 pub const MAX_NOW_MS: u64 = (1 << 53) - 1;
 
-/// Checks a host clock reading; the error is the message of the driver's `invalid_json`.
+/// Why a clock reading past [`MAX_NOW_MS`] is refused (the reason of `Agent::handle`'s
+/// `invalid_input`; a line's `invalid_json` says it after "not a valid input line: ").
+pub fn now_ms_over(now_ms: u64) -> String {
+    format!("now_ms: {now_ms} is over the limit of 2^53 - 1")
+}
+
+/// Checks a host clock reading: the one rule, `now_ms` at most [`MAX_NOW_MS`]. The error is the
+/// message of the driver's `invalid_json` (what a line, or a binding's method, is refused with).
 pub fn check_now_ms(now_ms: u64) -> Result<u64, String> {
     if now_ms <= MAX_NOW_MS {
         Ok(now_ms)
     } else {
-        Err(format!(
-            "not a valid input line: now_ms: {now_ms} is over the limit of 2^53 - 1"
-        ))
+        Err(format!("not a valid input line: {}", now_ms_over(now_ms)))
     }
 }
 
@@ -88,6 +114,32 @@ pub fn check_line_len(bytes: usize) -> Result<(), String> {
     }
 }
 
+/// Checks the line a binding's method stands for, `{"type":…,<fields>}`, whose fixed text (keys,
+/// punctuation, numbers) is `fixed` bytes and whose string values are `strings`, against
+/// [`MAX_LINE_BYTES`] without writing it: the strings are measured as JSON
+/// ([`json_string_len`]) only when they may pass the cap (escapes at most sextuple a string).
+/// The error is the message of the driver's `invalid_json`.
+pub fn check_line_parts(fixed: usize, strings: &[&str]) -> Result<(), String> {
+    let raw: usize = strings.iter().map(|s| s.len()).sum();
+    if raw
+        .saturating_mul(6)
+        .saturating_add(fixed.saturating_add(2 * strings.len()))
+        <= MAX_LINE_BYTES
+    {
+        return Ok(());
+    }
+    let length = strings
+        .iter()
+        .map(|s| json_string_len(s))
+        .fold(fixed, usize::saturating_add);
+    check_line_len(length)
+}
+
+/// The bytes of `,"now_ms":N` on a line (none without a time).
+pub fn now_ms_len(now_ms: Option<u64>) -> usize {
+    now_ms.map_or(0, |now| r#","now_ms":"#.len() + decimal_len(now))
+}
+
 /// The length in bytes of `s` as a JSON string (quotes and escapes included), as serde_json
 /// and JavaScript's `JSON.stringify` write it (they escape the same characters the same way).
 pub fn json_string_len(s: &str) -> usize {
@@ -112,6 +164,7 @@ pub fn decimal_len(n: u64) -> usize {
 /// with the same `invalid_input` as the input it holds would be, never a parser's own limit.
 /// Text that is not JSON passes here (the parser says what is wrong with it).
 pub fn check_json_depth(bytes: &[u8]) -> Result<(), String> {
+    count_depth_check();
     if json_nests_within(bytes, MAX_DEPTH) {
         Ok(())
     } else {
@@ -207,26 +260,24 @@ pub fn json_nests_within(bytes: &[u8], max: usize) -> bool {
     true
 }
 
-/// Whether a JSON value nests at most `max` levels of objects and arrays (a scalar: 0; an
-/// empty object or array: 1). The walk goes no deeper than `max + 1` levels.
-pub fn value_nests_within(value: &serde_json::Value, max: usize) -> bool {
-    use serde_json::Value;
-    match value {
-        Value::Array(items) => {
-            max > 0 && items.iter().all(|item| value_nests_within(item, max - 1))
-        }
-        Value::Object(map) => map_nests_within(map, max),
-        _ => true,
-    }
+#[cfg(test)]
+thread_local! {
+    /// How many depth checks of an input ran on this thread (the crate's own tests count them:
+    /// an input is measured once, whichever door it comes through).
+    static DEPTH_CHECKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// [`value_nests_within`] for a JSON object (itself counting 1).
-#[inline]
-pub(crate) fn map_nests_within(
-    map: &serde_json::Map<String, serde_json::Value>,
-    max: usize,
-) -> bool {
-    max > 0 && map.values().all(|item| value_nests_within(item, max - 1))
+/// Counts one depth check of an input (in the crate's own tests; nothing otherwise).
+#[inline(always)]
+pub(crate) fn count_depth_check() {
+    #[cfg(test)]
+    DEPTH_CHECKS.with(|checks| checks.set(checks.get() + 1));
+}
+
+/// The depth checks counted on this thread so far.
+#[cfg(test)]
+pub(crate) fn depth_checks() -> usize {
+    DEPTH_CHECKS.with(std::cell::Cell::get)
 }
 
 /// Why an input is refused by [`check_depth`]: `at` names where it nests too deep, when that
@@ -245,13 +296,16 @@ pub fn too_deep(at: Option<&str>) -> String {
 /// structs as its JSON has them); the error is the reason of an `invalid_input`, naming where
 /// (as [`check_json_depth`] names it for the same value's JSON text).
 pub fn check_depth<T: Serialize + ?Sized>(value: &T) -> Result<(), String> {
+    count_depth_check();
     match value.serialize(Depth::new(MAX_DEPTH)) {
         Ok(()) => Ok(()),
         Err(error) => Err(too_deep(error.location().as_deref())),
     }
 }
 
-/// Whether `value` nests at most `max` levels (as [`check_depth`] counts them).
+/// Whether `value` nests at most `max` levels (as [`check_depth`] counts them: a scalar 0, an
+/// empty object or list 1); the walk goes no deeper than `max + 1` levels. The one depth walker:
+/// of typed inputs, of JSON values, of snapshots.
 pub fn nests_within<T: Serialize + ?Sized>(value: &T, max: usize) -> bool {
     value.serialize(Depth::new(max)).is_ok()
 }
@@ -637,6 +691,20 @@ mod tests {
         assert_eq!(decimal_len(9), 1);
         assert_eq!(decimal_len(10), 2);
         assert_eq!(decimal_len(u64::MAX), 20);
+    }
+
+    #[test]
+    fn line_parts_measure_as_the_line_does() {
+        let head = r#"{"type":"prompt","text":}"#.len();
+        let at_edge = "a".repeat(MAX_LINE_BYTES - head - 2);
+        assert_eq!(check_line_parts(head, &[&at_edge]), Ok(()));
+        let past = "\u{1}".repeat(MAX_LINE_BYTES / 6 + 1);
+        assert_eq!(
+            check_line_parts(head, &[&past]),
+            Err(line_too_long(head + json_string_len(&past)))
+        );
+        assert_eq!(now_ms_len(None), 0);
+        assert_eq!(now_ms_len(Some(123)), r#","now_ms":123"#.len());
     }
 
     #[test]
