@@ -405,17 +405,45 @@ pub fn error_body(error: &AgentError) -> ErrorBody {
     }
 }
 
-/// The body of a store's error (`kind` `store`, `code` [`StoreError::code`], `message` the
-/// error's text): what the bindings raise and the Restate worker answers for a store call that
-/// failed or was refused, built here once. A durable driver's `store` line carries the same
-/// body with advice in its message ([`host::store_error_line`](crate::host::store_error_line)).
-pub fn store_error_body(error: &StoreError) -> ErrorBody {
+/// The name of the field of a store error's body that says what the store said (SPEC §12.4):
+/// `{"kind":"store","reason":…,"message":…}`.
+pub const STORE_REASON: &str = "reason";
+
+/// The name that field had before it was [`STORE_REASON`] in every body (`code`), read back by
+/// [`ErrorBody::store_reason`] from bodies written by older versions.
+const OLD_STORE_REASON: &str = "code";
+
+/// The body of a store's error: `kind` `store`, [`STORE_REASON`] `reason` (a rejection's
+/// [`CommitError::code`](crate::CommitError::code), `transcript`, `unavailable`, `claim_lost`,
+/// `open`, ...) and `message`. Every store error body is built here: the durable driver's
+/// `store` lines, a fork's and an answer's store refusals, what the bindings raise and the
+/// Restate worker answers.
+pub fn store_body(reason: &str, message: impl Into<String>) -> ErrorBody {
     let mut details = Map::new();
-    details.insert("code".into(), Value::from(error.code()));
+    details.insert(STORE_REASON.into(), Value::from(reason));
     ErrorBody {
         kind: "store".into(),
-        message: error.to_string(),
+        message: message.into(),
         details,
+    }
+}
+
+/// The body of a store's error ([`store_body`] with [`StoreError::code`] and the error's text):
+/// what the bindings raise and the Restate worker answers for a store call that failed or was
+/// refused. A durable driver's `store` line carries the same body with advice in its message
+/// ([`host::store_error_line`](crate::host::store_error_line)).
+pub fn store_error_body(error: &StoreError) -> ErrorBody {
+    store_body(error.code(), error.to_string())
+}
+
+impl ErrorBody {
+    /// What the store said, in a store error's body: its `reason`, or the `code` a body
+    /// written before the field had one name carries.
+    pub fn store_reason(&self) -> Option<&str> {
+        self.details
+            .get(STORE_REASON)
+            .or_else(|| self.details.get(OLD_STORE_REASON))
+            .and_then(Value::as_str)
     }
 }
 
@@ -855,6 +883,35 @@ mod tests {
         counted("Agent::handle", &mut || {
             agent.handle(input.take().unwrap(), 0).unwrap();
         });
+    }
+
+    /// Issue 42: a store error's body has one field for what the store said, `reason` (SPEC
+    /// §12.4), from every builder; a body written with the old `code` still reads.
+    #[test]
+    fn a_store_error_body_has_one_reason_field() {
+        use crate::commit::CommitError;
+        let conflict = || {
+            StoreError::Rejected(CommitError::VersionConflict {
+                expected: 1,
+                actual: 2,
+            })
+        };
+        for body in [
+            store_error_body(&conflict()),
+            store_body("claim_lost", "lost"),
+            crate::host::ForkError::Store(conflict()).body(),
+        ] {
+            let value = serde_json::to_value(&body).unwrap();
+            assert_eq!(value["kind"], "store", "{value}");
+            assert!(value["reason"].is_string(), "{value}");
+            assert_eq!(value.get("code"), None, "{value}");
+            assert_eq!(body.store_reason(), value["reason"].as_str());
+        }
+        let old: ErrorBody = serde_json::from_value(
+            serde_json::json!({"kind": "store", "code": "version_conflict", "message": "m"}),
+        )
+        .unwrap();
+        assert_eq!(old.store_reason(), Some("version_conflict"));
     }
 
     #[test]

@@ -619,7 +619,7 @@ mod tests {
         assert_eq!(lines[0], json!({"type":"idle","line":0}));
         assert_eq!(lines[1]["line"], 1);
         assert_eq!(lines[1]["error"]["kind"], "store");
-        assert_eq!(lines[1]["error"]["code"], "payload_mismatch");
+        assert_eq!(lines[1]["error"]["reason"], "payload_mismatch");
         assert_eq!(store.thread_version(&thread).unwrap(), 1);
         assert_eq!(
             store.committed_messages(&thread).unwrap(),

@@ -23,13 +23,13 @@
 //!    exits with status 3), because the agent is then ahead of the store. Later lines are
 //!    refused with [`SessionEnded`]; a new driver recovers from what is committed.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::session::{ClaimHeld, ClaimedSession, OpenError, commit_operation_for};
 use crate::agent::{Agent, AgentConfig, Input, Output, RecoverError, RecoveryPolicy};
 use crate::commit::CommitError;
 use crate::driver::{
-    ContextMode, Driver, ErrorBody, InputLine, OutputLine, error_line, idle_line, render_line,
+    ContextMode, Driver, InputLine, OutputLine, error_line, idle_line, render_line,
 };
 use crate::error::AgentError;
 use crate::ids::ThreadId;
@@ -528,29 +528,21 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
 
 /// The `store` error line of a lost claim (SPEC §12.4): `"reason":"claim_lost"`.
 fn claim_lost_line(line: u64, epoch: u64, current_epoch: Option<u64>) -> String {
-    let mut details = Map::new();
-    details.insert("code".into(), Value::from("claim_lost"));
-    details.insert("reason".into(), Value::from("claim_lost"));
-    details.insert("epoch".into(), Value::from(epoch));
     let message = match current_epoch {
-        Some(current) => {
-            details.insert("current_epoch".into(), Value::from(current));
-            format!(
-                "the thread's claim (epoch {epoch}) was lost: the thread is now at claim epoch {current}; this driver acts no further"
-            )
-        }
+        Some(current) => format!(
+            "the thread's claim (epoch {epoch}) was lost: the thread is now at claim epoch {current}; this driver acts no further"
+        ),
         None => format!(
             "the thread's claim (epoch {epoch}) could not be renewed within its lease; this driver acts no further"
         ),
     };
-    render_line(&OutputLine::Error {
-        line,
-        error: ErrorBody {
-            kind: "store".into(),
-            message,
-            details,
-        },
-    })
+    let mut body = crate::driver::store_body("claim_lost", message);
+    body.details.insert("epoch".into(), Value::from(epoch));
+    if let Some(current) = current_epoch {
+        body.details
+            .insert("current_epoch".into(), Value::from(current));
+    }
+    render_line(&OutputLine::Error { line, error: body })
 }
 
 impl<S> DurableDriver<S> {
@@ -820,7 +812,7 @@ mod tests {
         assert_eq!(line["type"], "error");
         assert_eq!(line["line"], 4);
         assert_eq!(line["error"]["kind"], "store");
-        assert_eq!(line["error"]["code"], "version_conflict");
+        assert_eq!(line["error"]["reason"], "version_conflict");
         assert!(
             line["error"]["message"]
                 .as_str()
@@ -829,7 +821,7 @@ mod tests {
         );
         let gone = StoreError::unavailable("disk gone");
         let line: Value = serde_json::from_str(&store_error_line(2, &gone)).unwrap();
-        assert_eq!(line["error"]["code"], "unavailable");
+        assert_eq!(line["error"]["reason"], "unavailable");
         assert!(
             line["error"]["message"]
                 .as_str()
