@@ -16,7 +16,8 @@
 //! - `call_model.tools` lists `{"name", "description"?, "parameters"?}` in name order.
 //! - Error lines carry `kind`, `message` and the error's own fields (e.g. `expected`, `got`);
 //!   a resume error adds `resume_error`.
-//! - A line longer than [`MAX_LINE_BYTES`] is rejected without being parsed.
+//! - A line longer than [`MAX_LINE_BYTES`] is rejected without being parsed (every input limit
+//!   is in [`crate::limits`]).
 //! - `compact.summary` is a string, a list of content blocks, or a user message object (to
 //!   give the summary an `id`). After a compaction, delta context restarts from `base` 0 with
 //!   the whole model context (summary first), then sends deltas of the model context again.
@@ -30,7 +31,7 @@ use serde_json::{Map, Value};
 
 use crate::agent::{Action, Agent, AgentConfig, AgentEvent, Input, Output};
 use crate::commit::ThreadCommit;
-use crate::error::AgentError;
+use crate::error::{AgentError, json_kind};
 use crate::ids::{RunId, Step, ThreadId};
 use crate::message::{Message, ToolCall};
 use crate::model_call::ToolDefinition;
@@ -40,10 +41,7 @@ mod commit_line;
 
 pub use commit_line::{CommitLineError, StoreWrite};
 
-pub mod limits;
-
-/// The longest input line the driver parses (64 MiB); see [`limits`] for every input limit.
-pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+use crate::limits::{self, MAX_LINE_BYTES};
 
 /// How `call_model` lines carry the transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -79,6 +77,11 @@ pub struct InputLine {
     /// holds the default thread, and a driver bound to a thread (the durable driver,
     /// `runcore drive --thread`) takes the line as being for its own thread.
     pub thread: Option<ThreadId>,
+    /// Whether `input` was measured against [`crate::limits`] as this line was read (its text
+    /// or value), so [`Driver::apply`] does not measure it again. Set only by the readers
+    /// ([`InputLine::parse`], [`InputLine::from_value`]); a line built around an input is
+    /// measured by [`Agent::handle`].
+    within_limits: bool,
 }
 
 /// Why a configuration object ([`InputLine::config`]) was refused.
@@ -116,6 +119,20 @@ impl InputLine {
             now_ms,
             context: None,
             thread: None,
+            within_limits: false,
+        }
+    }
+
+    /// `self` with its `context` and `thread` (a `config` line's line-level fields).
+    pub fn with_config_fields(
+        self,
+        context: Option<ContextMode>,
+        thread: Option<ThreadId>,
+    ) -> InputLine {
+        InputLine {
+            context,
+            thread,
+            ..self
         }
     }
 
@@ -129,8 +146,8 @@ impl InputLine {
             Some(other) => return Err(ConfigObjectError::NotAnObject(json_kind(&other))),
         };
         object.insert("type".into(), Value::from("config"));
-        let line =
-            InputLine::from_value(Value::Object(object)).map_err(ConfigObjectError::Invalid)?;
+        let line = InputLine::from_value(Value::Object(object))
+            .map_err(|body| ConfigObjectError::Invalid(body.message))?;
         match line.input {
             Input::Config(_) => Ok(line),
             _ => Err(ConfigObjectError::Invalid(
@@ -139,21 +156,44 @@ impl InputLine {
         }
     }
 
-    /// Parses one line's JSON text.
-    pub fn parse(text: &str) -> Result<InputLine, String> {
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| format!("the line is not valid JSON: {e}"))?;
-        InputLine::from_value(value)
+    /// Parses one line's JSON text, held to the input limits ([`crate::limits`]: its nesting
+    /// measured on the text, before it is parsed; its `now_ms`); the error is the body of the
+    /// driver's `error` line. (The line cap is the reader's: [`Driver::parse_line`].)
+    pub fn parse(text: &str) -> Result<InputLine, ErrorBody> {
+        limits::check_json_depth(text.as_bytes())
+            .map_err(|e| error_body(&AgentError::InvalidInput(e)))?;
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| invalid_json(format!("the line is not valid JSON: {e}")))?;
+        InputLine::read(value)
     }
 
-    /// Reads one line from its JSON value: an object with a string `"type"`.
-    pub fn from_value(value: Value) -> Result<InputLine, String> {
-        let Value::Object(mut object) = value else {
-            return Err(format!(
+    /// Reads one line from its JSON value: an object with a string `"type"`, held to the input
+    /// limits ([`crate::limits`]: its nesting measured on the value, its `now_ms`). The error
+    /// is the body of the driver's `error` line: `invalid_json` when the line does not read as
+    /// an input, `invalid_input` when it nests too deep or holds a user message with a role
+    /// other than `"user"`.
+    pub fn from_value(value: Value) -> Result<InputLine, ErrorBody> {
+        limits::check_depth(&value).map_err(|e| error_body(&AgentError::InvalidInput(e)))?;
+        InputLine::read(value)
+    }
+
+    /// Reads a line whose nesting was measured.
+    fn read(value: Value) -> Result<InputLine, ErrorBody> {
+        let Value::Object(object) = value else {
+            return Err(invalid_json(format!(
                 "expected a JSON object with a \"type\", got {}",
                 json_kind(&value)
-            ));
+            )));
         };
+        if let Some(Value::String(kind)) = object.get("type") {
+            crate::agent::check_user_roles(kind, &object).map_err(|e| error_body(&e))?;
+        }
+        InputLine::from_object(object).map_err(invalid_json)
+    }
+
+    /// [`from_value`](InputLine::from_value) for an object, whose user messages' roles are
+    /// checked; the error is the message of an `invalid_json`.
+    fn from_object(mut object: Map<String, Value>) -> Result<InputLine, String> {
         let kind = match object.get("type") {
             Some(Value::String(kind)) => kind.clone(),
             Some(other) => {
@@ -204,6 +244,7 @@ impl InputLine {
             now_ms,
             context,
             thread,
+            within_limits: true,
         })
     }
 }
@@ -351,17 +392,45 @@ pub fn error_body(error: &AgentError) -> ErrorBody {
     }
 }
 
-/// The body of a store's error (`kind` `store`, `code` [`StoreError::code`], `message` the
-/// error's text): what the bindings raise and the Restate worker answers for a store call that
-/// failed or was refused, built here once. A durable driver's `store` line carries the same
-/// body with advice in its message ([`host::store_error_line`](crate::host::store_error_line)).
-pub fn store_error_body(error: &StoreError) -> ErrorBody {
+/// The name of the field of a store error's body that says what the store said (SPEC §12.4):
+/// `{"kind":"store","reason":…,"message":…}`.
+pub const STORE_REASON: &str = "reason";
+
+/// The name that field had before it was [`STORE_REASON`] in every body (`code`), read back by
+/// [`ErrorBody::store_reason`] from bodies written by older versions.
+const OLD_STORE_REASON: &str = "code";
+
+/// The body of a store's error: `kind` `store`, [`STORE_REASON`] `reason` (a rejection's
+/// [`CommitError::code`](crate::CommitError::code), `transcript`, `unavailable`, `claim_lost`,
+/// `open`, ...) and `message`. Every store error body is built here: the durable driver's
+/// `store` lines, a fork's and an answer's store refusals, what the bindings raise and the
+/// Restate worker answers.
+pub fn store_body(reason: &str, message: impl Into<String>) -> ErrorBody {
     let mut details = Map::new();
-    details.insert("code".into(), Value::from(error.code()));
+    details.insert(STORE_REASON.into(), Value::from(reason));
     ErrorBody {
         kind: "store".into(),
-        message: error.to_string(),
+        message: message.into(),
         details,
+    }
+}
+
+/// The body of a store's error ([`store_body`] with [`StoreError::code`] and the error's text):
+/// what the bindings raise and the Restate worker answers for a store call that failed or was
+/// refused. A durable driver's `store` line carries the same body with advice in its message
+/// ([`host::store_error_line`](crate::host::store_error_line)).
+pub fn store_error_body(error: &StoreError) -> ErrorBody {
+    store_body(error.code(), error.to_string())
+}
+
+impl ErrorBody {
+    /// What the store said, in a store error's body: its `reason`, or the `code` a body
+    /// written before the field had one name carries.
+    pub fn store_reason(&self) -> Option<&str> {
+        self.details
+            .get(STORE_REASON)
+            .or_else(|| self.details.get(OLD_STORE_REASON))
+            .and_then(Value::as_str)
     }
 }
 
@@ -444,7 +513,8 @@ impl Driver {
     /// line is written (a durable driver persists each commit first, SPEC §12.2).
     pub fn parse_line(bytes: &[u8]) -> Result<InputLine, ErrorBody> {
         if bytes.len() > MAX_LINE_BYTES {
-            return Err(invalid_json(limits::line_too_long(bytes.len())));
+            // A reader may have stopped keeping the line past the cap: its length is a bound.
+            return Err(invalid_json(limits::line_over_cap(bytes.len())));
         }
         let text = std::str::from_utf8(bytes).map_err(|e| {
             invalid_json(format!(
@@ -455,8 +525,7 @@ impl Driver {
         if text.trim().is_empty() {
             return Err(invalid_json("the line is empty; expected one JSON object"));
         }
-        limits::check_json_depth(bytes).map_err(|e| error_body(&AgentError::InvalidInput(e)))?;
-        InputLine::parse(text).map_err(invalid_json)
+        InputLine::parse(text)
     }
 
     /// Counts one more input line and returns its number (1-based): the `line` of its `error`
@@ -474,13 +543,11 @@ impl Driver {
         self.agent.poll()
     }
 
-    /// Applies one parsed line: its input at its time (the agent's clock when it has none).
+    /// Applies one parsed line: its input at its time (the agent's clock when it has none), as
+    /// [`apply_line`] applies it to an agent.
     pub fn apply(&mut self, line: InputLine) -> Result<(), AgentError> {
-        let now_ms = line.now_ms.unwrap_or(self.agent.clock_ms());
-        let is_config = matches!(line.input, Input::Config(_));
-        self.agent.handle(line.input, now_ms)?;
-        if is_config {
-            self.context = line.context.unwrap_or_default();
+        if let Some(context) = apply_line(&mut self.agent, line)? {
+            self.context = context;
         }
         Ok(())
     }
@@ -508,6 +575,23 @@ impl Driver {
             line: 0,
         }
     }
+}
+
+/// Applies one line to `agent`: its input at its time (the agent's clock when it has none);
+/// for a `config` line, returns its context mode (default `full`). A line read by
+/// [`Driver::parse_line`], [`InputLine::parse`] or [`InputLine::from_value`] was held to the
+/// input limits ([`crate::limits`]) as it was read, and is not measured again; a line built
+/// around an input ([`InputLine::new`]) is, by [`Agent::handle`]. What a binding that keeps an
+/// [`Agent`] (not a [`Driver`]) does with a line.
+pub fn apply_line(agent: &mut Agent, line: InputLine) -> Result<Option<ContextMode>, AgentError> {
+    let now_ms = line.now_ms.unwrap_or(agent.clock_ms());
+    let is_config = matches!(line.input, Input::Config(_));
+    if line.within_limits {
+        agent.handle_within_limits(line.input, now_ms)?;
+    } else {
+        agent.handle(line.input, now_ms)?;
+    }
+    Ok(is_config.then(|| line.context.unwrap_or_default()))
 }
 
 /// The `call_model` line of an outstanding call (the model context borrowed from the agent,
@@ -638,17 +722,6 @@ pub fn idle_line(line: u64, timeout_ms: Option<u64>) -> String {
     render_line(&OutputLine::Idle { line, timeout_ms })
 }
 
-pub(crate) fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// The default configuration is valid by construction; this is never reached.
 fn unreachable_default() -> Agent {
     debug_assert!(false, "the default configuration must be valid");
@@ -754,6 +827,75 @@ pub fn json_schema() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 42: every door measures an input's nesting once: a line on its text (the agent is
+    /// handed an input already measured), a value line on its value, a typed input by
+    /// `Agent::handle` or the input method.
+    #[test]
+    fn each_door_checks_an_input_once() {
+        let counted = |what: &str, f: &mut dyn FnMut()| {
+            let before = crate::limits::depth_checks();
+            f();
+            assert_eq!(crate::limits::depth_checks() - before, 1, "{what}");
+        };
+        let answer = r#"{"type":"model_done","run_id":"r","step":1,"message":{"content":[{"type":"tool_call","id":"c","name":"t","arguments":{"a":[1]}}],"stop_reason":"tool_use"}}"#;
+        let mut d = Driver::new();
+        counted("a prompt line", &mut || {
+            d.handle_line(br#"{"type":"prompt","text":"hi","run_id":"r"}"#);
+        });
+        counted("a model_done line", &mut || {
+            let out = d.handle_line(answer.as_bytes());
+            assert!(!out[0].contains("\"error\""), "{out:?}");
+        });
+        let mut d = Driver::new();
+        d.handle_line(br#"{"type":"prompt","text":"hi","run_id":"r"}"#);
+        counted("a value line", &mut || {
+            let line = InputLine::from_value(serde_json::from_str(answer).unwrap()).unwrap();
+            d.apply(line).unwrap();
+        });
+        let mut agent = Agent::new(AgentConfig::default()).unwrap();
+        counted("Agent::prompt", &mut || {
+            agent.prompt(crate::UserMessage::text("hi"), 0).unwrap();
+        });
+        let mut agent = Agent::new(AgentConfig::default()).unwrap();
+        let mut input = Some(
+            InputLine::parse(r#"{"type":"prompt","text":"hi"}"#)
+                .unwrap()
+                .input,
+        );
+        counted("Agent::handle", &mut || {
+            agent.handle(input.take().unwrap(), 0).unwrap();
+        });
+    }
+
+    /// Issue 42: a store error's body has one field for what the store said, `reason` (SPEC
+    /// §12.4), from every builder; a body written with the old `code` still reads.
+    #[test]
+    fn a_store_error_body_has_one_reason_field() {
+        use crate::commit::CommitError;
+        let conflict = || {
+            StoreError::Rejected(CommitError::VersionConflict {
+                expected: 1,
+                actual: 2,
+            })
+        };
+        for body in [
+            store_error_body(&conflict()),
+            store_body("claim_lost", "lost"),
+            crate::host::ForkError::Store(conflict()).body(),
+        ] {
+            let value = serde_json::to_value(&body).unwrap();
+            assert_eq!(value["kind"], "store", "{value}");
+            assert!(value["reason"].is_string(), "{value}");
+            assert_eq!(value.get("code"), None, "{value}");
+            assert_eq!(body.store_reason(), value["reason"].as_str());
+        }
+        let old: ErrorBody = serde_json::from_value(
+            serde_json::json!({"kind": "store", "code": "version_conflict", "message": "m"}),
+        )
+        .unwrap();
+        assert_eq!(old.store_reason(), Some("version_conflict"));
+    }
 
     #[test]
     fn every_line_ends_with_idle() {

@@ -244,6 +244,19 @@ impl From<AgentErrorRepr> for AgentError {
 
 schema_via_repr!(AgentError => AgentErrorRepr, "AgentError");
 
+/// The kind of a JSON value as error messages name it ("a string", "an object", ...).
+pub(crate) fn json_kind(value: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

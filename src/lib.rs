@@ -72,13 +72,14 @@
 //! ## Map of the crate
 //!
 //! Every public type has **one path**. The root holds what an embedder of the agent needs (the
-//! contract types, each re-exported by name from private source modules); three public modules
+//! contract types, each re-exported by name from private source modules); four public modules
 //! hold what belongs together and apart from it:
 //!
+//! - [`limits`]: the input limits every door applies, each rule once (the line cap, the
+//!   nesting depth, the clock's range), used by the driver, `Agent::handle` and the bindings.
 //! - [`driver`]: the JSON-lines driver of SPEC §12 as a pure state machine over lines
-//!   ([`driver::Driver`]), its line types and line builders, the input limits every door
-//!   applies ([`driver::limits`]), the §10 error body ([`driver::error_body`]) and (with the
-//!   `schema` feature) the JSON Schema of its lines.
+//!   ([`driver::Driver`]), its line types and line builders, the §10 error body
+//!   ([`driver::error_body`]) and (with the `schema` feature) the JSON Schema of its lines.
 //! - [`host`]: host operations on a store, each taking the host's clock as an argument — one
 //!   claimed session ([`host::ClaimedSession`], [`host::ClaimHeld`]), answering an approval
 //!   ([`host::answer_permission`]), sweeping due work ([`host::sweep`]), the durable driver
@@ -198,6 +199,7 @@ pub mod facts;
 mod hash;
 pub mod host;
 mod ids;
+pub mod limits;
 mod message;
 mod model_call;
 mod resume;

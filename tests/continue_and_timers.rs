@@ -202,13 +202,9 @@ fn a_wait_without_a_deadline_sets_no_timer() {
     h.drive();
     assert_eq!(h.agent.run_state(), Some(RunState::Awaiting));
     assert_eq!(h.agent.poll_timeout(), None);
-    // The latest time any door takes (`runcore::driver::limits::MAX_NOW_MS`).
-    h.input_at(
-        "timeout",
-        Input::Timeout,
-        runcore::driver::limits::MAX_NOW_MS,
-    )
-    .unwrap();
+    // The latest time any door takes (`runcore::limits::MAX_NOW_MS`).
+    h.input_at("timeout", Input::Timeout, runcore::limits::MAX_NOW_MS)
+        .unwrap();
     assert_eq!(h.agent.run_state(), Some(RunState::Awaiting));
 }
 

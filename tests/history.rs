@@ -189,6 +189,17 @@ fn bad_imports_are_refused_and_change_nothing() {
             "messages[0]: tool call c1 has no result before the next assistant message (messages[1])",
         ),
         (
+            "a second result for one call",
+            vec![
+                call(&["c1", "c2"]),
+                result("c1"),
+                result("c1"),
+                result("c2"),
+            ],
+            "messages[2]: a second result for call c1 (its result is messages[1]); every tool \
+             call has exactly one result",
+        ),
+        (
             "a duplicate message id",
             vec![with_id("m1"), with_id("m1")],
             "messages[1]: message id \"m1\" appears twice",
@@ -269,6 +280,95 @@ fn several_prompt_messages() {
     ] {
         let out = driver.handle_line(line.to_string().as_bytes());
         assert!(out[0].contains("\"invalid_input\""), "{out:?}");
+    }
+}
+
+/// A user message reads as it is written (issue 42): the `"role":"user"` every user message the
+/// driver prints carries is accepted wherever an input reads a user message (`prompt`'s `text`
+/// and `messages`, `steer`, `follow_up`, `compact`'s `summary`), through the driver's line and
+/// `Agent::handle`; any other role is `invalid_input`, saying which roles are accepted, and
+/// changes nothing.
+#[test]
+fn user_messages_read_as_written() {
+    let text = |t: &str| json!([{"type": "text", "text": t}]);
+    // A host copies the user message of a transcript the driver printed into a new prompt.
+    let mut first = Driver::new();
+    let out = first.handle_line(br#"{"type":"prompt","text":"hello","now_ms":1}"#);
+    let commit: Value = serde_json::from_str(&out[0]).unwrap();
+    let printed = commit["commit"]["messages"][0].clone();
+    assert_eq!(printed["role"], "user", "{printed}");
+
+    let accepted = [
+        json!({"type": "prompt", "messages": [printed, {"role": "user", "content": text("b")}]}),
+        json!({"type": "steer", "text": {"role": "user", "content": text("s")}}),
+        json!({"type": "follow_up", "text": {"role": "user", "content": text("f"), "id": "f1"}}),
+    ];
+    let mut driver = Driver::new();
+    let mut agent = Agent::new(AgentConfig::default()).unwrap();
+    for line in &accepted {
+        let out = driver.handle_line(line.to_string().as_bytes());
+        assert!(
+            !out.iter().any(|l| l.contains("\"error\"")),
+            "{line}: {out:?}"
+        );
+        let input: runcore::Input = serde_json::from_value(line.clone()).unwrap();
+        agent.handle(input, agent.clock_ms()).unwrap();
+        while agent.poll().is_some() {}
+    }
+    // The same messages as without the role.
+    let Some(Message::User(user)) = driver.agent().transcript().first() else {
+        panic!("{:?}", driver.agent().transcript())
+    };
+    assert_eq!(**user, UserMessage::text("hello"));
+    assert_eq!(driver.agent().snapshot_json(), agent.snapshot_json());
+    // A compaction summary copied from a transcript reads too.
+    let summary: runcore::Input = serde_json::from_value(json!({
+        "type": "compact", "keep_from": 1,
+        "summary": {"role": "user", "content": text("so far")},
+    }))
+    .unwrap();
+    assert!(matches!(summary, runcore::Input::Compact { .. }));
+
+    // Any other role: `invalid_input` naming the field and the accepted role; nothing changes.
+    let refused = [
+        (
+            json!({"type": "prompt", "messages": [{"content": text("a")},
+                   {"role": "assistant", "content": text("b")}]}),
+            "prompt: messages[1]: role \"assistant\"",
+        ),
+        (
+            json!({"type": "prompt", "text": {"role": "system", "content": text("a")}}),
+            "prompt: text: role \"system\"",
+        ),
+        (
+            json!({"type": "steer", "text": {"role": "tool_result", "content": text("a")}}),
+            "steer: text: role \"tool_result\"",
+        ),
+        (
+            json!({"type": "follow_up", "text": {"role": 7, "content": text("a")}}),
+            "follow_up: text: role 7",
+        ),
+        (
+            json!({"type": "compact", "keep_from": 1,
+                   "summary": {"role": "assistant", "content": text("a")}}),
+            "compact: summary: role \"assistant\"",
+        ),
+    ];
+    for (line, says) in &refused {
+        let before = driver.agent().snapshot_json();
+        let out = driver.handle_line(line.to_string().as_bytes());
+        let error: Value = serde_json::from_str(&out[0]).unwrap();
+        assert_eq!(error["error"]["kind"], "invalid_input", "{line}: {out:?}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{message}");
+        assert!(
+            message.ends_with("a user message has role \"user\" (or none)"),
+            "{message}"
+        );
+        assert_eq!(driver.agent().snapshot_json(), before, "{line}");
+        // `Input`'s own reading refuses it as well, with the same reason.
+        let read = serde_json::from_value::<runcore::Input>(line.clone()).unwrap_err();
+        assert!(read.to_string().contains("has role \"user\""), "{read}");
     }
 }
 

@@ -1,10 +1,10 @@
-//! The core's input limits (`runcore::driver::limits`) at and past each edge, through the
+//! The core's input limits (`runcore::limits`) at and past each edge, through the
 //! driver's line and through `Agent::handle`, and snapshots of inputs at the edge restore.
 
 use runcore::Agent;
 use runcore::driver::Driver;
-use runcore::driver::MAX_LINE_BYTES;
-use runcore::driver::limits::{MAX_DEPTH, MAX_NOW_MS};
+use runcore::limits::MAX_LINE_BYTES;
+use runcore::limits::{MAX_DEPTH, MAX_NOW_MS};
 use serde_json::{Value, json};
 
 fn kind_of(lines: &[String]) -> Option<String> {
@@ -69,6 +69,29 @@ fn nesting_past_the_edge_is_invalid_input_and_changes_nothing() {
         );
         assert_eq!(driver.agent().snapshot_json(), before);
     }
+}
+
+/// A nesting error names where (issue 42): the message's index in an input's `messages`, the
+/// same through the driver's line and through `Agent::handle`.
+#[test]
+fn a_nesting_error_names_the_message_index() {
+    let text = json!([{"type": "text", "text": "x"}]);
+    let line = json!({"type": "import", "messages": [
+        {"role": "user", "content": text},
+        {"role": "user", "content": text, "meta": {"v": nested(MAX_DEPTH)}},
+    ]});
+    let expected = format!(
+        "invalid input: the input nests deeper than {MAX_DEPTH} levels of objects and arrays \
+         (in messages[1])"
+    );
+    let lines = Driver::new().handle_line(line.to_string().as_bytes());
+    let error: Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(error["error"]["kind"], "invalid_input");
+    assert_eq!(error["error"]["message"], expected.as_str());
+    let input: runcore::Input = serde_json::from_value(line).unwrap();
+    let mut agent = Agent::new(Default::default()).unwrap();
+    let error = agent.handle(input, 0).unwrap_err();
+    assert_eq!(error.to_string(), expected);
 }
 
 #[test]
@@ -149,7 +172,7 @@ fn snapshot_nested(levels: usize) -> String {
 #[test]
 fn the_snapshot_reader_applies_its_own_depth_limit_at_and_past_the_edge() {
     use runcore::SnapshotError;
-    use runcore::driver::limits::{MAX_SNAPSHOT_DEPTH, snapshot_too_deep};
+    use runcore::limits::{MAX_SNAPSHOT_DEPTH, snapshot_too_deep};
     // envelope, agent, messages, message, content, block: the arguments start at level 7.
     let around = depth_of(&serde_json::from_str(&snapshot_nested(20)).unwrap()) - 20;
     assert_eq!(around, 6);
@@ -192,7 +215,7 @@ fn the_snapshot_reader_applies_its_own_depth_limit_at_and_past_the_edge() {
 
 #[test]
 fn every_snapshot_the_agent_writes_restores_for_inputs_at_the_edge() {
-    use runcore::driver::limits::MAX_SNAPSHOT_DEPTH;
+    use runcore::limits::MAX_SNAPSHOT_DEPTH;
     // Every place an input's own JSON lands in a snapshot, each at the deepest the driver
     // takes: tool call arguments (queued in the outbox's commit and event), a tool result's
     // details, a config's tool schema, a resume command's answer.
@@ -312,7 +335,7 @@ fn rust_doors_agree_with_the_exact_rule_around_the_edge() {
                 step: 1,
                 message: answer.clone(),
             };
-            let expected = runcore::driver::limits::check_depth(&input).is_ok();
+            let expected = runcore::limits::check_depth(&input).is_ok();
             let mut by_method = agent_waiting_for_model();
             let before = by_method.snapshot_json();
             let got = by_method.model_done(&RunId::from("r"), 1, answer);
@@ -334,7 +357,7 @@ fn rust_doors_agree_with_the_exact_rule_around_the_edge() {
         let with_meta = ToolOutput::text("c", "ok").with_meta(meta_nesting(levels));
         for (place, output) in [("details", with_details), ("meta", with_meta)] {
             let input = Input::tool_done(RunId::from("r"), output.clone());
-            let expected = runcore::driver::limits::check_depth(&input).is_ok();
+            let expected = runcore::limits::check_depth(&input).is_ok();
             let mut by_method = agent_waiting_for_tool();
             let before = by_method.snapshot_json();
             let got = by_method.tool_done(&RunId::from("r"), &"c".into(), output);
@@ -357,11 +380,11 @@ fn rust_doors_agree_with_the_exact_rule_around_the_edge() {
         step: 1,
         message: answers_nesting(MAX_DEPTH - 4).remove(0).1,
     };
-    assert!(runcore::driver::limits::check_depth(&at_edge).is_ok());
+    assert!(runcore::limits::check_depth(&at_edge).is_ok());
     let past_edge = Input::ModelDone {
         run_id: RunId::from("r"),
         step: 1,
         message: answers_nesting(MAX_DEPTH - 3).remove(0).1,
     };
-    assert!(runcore::driver::limits::check_depth(&past_edge).is_err());
+    assert!(runcore::limits::check_depth(&past_edge).is_err());
 }

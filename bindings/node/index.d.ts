@@ -191,7 +191,9 @@ export class InternalError extends AgentError {}
 /** A store call failed. */
 export class StoreError extends Error {
   readonly kind: 'store';
-  /** The rejection's code, `transcript`, `unavailable` or `open`. */
+  /** The rejection's code, `transcript`, `unavailable` or `open` (the store error body's `reason`). */
+  readonly reason: string;
+  /** The same as `reason` (its older name). */
   readonly code: string;
 }
 

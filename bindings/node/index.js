@@ -46,13 +46,18 @@ for (const name of Object.values(KINDS)) {
   errorClasses[name] = { [name]: class extends AgentError {} }[name];
 }
 
-/** A store call failed: `.code` is the rejection's code, `transcript`, `unavailable` or `open`. */
+/**
+ * A store call failed: `.reason` is the rejection's code, `transcript`, `unavailable` or `open`
+ * (the `reason` of the core's store error body); `.code` is the same, its older name.
+ */
 class StoreError extends Error {
   constructor(body) {
     super(body.message);
     this.name = 'StoreError';
     this.kind = 'store';
-    this.code = body.code;
+    // A body written before the field had one name carries `code`.
+    this.reason = body.reason ?? body.code;
+    this.code = this.reason;
   }
 }
 

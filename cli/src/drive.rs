@@ -17,8 +17,9 @@ use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use runcore::driver::{ConfigObjectError, ContextMode, Driver, InputLine, MAX_LINE_BYTES};
+use runcore::driver::{ConfigObjectError, ContextMode, Driver, InputLine};
 use runcore::host::{ClaimOptions, DurableDriver, DurableLines, DurableOptions, DurableStartError};
+use runcore::limits::MAX_LINE_BYTES;
 use runcore::store::{Store, StoreError};
 use runcore::{Agent, AgentConfig, CommitError, Input, RecoveryPolicy, ThreadId};
 use runcore_host::wall_clock_ms;
@@ -67,12 +68,8 @@ impl ConfigFile {
 
     /// The file as the config line it stands for.
     fn into_line(self) -> InputLine {
-        InputLine {
-            input: Input::Config(self.config),
-            now_ms: self.now_ms,
-            context: self.context,
-            thread: self.thread,
-        }
+        InputLine::new(Input::Config(self.config), self.now_ms)
+            .with_config_fields(self.context, self.thread)
     }
 }
 
@@ -624,11 +621,36 @@ mod tests {
         assert_eq!(lines[0], json!({"type":"idle","line":0}));
         assert_eq!(lines[1]["line"], 1);
         assert_eq!(lines[1]["error"]["kind"], "store");
-        assert_eq!(lines[1]["error"]["code"], "payload_mismatch");
+        assert_eq!(lines[1]["error"]["reason"], "payload_mismatch");
         assert_eq!(store.thread_version(&thread).unwrap(), 1);
         assert_eq!(
             store.committed_messages(&thread).unwrap(),
             [Message::user("a")]
         );
+    }
+
+    /// A line far past the cap (200 MiB) is refused saying the cap in bytes and that it is at
+    /// least as long as what was read (the reader stops keeping it one byte past the cap), not
+    /// as if it were that long; the next line is read as ever.
+    #[test]
+    fn a_line_far_past_the_cap_is_reported_honestly() {
+        let input = io::BufReader::new(io::repeat(b'a').take(200 << 20).chain(io::Cursor::new(
+            b"\n{\"type\":\"prompt\",\"text\":\"hi\"}\n".to_vec(),
+        )));
+        let mut output = Vec::new();
+        run_session::<MemoryStore>(None, None, input, &mut output).unwrap();
+        let lines: Vec<Value> = String::from_utf8(output)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[0]["type"], "error");
+        assert_eq!(lines[0]["error"]["kind"], "invalid_json");
+        assert_eq!(
+            lines[0]["error"]["message"],
+            "the line is over the limit of 67108864 bytes (at least 67108865 bytes)"
+        );
+        assert_eq!(lines[1], json!({"type": "idle", "line": 1}));
+        assert_eq!(lines[2]["type"], "commit");
     }
 }

@@ -1,4 +1,4 @@
-//! Fuzzes the core's input limits (`runcore::driver::limits`): the byte scan of a line's
+//! Fuzzes the core's input limits (`runcore::limits`): the byte scan of a line's
 //! nesting agrees with the depth of the value it parses to, a JSON string's length is what
 //! serde_json writes, a time from a double is exactly the integer it names or refused, and the
 //! driver takes any bytes without panicking, refusing lines past the limits.
@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use runcore::driver::Driver;
-use runcore::driver::limits::{
+use runcore::limits::{
     MAX_NOW_MS, check_depth, check_json_depth, json_string_len, now_ms_from_f64,
 };
 use serde_json::Value;

@@ -46,6 +46,12 @@ pub(crate) enum Incomplete {
     },
     /// The result at `index` answers `call`, which the open batch does not hold.
     NoCall { index: usize, call: CallId },
+    /// The result at `index` answers `call`, whose result is already at `first`.
+    Duplicate {
+        index: usize,
+        call: CallId,
+        first: usize,
+    },
     /// The result at `index` answers `call` out of call order (`expected` is next).
     OutOfOrder {
         index: usize,
@@ -87,6 +93,10 @@ impl Incomplete {
                 "{what}: messages[{index}]: the tool result for call {call} has no call before \
                  it; no result may lack its call"
             ),
+            Incomplete::Duplicate { index, call, first } => format!(
+                "{what}: messages[{index}]: a second result for call {call} (its result is \
+                 messages[{first}]); every tool call has exactly one result"
+            ),
             Incomplete::OutOfOrder {
                 index,
                 call,
@@ -116,6 +126,8 @@ pub(crate) fn check_complete(messages: &[Message], base: usize) -> Result<(), In
     let mut open: Vec<ToolCall> = Vec::new();
     let mut open_at = 0;
     let mut answered = 0;
+    // Where each answered call of the open batch has its result.
+    let mut results: Vec<usize> = Vec::new();
     for (offset, message) in messages.iter().enumerate() {
         let index = base + offset;
         match message {
@@ -133,6 +145,7 @@ pub(crate) fn check_complete(messages: &[Message], base: usize) -> Result<(), In
                 open = answer.tool_calls().collect();
                 open_at = index;
                 answered = 0;
+                results.clear();
             }
             Message::ToolResult(result) => match open.get(answered) {
                 Some(call) if call.id == result.call_id => {
@@ -144,6 +157,7 @@ pub(crate) fn check_complete(messages: &[Message], base: usize) -> Result<(), In
                         });
                     }
                     answered += 1;
+                    results.push(index);
                 }
                 Some(expected) if open.iter().skip(answered).any(|c| c.id == result.call_id) => {
                     return Err(Incomplete::OutOfOrder {
@@ -153,6 +167,18 @@ pub(crate) fn check_complete(messages: &[Message], base: usize) -> Result<(), In
                     });
                 }
                 _ => {
+                    let first = open
+                        .iter()
+                        .take(answered)
+                        .zip(&results)
+                        .find(|(call, _)| call.id == result.call_id);
+                    if let Some((_, &first)) = first {
+                        return Err(Incomplete::Duplicate {
+                            index,
+                            call: result.call_id.clone(),
+                            first,
+                        });
+                    }
                     return Err(Incomplete::NoCall {
                         index,
                         call: result.call_id.clone(),
@@ -277,10 +303,13 @@ mod tests {
                 },
             ),
             (
+                // A second result for an answered call breaks "exactly one result", not "no
+                // result lacks its call".
                 vec![calls(&["a"]), result("a"), result("a")],
-                Incomplete::NoCall {
+                Incomplete::Duplicate {
                     index: 2,
                     call: "a".into(),
+                    first: 1,
                 },
             ),
         ];

@@ -50,8 +50,17 @@ pub enum Input {
         )]
         #[cfg_attr(feature = "schema", schemars(schema_with = "user_text::schema"))]
         message: Option<UserMessage>,
-        /// Several user messages (SPEC §8.10), in order; instead of `text`.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        /// Several user messages (SPEC §8.10), in order; instead of `text`. Each may carry
+        /// `"role":"user"`, as every user message the driver writes does.
+        #[serde(
+            default,
+            skip_serializing_if = "Vec::is_empty",
+            deserialize_with = "user_text::messages"
+        )]
+        #[cfg_attr(
+            feature = "schema",
+            schemars(schema_with = "user_text::messages_schema")
+        )]
         messages: Vec<UserMessage>,
         /// A host-supplied run id (unique across all threads).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -254,17 +263,30 @@ impl Agent {
     /// Then drain [`poll`](Agent::poll).
     ///
     /// A host without a clock reading for this input passes [`clock_ms`](Agent::clock_ms).
+    ///
+    /// The input limits of [`crate::limits`] apply here: `now_ms` past
+    /// [`MAX_NOW_MS`](crate::limits::MAX_NOW_MS) and inputs nesting deeper than
+    /// [`MAX_DEPTH`](crate::limits::MAX_DEPTH) are `InvalidInput`.
     // Inlined with `dispatch`, so an input method (which names its variant) goes straight to
     // its handler instead of moving a whole `Input` through the full match.
     #[inline(always)]
-    ///
-    /// The input limits of [`crate::driver::limits`] apply here: `now_ms` past
-    /// [`MAX_NOW_MS`](crate::driver::limits::MAX_NOW_MS) and inputs nesting deeper than
-    /// [`MAX_DEPTH`](crate::driver::limits::MAX_DEPTH) are `InvalidInput`.
     pub fn handle(&mut self, input: Input, now_ms: u64) -> Result<(), AgentError> {
-        if now_ms > crate::driver::limits::MAX_NOW_MS || may_nest(&input) {
+        if now_ms > crate::limits::MAX_NOW_MS || may_nest(&input) {
             check_limits(&input, now_ms)?;
         }
+        self.handle_within_limits(input, now_ms)
+    }
+
+    /// [`handle`](Agent::handle) for an input already held to the limits of [`crate::limits`]
+    /// (a driver line read by `Driver::parse_line` or `InputLine::from_value`, whose text or
+    /// value was measured): the clock rule and the input's handler, the limits not measured
+    /// again.
+    #[inline(always)]
+    pub(crate) fn handle_within_limits(
+        &mut self,
+        input: Input,
+        now_ms: u64,
+    ) -> Result<(), AgentError> {
         let before = self.thread.clock_ms;
         self.thread.observe_clock(now_ms);
         let result = self.dispatch(input);
@@ -276,8 +298,9 @@ impl Agent {
 
     /// Runs `handler` for an input that arrived at `now_ms` under `handle`'s clock rule (the
     /// clock advances first and is put back when the input is rejected), for the inputs that
-    /// start a run. (`handle` spells the rule out itself: taking the closure instead changes
-    /// how every input method is inlined, at a cost the instruction counts show.)
+    /// start a run, once [`check_member_limits`] held them to `handle`'s limits. (`handle`
+    /// spells the rule out itself: taking the closure instead changes how every input method
+    /// is inlined, at a cost the instruction counts show.)
     fn at<T>(
         &mut self,
         now_ms: u64,
@@ -369,6 +392,7 @@ impl Agent {
     // The run-starting methods take `handle`'s path to the `prompt` / `continue` handler
     // (`at`, then the handler `dispatch` calls) so that the handler's run id comes back.
     pub fn prompt(&mut self, message: UserMessage, now_ms: u64) -> Result<RunId, AgentError> {
+        check_member_limits(("text", &message), now_ms)?;
         self.at(now_ms, |agent| {
             agent.on_prompt(None, Some(message), Vec::new())
         })
@@ -383,6 +407,7 @@ impl Agent {
     /// `InvalidInput` naming the rule and the message index; `Busy` while a run is active.
     /// Returns the import's run id.
     pub fn import(&mut self, messages: Vec<Message>, now_ms: u64) -> Result<RunId, AgentError> {
+        check_member_limits(("messages", &messages), now_ms)?;
         self.at(now_ms, |agent| agent.on_import(messages))
     }
 
@@ -396,6 +421,7 @@ impl Agent {
         messages: Vec<UserMessage>,
         now_ms: u64,
     ) -> Result<RunId, AgentError> {
+        check_member_limits(("messages", &messages), now_ms)?;
         self.at(now_ms, |agent| agent.on_prompt(run_id, None, messages))
     }
 
@@ -406,6 +432,7 @@ impl Agent {
         message: UserMessage,
         now_ms: u64,
     ) -> Result<RunId, AgentError> {
+        check_member_limits(("text", &message), now_ms)?;
         self.at(now_ms, |agent| {
             agent.on_prompt(Some(run_id), Some(message), Vec::new())
         })
@@ -415,6 +442,7 @@ impl Agent {
     /// when no run is active (`Busy` otherwise) and the transcript ends in a `user` or
     /// `tool_result` message (`InvalidState` otherwise, saying why).
     pub fn continue_run(&mut self, now_ms: u64) -> Result<RunId, AgentError> {
+        check_now(now_ms)?;
         self.at(now_ms, Agent::on_continue)
     }
 
@@ -477,6 +505,7 @@ impl Agent {
         message: AssistantMessage,
     ) -> Result<(), AgentError> {
         if assistant_shallow(&message) {
+            crate::limits::count_depth_check();
             // `handle`'s rules, met: within the nesting limit, at the agent's own clock (which
             // does not move). The answer goes straight into its `Arc`.
             self.on_model_done(run_id, step, std::sync::Arc::new(message))
@@ -550,6 +579,7 @@ impl Agent {
             )));
         }
         if tool_output_shallow(&output) {
+            crate::limits::count_depth_check();
             // `handle`'s rules, met (as in `model_done`), without taking the output apart.
             self.on_tool_done(run_id, call_id, output)
         } else {
@@ -640,23 +670,99 @@ impl Agent {
     }
 }
 
+/// The role a user message read by an input may carry: `"user"` (or none), as every user
+/// message the driver writes carries it (SPEC §2), so a message copied from a transcript reads.
+pub(crate) const USER_ROLE: &str = "user";
+
+/// Takes a user message object's `role` out: absent or `"user"` reads; any other is refused,
+/// saying which roles are accepted.
+pub(crate) fn take_user_role(
+    object: &mut serde_json::Map<String, serde_json::Value>,
+) -> Result<(), String> {
+    match object.remove("role") {
+        None => Ok(()),
+        Some(serde_json::Value::String(role)) if role == USER_ROLE => Ok(()),
+        Some(other) => Err(wrong_user_role(&other)),
+    }
+}
+
+/// Why a user message with role `role` is refused.
+fn wrong_user_role(role: &serde_json::Value) -> String {
+    format!("role {role} is not accepted here: a user message has role \"user\" (or none)")
+}
+
+/// A user message object (`role` absent or `"user"`) as its type.
+pub(crate) fn user_message_from_object(
+    mut object: serde_json::Map<String, serde_json::Value>,
+) -> Result<UserMessage, String> {
+    take_user_role(&mut object)?;
+    serde_json::from_value(serde_json::Value::Object(object)).map_err(|e| e.to_string())
+}
+
+/// The user messages of an input line (`prompt.text` / `prompt.messages`, `steer.text`,
+/// `follow_up.text`, `compact.summary`) whose `role` is given and is not `"user"`, refused as
+/// `InvalidInput` naming the field and the role (what a line reader checks before the line is
+/// read into an [`Input`], whose own reading can only say `invalid_json`).
+pub(crate) fn check_user_roles(
+    kind: &str,
+    line: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(), AgentError> {
+    use serde_json::Value;
+    let role_of = |value: &Value| match value {
+        Value::Object(object) => object
+            .get("role")
+            .filter(|role| role.as_str() != Some(USER_ROLE))
+            .cloned(),
+        _ => None,
+    };
+    let single = match kind {
+        "prompt" | "steer" | "follow_up" => "text",
+        "compact" => "summary",
+        _ => return Ok(()),
+    };
+    if let Some(role) = line.get(single).and_then(role_of) {
+        return Err(AgentError::invalid(format!(
+            "{kind}: {single}: {}",
+            wrong_user_role(&role)
+        )));
+    }
+    if kind == "prompt"
+        && let Some(Value::Array(messages)) = line.get("messages")
+        && let Some((index, role)) = messages
+            .iter()
+            .enumerate()
+            .find_map(|(index, message)| role_of(message).map(|role| (index, role)))
+    {
+        return Err(AgentError::invalid(format!(
+            "prompt: messages[{index}]: {}",
+            wrong_user_role(&role)
+        )));
+    }
+    Ok(())
+}
+
 /// A user message written as a string when it is one plain text block, else as the message
-/// object; read from either.
+/// object; read from either (the object's `role`, if given, `"user"`).
 mod user_text {
     #[cfg(feature = "schema")]
     use schemars::{Schema, SchemaGenerator, json_schema};
+    use serde::de::Error;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::{Map, Value};
 
     use crate::message::{ContentBlock, UserMessage};
+
+    const EXPECTING: &str =
+        "a string or a user message {\"content\":[…],\"id\"?,\"role\"?:\"user\"}";
 
     #[derive(Deserialize)]
     #[serde(
         untagged,
-        expecting = "a string or a user message {\"content\":[…],\"id\"?}"
+        expecting = "a string or a user message {\"content\":[…],\"id\"?,\"role\"?:\"user\"}"
     )]
     enum Repr {
         Text(String),
-        Message(UserMessage),
+        Message(Map<String, Value>),
     }
 
     pub(super) fn serialize<S: Serializer>(
@@ -675,18 +781,80 @@ mod user_text {
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<UserMessage, D::Error> {
-        Ok(match Repr::deserialize(deserializer)? {
-            Repr::Text(text) => UserMessage::text(text),
-            Repr::Message(message) => message,
-        })
+        match Repr::deserialize(deserializer)? {
+            Repr::Text(text) => Ok(UserMessage::text(text)),
+            Repr::Message(mut object) => {
+                super::take_user_role(&mut object).map_err(D::Error::custom)?;
+                serde_json::from_value(Value::Object(object))
+                    .map_err(|_| D::Error::custom(EXPECTING))
+            }
+        }
+    }
+
+    /// `prompt.messages`: user message objects, each `role` (if given) `"user"`.
+    pub(super) fn messages<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<UserMessage>, D::Error> {
+        Vec::<Value>::deserialize(deserializer)?
+            .into_iter()
+            .enumerate()
+            .map(|(index, message)| match message {
+                Value::Object(object) => super::user_message_from_object(object)
+                    .map_err(|e| D::Error::custom(format!("messages[{index}]: {e}"))),
+                other => Err(D::Error::custom(format!(
+                    "messages[{index}]: expected a user message object, got {}",
+                    crate::error::json_kind(&other)
+                ))),
+            })
+            .collect()
+    }
+
+    /// A user message as an input reads it: its schema with the optional `"role": "user"`.
+    #[cfg(feature = "schema")]
+    struct UserMessageInput;
+
+    #[cfg(feature = "schema")]
+    impl schemars::JsonSchema for UserMessageInput {
+        fn schema_name() -> std::borrow::Cow<'static, str> {
+            "UserMessageInput".into()
+        }
+
+        fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+            let mut schema = <UserMessage as schemars::JsonSchema>::json_schema(generator);
+            let object = schema.ensure_object();
+            object.insert(
+                "description".into(),
+                Value::from("A user message as an input reads it: `role` absent or \"user\"."),
+            );
+            if let Some(properties) = object.get_mut("properties").and_then(Value::as_object_mut) {
+                properties.insert("role".into(), serde_json::json!({ "const": "user" }));
+            }
+            schema
+        }
+    }
+
+    /// A reference to [`UserMessageInput`]'s schema.
+    #[cfg(feature = "schema")]
+    pub(super) fn message_schema(generator: &mut SchemaGenerator) -> Schema {
+        generator.subschema_for::<UserMessageInput>()
     }
 
     #[cfg(feature = "schema")]
     pub(super) fn schema(generator: &mut SchemaGenerator) -> Schema {
-        let message = generator.subschema_for::<UserMessage>();
+        let message = message_schema(generator);
         json_schema!({
             "description": "The text (one text block), or a user message object.",
             "anyOf": [{"type": "string"}, message],
+        })
+    }
+
+    #[cfg(feature = "schema")]
+    pub(super) fn messages_schema(generator: &mut SchemaGenerator) -> Schema {
+        let message = message_schema(generator);
+        json_schema!({
+            "description": "Several user messages, in order.",
+            "type": "array",
+            "items": message,
         })
     }
 
@@ -720,20 +888,25 @@ mod user_text {
 mod summary_content {
     #[cfg(feature = "schema")]
     use schemars::{Schema, SchemaGenerator, json_schema};
+    use serde::de::Error;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::{Map, Value};
 
     use crate::message::{ContentBlock, UserMessage};
+
+    const EXPECTING: &str = "`summary` must be a string, a list of content blocks, or a user \
+                             message {\"content\":[…],\"id\"?,\"role\"?:\"user\"}";
 
     #[derive(Deserialize)]
     #[serde(
         untagged,
         expecting = "`summary` must be a string, a list of content blocks, or a user message \
-                     {\"content\":[…],\"id\"?}"
+                     {\"content\":[…],\"id\"?,\"role\"?:\"user\"}"
     )]
     enum Repr {
         Text(String),
         Blocks(Vec<ContentBlock>),
-        Message(UserMessage),
+        Message(Map<String, Value>),
     }
 
     pub(super) fn serialize<S: Serializer>(
@@ -760,14 +933,18 @@ mod summary_content {
                 id: None,
                 meta: crate::message::Meta::new(),
             },
-            Repr::Message(message) => message,
+            Repr::Message(mut object) => {
+                super::take_user_role(&mut object).map_err(D::Error::custom)?;
+                serde_json::from_value(Value::Object(object))
+                    .map_err(|_| D::Error::custom(EXPECTING))?
+            }
         })
     }
 
     #[cfg(feature = "schema")]
     pub(super) fn schema(generator: &mut SchemaGenerator) -> Schema {
         let blocks = generator.subschema_for::<Vec<ContentBlock>>();
-        let message = generator.subschema_for::<UserMessage>();
+        let message = super::user_text::message_schema(generator);
         json_schema!({
             "description": "The summary: a string (one text block), content blocks, or a user message object.",
             "anyOf": [{"type": "string"}, blocks, message],
@@ -841,13 +1018,13 @@ fn meta_object<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Meta
         serde_json::Value::Object(map) => Ok(Meta::from(map)),
         other => Err(serde::de::Error::custom(format!(
             "`meta` must be a JSON object, got {}",
-            crate::driver::json_kind(&other)
+            crate::error::json_kind(&other)
         ))),
     }
 }
 
 /// Whether `input` may hold nested JSON (the inputs made only of ids, numbers and plain text
-/// cannot nest past [`MAX_DEPTH`](crate::driver::limits::MAX_DEPTH)).
+/// cannot nest past [`MAX_DEPTH`](crate::limits::MAX_DEPTH)).
 #[inline(always)]
 fn may_nest(input: &Input) -> bool {
     !matches!(
@@ -869,7 +1046,7 @@ fn may_nest(input: &Input) -> bool {
 /// [`shallow`] measures (the input, `message`, `content`, a block: 4), with room to spare.
 const VALUE_OFFSET: usize = 8;
 
-/// Whether `input` certainly nests within [`MAX_DEPTH`](crate::driver::limits::MAX_DEPTH),
+/// Whether `input` certainly nests within [`MAX_DEPTH`](crate::limits::MAX_DEPTH),
 /// told by walking only the JSON values it holds: `model_done` and `tool_done`, whose typed
 /// parts nest a fixed few levels (under [`VALUE_OFFSET`]), with every value nesting at most
 /// `MAX_DEPTH - VALUE_OFFSET` levels. `false` means "not known": the exact walk decides. (Each
@@ -955,38 +1132,61 @@ fn tool_parts_shallow(details: Option<&serde_json::Value>, meta: &crate::message
 }
 
 /// Whether a JSON value held by an input [`shallow`] measures nests at most
-/// `MAX_DEPTH - VALUE_OFFSET` levels.
+/// `MAX_DEPTH - VALUE_OFFSET` levels (by the one walker, [`crate::limits::nests_within`]).
 fn value_shallow(value: &serde_json::Value) -> bool {
-    crate::driver::limits::value_nests_within(
-        value,
-        crate::driver::limits::MAX_DEPTH - VALUE_OFFSET,
-    )
+    crate::limits::nests_within(value, crate::limits::MAX_DEPTH - VALUE_OFFSET)
 }
 
 /// [`value_shallow`] for a `meta` object.
 #[inline(always)]
 fn meta_shallow(meta: &crate::message::Meta) -> bool {
-    meta.as_map().is_none_or(|map| {
-        crate::driver::limits::map_nests_within(
-            map,
-            crate::driver::limits::MAX_DEPTH - VALUE_OFFSET,
-        )
-    })
+    meta.as_map()
+        .is_none_or(|map| crate::limits::nests_within(map, crate::limits::MAX_DEPTH - VALUE_OFFSET))
 }
 
-/// The core's input limits ([`crate::driver::limits`]) on one input.
+/// The core's input limits ([`crate::limits`]) on one input.
 #[inline(never)]
 fn check_limits(input: &Input, now_ms: u64) -> Result<(), AgentError> {
     // Nesting first, then time: the order the driver reads a line in. The hot inputs are
     // measured by their JSON values alone; anything else, or anything near the limit, by the
     // exact walk.
-    if !shallow(input) {
-        crate::driver::limits::check_depth(input).map_err(AgentError::InvalidInput)?;
+    if shallow(input) {
+        crate::limits::count_depth_check();
+    } else {
+        crate::limits::check_depth(input).map_err(AgentError::InvalidInput)?;
     }
-    if now_ms > crate::driver::limits::MAX_NOW_MS {
-        return Err(AgentError::invalid(format!(
-            "now_ms {now_ms} is over the limit of 2^53 - 1"
-        )));
+    check_now(now_ms)
+}
+
+/// [`crate::limits::check_now_ms`], as `Agent::handle` refuses a time: `InvalidInput`.
+#[inline(always)]
+fn check_now(now_ms: u64) -> Result<(), AgentError> {
+    if now_ms > crate::limits::MAX_NOW_MS {
+        return Err(AgentError::InvalidInput(crate::limits::now_ms_over(now_ms)));
     }
     Ok(())
+}
+
+/// The core's input limits on an input whose one nesting field `name` holds `value` (the run-
+/// starting methods, which take their fields apart): measured as the input's JSON,
+/// `{"type":…,name:value}`, would be.
+#[inline(never)]
+fn check_member_limits<V: Serialize + ?Sized>(
+    (name, value): (&'static str, &V),
+    now_ms: u64,
+) -> Result<(), AgentError> {
+    /// `{name: value}`: the input object around its field.
+    struct Member<'a, V: ?Sized>(&'static str, &'a V);
+
+    impl<V: Serialize + ?Sized> Serialize for Member<'_, V> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeStruct;
+            let mut object = serializer.serialize_struct("Input", 1)?;
+            object.serialize_field(self.0, self.1)?;
+            object.end()
+        }
+    }
+
+    crate::limits::check_depth(&Member(name, value)).map_err(AgentError::InvalidInput)?;
+    check_now(now_ms)
 }

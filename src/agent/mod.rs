@@ -28,6 +28,7 @@ pub use compaction::Compaction;
 pub use config::{AgentConfig, ToolPolicy, ToolSpec};
 pub use events::{Action, AgentCommit, AgentEvent, LoopEvent, MessageOrigin, Output, RunResult};
 pub use input::Input;
+pub(crate) use input::check_user_roles;
 pub use observers::{Observer, ObserverId, Observers};
 pub use queues::QueueMode;
 pub use recover::{

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use super::run_loop::ActiveRun;
 use super::thread::Thread;
 use super::{Agent, AgentConfig};
-use crate::driver::limits;
 use crate::ids::RunId;
+use crate::limits;
 use crate::message::Message;
 use crate::run::EndCause;
 

@@ -98,15 +98,7 @@ impl AnswerError {
     pub fn body(&self) -> ErrorBody {
         match self {
             AnswerError::Refused(error) => crate::driver::error_body(error),
-            AnswerError::Fenced(error) => {
-                let mut details = serde_json::Map::new();
-                details.insert("reason".into(), error.code().into());
-                ErrorBody {
-                    kind: "store".into(),
-                    message: self.to_string(),
-                    details,
-                }
-            }
+            AnswerError::Fenced(error) => crate::driver::store_body(error.code(), self.to_string()),
             AnswerError::Held(held) => {
                 let mut details = serde_json::Map::new();
                 details.insert("owner".into(), held.owner.as_str().into());

@@ -25,13 +25,13 @@
 //!    need not wait for the lease to pass. Later lines are refused with [`SessionEnded`]; a
 //!    new driver recovers from what is committed.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::session::{ClaimHeld, ClaimedSession, OpenError, commit_operation_for};
 use crate::agent::{Agent, AgentConfig, Input, Output, RecoverError, RecoveryPolicy};
 use crate::commit::CommitError;
 use crate::driver::{
-    ContextMode, Driver, ErrorBody, InputLine, OutputLine, error_line, idle_line, render_line,
+    ContextMode, Driver, InputLine, OutputLine, error_line, idle_line, render_line,
 };
 use crate::error::AgentError;
 use crate::ids::ThreadId;
@@ -528,12 +528,9 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
         } else {
             let mut driver = Driver::new();
             let thread = Some(options.config.thread_id.clone());
-            if let Err(e) = driver.apply(InputLine {
-                input: Input::Config(options.config),
-                now_ms: options.now_ms,
-                context: Some(options.context),
-                thread,
-            }) {
+            let line = InputLine::new(Input::Config(options.config), options.now_ms)
+                .with_config_fields(Some(options.context), thread);
+            if let Err(e) = driver.apply(line) {
                 return Err((store, DurableStartError::Config(e)));
             }
             driver
@@ -555,29 +552,21 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
 
 /// The `store` error line of a lost claim (SPEC §12.4): `"reason":"claim_lost"`.
 fn claim_lost_line(line: u64, epoch: u64, current_epoch: Option<u64>) -> String {
-    let mut details = Map::new();
-    details.insert("code".into(), Value::from("claim_lost"));
-    details.insert("reason".into(), Value::from("claim_lost"));
-    details.insert("epoch".into(), Value::from(epoch));
     let message = match current_epoch {
-        Some(current) => {
-            details.insert("current_epoch".into(), Value::from(current));
-            format!(
-                "the thread's claim (epoch {epoch}) was lost: the thread is now at claim epoch {current}; this driver acts no further"
-            )
-        }
+        Some(current) => format!(
+            "the thread's claim (epoch {epoch}) was lost: the thread is now at claim epoch {current}; this driver acts no further"
+        ),
         None => format!(
             "the thread's claim (epoch {epoch}) could not be renewed within its lease; this driver acts no further"
         ),
     };
-    render_line(&OutputLine::Error {
-        line,
-        error: ErrorBody {
-            kind: "store".into(),
-            message,
-            details,
-        },
-    })
+    let mut body = crate::driver::store_body("claim_lost", message);
+    body.details.insert("epoch".into(), Value::from(epoch));
+    if let Some(current) = current_epoch {
+        body.details
+            .insert("current_epoch".into(), Value::from(current));
+    }
+    render_line(&OutputLine::Error { line, error: body })
 }
 
 impl<S> DurableDriver<S> {
@@ -722,6 +711,24 @@ mod tests {
         (driver.into_store(), tools)
     }
 
+    /// Issue 42: a line through the durable driver is measured against the nesting limit
+    /// once (on its text, as it is read); the agent is handed an input already measured.
+    #[test]
+    fn a_line_is_depth_checked_once() {
+        let (mut driver, _) = start(MemoryStore::new(), "t", RecoveryPolicy::Replay);
+        for line in [
+            prompt("find x"),
+            tool_call(&json!("t/run-1")),
+            json!({"type":"tool_done","run_id":"t/run-1","call_id":"c1","content":"found",
+                   "details":{"a":[1,{"b":2}]}}),
+        ] {
+            let before = crate::limits::depth_checks();
+            let out = send(&mut driver, line.clone());
+            assert!(!types(&out).contains(&"error"), "{line}: {out:?}");
+            assert_eq!(crate::limits::depth_checks() - before, 1, "{line}");
+        }
+    }
+
     #[test]
     fn a_new_thread_starts_with_idle_0_and_each_commit_is_stored_before_its_line() {
         let store = SharedStore::new(MemoryStore::new());
@@ -829,7 +836,7 @@ mod tests {
         assert_eq!(line["type"], "error");
         assert_eq!(line["line"], 4);
         assert_eq!(line["error"]["kind"], "store");
-        assert_eq!(line["error"]["code"], "version_conflict");
+        assert_eq!(line["error"]["reason"], "version_conflict");
         assert!(
             line["error"]["message"]
                 .as_str()
@@ -838,7 +845,7 @@ mod tests {
         );
         let gone = StoreError::unavailable("disk gone");
         let line: Value = serde_json::from_str(&store_error_line(2, &gone)).unwrap();
-        assert_eq!(line["error"]["code"], "unavailable");
+        assert_eq!(line["error"]["reason"], "unavailable");
         assert!(
             line["error"]["message"]
                 .as_str()

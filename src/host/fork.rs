@@ -77,21 +77,11 @@ impl ForkError {
 
 impl ForkError {
     /// The error as the driver's error lines write it (`kind`, `message` and, for a store
-    /// refusal, `reason`: the commit error's code).
+    /// error, `reason`: the store error's code, [`crate::driver::store_body`]).
     pub fn body(&self) -> crate::driver::ErrorBody {
         match self {
             ForkError::Invalid(error) => crate::driver::error_body(error),
-            ForkError::Store(error) => {
-                let mut details = serde_json::Map::new();
-                if let Some(rejection) = error.rejection() {
-                    details.insert("reason".into(), rejection.code().into());
-                }
-                crate::driver::ErrorBody {
-                    kind: "store".into(),
-                    message: self.to_string(),
-                    details,
-                }
-            }
+            ForkError::Store(error) => crate::driver::store_body(error.code(), self.to_string()),
         }
     }
 }

@@ -152,16 +152,16 @@ fn a_wait_without_deadline_never_expires() {
         &mut h,
         "expire_wait at the end of time",
         Input::ExpireWait,
-        runcore::driver::limits::MAX_NOW_MS,
+        runcore::limits::MAX_NOW_MS,
     );
     assert_eq!(
         err,
         AgentError::NotExpired {
             deadline_ms: None,
-            now_ms: runcore::driver::limits::MAX_NOW_MS,
+            now_ms: runcore::limits::MAX_NOW_MS,
         }
     );
-    h.clock_ms = runcore::driver::limits::MAX_NOW_MS;
+    h.clock_ms = runcore::limits::MAX_NOW_MS;
     h.resume(ResumeResult::allow())
         .expect("a wait without deadline accepts an answer at any time");
     h.drive();

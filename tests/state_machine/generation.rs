@@ -249,7 +249,7 @@ fn transitions_for(s: &RefState) -> BoxedStrategy<Transition> {
             arms.just(
                 2,
                 Transition::ExpireWait {
-                    now_ms: runcore::driver::limits::MAX_NOW_MS,
+                    now_ms: runcore::limits::MAX_NOW_MS,
                 },
             );
             arms.just(1, Transition::model_done(id, run.steps, late));

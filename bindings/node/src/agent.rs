@@ -192,35 +192,16 @@ fn words(env: napi::Env, ops: napi::Unknown<'_>) -> napi::Result<TapeArray> {
     unsafe { crate::raw::tape_array(env.raw(), ops.raw()) }
 }
 
-/// The length of the line `{"type":"…"<fields>}` whose fixed text (keys, punctuation, numbers)
-/// is `fixed` bytes and whose string values are `strings`, when it may pass
-/// [`runcore::driver::MAX_LINE_BYTES`] (escapes at most sextuple a string): the line a
-/// binding's method stands for is held to the driver's cap (`runcore::driver::limits`).
+/// Holds the line a method stands for to the core's line cap
+/// ([`runcore::limits::check_line_parts`]): its fixed text is `fixed` bytes and its string
+/// values are `strings`.
 fn check_line(fixed: usize, strings: &[&str]) -> napi::Result<()> {
-    use runcore::driver::MAX_LINE_BYTES;
-    use runcore::driver::limits::{check_line_len, json_string_len};
-    let raw: usize = strings.iter().map(|s| s.len()).sum();
-    if raw
-        .saturating_mul(6)
-        .saturating_add(fixed + 2 * strings.len())
-        <= MAX_LINE_BYTES
-    {
-        return Ok(());
-    }
-    let length = fixed + strings.iter().map(|s| json_string_len(s)).sum::<usize>();
-    check_line_len(length).map_err(invalid_json)
-}
-
-/// The bytes of `,"now_ms":N` (none without a time).
-fn now_len(now_ms: Option<u64>) -> usize {
-    now_ms.map_or(0, |now| {
-        r#","now_ms":"#.len() + runcore::driver::limits::decimal_len(now)
-    })
+    runcore::limits::check_line_parts(fixed, strings).map_err(invalid_json)
 }
 
 /// An assistant message from its JSON text as a `model_done` line's `message` reads (its
 /// `"role"`, if any, `"assistant"`), or `None` (then the line says why). Lines are capped at
-/// [`runcore::driver::MAX_LINE_BYTES`]: a message near that goes through the line too.
+/// [`runcore::limits::MAX_LINE_BYTES`]: a message near that goes through the line too.
 fn assistant_message(message: &mut [u8]) -> Option<AssistantMessage> {
     // Without a `"role"` anywhere in the text, the message reads straight into its type: what
     // the driver's reading (a JSON value, its role taken out, then the type) gives when it
@@ -298,10 +279,10 @@ fn bare_call(line: OutputLine<'_>, bare: bool) -> OutputLine<'_> {
     }
 }
 
-/// A `now_ms` from JavaScript, under the core's rule (`runcore::driver::limits`).
+/// A `now_ms` from JavaScript, under the core's rule (`runcore::limits`).
 fn now_of(now_ms: Option<f64>) -> napi::Result<Option<u64>> {
     now_ms
-        .map(runcore::driver::limits::now_ms_from_f64)
+        .map(runcore::limits::now_ms_from_f64)
         .transpose()
         .map_err(invalid_json)
 }
@@ -383,8 +364,8 @@ impl NativeAgent {
         let now_ms = now_of(now_ms)?;
         // `{"type":"model_done","run_id":R,"step":S,"message":M,"now_ms":N}`
         let fixed = r#"{"type":"model_done","run_id":,"step":,"message":}"#.len()
-            + runcore::driver::limits::decimal_len(u64::from(step))
-            + now_len(now_ms)
+            + runcore::limits::decimal_len(u64::from(step))
+            + runcore::limits::now_ms_len(now_ms)
             + message.len();
         check_line(fixed, &[&run_id])?;
         if let Some(message) = assistant_message(message) {
@@ -767,7 +748,7 @@ impl NativeAgent {
     ) -> napi::Result<String> {
         let now_ms = now_of(now_ms)?;
         // `{"type":"prompt","text":T,"run_id":R,"now_ms":N}`
-        let fixed = r#"{"type":"prompt","text":}"#.len() + now_len(now_ms);
+        let fixed = r#"{"type":"prompt","text":}"#.len() + runcore::limits::now_ms_len(now_ms);
         match &run_id {
             Some(run) => check_line(fixed + r#","run_id":"#.len(), &[&text, run])?,
             None => check_line(fixed, &[&text])?,
@@ -793,8 +774,8 @@ impl NativeAgent {
         let now_ms = now_of(now_ms)?;
         // `{"type":"model_delta","run_id":R,"step":S,"text":T,"now_ms":N}`
         let fixed = r#"{"type":"model_delta","run_id":,"step":,"text":}"#.len()
-            + runcore::driver::limits::decimal_len(u64::from(step))
-            + now_len(now_ms);
+            + runcore::limits::decimal_len(u64::from(step))
+            + runcore::limits::now_ms_len(now_ms);
         check_line(fixed, &[&run_id, &text])?;
         let input = Input::ModelDelta {
             run_id: RunId::new(run_id),
@@ -824,7 +805,7 @@ impl NativeAgent {
         let fixed = r#"{"type":"tool_done","run_id":,"call_id":,"content":,"is_error":}"#.len()
             + if is_error { 4 } else { 5 }
             + meta.as_ref().map_or(0, |m| r#","meta":"#.len() + m.len())
-            + now_len(now_ms);
+            + runcore::limits::now_ms_len(now_ms);
         check_line(fixed, &[&run_id, &call_id, &text])?;
         let meta = match meta.map(|m| serde_json::from_str::<Value>(&m).map_err(|_| m)) {
             None => runcore::Meta::new(),
@@ -880,9 +861,9 @@ impl NativeAgent {
         // `{"type":"model_done","run_id":R,"step":S,"message":{"content":[{"type":"text",
         // "text":T}],"stop_reason":"…"},"now_ms":N}`
         let fixed = r#"{"type":"model_done","run_id":,"step":,"message":{"content":[{"type":"text","text":}],"stop_reason":""}}"#.len()
-            + runcore::driver::limits::decimal_len(u64::from(step))
+            + runcore::limits::decimal_len(u64::from(step))
             + stop_reason_len(stop_reason)
-            + now_len(now_ms);
+            + runcore::limits::now_ms_len(now_ms);
         check_line(fixed, &[&run_id, &text])?;
         let input = Input::ModelDone {
             run_id: RunId::new(run_id),

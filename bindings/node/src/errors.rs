@@ -42,14 +42,15 @@ pub fn internal(message: impl Into<String>) -> napi::Error {
     thrown(json!({"kind": "internal", "message": message.into()}))
 }
 
-/// A store call failed (`code`: the rejection's code, `transcript`, `unavailable`, `open`).
+/// A store call failed (`reason`: the rejection's code, `transcript`, `unavailable`, `open`).
 pub fn store_error(error: &StoreError) -> napi::Error {
     thrown(store_error_body(error))
 }
 
-/// A store error with an explicit code.
-pub fn store_error_with_code(code: &str, message: &str) -> napi::Error {
-    thrown(json!({"kind": "store", "code": code, "message": message}))
+/// A store error with an explicit reason: the core's store body
+/// ([`runcore::driver::store_body`]).
+pub fn store_error_with_code(reason: &str, message: &str) -> napi::Error {
+    line_error(&runcore::driver::store_body(reason, message))
 }
 
 /// A snapshot that cannot be restored.

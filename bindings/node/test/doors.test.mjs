@@ -158,6 +158,48 @@ test('differential: every fast path and the line path agree on random hostile in
   }
 });
 
+test('a user message reads as written: role "user" on every door, any other role is invalid_input naming the accepted role', () => {
+  const text = (t) => [{ type: 'text', text: t }];
+  // What the driver prints of a user message, copied back.
+  const printer = new Driver();
+  const printed = printer.send(JSON.stringify({ type: 'prompt', text: 'hello' }))
+    .find((l) => l.type === 'commit').commit.messages[0];
+  assert.equal(printed.role, 'user');
+  const agent = new Agent();
+  const driver = new Driver();
+  const run = agent.prompt([printed, { role: 'user', content: text('b') }], { runId: 'r' });
+  assert.equal(driverSend(driver, { type: 'prompt', messages: [printed, { role: 'user', content: text('b') }], run_id: 'r' }).kind, 'ok');
+  agent.steer({ role: 'user', content: text('s') });
+  agent.followUp({ role: 'user', content: text('f'), id: 'f1' });
+  agent.handle({ type: 'steer', text: { role: 'user', content: text('s2') } });
+  for (const line of [
+    { type: 'steer', text: { role: 'user', content: text('s') } },
+    { type: 'follow_up', text: { role: 'user', content: text('f'), id: 'f1' } },
+    { type: 'steer', text: { role: 'user', content: text('s2') } },
+  ]) assert.equal(driverSend(driver, line).kind, 'ok');
+  drain(agent);
+  assert.equal(agent.snapshot(), driver.snapshot());
+  assert.equal(run, 'r');
+  // Any other role: invalid_input, nothing changed, on every door.
+  const before = agent.snapshot();
+  for (const [call, line] of [
+    [(a) => a.prompt([{ content: text('a') }, { role: 'assistant', content: text('b') }]), { type: 'prompt', messages: [{ content: text('a') }, { role: 'assistant', content: text('b') }] }],
+    [(a) => a.steer({ role: 'system', content: text('s') }), { type: 'steer', text: { role: 'system', content: text('s') } }],
+    [(a) => a.followUp({ role: 'tool_result', content: text('f') }), { type: 'follow_up', text: { role: 'tool_result', content: text('f') } }],
+  ]) {
+    let error;
+    try {
+      call(agent);
+    } catch (e) {
+      error = e;
+    }
+    assert.equal(error?.kind, 'invalid_input', JSON.stringify(line));
+    assert.match(error.message, /a user message has role "user" \(or none\)/);
+    assert.equal(driverSend(driver, line).kind, 'invalid_input', JSON.stringify(line));
+    assert.equal(agent.snapshot(), before);
+  }
+});
+
 test('nowMs: NaN, Infinity, negatives, fractions and 2^53 are InvalidJsonError on every method; 2^53 - 1 is accepted', () => {
   for (const bad of [NaN, Infinity, -Infinity, -1, 1.5, 2 ** 53, 2 ** 64]) {
     const agent = new Agent();

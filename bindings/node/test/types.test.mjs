@@ -15,7 +15,7 @@ const ts = createRequire(import.meta.url)(join(PACKAGE, 'node_modules', 'typescr
 /** Instance fields set by constructors (not on the prototype), checked on real instances. */
 const FIELDS = {
   AgentError: ['kind', 'details'],
-  StoreError: ['kind', 'code'],
+  StoreError: ['kind', 'reason', 'code'],
   SnapshotError: ['kind', 'code'],
   CodecError: ['kind', 'code'],
   SqliteStore: ['path'],

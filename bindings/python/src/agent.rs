@@ -16,7 +16,6 @@ use serde_json::{Map, Value};
 
 use crate::convert::{from_py, serde_to_py};
 use crate::errors::{self, agent_error, guard, internal, invalid_json};
-use crate::input::{self, Rejected};
 use crate::store::PyStore;
 use crate::topy::KeyCache;
 
@@ -82,28 +81,11 @@ fn json_len(value: &Value) -> usize {
     count.0
 }
 
-/// Holds the line a method stands for to the driver's cap (`runcore::driver::limits`): its
-/// fixed text is `fixed` bytes and its string values are `strings`.
+/// Holds the line a method stands for to the core's line cap
+/// ([`runcore::limits::check_line_parts`]): its fixed text is `fixed` bytes and its string
+/// values are `strings`.
 fn check_line(fixed: usize, strings: &[&str]) -> PyResult<()> {
-    use runcore::driver::MAX_LINE_BYTES;
-    use runcore::driver::limits::{check_line_len, json_string_len};
-    let raw: usize = strings.iter().map(|s| s.len()).sum();
-    if raw
-        .saturating_mul(6)
-        .saturating_add(fixed + 2 * strings.len())
-        <= MAX_LINE_BYTES
-    {
-        return Ok(());
-    }
-    let length = fixed + strings.iter().map(|s| json_string_len(s)).sum::<usize>();
-    check_line_len(length).map_err(invalid_json)
-}
-
-/// The bytes of `,"now_ms":N` (none without a time).
-fn now_len(now_ms: Option<u64>) -> usize {
-    now_ms.map_or(0, |now| {
-        r#","now_ms":"#.len() + runcore::driver::limits::decimal_len(now)
-    })
+    runcore::limits::check_line_parts(fixed, strings).map_err(invalid_json)
 }
 
 /// A step number as the driver reads it (`u32`).
@@ -199,17 +181,24 @@ impl PyAgent {
 
     /// Applies one input object: exactly what the driver does with the same line.
     fn input(&mut self, line: Value) -> PyResult<()> {
-        runcore::driver::limits::check_line_len(json_len(&line)).map_err(invalid_json)?;
-        runcore::driver::limits::check_depth(&line)
-            .map_err(|e| agent_error(&runcore::AgentError::InvalidInput(e)))?;
-        self.guarded(|this| match input::apply(&mut this.agent, line) {
-            Ok(Some(context)) => {
+        runcore::limits::check_line_len(json_len(&line)).map_err(invalid_json)?;
+        self.apply_line(|| InputLine::from_value(line))
+    }
+
+    /// Applies the line `read` reads (held to the core's limits as it is read, and not measured
+    /// again): what `Driver::apply` does with it.
+    fn apply_line(
+        &mut self,
+        read: impl FnOnce() -> Result<InputLine, runcore::driver::ErrorBody>,
+    ) -> PyResult<()> {
+        self.guarded(|this| {
+            let line = read().map_err(errors::line_error)?;
+            if let Some(context) =
+                runcore::driver::apply_line(&mut this.agent, line).map_err(|e| agent_error(&e))?
+            {
                 this.context = context;
-                Ok(())
             }
-            Ok(None) => Ok(()),
-            Err(Rejected::Line(message)) => Err(invalid_json(message)),
-            Err(Rejected::Agent(error)) => Err(agent_error(&error)),
+            Ok(())
         })
     }
 
@@ -223,10 +212,10 @@ impl PyAgent {
     /// reads its line, so their errors are the driver's, word for word.
     fn handle_input(&mut self, input: Input, now_ms: Option<u64>) -> PyResult<()> {
         if let Some(now) = now_ms
-            && let Err(message) = runcore::driver::limits::check_now_ms(now)
+            && let Err(message) = runcore::limits::check_now_ms(now)
         {
             // The driver reads a line's nesting before its time: so does every door.
-            runcore::driver::limits::check_depth(&input)
+            runcore::limits::check_depth(&input)
                 .map_err(|e| agent_error(&runcore::AgentError::InvalidInput(e)))?;
             return Err(invalid_json(message));
         }
@@ -279,17 +268,13 @@ impl PyAgent {
     /// Any driver input line, as a dict or its JSON text (`{"type": "prompt", ...}`).
     fn handle(&mut self, line: &Bound<'_, PyAny>) -> PyResult<()> {
         crate::errors::guard(|| {
-            let value = if let Ok(text) = line.cast::<PyString>() {
+            if let Ok(text) = line.cast::<PyString>() {
                 let text = crate::convert::str_of(text)?;
-                runcore::driver::limits::check_line_len(text.len()).map_err(invalid_json)?;
-                runcore::driver::limits::check_json_depth(text.as_bytes())
-                    .map_err(|e| agent_error(&runcore::AgentError::InvalidInput(e)))?;
-                serde_json::from_str(&text)
-                    .map_err(|e| invalid_json(format!("the line is not valid JSON: {e}")))?
+                runcore::limits::check_line_len(text.len()).map_err(invalid_json)?;
+                self.apply_line(|| InputLine::parse(&text))
             } else {
-                from_py(line)?
-            };
-            self.input(value)
+                self.input(from_py(line)?)
+            }
         })?
     }
 
@@ -309,7 +294,8 @@ impl PyAgent {
             let (message, messages) = if let Ok(text) = text.cast::<PyString>() {
                 let text = crate::convert::str_of(text)?;
                 // `{"type":"prompt","text":T,"run_id":R,"now_ms":N}`
-                let fixed = r#"{"type":"prompt","text":}"#.len() + now_len(now_ms);
+                let fixed =
+                    r#"{"type":"prompt","text":}"#.len() + runcore::limits::now_ms_len(now_ms);
                 match run_id {
                     Some(run) => check_line(fixed + r#","run_id":"#.len(), &[&text, run])?,
                     None => check_line(fixed, &[&text])?,
@@ -318,11 +304,19 @@ impl PyAgent {
             } else if text.is_instance_of::<pyo3::types::PyList>()
                 || text.is_instance_of::<pyo3::types::PyTuple>()
             {
-                let messages: Vec<UserMessage> =
-                    serde_json::from_value(from_py(text)?).map_err(|e| {
-                        invalid_json(format!("prompt: not a list of user messages: {e}"))
-                    })?;
-                (None, messages)
+                // Message dicts read as the driver reads the line's `messages` (each `role`, if
+                // given, "user"; any other is the driver's `invalid_input`).
+                let line = Line::new("prompt").json("messages", text)?;
+                let line = match run_id {
+                    Some(run) => line.set("run_id", run),
+                    None => line,
+                };
+                self.send(line.now(now_ms))?;
+                return self
+                    .agent
+                    .active_run_id()
+                    .map(|run| run.as_str().to_owned())
+                    .ok_or_else(|| internal("prompt was accepted but no run is active"));
             } else {
                 return Err(PyTypeError::new_err(
                     "prompt takes a str or a list of user message dicts",
@@ -370,7 +364,7 @@ impl PyAgent {
             let text: &str = &text;
             // `{"type":"steer","text":T,"now_ms":N}`
             check_line(
-                r#"{"type":"steer","text":}"#.len() + now_len(now_ms),
+                r#"{"type":"steer","text":}"#.len() + runcore::limits::now_ms_len(now_ms),
                 &[text],
             )?;
             let message = UserMessage::text(text);
@@ -385,7 +379,7 @@ impl PyAgent {
             let text: &str = &text;
             // `{"type":"follow_up","text":T,"now_ms":N}`
             check_line(
-                r#"{"type":"follow_up","text":}"#.len() + now_len(now_ms),
+                r#"{"type":"follow_up","text":}"#.len() + runcore::limits::now_ms_len(now_ms),
                 &[text],
             )?;
             let message = UserMessage::text(text);
@@ -430,9 +424,9 @@ impl PyAgent {
                 r#","kind":"thinking""#.len()
             };
             let fixed = r#"{"type":"model_delta","run_id":,"step":,"text":}"#.len()
-                + runcore::driver::limits::decimal_len(step)
+                + runcore::limits::decimal_len(step)
                 + kind_len
-                + now_len(now_ms);
+                + runcore::limits::now_ms_len(now_ms);
             check_line(fixed, &[run_id, text])?;
             let input = Input::ModelDelta {
                 run_id: RunId::new(run_id),
@@ -461,9 +455,9 @@ impl PyAgent {
             let message_value = from_py(message)?;
             // `{"type":"model_done","run_id":R,"step":S,"message":M,"now_ms":N}`
             let fixed = r#"{"type":"model_done","run_id":,"step":,"message":}"#.len()
-                + runcore::driver::limits::decimal_len(step)
+                + runcore::limits::decimal_len(step)
                 + json_len(&message_value)
-                + now_len(now_ms);
+                + runcore::limits::now_ms_len(now_ms);
             check_line(fixed, &[run_id])?;
             if let (Ok(step), Value::Object(mut object)) = (Step::try_from(step), message_value) {
                 let role_ok = match object.remove("role") {
@@ -564,7 +558,7 @@ impl PyAgent {
                 let fixed = r#"{"type":"tool_done","run_id":,"call_id":,"content":,"is_error":}"#
                     .len()
                     + if is_error { 4 } else { 5 }
-                    + now_len(now_ms);
+                    + runcore::limits::now_ms_len(now_ms);
                 check_line(fixed, &[run_id, call_id, &text])?;
                 let input = Input::ToolDone {
                     run_id: RunId::new(run_id),
@@ -770,7 +764,7 @@ impl PyAgent {
                     .or_insert_with(|| Value::from(thread_id));
             }
             let line = InputLine::from_value(line)
-                .map_err(|e| invalid_json(format!("not a valid config: {e}")))?;
+                .map_err(|e| invalid_json(format!("not a valid config: {}", e.message)))?;
             let context = line.context.unwrap_or_default();
             let Input::Config(config) = line.input else {
                 return Err(internal("a config line did not read as a config input"));

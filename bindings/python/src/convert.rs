@@ -272,7 +272,7 @@ impl<'de, 'py> serde::de::Visitor<'de> for Key<'py> {
 
 /// A Python `str` as Rust text: a lone surrogate (not valid Unicode, which Python strings may
 /// hold) is refused with `InvalidJsonError`, the error the driver gives a line holding one,
-/// never pyo3's `UnicodeEncodeError` (`runcore::driver::limits`: strings are valid Unicode).
+/// never pyo3's `UnicodeEncodeError` (`runcore::limits`: strings are valid Unicode).
 pub fn str_of<'a>(s: &'a Bound<'_, PyString>) -> PyResult<std::borrow::Cow<'a, str>> {
     s.to_cow().map_err(|error| {
         let py = s.py();

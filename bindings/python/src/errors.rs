@@ -95,7 +95,7 @@ create_exception!(
     runcore,
     StoreError,
     PyException,
-    "A store call failed: `.code` is the rejection's code, `\"transcript\"` or `\"unavailable\"`."
+    "A store call failed: `.reason` (and `.code`, its older name) is the rejection's code, `\"transcript\"` or `\"unavailable\"`."
 );
 create_exception!(
     runcore,
@@ -200,6 +200,11 @@ pub fn agent_error(error: &CoreAgentError) -> PyErr {
     raise(&body.kind, body.message, body.details)
 }
 
+/// The exception for the body of a driver `error` line.
+pub fn line_error(body: runcore::driver::ErrorBody) -> PyErr {
+    raise(&body.kind, body.message, body.details)
+}
+
 /// The `AgentError` subclass of `kind` with `message` and no fields of its own.
 pub fn agent_error_of_kind(kind: &str, message: impl Into<String>) -> PyErr {
     raise(kind, message.into(), serde_json::Map::new())
@@ -225,6 +230,7 @@ pub fn claim_held(
     let err = ClaimHeld::new_err(message.to_owned());
     Python::attach(|py| {
         let value = err.value(py);
+        let _ = value.setattr("reason", "claim_held");
         let _ = value.setattr("code", "claim_held");
         let _ = value.setattr("message", message);
         let _ = value.setattr("thread_id", thread_id);
@@ -243,22 +249,25 @@ pub fn store_error(error: &CoreStoreError) -> PyErr {
     {
         return claim_held(&error.to_string(), None, owner, *expires_at_ms);
     }
-    let body = runcore::driver::store_error_body(error);
-    let code = body
-        .details
-        .get("code")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    store_error_with_code(code, &body.message)
+    store_body_error(&runcore::driver::store_error_body(error))
 }
 
-/// `StoreError` with an explicit code (e.g. `"open"` for a store that cannot be opened).
-pub fn store_error_with_code(code: &str, message: &str) -> PyErr {
-    let err = StoreError::new_err(message.to_owned());
+/// `StoreError` with an explicit reason (e.g. `"open"` for a store that cannot be opened): the
+/// core's store body ([`runcore::driver::store_body`]).
+pub fn store_error_with_code(reason: &str, message: &str) -> PyErr {
+    store_body_error(&runcore::driver::store_body(reason, message))
+}
+
+/// `StoreError` for a store error body: `.reason` (and `.code`, its older name) and
+/// `.message`.
+fn store_body_error(body: &runcore::driver::ErrorBody) -> PyErr {
+    let reason = body.store_reason().unwrap_or("");
+    let err = StoreError::new_err(body.message.clone());
     Python::attach(|py| {
         let value = err.value(py);
-        let _ = value.setattr("code", code);
-        let _ = value.setattr("message", message);
+        let _ = value.setattr("reason", reason);
+        let _ = value.setattr("code", reason);
+        let _ = value.setattr("message", &body.message);
     });
     err
 }

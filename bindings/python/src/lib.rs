@@ -18,7 +18,6 @@ mod claims;
 mod convert;
 mod driver;
 mod errors;
-mod input;
 mod providers;
 mod store;
 mod topy;

@@ -243,7 +243,7 @@ def test_a_claimed_driver_whose_claim_was_taken_ends_with_claim_lost(make_store)
     assert len(out) == 1, out
     line = out[0]
     assert line["type"] == "error" and line["line"] == 0
-    assert line["error"]["kind"] == "store" and line["error"]["code"] == "claim_lost"
+    assert line["error"]["kind"] == "store" and line["error"]["reason"] == "claim_lost"
     assert line["error"]["epoch"] == 1 and line["error"]["current_epoch"] == 2
     assert driver.closed and driver.claim is None and driver.renew_at_ms is None
     assert store.thread_version("t-lost") == version  # the prompt was never handled

@@ -113,6 +113,44 @@ def test_differential_every_method_and_the_line_path_agree():
                     state["call"] = output["calls"][0]["id"]
 
 
+def test_a_user_message_reads_as_written_on_every_door():
+    """`"role": "user"` (what the driver prints of every user message) is accepted wherever a
+    user message is read; any other role is `invalid_input` naming the accepted role."""
+    def text(t):
+        return [{"type": "text", "text": t}]
+
+    printer = runcore.Driver()
+    printed = next(l for l in printer.send(json.dumps({"type": "prompt", "text": "hello"})) if l["type"] == "commit")
+    printed = printed["commit"]["messages"][0]
+    assert printed["role"] == "user"
+    agent = runcore.Agent()
+    driver = runcore.Driver()
+    messages = [printed, {"role": "user", "content": text("b")}]
+    assert agent.prompt(messages, run_id="r") == "r"
+    assert line_outcome(driver, {"type": "prompt", "messages": messages, "run_id": "r"})[0] == "ok"
+    for line in [
+        {"type": "steer", "text": {"role": "user", "content": text("s")}},
+        {"type": "follow_up", "text": {"role": "user", "content": text("f"), "id": "f1"}},
+    ]:
+        agent.handle(line)
+        assert line_outcome(driver, line)[0] == "ok"
+    drain(agent)
+    assert agent.snapshot() == driver.snapshot()
+    before = agent.snapshot()
+    for call, line in [
+        (lambda a: a.prompt([{"content": text("a")}, {"role": "assistant", "content": text("b")}]),
+         {"type": "prompt", "messages": [{"content": text("a")}, {"role": "assistant", "content": text("b")}]}),
+        (lambda a: a.handle({"type": "steer", "text": {"role": "system", "content": text("s")}}),
+         {"type": "steer", "text": {"role": "system", "content": text("s")}}),
+        (lambda a: a.handle({"type": "follow_up", "text": {"role": "tool_result", "content": text("f")}}),
+         {"type": "follow_up", "text": {"role": "tool_result", "content": text("f")}}),
+    ]:
+        with pytest.raises(runcore.InvalidInputError, match=r'a user message has role "user" \(or none\)'):
+            call(agent)
+        assert line_outcome(driver, line)[0] == "invalid_input"
+        assert agent.snapshot() == before
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1, 1.5])
 def test_bad_times_are_typed_errors(bad):
     agent = runcore.Agent()

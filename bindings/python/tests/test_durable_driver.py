@@ -224,7 +224,7 @@ def test_a_refused_commit_is_one_store_line_then_the_driver_is_closed(tmp_path, 
     assert len(out) == 1, out
     assert out[0]["type"] == "error" and out[0]["line"] == 1
     assert out[0]["error"]["kind"] == "store"
-    assert out[0]["error"]["code"] == code
+    assert out[0]["error"]["reason"] == code
     assert first.closed is True and second.closed is False
     with pytest.raises(runcore.StoreError) as refused:
         first.send({"type": "abort"})

@@ -125,12 +125,16 @@ pub fn invalid_json(message: impl Into<String>) -> TerminalError {
     TerminalError::new_with_code(INVALID_CODE, body.to_string())
 }
 
-/// A terminal error for a commit the store refused: `{"kind":"store","code","message"}`.
+/// A terminal error for a commit the store refused: `{"kind":"store","reason","message"}`
+/// ([`runcore::driver::store_body`]).
 pub fn store_refused(error: &StoreError) -> TerminalError {
-    let mut body = runcore::driver::store_error_body(error);
-    body.message = format!("the store refused a commit ({}): {error}", error.code());
+    let body = runcore::driver::store_body(
+        error.code(),
+        format!("the store refused a commit ({}): {error}", error.code()),
+    );
+    // Our own plain data: serialization cannot fail; were it to, the kind still says it.
     let body = serde_json::to_value(body)
-        .unwrap_or_else(|_| serde_json::json!({"kind": "store", "code": error.code()}));
+        .unwrap_or_else(|_| serde_json::json!({"kind": "store", "message": error.to_string()}));
     TerminalError::new_with_code(STORE_REFUSED_CODE, body.to_string())
 }
 

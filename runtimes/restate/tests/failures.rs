@@ -440,7 +440,7 @@ fn a_store_that_refuses_a_commit_ends_the_invocation_with_a_terminal_error_namin
     );
     let body = error_body(&answer);
     assert_eq!(body["kind"], "store", "{body}");
-    assert_eq!(body["code"], "version_conflict", "{body}");
+    assert_eq!(body["reason"], "version_conflict", "{body}");
     let expected = CommitError::VersionConflict {
         expected: 1,
         actual: 2,

@@ -509,10 +509,12 @@ class InternalError(AgentError):
     """A runcore bug (a Rust panic included)."""
 
 class StoreError(Exception):
-    """A store call failed; `.code` is the rejection's code (e.g. "version_conflict"),
-    "transcript", "unavailable", or "open" for a store that cannot be opened. A closed
-    durable `Driver` raises it from `send` with the code of the commit its store refused."""
+    """A store call failed; `.reason` is the rejection's code (e.g. "version_conflict"),
+    "transcript", "unavailable", or "open" for a store that cannot be opened (the `reason` of
+    the store error body); `.code` is the same, its older name. A closed durable `Driver`
+    raises it from `send` with the code of the commit its store refused."""
 
+    reason: str
     code: str
     message: str
 

@@ -10,6 +10,25 @@
 //! | [`MAX_NOW_MS`] | `now_ms` is an integer from 0 to 2^53 − 1 (exact as a JavaScript number) | `invalid_json` |
 //! | strings | valid Unicode: a lone surrogate (`"\ud800"`) is refused, never replaced by U+FFFD | `invalid_json` |
 //!
+//! Each input is measured once, by the door it comes through:
+//! - a line's text ([`Driver::parse_line`](crate::driver::Driver::parse_line),
+//!   [`InputLine::parse`](crate::driver::InputLine::parse)): its length against
+//!   [`MAX_LINE_BYTES`] by the reader, its nesting by [`check_json_depth`] before it is parsed
+//!   (serde_json's own recursion limit, 128, is never what refuses a line), its `now_ms` by
+//!   [`check_now_ms`] as it is read; the agent is handed the input as already measured;
+//! - a line's value ([`InputLine::from_value`](crate::driver::InputLine::from_value), what the
+//!   Python package's dicts are): its nesting by [`check_depth`];
+//! - a typed input (`Agent::handle`, the input methods, the bindings' direct calls): by
+//!   [`check_depth`], or by the fast path of `model_done` / `tool_done` (the depth of the JSON
+//!   values they hold, through [`nests_within`]), proven equal to it around the edge by
+//!   `tests/limits.rs`; its time by the same rule as [`check_now_ms`], as `invalid_input`;
+//! - the line a binding's method stands for: its length by [`check_line_parts`].
+//!
+//! One walker measures values, typed or JSON ([`nests_within`], the serializer behind
+//! [`check_depth`]); text is measured by a byte scan that agrees with it
+//! ([`json_nests_within`]), and an error names where the input nests too deep
+//! (`in messages[3]`) the same way from both.
+//!
 //! Serialized snapshots nest at most a fixed number of levels deeper than the inputs they hold
 //! (the envelope, the agent, its outbox, a commit, its messages, ...): the snapshot reader
 //! (`Agent::restore_json`) applies [`MAX_SNAPSHOT_DEPTH`], [`MAX_DEPTH`] plus
@@ -20,7 +39,9 @@
 use serde::Serialize;
 use serde::ser;
 
-use super::MAX_LINE_BYTES;
+/// The longest input line (64 MiB of UTF-8): what the driver parses, and the line a binding's
+/// method stands for.
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 /// The deepest nesting of an input's JSON (objects and arrays; the input object is level 1).
 pub const MAX_DEPTH: usize = 64;
@@ -41,14 +62,19 @@ pub fn snapshot_too_deep() -> String {
 /// The largest `now_ms`: 2^53 − 1, the largest integer a JavaScript number holds exactly.
 pub const MAX_NOW_MS: u64 = (1 << 53) - 1;
 
-/// Checks a host clock reading; the error is the message of the driver's `invalid_json`.
+/// Why a clock reading past [`MAX_NOW_MS`] is refused (the reason of `Agent::handle`'s
+/// `invalid_input`; a line's `invalid_json` says it after "not a valid input line: ").
+pub fn now_ms_over(now_ms: u64) -> String {
+    format!("now_ms: {now_ms} is over the limit of 2^53 - 1")
+}
+
+/// Checks a host clock reading: the one rule, `now_ms` at most [`MAX_NOW_MS`]. The error is the
+/// message of the driver's `invalid_json` (what a line, or a binding's method, is refused with).
 pub fn check_now_ms(now_ms: u64) -> Result<u64, String> {
     if now_ms <= MAX_NOW_MS {
         Ok(now_ms)
     } else {
-        Err(format!(
-            "not a valid input line: now_ms: {now_ms} is over the limit of 2^53 - 1"
-        ))
+        Err(format!("not a valid input line: {}", now_ms_over(now_ms)))
     }
 }
 
@@ -66,10 +92,17 @@ pub fn now_ms_from_f64(now_ms: f64) -> Result<u64, String> {
     }
 }
 
-/// The error message for a line (or the line a method stands for) of `bytes` bytes, past
-/// [`MAX_LINE_BYTES`].
+/// The error message for a line (or the line a method stands for) of exactly `bytes` bytes,
+/// past [`MAX_LINE_BYTES`].
 pub fn line_too_long(bytes: usize) -> String {
-    format!("the line is {bytes} bytes, over the limit of {MAX_LINE_BYTES}")
+    format!("the line is {bytes} bytes, over the limit of {MAX_LINE_BYTES} bytes")
+}
+
+/// The error message for a line past [`MAX_LINE_BYTES`] of which `read` bytes were read: a
+/// reader stops keeping a line at the first byte past the cap, so `read` is a lower bound,
+/// never the line's length.
+pub fn line_over_cap(read: usize) -> String {
+    format!("the line is over the limit of {MAX_LINE_BYTES} bytes (at least {read} bytes)")
 }
 
 /// Checks the length of a line; the error is the message of the driver's `invalid_json`.
@@ -79,6 +112,32 @@ pub fn check_line_len(bytes: usize) -> Result<(), String> {
     } else {
         Ok(())
     }
+}
+
+/// Checks the line a binding's method stands for, `{"type":…,<fields>}`, whose fixed text (keys,
+/// punctuation, numbers) is `fixed` bytes and whose string values are `strings`, against
+/// [`MAX_LINE_BYTES`] without writing it: the strings are measured as JSON
+/// ([`json_string_len`]) only when they may pass the cap (escapes at most sextuple a string).
+/// The error is the message of the driver's `invalid_json`.
+pub fn check_line_parts(fixed: usize, strings: &[&str]) -> Result<(), String> {
+    let raw: usize = strings.iter().map(|s| s.len()).sum();
+    if raw
+        .saturating_mul(6)
+        .saturating_add(fixed.saturating_add(2 * strings.len()))
+        <= MAX_LINE_BYTES
+    {
+        return Ok(());
+    }
+    let length = strings
+        .iter()
+        .map(|s| json_string_len(s))
+        .fold(fixed, usize::saturating_add);
+    check_line_len(length)
+}
+
+/// The bytes of `,"now_ms":N` on a line (none without a time).
+pub fn now_ms_len(now_ms: Option<u64>) -> usize {
+    now_ms.map_or(0, |now| r#","now_ms":"#.len() + decimal_len(now))
 }
 
 /// The length in bytes of `s` as a JSON string (quotes and escapes included), as serde_json
@@ -105,10 +164,68 @@ pub fn decimal_len(n: u64) -> usize {
 /// with the same `invalid_input` as the input it holds would be, never a parser's own limit.
 /// Text that is not JSON passes here (the parser says what is wrong with it).
 pub fn check_json_depth(bytes: &[u8]) -> Result<(), String> {
+    count_depth_check();
     if json_nests_within(bytes, MAX_DEPTH) {
         Ok(())
     } else {
-        Err(too_deep())
+        Err(too_deep(json_too_deep_at(bytes, MAX_DEPTH).as_deref()))
+    }
+}
+
+/// Where the JSON text `bytes` first nests past `max` levels, told as [`check_depth`] tells it:
+/// the member of the outermost object the too-deep part is in, with the element's index when
+/// that member is an array (`messages[3]`). `None` when it nests within `max`, or the text is
+/// not an object. Run only on a text [`json_nests_within`] refused.
+fn json_too_deep_at(bytes: &[u8], max: usize) -> Option<String> {
+    let (mut level, mut in_string, mut escaped) = (0usize, false, false);
+    let mut string_start = 0;
+    // The last string closed at level 1 (a member's key, before its value), and the key and
+    // kind of the member being read at level 2, with its element count so far.
+    let mut last_key: Option<(usize, usize)> = None;
+    let (mut member, mut in_array, mut index) = (None, false, 0usize);
+    for (at, &byte) in bytes.iter().enumerate() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if byte == b'\\' {
+                escaped = true;
+            } else if byte == b'"' {
+                in_string = false;
+                if level == 1 {
+                    last_key = Some((string_start, at + 1));
+                }
+            }
+            continue;
+        }
+        match byte {
+            b'"' => {
+                in_string = true;
+                string_start = at;
+            }
+            b'[' | b'{' => {
+                level += 1;
+                if level == 2 {
+                    (member, in_array, index) = (last_key, byte == b'[', 0);
+                }
+                if level > max {
+                    let (start, end) = member?;
+                    let key: String = serde_json::from_slice(bytes.get(start..end)?).ok()?;
+                    return Some(location(key, in_array.then_some(index)));
+                }
+            }
+            b']' | b'}' => level = level.saturating_sub(1),
+            b',' if level == 2 => index += 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A location as the depth errors name it: `key`, or `key[index]`.
+fn location(key: String, index: Option<usize>) -> String {
+    match index {
+        Some(index) => format!("{key}[{index}]"),
+        None => key,
     }
 }
 
@@ -143,51 +260,88 @@ pub fn json_nests_within(bytes: &[u8], max: usize) -> bool {
     true
 }
 
-/// Whether a JSON value nests at most `max` levels of objects and arrays (a scalar: 0; an
-/// empty object or array: 1). The walk goes no deeper than `max + 1` levels.
-pub fn value_nests_within(value: &serde_json::Value, max: usize) -> bool {
-    use serde_json::Value;
-    match value {
-        Value::Array(items) => {
-            max > 0 && items.iter().all(|item| value_nests_within(item, max - 1))
-        }
-        Value::Object(map) => map_nests_within(map, max),
-        _ => true,
+#[cfg(test)]
+thread_local! {
+    /// How many depth checks of an input ran on this thread (the crate's own tests count them:
+    /// an input is measured once, whichever door it comes through).
+    static DEPTH_CHECKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one depth check of an input (in the crate's own tests; nothing otherwise).
+#[inline(always)]
+pub(crate) fn count_depth_check() {
+    #[cfg(test)]
+    DEPTH_CHECKS.with(|checks| checks.set(checks.get() + 1));
+}
+
+/// The depth checks counted on this thread so far.
+#[cfg(test)]
+pub(crate) fn depth_checks() -> usize {
+    DEPTH_CHECKS.with(std::cell::Cell::get)
+}
+
+/// Why an input is refused by [`check_depth`]: `at` names where it nests too deep, when that
+/// is known (the member of the input, with the element's index when it is a list:
+/// `messages[3]`).
+pub fn too_deep(at: Option<&str>) -> String {
+    match at {
+        Some(at) => format!(
+            "the input nests deeper than {MAX_DEPTH} levels of objects and arrays (in {at})"
+        ),
+        None => format!("the input nests deeper than {MAX_DEPTH} levels of objects and arrays"),
     }
-}
-
-/// [`value_nests_within`] for a JSON object (itself counting 1).
-#[inline]
-pub(crate) fn map_nests_within(
-    map: &serde_json::Map<String, serde_json::Value>,
-    max: usize,
-) -> bool {
-    max > 0 && map.values().all(|item| value_nests_within(item, max - 1))
-}
-
-/// Why an input is refused by [`check_depth`].
-pub fn too_deep() -> String {
-    format!("the input nests deeper than {MAX_DEPTH} levels of objects and arrays")
 }
 
 /// Checks that `value` nests at most [`MAX_DEPTH`] levels (objects, arrays, maps, sequences and
-/// structs as its JSON has them); the error is the reason of an `invalid_input`.
+/// structs as its JSON has them); the error is the reason of an `invalid_input`, naming where
+/// (as [`check_json_depth`] names it for the same value's JSON text).
 pub fn check_depth<T: Serialize + ?Sized>(value: &T) -> Result<(), String> {
-    if nests_within(value, MAX_DEPTH) {
-        Ok(())
-    } else {
-        Err(too_deep())
+    count_depth_check();
+    match value.serialize(Depth::new(MAX_DEPTH)) {
+        Ok(()) => Ok(()),
+        Err(error) => Err(too_deep(error.location().as_deref())),
     }
 }
 
-/// Whether `value` nests at most `max` levels (as [`check_depth`] counts them).
+/// Whether `value` nests at most `max` levels (as [`check_depth`] counts them: a scalar 0, an
+/// empty object or list 1); the walk goes no deeper than `max + 1` levels. The one depth walker:
+/// of typed inputs, of JSON values, of snapshots.
 pub fn nests_within<T: Serialize + ?Sized>(value: &T, max: usize) -> bool {
-    value.serialize(Depth { level: 0, max }).is_ok()
+    value.serialize(Depth::new(max)).is_ok()
 }
 
-/// The error of [`Depth`]: too deep.
-#[derive(Debug)]
-struct TooDeep;
+/// The error of [`Depth`]: too deep, and where, filled in as the walk unwinds (so the
+/// outermost member and element stay), each with the level of the container holding it.
+#[derive(Debug, Default)]
+struct TooDeep {
+    member: Option<(String, usize)>,
+    element: Option<(usize, usize)>,
+}
+
+impl TooDeep {
+    /// Inside member `key` of the object at `level`.
+    fn in_member(mut self, key: String, level: usize) -> Self {
+        self.member = Some((key, level));
+        self
+    }
+
+    /// Inside element `index` of the list at `level`.
+    fn in_element(mut self, index: usize, level: usize) -> Self {
+        self.element = Some((index, level));
+        self
+    }
+
+    /// The member of the outermost object, with the element's index when that member is a
+    /// list (as [`json_too_deep_at`] tells it).
+    fn location(self) -> Option<String> {
+        let (key, level) = self.member?;
+        let index = self
+            .element
+            .filter(|&(_, list)| list == level + 1)
+            .map(|(index, _)| index);
+        Some(location(key, index))
+    }
+}
 
 impl std::fmt::Display for TooDeep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -199,27 +353,64 @@ impl std::error::Error for TooDeep {}
 
 impl ser::Error for TooDeep {
     fn custom<T: std::fmt::Display>(_: T) -> Self {
-        TooDeep
+        TooDeep::default()
     }
 }
 
 /// A serializer that only follows nesting: its `level` is the depth of the container being
-/// entered's parent.
+/// entered's parent (inside a container: the container's own).
 #[derive(Clone, Copy)]
 struct Depth {
     level: usize,
     /// The deepest level allowed.
     max: usize,
+    /// Inside a list: the index of its next element.
+    next: usize,
 }
 
 impl Depth {
+    fn new(max: usize) -> Depth {
+        Depth {
+            level: 0,
+            max,
+            next: 0,
+        }
+    }
+
     fn enter(self) -> Result<Depth, TooDeep> {
         let level = self.level + 1;
         if level > self.max {
-            Err(TooDeep)
+            Err(TooDeep::default())
         } else {
-            Ok(Depth { level, ..self })
+            Ok(Depth {
+                level,
+                next: 0,
+                ..self
+            })
         }
+    }
+
+    /// The next element of the list this is inside.
+    fn element<T: Serialize + ?Sized>(&mut self, v: &T) -> Done {
+        let index = self.next;
+        self.next += 1;
+        v.serialize(*self)
+            .map_err(|e| e.in_element(index, self.level))
+    }
+
+    /// Member `key` of the object this is inside.
+    fn member<T: Serialize + ?Sized>(&self, key: &str, v: &T) -> Done {
+        v.serialize(*self)
+            .map_err(|e| e.in_member(key.to_owned(), self.level))
+    }
+}
+
+/// A map key as the text its JSON has (only for an error's location).
+fn key_text<K: Serialize + ?Sized>(key: &K) -> String {
+    match serde_json::to_value(key) {
+        Ok(serde_json::Value::String(key)) => key,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
     }
 }
 
@@ -328,7 +519,7 @@ impl ser::SerializeSeq for Depth {
     type Ok = ();
     type Error = TooDeep;
     fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> Done {
-        v.serialize(*self)
+        self.element(v)
     }
     fn end(self) -> Done {
         Ok(())
@@ -339,7 +530,7 @@ impl ser::SerializeTuple for Depth {
     type Ok = ();
     type Error = TooDeep;
     fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> Done {
-        v.serialize(*self)
+        self.element(v)
     }
     fn end(self) -> Done {
         Ok(())
@@ -377,6 +568,14 @@ impl ser::SerializeMap for Depth {
     fn serialize_value<T: Serialize + ?Sized>(&mut self, v: &T) -> Done {
         v.serialize(*self)
     }
+    fn serialize_entry<K: Serialize + ?Sized, V: Serialize + ?Sized>(
+        &mut self,
+        key: &K,
+        v: &V,
+    ) -> Done {
+        v.serialize(*self)
+            .map_err(|e| e.in_member(key_text(key), self.level))
+    }
     fn end(self) -> Done {
         Ok(())
     }
@@ -385,8 +584,8 @@ impl ser::SerializeMap for Depth {
 impl ser::SerializeStruct for Depth {
     type Ok = ();
     type Error = TooDeep;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, _: &'static str, v: &T) -> Done {
-        v.serialize(*self)
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, v: &T) -> Done {
+        self.member(key, v)
     }
     fn end(self) -> Done {
         Ok(())
@@ -420,6 +619,11 @@ mod tests {
     #[test]
     fn depth_at_and_past_the_edge() {
         assert!(check_depth(&nested(MAX_DEPTH)).is_ok());
+        assert_eq!(
+            check_depth(&nested(MAX_DEPTH + 1)),
+            Err(too_deep(None)),
+            "an array names no member"
+        );
         assert!(check_depth(&nested(MAX_DEPTH + 1)).is_err());
         assert!(check_depth(&json!("flat")).is_ok());
     }
@@ -430,11 +634,29 @@ mod tests {
             let value = json!({"s": "[[[{{{\\\"[", "v": nested(levels)});
             let text = value.to_string();
             assert_eq!(
-                check_json_depth(text.as_bytes()).is_ok(),
-                check_depth(&value).is_ok(),
+                check_json_depth(text.as_bytes()),
+                check_depth(&value),
                 "{levels}"
             );
         }
+    }
+
+    #[test]
+    fn a_depth_error_names_the_member_and_element() {
+        let text = |t: &str| json!([{"type": "text", "text": t}]);
+        let mut deep = json!({"content": text("x"), "meta": {"v": nested(MAX_DEPTH)}});
+        let value = json!({"type": "import", "messages": [
+            {"role": "user", "content": text("a"), "meta": {"s": "[[,,\"]]"}},
+            {"role": "user", "content": text("b")},
+            deep.take(),
+        ]});
+        let expected = Err(too_deep(Some("messages[2]")));
+        assert_eq!(check_depth(&value), expected);
+        assert_eq!(check_json_depth(value.to_string().as_bytes()), expected);
+        let value = json!({"type": "tool_done", "details": {"a": [nested(MAX_DEPTH)]}});
+        let expected = Err(too_deep(Some("details")));
+        assert_eq!(check_depth(&value), expected);
+        assert_eq!(check_json_depth(value.to_string().as_bytes()), expected);
     }
 
     #[test]
@@ -472,8 +694,29 @@ mod tests {
     }
 
     #[test]
+    fn line_parts_measure_as_the_line_does() {
+        let head = r#"{"type":"prompt","text":}"#.len();
+        let at_edge = "a".repeat(MAX_LINE_BYTES - head - 2);
+        assert_eq!(check_line_parts(head, &[&at_edge]), Ok(()));
+        let past = "\u{1}".repeat(MAX_LINE_BYTES / 6 + 1);
+        assert_eq!(
+            check_line_parts(head, &[&past]),
+            Err(line_too_long(head + json_string_len(&past)))
+        );
+        assert_eq!(now_ms_len(None), 0);
+        assert_eq!(now_ms_len(Some(123)), r#","now_ms":123"#.len());
+    }
+
+    #[test]
     fn line_len_at_and_past_the_edge() {
         assert!(check_line_len(MAX_LINE_BYTES).is_ok());
-        assert!(check_line_len(MAX_LINE_BYTES + 1).is_err());
+        assert_eq!(
+            check_line_len(MAX_LINE_BYTES + 1),
+            Err("the line is 67108865 bytes, over the limit of 67108864 bytes".to_owned())
+        );
+        assert_eq!(
+            line_over_cap(MAX_LINE_BYTES + 1),
+            "the line is over the limit of 67108864 bytes (at least 67108865 bytes)"
+        );
     }
 }
