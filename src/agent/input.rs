@@ -829,13 +829,8 @@ fn no_fields<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<(), D:
 /// names the field (serde's own says only "expected a map", and an internally tagged enum's
 /// buffered fields lose the path).
 fn meta_object<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Meta, D::Error> {
-    match serde_json::Value::deserialize(deserializer)? {
-        serde_json::Value::Object(map) => Ok(Meta::from(map)),
-        other => Err(serde::de::Error::custom(format!(
-            "`meta` must be a JSON object, got {}",
-            crate::driver::json_kind(&other)
-        ))),
-    }
+    // `Meta`'s own error names the field; reading it as `Meta` keeps its text exact.
+    Meta::deserialize(deserializer)
 }
 
 /// Whether `input` may hold nested JSON (the inputs made only of ids, numbers and plain text
@@ -958,9 +953,10 @@ fn value_shallow(value: &serde_json::Value) -> bool {
 /// [`value_shallow`] for a `meta` object.
 #[inline(always)]
 fn meta_shallow(meta: &crate::message::Meta) -> bool {
-    meta.as_map().is_none_or(|map| {
-        crate::driver::limits::map_nests_within(
-            map,
+    // Measured on its JSON text (the object itself counting 1), nothing parsed.
+    meta.as_json().is_none_or(|text| {
+        crate::driver::limits::json_nests_within(
+            text.as_bytes(),
             crate::driver::limits::MAX_DEPTH - VALUE_OFFSET,
         )
     })

@@ -182,7 +182,13 @@ pub fn check_depth<T: Serialize + ?Sized>(value: &T) -> Result<(), String> {
 
 /// Whether `value` nests at most `max` levels (as [`check_depth`] counts them).
 pub fn nests_within<T: Serialize + ?Sized>(value: &T, max: usize) -> bool {
-    value.serialize(Depth { level: 0, max }).is_ok()
+    value
+        .serialize(Depth {
+            level: 0,
+            max,
+            raw: false,
+        })
+        .is_ok()
 }
 
 /// The error of [`Depth`]: too deep.
@@ -210,6 +216,9 @@ struct Depth {
     level: usize,
     /// The deepest level allowed.
     max: usize,
+    /// Inside serde_json's raw-value marker (a `meta`'s JSON text, SPEC §2.1): its string is
+    /// JSON text, measured as the object it is, at this level.
+    raw: bool,
 }
 
 impl Depth {
@@ -218,7 +227,11 @@ impl Depth {
         if level > self.max {
             Err(TooDeep)
         } else {
-            Ok(Depth { level, ..self })
+            Ok(Depth {
+                level,
+                raw: false,
+                ..self
+            })
         }
     }
 }
@@ -257,10 +270,15 @@ impl ser::Serializer for Depth {
         serialize_f32(f32),
         serialize_f64(f64),
         serialize_char(char),
-        serialize_str(&str),
         serialize_bytes(&[u8]),
     );
 
+    fn serialize_str(self, text: &str) -> Done {
+        if self.raw && !json_nests_within(text.as_bytes(), self.max.saturating_sub(self.level)) {
+            return Err(TooDeep);
+        }
+        Ok(())
+    }
     fn serialize_none(self) -> Done {
         Ok(())
     }
@@ -310,7 +328,11 @@ impl ser::Serializer for Depth {
     fn serialize_map(self, _: Option<usize>) -> Result<Depth, TooDeep> {
         self.enter()
     }
-    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Depth, TooDeep> {
+    fn serialize_struct(self, name: &'static str, _: usize) -> Result<Depth, TooDeep> {
+        if name == crate::message::RAW_TOKEN {
+            // Not a level of its own: the text's object is.
+            return Ok(Depth { raw: true, ..self });
+        }
         self.enter()
     }
     fn serialize_struct_variant(
