@@ -56,7 +56,7 @@ impl ContentBlock {
 
     fn is_blank(&self) -> bool {
         match self {
-            ContentBlock::Text { text } => text.trim().is_empty(),
+            ContentBlock::Text { text } => crate::ids::is_blank(text),
             ContentBlock::Image { data, .. } => data.is_empty(),
         }
     }
@@ -373,7 +373,7 @@ impl AssistantMessage {
                 if id.is_blank() {
                     return Err(format!("tool call at content[{index}] has an empty id"));
                 }
-                if name.trim().is_empty() {
+                if crate::ids::is_blank(name) {
                     return Err(format!("tool call {id} has an empty tool name"));
                 }
                 // The calls before this one, compared in place (no list of seen ids to

@@ -444,7 +444,7 @@ impl Agent {
     ) -> Result<(), AgentError> {
         // Checked before the text is copied, so a rejected delta costs no allocation. At the
         // agent's own clock, so `handle`'s clock rule has nothing to do.
-        self.expect_model(run_id, step, "model_delta")?;
+        self.expect_model_streamed(run_id, step)?;
         self.push_delta(run_id.clone(), step, DeltaKind::Text, text.to_owned());
         Ok(())
     }
@@ -457,7 +457,7 @@ impl Agent {
         step: Step,
         text: &str,
     ) -> Result<(), AgentError> {
-        self.expect_model(run_id, step, "model_delta")?;
+        self.expect_model_streamed(run_id, step)?;
         self.push_delta(run_id.clone(), step, DeltaKind::Thinking, text.to_owned());
         Ok(())
     }
