@@ -238,6 +238,25 @@ impl InputLine {
                 "not a valid input line: unknown field `{extra}`, there are no fields"
             ));
         }
+        // An import (the longest line a host writes, SPEC §8.10) reads its messages straight
+        // from their text, without serde buffering the whole line first; anything that does not
+        // read so goes the general way, for its error.
+        if kind == "import"
+            && let [(first, _), (second, _)] = fields.as_slice()
+            && matches!(
+                (first.as_str(), second.as_str()),
+                ("type", "messages") | ("messages", "type")
+            )
+            && let Some((_, text)) = fields.iter().find(|(key, _)| key == "messages")
+            && let Ok(messages) = serde_json::from_str::<Vec<crate::message::Message>>(text.get())
+        {
+            return Ok(InputLine {
+                input: Input::Import { messages },
+                now_ms,
+                context,
+                thread,
+            });
+        }
         let input = Input::deserialize(
             serde::de::value::MapDeserializer::<_, serde_json::Error>::new(fields.into_iter()),
         )
