@@ -117,16 +117,24 @@ impl Meta {
         self.as_map().and_then(|map| map.get(key))
     }
 
-    /// Sets `key` (in place if it is there, else last); returns the value it replaced. The
+    /// Sets `key` (in place if it is there; a new key goes where it sorts when the keys are
+    /// in sorted order — so a `meta` built by inserting is written as the sorted map it was
+    /// before `meta` kept its text — and last otherwise); returns the value it replaced. The
     /// other keys keep their text and order.
     pub fn insert(&mut self, key: impl Into<String>, value: Value) -> Option<Value> {
         let key = key.into();
         let previous = self.get(&key).cloned();
         let value_text = serde_json::to_string(&value).unwrap_or_else(|_| "null".to_owned());
+        let entries = self.entries();
+        let sorted = entries.windows(2).all(|pair| pair[0].0 < pair[1].0);
         let mut replaced = false;
         let mut out = Vec::new();
         out.push(b'{');
-        for (name, raw) in self.entries() {
+        for (name, raw) in entries {
+            if !replaced && previous.is_none() && sorted && name > key {
+                replaced = true;
+                push_entry(&mut out, &key, &value_text);
+            }
             if name == key {
                 if replaced {
                     continue;
@@ -760,6 +768,12 @@ mod tests {
             Some(r#"{"z":18446744073709551616,"b":"x"}"#)
         );
         assert_eq!(meta.len(), 2);
+        // Keys in sorted order stay sorted: a map built by inserting reads as it always did.
+        let mut built = Meta::new();
+        for key in ["m", "b", "z", "a"] {
+            built.insert(key, Value::from(1));
+        }
+        assert_eq!(built.as_json(), Some(r#"{"a":1,"b":1,"m":1,"z":1}"#));
         meta.remove("z");
         meta.remove("b");
         assert!(meta.is_empty());
