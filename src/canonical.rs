@@ -316,7 +316,10 @@ impl<'a> ser::Serializer for Canonical<'a> {
     fn serialize_map(self, _len: Option<usize>) -> Result<Object<'a>, Error> {
         Ok(Object::new(self.w, None))
     }
-    fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Object<'a>, Error> {
+    fn serialize_struct(self, name: &'static str, _len: usize) -> Result<Object<'a>, Error> {
+        if name == crate::message::RAW_TOKEN {
+            return Ok(Object::raw(self.w));
+        }
         Ok(Object::new(self.w, None))
     }
     fn serialize_struct_variant(
@@ -370,6 +373,9 @@ struct Object<'a> {
     /// Whether the keys so far are strictly increasing.
     in_order: bool,
     key: Option<String>,
+    /// serde_json's raw-value marker (a `meta`'s text, SPEC §2.1): its one field is the text,
+    /// written in canonical form, with no braces of this object's own.
+    raw: bool,
 }
 
 impl<'a> Object<'a> {
@@ -387,7 +393,29 @@ impl<'a> Object<'a> {
             variant: variant.is_some(),
             in_order: true,
             key: None,
+            raw: false,
         }
+    }
+
+    /// The marker object of a raw JSON text (nothing written yet).
+    fn raw(w: &'a mut Writer) -> Self {
+        Object {
+            start: w.out.len(),
+            base: w.entries.len(),
+            w,
+            variant: false,
+            in_order: true,
+            key: None,
+            raw: true,
+        }
+    }
+
+    /// Writes the raw JSON text `value` (a string) in canonical form.
+    #[cold]
+    fn raw_text<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        let quoted = serde_json::to_vec(value)?;
+        let text: String = serde_json::from_slice(&quoted)?;
+        crate::message::write_canonical_meta(&text, &mut self.w.out)
     }
 
     fn entry<T: Serialize + ?Sized>(
@@ -416,10 +444,16 @@ impl<'a> Object<'a> {
         key: &'static str,
         value: &T,
     ) -> Result<(), Error> {
+        if self.raw {
+            return self.raw_text(value);
+        }
         self.entry(Cow::Borrowed(key), value)
     }
 
     fn close(self) -> Result<(), Error> {
+        if self.raw {
+            return Ok(());
+        }
         let Writer { out, entries } = &mut *self.w;
         if !self.in_order {
             let mine = &mut entries[self.base..];
@@ -459,7 +493,7 @@ impl<'a> Object<'a> {
 /// escapes `\b \f \n \r \t`, and `\u00XX` with lowercase hex for other control characters),
 /// copying the runs between escapes whole. Plain text is checked 64 bytes at a time, in vector
 /// registers, and copied in one piece.
-fn write_str(out: &mut Vec<u8>, text: &str) {
+pub(crate) fn write_str(out: &mut Vec<u8>, text: &str) {
     let bytes = text.as_bytes();
     out.reserve(bytes.len() + 2);
     out.push(b'"');

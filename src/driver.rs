@@ -27,6 +27,7 @@
 //! handing out its line.
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::agent::{Action, Agent, AgentConfig, AgentEvent, Input, Output};
@@ -158,13 +159,24 @@ impl InputLine {
 
     /// Parses one line's JSON text, held to the input limits ([`crate::limits`]: its nesting
     /// measured on the text, before it is parsed; its `now_ms`); the error is the body of the
-    /// driver's `error` line. (The line cap is the reader's: [`Driver::parse_line`].)
+    /// driver's `error` line. (The line cap is the reader's: [`Driver::parse_line`].) The
+    /// line's fields are read straight from their text (no `serde_json::Value` in between,
+    /// which would sort a `meta`'s keys), and integers beyond 64 bits are protected from
+    /// serde's buffering ([`crate::protect_big_integers`]), so a `meta` comes through exactly
+    /// (SPEC §2.1).
     pub fn parse(text: &str) -> Result<InputLine, ErrorBody> {
         limits::check_json_depth(text.as_bytes())
             .map_err(|e| error_body(&AgentError::InvalidInput(e)))?;
-        let value: Value = serde_json::from_str(text)
-            .map_err(|e| invalid_json(format!("the line is not valid JSON: {e}")))?;
-        InputLine::read(value)
+        let text = crate::message::protect_big_integers(text);
+        match serde_json::from_str::<LineFields<'_>>(&text) {
+            Ok(LineFields(Some(fields))) => InputLine::read_fields(fields),
+            // Not an object: the same error as for a value.
+            Ok(LineFields(None)) => match serde_json::from_str::<Value>(&text) {
+                Ok(value) => InputLine::from_value(value),
+                Err(e) => Err(invalid_json(format!("the line is not valid JSON: {e}"))),
+            },
+            Err(e) => Err(invalid_json(format!("the line is not valid JSON: {e}"))),
+        }
     }
 
     /// Reads one line from its JSON value: an object with a string `"type"`, held to the input
@@ -174,38 +186,57 @@ impl InputLine {
     /// other than `"user"`.
     pub fn from_value(value: Value) -> Result<InputLine, ErrorBody> {
         limits::check_depth(&value).map_err(|e| error_body(&AgentError::InvalidInput(e)))?;
-        InputLine::read(value)
-    }
-
-    /// Reads a line whose nesting was measured.
-    fn read(value: Value) -> Result<InputLine, ErrorBody> {
         let Value::Object(object) = value else {
             return Err(invalid_json(format!(
                 "expected a JSON object with a \"type\", got {}",
                 json_kind(&value)
             )));
         };
-        if let Some(Value::String(kind)) = object.get("type") {
-            crate::agent::check_user_roles(kind, &object).map_err(|e| error_body(&e))?;
-        }
-        InputLine::from_object(object).map_err(invalid_json)
+        let texts: Vec<(String, Box<RawValue>)> = object
+            .into_iter()
+            .map(|(key, value)| {
+                let text = serde_json::value::to_raw_value(&value);
+                text.map(|text| (key, text))
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|e| invalid_json(format!("not a valid input line: {e}")))?;
+        InputLine::read_fields(
+            texts
+                .iter()
+                .map(|(key, text)| (key.clone(), &**text))
+                .collect(),
+        )
     }
 
-    /// [`from_value`](InputLine::from_value) for an object, whose user messages' roles are
-    /// checked; the error is the message of an `invalid_json`.
-    fn from_object(mut object: Map<String, Value>) -> Result<InputLine, String> {
-        let kind = match object.get("type") {
-            Some(Value::String(kind)) => kind.clone(),
+    /// Reads a line whose nesting was measured, from its fields: the roles of its user
+    /// messages first (`invalid_input`), then the input (`invalid_json`).
+    fn read_fields(fields: Vec<(String, &RawValue)>) -> Result<InputLine, ErrorBody> {
+        check_user_roles(&fields)?;
+        InputLine::from_fields(fields).map_err(invalid_json)
+    }
+
+    /// Reads one line from its fields, each as its JSON text, in the order they came.
+    fn from_fields(mut fields: Vec<(String, &RawValue)>) -> Result<InputLine, String> {
+        fn take(fields: &mut Vec<(String, &RawValue)>, name: &str) -> Option<Value> {
+            let at = fields.iter().position(|(key, _)| key == name)?;
+            let (_, text) = fields.remove(at);
+            // Already read once as JSON: it reads again (a marker of a big integer reads as
+            // the number serde_json always made of it).
+            serde_json::from_str(text.get()).ok()
+        }
+        let peek = field_value;
+        let kind = match peek(&fields, "type") {
+            Some(Value::String(kind)) => kind,
             Some(other) => {
                 return Err(format!(
                     "\"type\" must be a string, got {}",
-                    json_kind(other)
+                    json_kind(&other)
                 ));
             }
             None => return Err("the object has no \"type\" field".to_owned()),
         };
         let invalid = |e: serde_json::Error| format!("not a valid input line: {e}");
-        let now_ms = match object.remove("now_ms") {
+        let now_ms = match take(&mut fields, "now_ms") {
             None | Some(Value::Null) => None,
             Some(value) => Some(
                 serde_json::from_value::<u64>(value)
@@ -216,29 +247,54 @@ impl InputLine {
         if now_ms.is_none() && NEEDS_NOW.contains(&kind.as_str()) {
             return Err(format!("not a valid input line: {kind} needs `now_ms`"));
         }
-        let context = match (kind.as_str(), object.remove("context")) {
-            (_, None | Some(Value::Null)) => None,
-            ("config", Some(value)) => {
-                Some(serde_json::from_value::<ContextMode>(value).map_err(invalid)?)
+        let context = if kind == "config" {
+            match take(&mut fields, "context") {
+                None | Some(Value::Null) => None,
+                Some(value) => Some(serde_json::from_value::<ContextMode>(value).map_err(invalid)?),
             }
-            (_, Some(value)) => {
-                // Not a field of this input: put it back so serde names it as unknown.
-                object.insert("context".into(), value);
-                None
+        } else {
+            // Not a field of this input: left in, so serde names it as unknown (a null one
+            // is dropped, as on a config line).
+            if peek(&fields, "context") == Some(Value::Null) {
+                take(&mut fields, "context");
             }
+            None
         };
-        let thread = match (kind.as_str(), object.get("thread_id")) {
+        let thread = match (kind.as_str(), peek(&fields, "thread_id")) {
             ("config", Some(Value::String(thread))) => Some(ThreadId::from(thread.as_str())),
             _ => None,
         };
         if NO_FIELDS.contains(&kind.as_str())
-            && let Some(extra) = object.keys().find(|key| *key != "type")
+            && let Some((extra, _)) = fields.iter().find(|(key, _)| key != "type")
         {
             return Err(format!(
                 "not a valid input line: unknown field `{extra}`, there are no fields"
             ));
         }
-        let input = serde_json::from_value::<Input>(Value::Object(object)).map_err(invalid)?;
+        // An import (the longest line a host writes, SPEC §8.10) reads its messages straight
+        // from their text, without serde buffering the whole line first; anything that does not
+        // read so goes the general way, for its error.
+        if kind == "import"
+            && let [(first, _), (second, _)] = fields.as_slice()
+            && matches!(
+                (first.as_str(), second.as_str()),
+                ("type", "messages") | ("messages", "type")
+            )
+            && let Some((_, text)) = fields.iter().find(|(key, _)| key == "messages")
+            && let Ok(messages) = serde_json::from_str::<Vec<crate::message::Message>>(text.get())
+        {
+            return Ok(InputLine {
+                input: Input::Import { messages },
+                now_ms,
+                context,
+                thread,
+                within_limits: true,
+            });
+        }
+        let input = Input::deserialize(
+            serde::de::value::MapDeserializer::<_, serde_json::Error>::new(fields.into_iter()),
+        )
+        .map_err(invalid)?;
         Ok(InputLine {
             input,
             now_ms,
@@ -247,6 +303,81 @@ impl InputLine {
             within_limits: true,
         })
     }
+}
+
+/// A line's fields in order, each as its JSON text; `None` when the line is not an object.
+struct LineFields<'a>(Option<Vec<(String, &'a RawValue)>>);
+
+impl<'de> Deserialize<'de> for LineFields<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = LineFields<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<LineFields<'de>, A::Error> {
+                let mut fields = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    fields.push((key, map.next_value::<&'de RawValue>()?));
+                }
+                Ok(LineFields(Some(fields)))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<LineFields<'de>, E> {
+                Ok(LineFields(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<LineFields<'de>, E> {
+                Ok(LineFields(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<LineFields<'de>, E> {
+                Ok(LineFields(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<LineFields<'de>, E> {
+                Ok(LineFields(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<LineFields<'de>, E> {
+                Ok(LineFields(None))
+            }
+            fn visit_unit<E>(self) -> Result<LineFields<'de>, E> {
+                Ok(LineFields(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<LineFields<'de>, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(LineFields(None))
+            }
+        }
+        deserializer.deserialize_any(Fields)
+    }
+}
+
+/// The value of field `name` of a line's fields, read from its text.
+fn field_value(fields: &[(String, &RawValue)], name: &str) -> Option<Value> {
+    let (_, text) = fields.iter().find(|(key, _)| key == name)?;
+    serde_json::from_str(text.get()).ok()
+}
+
+/// A user message on a line reads as it is written: its `role`, if given, is `"user"`
+/// ([`crate::agent::check_user_roles`] on the fields that hold user messages).
+fn check_user_roles(fields: &[(String, &RawValue)]) -> Result<(), ErrorBody> {
+    let Some(Value::String(kind)) = field_value(fields, "type") else {
+        return Ok(());
+    };
+    if !matches!(kind.as_str(), "prompt" | "steer" | "follow_up" | "compact") {
+        return Ok(());
+    }
+    let mut object = Map::new();
+    for name in ["text", "summary", "messages"] {
+        if let Some(value) = field_value(fields, name) {
+            object.insert(name.into(), value);
+        }
+    }
+    crate::agent::check_user_roles(&kind, &object).map_err(|e| error_body(&e))
 }
 
 /// The body of an `error` line.

@@ -11,6 +11,20 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+/// Whether `text` is empty or only whitespace (`text.trim().is_empty()`), decided by its
+/// first byte when that is ASCII and not whitespace (every id, name and text the hot paths
+/// check), without `trim`'s walk over characters from both ends.
+#[inline]
+pub(crate) fn is_blank(text: &str) -> bool {
+    match text.as_bytes().first() {
+        None => true,
+        // `char::is_whitespace` in ASCII: tab, line feed, vertical tab, form feed, carriage
+        // return and space.
+        Some(&byte) if byte.is_ascii() && !matches!(byte, b'\t'..=b'\r' | b' ') => false,
+        Some(_) => text.trim().is_empty(),
+    }
+}
+
 macro_rules! string_id {
     ($description:literal, $name:ident) => {
         #[doc = $description]
@@ -59,7 +73,7 @@ macro_rules! string_id {
 
             /// True when the id is empty or only whitespace, which no required id may be.
             pub fn is_blank(&self) -> bool {
-                self.0.trim().is_empty()
+                $crate::ids::is_blank(&self.0)
             }
         }
 
@@ -154,6 +168,19 @@ mod tests {
     #[test]
     fn blank_ids_are_detected() {
         assert!(ThreadId::new("").is_blank());
+        for text in [
+            "",
+            " ",
+            "\t\n\x0b\x0c\r ",
+            "\u{a0}\u{3000}",
+            "x",
+            " x",
+            "\u{e9}",
+            "\u{a0}x",
+            "\x1f",
+        ] {
+            assert_eq!(is_blank(text), text.trim().is_empty(), "{text:?}");
+        }
         assert!(CallId::new("  ").is_blank());
         assert!(!CallId::new("c1").is_blank());
     }

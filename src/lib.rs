@@ -224,8 +224,9 @@ pub use commit::{
 pub use error::{AgentError, UnknownName};
 pub use ids::{CallId, RunId, Step, ThreadId, ToolName};
 pub use message::{
-    AssistantBlock, AssistantMessage, ContentBlock, DeltaKind, Message, Meta, ResultOutcome, Role,
-    StopReason, SystemMessage, ToolCall, ToolOutput, ToolResultMessage, Usage, UserMessage,
+    AssistantBlock, AssistantMessage, ContentBlock, DeltaKind, Message, Meta, MetaError,
+    ResultOutcome, Role, StopReason, SystemMessage, ToolCall, ToolOutput, ToolResultMessage, Usage,
+    UserMessage, from_json_exact, protect_big_integers,
 };
 pub use model_call::{ModelCall, ToolDefinition};
 pub use resume::{

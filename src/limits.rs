@@ -366,6 +366,9 @@ struct Depth {
     max: usize,
     /// Inside a list: the index of its next element.
     next: usize,
+    /// Inside serde_json's raw-value marker (a `meta`'s JSON text, SPEC §2.1): its string is
+    /// JSON text, measured as the object it is, at this level.
+    raw: bool,
 }
 
 impl Depth {
@@ -374,6 +377,7 @@ impl Depth {
             level: 0,
             max,
             next: 0,
+            raw: false,
         }
     }
 
@@ -385,6 +389,7 @@ impl Depth {
             Ok(Depth {
                 level,
                 next: 0,
+                raw: false,
                 ..self
             })
         }
@@ -448,9 +453,15 @@ impl ser::Serializer for Depth {
         serialize_f32(f32),
         serialize_f64(f64),
         serialize_char(char),
-        serialize_str(&str),
         serialize_bytes(&[u8]),
     );
+
+    fn serialize_str(self, text: &str) -> Done {
+        if self.raw && !json_nests_within(text.as_bytes(), self.max.saturating_sub(self.level)) {
+            return Err(TooDeep::default());
+        }
+        Ok(())
+    }
 
     fn serialize_none(self) -> Done {
         Ok(())
@@ -501,7 +512,11 @@ impl ser::Serializer for Depth {
     fn serialize_map(self, _: Option<usize>) -> Result<Depth, TooDeep> {
         self.enter()
     }
-    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Depth, TooDeep> {
+    fn serialize_struct(self, name: &'static str, _: usize) -> Result<Depth, TooDeep> {
+        if name == crate::message::RAW_TOKEN {
+            // Not a level of its own: the text's object is.
+            return Ok(Depth { raw: true, ..self });
+        }
         self.enter()
     }
     fn serialize_struct_variant(

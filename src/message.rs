@@ -11,123 +11,10 @@ use serde_json::Value;
 
 use crate::ids::{CallId, ToolName};
 
-/// Host and codec data on a message or an assistant block (SPEC §2.1): a JSON object the core
-/// stores, hashes with the commit and returns exactly, and never reads. Absent when empty, so a
-/// message without it serializes (and hashes) exactly as before `meta` existed.
-///
-/// Codecs keep in it what they must send back and has no field of its own (an OpenAI Responses
-/// reasoning item's id and encrypted content, a function-call item id); hosts keep their own
-/// (a timestamp, a cost, a trace id).
-///
-/// An empty `Meta` holds no map at all: a message without it pays one word and no allocation
-/// or drop (most messages have none). Read it with [`get`](Meta::get) or
-/// [`as_map`](Meta::as_map); build it from a `serde_json::Map`, by collecting pairs, or with
-/// [`insert`](Meta::insert).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Meta(Option<Box<serde_json::Map<String, Value>>>);
+mod meta;
 
-impl Meta {
-    /// An empty `meta` (absent on the wire).
-    pub const fn new() -> Self {
-        Meta(None)
-    }
-
-    /// Whether it holds no key (and is left out of the serialized message).
-    pub fn is_empty(&self) -> bool {
-        self.0.as_ref().is_none_or(|map| map.is_empty())
-    }
-
-    /// How many keys it holds.
-    pub fn len(&self) -> usize {
-        self.0.as_ref().map_or(0, |map| map.len())
-    }
-
-    /// The value of `key`, if any.
-    pub fn get(&self, key: &str) -> Option<&Value> {
-        self.0.as_ref().and_then(|map| map.get(key))
-    }
-
-    /// Sets `key`; returns the value it replaced.
-    pub fn insert(&mut self, key: impl Into<String>, value: Value) -> Option<Value> {
-        self.0
-            .get_or_insert_with(Default::default)
-            .insert(key.into(), value)
-    }
-
-    /// Removes `key`; returns its value.
-    pub fn remove(&mut self, key: &str) -> Option<Value> {
-        let removed = self.0.as_mut().and_then(|map| map.remove(key));
-        if self.0.as_ref().is_some_and(|map| map.is_empty()) {
-            self.0 = None;
-        }
-        removed
-    }
-
-    /// The keys and values, in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
-        self.0.iter().flat_map(|map| map.iter())
-    }
-
-    /// The object, when it holds a key.
-    pub fn as_map(&self) -> Option<&serde_json::Map<String, Value>> {
-        self.0.as_deref().filter(|map| !map.is_empty())
-    }
-
-    /// The object (empty when absent).
-    pub fn into_map(self) -> serde_json::Map<String, Value> {
-        self.0.map(|map| *map).unwrap_or_default()
-    }
-}
-
-impl From<serde_json::Map<String, Value>> for Meta {
-    fn from(map: serde_json::Map<String, Value>) -> Self {
-        if map.is_empty() {
-            Meta(None)
-        } else {
-            Meta(Some(Box::new(map)))
-        }
-    }
-}
-
-impl FromIterator<(String, Value)> for Meta {
-    fn from_iter<I: IntoIterator<Item = (String, Value)>>(pairs: I) -> Self {
-        Meta::from(
-            pairs
-                .into_iter()
-                .collect::<serde_json::Map<String, Value>>(),
-        )
-    }
-}
-
-impl Serialize for Meta {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match &self.0 {
-            Some(map) => map.serialize(serializer),
-            None => serde_json::Map::new().serialize(serializer),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Meta {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        serde_json::Map::<String, Value>::deserialize(deserializer).map(Meta::from)
-    }
-}
-
-#[cfg(feature = "schema")]
-impl schemars::JsonSchema for Meta {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Meta".into()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        <serde_json::Map<String, Value> as schemars::JsonSchema>::json_schema(generator)
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-}
+pub use meta::{Meta, MetaError, from_json_exact, protect_big_integers};
+pub(crate) use meta::{RAW_TOKEN, write_canonical_meta};
 
 /// Whether `meta` is empty (and so left out of the serialized message).
 pub(crate) fn meta_is_empty(meta: &Meta) -> bool {
@@ -169,7 +56,7 @@ impl ContentBlock {
 
     fn is_blank(&self) -> bool {
         match self {
-            ContentBlock::Text { text } => text.trim().is_empty(),
+            ContentBlock::Text { text } => crate::ids::is_blank(text),
             ContentBlock::Image { data, .. } => data.is_empty(),
         }
     }
@@ -490,7 +377,7 @@ impl AssistantMessage {
                 if id.is_blank() {
                     return Err(format!("tool call at content[{index}] has an empty id"));
                 }
-                if name.trim().is_empty() {
+                if crate::ids::is_blank(name) {
                     return Err(format!("tool call {id} has an empty tool name"));
                 }
                 // The calls before this one, compared in place (no list of seen ids to

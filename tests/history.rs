@@ -495,3 +495,69 @@ fn tool_done_meta_survives_commit_store_and_recovery() {
     };
     assert_eq!(context(&cold), context(driver.agent()));
 }
+
+/// The text of a `meta` with keys out of order and integers beyond 64 bits (§2.1).
+const EXACT_META: &str =
+    r#"{"z":18446744073709551616,"a":{"y":-18446744073709551617,"b":[1.5,"x"]},"m":1}"#;
+
+/// An import line whose messages and blocks carry `meta` as text, with `space` between its
+/// tokens (the hash does not see formatting).
+fn exact_meta_import(space: &str) -> String {
+    let meta = EXACT_META.replace(':', &format!(":{space}"));
+    format!(
+        r#"{{"type":"import","messages":[{{"role":"user","content":[{{"type":"text","text":"hi"}}],"meta":{meta}}},{{"role":"assistant","content":[{{"type":"text","text":"yo","meta":{meta}}}],"stop_reason":"stop","meta":{meta}}}],"now_ms":5}}"#
+    )
+}
+
+/// A `meta` with `18446744073709551616` and unsorted keys comes back exactly through the driver
+/// line, the commit line (its hash checked), the store and recovery; its hash does not depend
+/// on whitespace or key order.
+#[test]
+fn meta_comes_back_exactly_through_the_driver_store_and_recovery() {
+    let mut driver = Driver::new();
+    let mut store = MemoryStore::new();
+    let mut hash = None;
+    for output in driver.handle_line(exact_meta_import("").as_bytes()) {
+        if output.starts_with(r#"{"type":"commit""#) {
+            // The commit line holds the text exactly.
+            assert_eq!(output.matches(EXACT_META).count(), 3, "{output}");
+            match runcore::driver::StoreWrite::from_output_text(&output).unwrap() {
+                runcore::driver::StoreWrite::Fenced(operation) => {
+                    hash = Some(operation.payload_hash.clone());
+                    store.commit_operation(operation).unwrap();
+                }
+                runcore::driver::StoreWrite::Plain(commit) => panic!("unfenced: {commit:?}"),
+            }
+        }
+    }
+    let thread = ThreadId::new("thread-1");
+    let stored = store.committed_messages(&thread).unwrap();
+    assert_eq!(stored.as_slice(), driver.agent().transcript());
+    for message in &stored {
+        assert_eq!(message.meta().as_json(), Some(EXACT_META));
+    }
+    let answer = stored.iter().find_map(Message::as_assistant).unwrap();
+    assert_eq!(answer.content[0].meta().as_json(), Some(EXACT_META));
+    let cold = Agent::recover(
+        AgentConfig::default(),
+        &store,
+        &thread,
+        RecoveryPolicy::Replay,
+    )
+    .unwrap();
+    assert_eq!(cold.transcript(), driver.agent().transcript());
+    let restored = Agent::restore_json(&cold.snapshot_json()).unwrap();
+    assert_eq!(restored.transcript(), driver.agent().transcript());
+
+    // The same messages with spaces in their `meta`: the same payload hash.
+    let mut spaced = Driver::new();
+    let spaced_hash = spaced
+        .handle_line(exact_meta_import(" ").as_bytes())
+        .iter()
+        .find_map(|line| {
+            let value: Value = serde_json::from_str(line).ok()?;
+            Some(value.get("payload_hash")?.as_str()?.to_owned())
+        });
+    assert_eq!(spaced_hash, hash);
+    assert!(hash.is_some());
+}

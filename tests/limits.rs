@@ -374,6 +374,24 @@ fn rust_doors_agree_with_the_exact_rule_around_the_edge() {
             );
         }
     }
+    // A `meta` (kept as its JSON text) is measured as the object it is: past the limit, it
+    // is refused (§2.1).
+    for (place, answer) in answers_nesting(MAX_DEPTH + 1).into_iter().skip(1) {
+        let input = Input::ModelDone {
+            run_id: RunId::from("r"),
+            step: 1,
+            message: answer.clone(),
+        };
+        assert!(
+            runcore::limits::check_depth(&input).is_err(),
+            "{place} past the limit"
+        );
+        let mut agent = agent_waiting_for_model();
+        assert!(
+            agent.model_done(&RunId::from("r"), 1, answer).is_err(),
+            "{place} past the limit"
+        );
+    }
     // The edge itself is inside that range, on both sides.
     let at_edge = Input::ModelDone {
         run_id: RunId::from("r"),

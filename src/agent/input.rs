@@ -479,7 +479,7 @@ impl Agent {
     ) -> Result<(), AgentError> {
         // Checked before the text is copied, so a rejected delta costs no allocation. At the
         // agent's own clock, so `handle`'s clock rule has nothing to do.
-        self.expect_model(run_id, step, "model_delta")?;
+        self.expect_model_streamed(run_id, step)?;
         self.push_delta(run_id.clone(), step, DeltaKind::Text, text.to_owned());
         Ok(())
     }
@@ -492,7 +492,7 @@ impl Agent {
         step: Step,
         text: &str,
     ) -> Result<(), AgentError> {
-        self.expect_model(run_id, step, "model_delta")?;
+        self.expect_model_streamed(run_id, step)?;
         self.push_delta(run_id.clone(), step, DeltaKind::Thinking, text.to_owned());
         Ok(())
     }
@@ -1014,13 +1014,8 @@ fn no_fields<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<(), D:
 /// names the field (serde's own says only "expected a map", and an internally tagged enum's
 /// buffered fields lose the path).
 fn meta_object<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Meta, D::Error> {
-    match serde_json::Value::deserialize(deserializer)? {
-        serde_json::Value::Object(map) => Ok(Meta::from(map)),
-        other => Err(serde::de::Error::custom(format!(
-            "`meta` must be a JSON object, got {}",
-            crate::error::json_kind(&other)
-        ))),
-    }
+    // `Meta`'s own error names the field; reading it as `Meta` keeps its text exact.
+    Meta::deserialize(deserializer)
 }
 
 /// Whether `input` may hold nested JSON (the inputs made only of ids, numbers and plain text
@@ -1140,8 +1135,13 @@ fn value_shallow(value: &serde_json::Value) -> bool {
 /// [`value_shallow`] for a `meta` object.
 #[inline(always)]
 fn meta_shallow(meta: &crate::message::Meta) -> bool {
-    meta.as_map()
-        .is_none_or(|map| crate::limits::nests_within(map, crate::limits::MAX_DEPTH - VALUE_OFFSET))
+    // Measured on its JSON text (the object itself counting 1), nothing parsed.
+    meta.as_json().is_none_or(|text| {
+        crate::limits::json_nests_within(
+            text.as_bytes(),
+            crate::limits::MAX_DEPTH - VALUE_OFFSET,
+        )
+    })
 }
 
 /// The core's input limits ([`crate::limits`]) on one input.

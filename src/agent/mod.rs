@@ -207,7 +207,7 @@ fn minted_run_id(thread: &ThreadId, n: u64) -> RunId {
 
 fn check_message_id(id: Option<&str>, what: &str) -> Result<(), AgentError> {
     match id {
-        Some(id) if id.trim().is_empty() => Err(AgentError::invalid(format!(
+        Some(id) if crate::ids::is_blank(id) => Err(AgentError::invalid(format!(
             "{what} has a blank id; omit it or give a non-blank one"
         ))),
         _ => Ok(()),
@@ -525,20 +525,6 @@ impl Agent {
         Ok(())
     }
 
-    /// Checks that a model outcome answers the outstanding call. The error's text is built
-    /// only when the check fails: this runs for every streamed delta.
-    fn expect_model(&self, run_id: &RunId, step: Step, got: &str) -> Result<(), AgentError> {
-        match &self.active {
-            Some(active)
-                if matches!(active.phase, Phase::ModelOut { step: out, .. } if out == step)
-                    && active.run.run_id() == run_id =>
-            {
-                Ok(())
-            }
-            active => Err(Self::model_mismatch(active.as_ref(), run_id, step, got)),
-        }
-    }
-
     #[cold]
     fn model_mismatch(
         active: Option<&ActiveRun>,
@@ -572,13 +558,43 @@ impl Agent {
         kind: DeltaKind,
         text: String,
     ) -> Result<(), AgentError> {
-        self.expect_model(run_id, step, "model_delta")?;
+        self.expect_model_streamed(run_id, step)?;
         self.push_delta(run_id.clone(), step, kind, text);
         Ok(())
     }
 
+    /// A delta of the outstanding model call of `run_id`'s `step`: it is checked, and the call
+    /// marked streamed, in one look at the active run (a delta is the hottest input).
+    #[inline]
+    pub(crate) fn expect_model_streamed(
+        &mut self,
+        run_id: &RunId,
+        step: Step,
+    ) -> Result<(), AgentError> {
+        if let Some(ActiveRun {
+            run,
+            phase:
+                Phase::ModelOut {
+                    step: out,
+                    streamed,
+                },
+        }) = self.active.as_mut()
+            && *out == step
+            && run.run_id() == run_id
+        {
+            *streamed = true;
+            return Ok(());
+        }
+        Err(Self::model_mismatch(
+            self.active.as_ref(),
+            run_id,
+            step,
+            "model_delta",
+        ))
+    }
+
+    /// Queues the event of a delta checked by [`expect_model_streamed`](Self::expect_model_streamed).
     fn push_delta(&mut self, run_id: RunId, step: Step, kind: DeltaKind, text: String) {
-        self.mark_streamed();
         let event = match kind {
             DeltaKind::Text => LoopEvent::TextDelta { step, text },
             DeltaKind::Thinking => LoopEvent::ThinkingDelta { step, text },

@@ -248,8 +248,9 @@ impl Agent {
             _version: u32,
             agent: AgentRepr,
         }
-        let envelope: Envelope =
-            serde_json::from_str(text).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+        // Exact: a message's `meta` keeps an integer beyond 64 bits (SPEC §2.1).
+        let envelope: Envelope = crate::message::from_json_exact(text)
+            .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
         let agent = Agent::from(envelope.agent);
         agent.check_consistency()?;
         Ok(agent)

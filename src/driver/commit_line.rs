@@ -63,13 +63,65 @@ impl StoreWrite {
         let commit = line.remove("commit").unwrap_or_default();
         let commit: ThreadCommit = serde_json::from_value(commit)
             .map_err(|error| CommitLineError::InvalidCommit(error.to_string()))?;
-        let field = |name: &str| line.get(name).and_then(Value::as_u64);
-        let (Some(ordinal), Some(version)) = (field("ordinal"), field("expected_thread_version"))
-        else {
+        Self::from_parts(
+            commit,
+            line.get("ordinal"),
+            line.get("expected_thread_version"),
+            line.get("payload_hash"),
+        )
+    }
+
+    /// [`from_output_line`](Self::from_output_line) from the line's JSON text, read exactly:
+    /// a `meta` in the commit keeps its key order and integers beyond 64 bits (SPEC §2.1),
+    /// which a `serde_json::Value` of the line has already lost. What a host that holds the
+    /// line as text applies.
+    pub fn from_output_text(text: &str) -> Result<StoreWrite, CommitLineError> {
+        #[derive(serde::Deserialize)]
+        struct Line {
+            #[serde(rename = "type")]
+            kind: Option<Value>,
+            commit: Option<Box<serde_json::value::RawValue>>,
+            ordinal: Option<Value>,
+            expected_thread_version: Option<Value>,
+            payload_hash: Option<Value>,
+        }
+        if !text.trim_start().starts_with('{') {
+            return Err(CommitLineError::NotAnObject);
+        }
+        let line: Line = crate::message::from_json_exact(text)
+            .map_err(|error| CommitLineError::InvalidCommit(error.to_string()))?;
+        match line.kind {
+            Some(Value::String(kind)) if kind == "commit" => {}
+            Some(Value::String(kind)) => return Err(CommitLineError::OtherType(kind)),
+            _ => return Err(CommitLineError::NoType),
+        }
+        let commit: ThreadCommit = match &line.commit {
+            Some(commit) => crate::message::from_json_exact(commit.get()),
+            None => serde_json::from_value(Value::Null),
+        }
+        .map_err(|error| CommitLineError::InvalidCommit(error.to_string()))?;
+        Self::from_parts(
+            commit,
+            line.ordinal.as_ref(),
+            line.expected_thread_version.as_ref(),
+            line.payload_hash.as_ref(),
+        )
+    }
+
+    fn from_parts(
+        commit: ThreadCommit,
+        ordinal: Option<&Value>,
+        version: Option<&Value>,
+        payload_hash: Option<&Value>,
+    ) -> Result<StoreWrite, CommitLineError> {
+        let (Some(ordinal), Some(version)) = (
+            ordinal.and_then(Value::as_u64),
+            version.and_then(Value::as_u64),
+        ) else {
             return Ok(StoreWrite::Plain(commit));
         };
         let operation = CommitOperation::new(commit, ordinal, version);
-        match line.get("payload_hash") {
+        match payload_hash {
             Some(Value::String(given)) if *given != operation.payload_hash => {
                 Err(CommitLineError::HashMismatch {
                     given: given.clone(),

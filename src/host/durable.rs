@@ -330,37 +330,44 @@ impl<S: CommitLog + CheckpointReader> DurableDriver<S> {
     /// line, then `idle`; or, at a refused commit, its `store` line and the end.
     fn drain(&mut self, line: u64, sink: &mut dyn FnMut(String)) -> Option<StoreError> {
         while let Some(output) = self.driver.poll() {
-            let text = self.driver.render(&output);
-            if let Output::Commit(commit) = output {
-                let operation = match &self.lease {
-                    Some(lease) => {
-                        commit_operation_for(*commit, Some(lease.session.claim()), lease.now_ms)
-                    }
-                    None => commit_operation_for(*commit, None, 0),
-                };
-                // A duplicate receipt is the same fact already stored (SPEC §7.1): harmless.
-                if let Err(error) = self.store.commit_operation(operation) {
-                    // A commit refused because the claim is gone is the `claim_lost` line of
-                    // a refused renew (SPEC §12.4).
-                    let text = match (&error, &self.lease) {
-                        (
-                            StoreError::Rejected(CommitError::ClaimLost { current_epoch }),
-                            Some(lease),
-                        ) => {
-                            claim_lost_line(line, lease.session.claim().epoch, Some(*current_epoch))
-                        }
-                        _ => store_error_line(line, &error),
-                    };
-                    sink(text);
-                    self.ended = Some(SessionEnded {
-                        line,
-                        code: error.code(),
-                    });
-                    self.release_after_refusal();
-                    return Some(error);
+            let Output::Commit(commit) = output else {
+                sink(self.driver.render(&output));
+                continue;
+            };
+            let operation = match &self.lease {
+                Some(lease) => {
+                    commit_operation_for(*commit, Some(lease.session.claim()), lease.now_ms)
                 }
-                self.has_history = true;
+                None => commit_operation_for(*commit, None, 0),
+            };
+            // The line is written from the operation: its payload hash is computed once (the
+            // commit's canonical JSON is as long as the commit).
+            let text = render_line(&OutputLine::Commit {
+                commit: &operation.commit,
+                ordinal: operation.operation_id.ordinal,
+                expected_thread_version: operation.expected_thread_version,
+                payload_hash: operation.payload_hash.clone(),
+            });
+            // A duplicate receipt is the same fact already stored (SPEC §7.1): harmless.
+            if let Err(error) = self.store.commit_operation(operation) {
+                // A commit refused because the claim is gone is the `claim_lost` line of
+                // a refused renew (SPEC §12.4).
+                let text = match (&error, &self.lease) {
+                    (
+                        StoreError::Rejected(CommitError::ClaimLost { current_epoch }),
+                        Some(lease),
+                    ) => claim_lost_line(line, lease.session.claim().epoch, Some(*current_epoch)),
+                    _ => store_error_line(line, &error),
+                };
+                sink(text);
+                self.ended = Some(SessionEnded {
+                    line,
+                    code: error.code(),
+                });
+                self.release_after_refusal();
+                return Some(error);
             }
+            self.has_history = true;
             sink(text);
         }
         sink(idle_line(line, self.driver.agent().poll_timeout()));

@@ -807,14 +807,11 @@ impl NativeAgent {
             + meta.as_ref().map_or(0, |m| r#","meta":"#.len() + m.len())
             + runcore::limits::now_ms_len(now_ms);
         check_line(fixed, &[&run_id, &call_id, &text])?;
-        let meta = match meta.map(|m| serde_json::from_str::<Value>(&m).map_err(|_| m)) {
+        // The text kept exactly (key order, integers beyond 64 bits, SPEC §2.1).
+        let meta = match meta.map(|m| runcore::Meta::from_json(&m).map_err(|_| m)) {
             None => runcore::Meta::new(),
-            Some(Ok(Value::Object(object))) => runcore::Meta::from(object),
-            Some(other) => {
-                let meta = match other {
-                    Ok(value) => value.to_string(),
-                    Err(text) => text,
-                };
+            Some(Ok(meta)) => meta,
+            Some(Err(meta)) => {
                 let mut line = format!(
                     "{{\"type\":\"tool_done\",\"run_id\":{},\"call_id\":{},\"content\":{},\"is_error\":{is_error},\"meta\":{meta}",
                     Value::from(run_id),

@@ -46,6 +46,10 @@ impl KeyCache {
     }
 }
 
+/// serde_json's raw-value marker: the name of the struct, and of its one field, that holds a
+/// raw JSON text.
+const RAW_TOKEN: &str = "$serde_json::private::RawValue";
+
 /// `value` as a Python object.
 pub fn to_py<'py, T: Serialize + ?Sized>(
     py: Python<'py>,
@@ -277,8 +281,12 @@ impl<'a, 'py> ser::Serializer for ToPy<'a, 'py> {
     fn serialize_map(self, _len: Option<usize>) -> Result<Dict<'a, 'py>> {
         Ok(Dict::new(self, None))
     }
-    fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Dict<'a, 'py>> {
-        Ok(Dict::new(self, None))
+    fn serialize_struct(self, name: &'static str, _len: usize) -> Result<Dict<'a, 'py>> {
+        let raw = name == RAW_TOKEN;
+        Ok(Dict {
+            raw,
+            ..Dict::new(self, None)
+        })
     }
     fn serialize_struct_variant(
         self,
@@ -346,6 +354,10 @@ struct Dict<'a, 'py> {
     dict: Bound<'py, PyDict>,
     key: Option<Bound<'py, PyAny>>,
     variant: Option<&'static str>,
+    /// serde_json's raw-value marker (a `meta`, kept as its JSON text, SPEC §2.1): its one
+    /// field is JSON text, which becomes what Python's `json.loads` makes of it (integers of
+    /// any size exact, keys in order).
+    raw: bool,
 }
 
 impl<'a, 'py> Dict<'a, 'py> {
@@ -356,6 +368,7 @@ impl<'a, 'py> Dict<'a, 'py> {
             keys: to.keys,
             key: None,
             variant,
+            raw: false,
         }
     }
 
@@ -369,6 +382,11 @@ impl<'a, 'py> Dict<'a, 'py> {
     }
 
     fn finish(self) -> Result<Bound<'py, PyAny>> {
+        if self.raw {
+            let text = self.dict.get_item(RAW_TOKEN)?;
+            let loads = self.py.import("json")?.getattr("loads")?;
+            return Ok(loads.call1((text,))?);
+        }
         match self.variant {
             None => Ok(self.dict.into_any()),
             Some(variant) => ToPy::one_key(self.py, self.keys, variant, self.dict.into_any()),

@@ -112,3 +112,19 @@ def test_fork_from_a_store(tmp_path):
         store.fork("main", 5, "other")
     assert store.thread_version("other") == 0
     assert run == "main/run-2"
+
+
+def test_meta_comes_back_exactly_through_the_driver_line():
+    """A `meta` with an integer beyond 64 bits and keys out of order comes back exactly (§2.1):
+    the commit line holds its text, which Python's json reads with the same ints and order."""
+    import json
+
+    meta = '{"z":18446744073709551616,"a":{"y":-18446744073709551617,"b":[1.5,"x"]},"m":1}'
+    line = ('{"type":"import","messages":[{"role":"user","content":[{"type":"text","text":"hi"}],'
+            '"meta":' + meta + '}]}')
+    driver = runcore.Driver()
+    commit = next(out for out in driver.send_raw(line) if out.startswith('{"type":"commit"'))
+    assert meta in commit
+    read = json.loads(commit)["commit"]["messages"][0]["meta"]
+    assert read == {"z": 2**64, "a": {"y": -(2**64) - 1, "b": [1.5, "x"]}, "m": 1}
+    assert list(read) == ["z", "a", "m"]

@@ -646,18 +646,6 @@ impl Agent {
         self.active = Some(ActiveRun { run, phase });
         action
     }
-
-    /// Marks the outstanding model call's answer as arriving (a `model_delta`, checked by
-    /// the caller): from then on it can no longer be compacted away.
-    pub(crate) fn mark_streamed(&mut self) {
-        if let Some(ActiveRun {
-            phase: Phase::ModelOut { streamed, .. },
-            ..
-        }) = self.active.as_mut()
-        {
-            *streamed = true;
-        }
-    }
 }
 
 // ----- what every transition shares: appending, committing, the boundary -----------------------

@@ -59,7 +59,10 @@ pub(super) fn rich_answer() -> AssistantMessage {
 /// Messages of every role, each with `meta`.
 pub(super) fn rich_prompt() -> UserMessage {
     UserMessage {
-        meta: meta(json!({"timestamp": 1_733_000_000_000u64, "source": "import"})),
+        // Keys out of order and an integer beyond 64 bits: kept exactly (§2.1).
+        meta: exact_meta(
+            r#"{"timestamp":1733000000000,"source":"import","big":18446744073709551616}"#,
+        ),
         id: Some("u-1".into()),
         ..UserMessage::text("Read a.txt")
     }
@@ -67,7 +70,14 @@ pub(super) fn rich_prompt() -> UserMessage {
 
 /// The host's `meta` on the tool output (carried onto its result message).
 fn tool_meta() -> Meta {
-    meta(json!({"timestamp": 1_733_000_000_500u64, "trace": {"span": "s-1", "ok": true}}))
+    exact_meta(
+        r#"{"trace":{"span":"s-1","ok":true},"timestamp":1733000000500,"n":-18446744073709551617}"#,
+    )
+}
+
+/// A `meta` from its JSON text (the text a host sent).
+fn exact_meta(text: &str) -> Meta {
+    Meta::from_json(text).unwrap_or_default()
 }
 
 /// Every §2.1 field written through the store reads back equal, pins the same digest, and an
@@ -136,6 +146,12 @@ pub fn lossless_content_round_trips<S: CommitLog + CheckpointReader>(store: &mut
     ensure(result.map(|r| &r.meta) == Some(&tool_meta()), || {
         format!("the tool result's meta as stored: {result:?}")
     })?;
+    // Exactly the host's text: its key order and an integer beyond 64 bits.
+    ensure(
+        committed.first().and_then(|m| m.meta().as_json())
+            == Some(r#"{"timestamp":1733000000000,"source":"import","big":18446744073709551616}"#),
+        || format!("the prompt's meta text as stored: {:?}", committed.first()),
+    )?;
     let pin = read("transcript_snapshot", store.transcript_snapshot(&thread_id))?;
     expect_eq(
         "the pinned digest",

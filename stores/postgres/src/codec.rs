@@ -21,7 +21,8 @@ pub(crate) fn to_json<T: Serialize>(what: &str, value: &T) -> Result<String, Sto
 
 /// A stored JSON text read back as the core's value.
 pub(crate) fn from_json<T: DeserializeOwned>(what: &str, text: &str) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|e| {
+    // Exact: a message's `meta` keeps an integer beyond 64 bits (SPEC §2.1).
+    runcore::from_json_exact(text).map_err(|e| {
         StoreError::backend(
             format!("the stored {what} is not valid runcore JSON: {e}"),
             e,

@@ -40,7 +40,8 @@ pub(crate) fn decode<T: DeserializeOwned>(
     text: &str,
     what: impl FnOnce() -> String,
 ) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|e| {
+    // Exact: a message's `meta` keeps an integer beyond 64 bits (SPEC §2.1).
+    runcore::from_json_exact(text).map_err(|e| {
         StoreError::backend(
             format!("the store holds {} that does not read back: {e}", what()),
             e,
