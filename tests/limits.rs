@@ -94,6 +94,42 @@ fn a_nesting_error_names_the_message_index() {
     assert_eq!(error.to_string(), expected);
 }
 
+/// The run-starting methods (`prompt`, `prompt_messages`, `import`, `continue_run`) are held to
+/// the same limits as `Agent::handle`: a time past the limit, or a message nesting too deep, is
+/// `invalid_input` and changes nothing.
+#[test]
+fn the_run_starting_methods_are_held_to_the_limits() {
+    let deep = || {
+        let mut message = runcore::UserMessage::text("hi");
+        let meta = json!({"v": nested(MAX_DEPTH)});
+        message.meta = serde_json::from_value(meta).unwrap();
+        message
+    };
+    let mut agent = Agent::new(Default::default()).unwrap();
+    let before = agent.snapshot_json();
+    let errors = [
+        agent
+            .prompt(runcore::UserMessage::text("hi"), MAX_NOW_MS + 1)
+            .unwrap_err(),
+        agent.prompt(deep(), 0).unwrap_err(),
+        agent.prompt_messages(None, vec![deep()], 0).unwrap_err(),
+        agent.import(vec![deep().into()], 0).unwrap_err(),
+        agent.continue_run(MAX_NOW_MS + 1).unwrap_err(),
+    ];
+    for error in &errors {
+        assert_eq!(error.kind(), "invalid_input", "{error}");
+    }
+    assert!(
+        errors[2].to_string().contains("(in messages[0])"),
+        "{}",
+        errors[2]
+    );
+    assert_eq!(agent.snapshot_json(), before);
+    agent
+        .prompt(runcore::UserMessage::text("hi"), MAX_NOW_MS)
+        .unwrap();
+}
+
 #[test]
 fn now_ms_at_and_past_the_edge() {
     let mut driver = Driver::new();

@@ -392,7 +392,7 @@ impl Agent {
     // The run-starting methods take `handle`'s path to the `prompt` / `continue` handler
     // (`at`, then the handler `dispatch` calls) so that the handler's run id comes back.
     pub fn prompt(&mut self, message: UserMessage, now_ms: u64) -> Result<RunId, AgentError> {
-        check_member_limits(("text", &message), now_ms)?;
+        check_user_limits(&message, now_ms)?;
         self.at(now_ms, |agent| {
             agent.on_prompt(None, Some(message), Vec::new())
         })
@@ -432,7 +432,7 @@ impl Agent {
         message: UserMessage,
         now_ms: u64,
     ) -> Result<RunId, AgentError> {
-        check_member_limits(("text", &message), now_ms)?;
+        check_user_limits(&message, now_ms)?;
         self.at(now_ms, |agent| {
             agent.on_prompt(Some(run_id), Some(message), Vec::new())
         })
@@ -1165,6 +1165,19 @@ fn check_now(now_ms: u64) -> Result<(), AgentError> {
         return Err(AgentError::InvalidInput(crate::limits::now_ms_over(now_ms)));
     }
     Ok(())
+}
+
+/// [`check_member_limits`] for a prompt's one user message: its content blocks are flat (text,
+/// image), so without `meta` it nests a fixed 4 levels (the input, the message, its content,
+/// a block) and only the time is checked; with `meta`, the walk measures it.
+#[inline(always)]
+fn check_user_limits(message: &UserMessage, now_ms: u64) -> Result<(), AgentError> {
+    if message.meta.is_empty() {
+        crate::limits::count_depth_check();
+        check_now(now_ms)
+    } else {
+        check_member_limits(("text", message), now_ms)
+    }
 }
 
 /// The core's input limits on an input whose one nesting field `name` holds `value` (the run-
