@@ -25,6 +25,9 @@ class Agent {
   #messages = [];
   #tools = [];
   #core = null;
+  // What runcore's transcript holds: the first #coreLen messages of #coreArray, the last one
+  // #coreLast (compared by identity: pi messages are objects the host keeps).
+  #coreArray = [];
   #coreLen = 0;
   #coreLast = undefined;
   #active = null;
@@ -61,6 +64,10 @@ class Agent {
         return self.#messages;
       },
       set messages(messages) {
+        // Reassigned during a run (by a listener, or by another promise chain before the run
+        // settled): the run goes on over its own copy, and what it appends from here on lands
+        // in the new array, as pi's does.
+        if (self.#host !== null) self.#host.detach(self.#messages);
         self.#messages = messages.slice();
       },
       isStreaming: false,
@@ -163,6 +170,7 @@ class Agent {
     const previewed = this.#coreLen;
     if (claimed.messages.length !== previewed) this.#messages.splice(0, previewed, ...claimed.messages);
     this.#core = claimed.core;
+    this.#coreArray = this.#messages;
     this.#coreLen = claimed.messages.length;
     this.#coreLast = this.#messages[this.#coreLen - 1];
   }
@@ -186,6 +194,7 @@ class Agent {
   }
 
   #setCommitted() {
+    this.#coreArray = this.#messages;
     this.#coreLen = this.#messages.length;
     this.#coreLast = this.#messages[this.#coreLen - 1];
   }
@@ -311,6 +320,7 @@ class Agent {
     if (this.#active) this.abort();
     this.#messages = [];
     this.#core = null;
+    this.#coreArray = [];
     this.#coreLen = 0;
     this.#coreLast = undefined;
     this.#state.isStreaming = false;
@@ -332,19 +342,40 @@ class Agent {
     return this.#core;
   }
 
+  /**
+   * Whether `state.messages` begins with what runcore's transcript holds: the same array (then
+   * its length and the last message runcore has are compared), or a new one (then every
+   * message, by identity: it was reassigned).
+   */
+  #extendsCore(messages) {
+    const len = this.#coreLen;
+    if (messages.length < len || (len > 0 && messages[len - 1] !== this.#coreLast)) return false;
+    if (messages === this.#coreArray) return true;
+    const core = this.#coreArray;
+    for (let i = 0; i < len - 1; i++) if (messages[i] !== core[i]) return false;
+    return true;
+  }
+
   /** Brings runcore's transcript up to `state.messages`: imports what was appended, or (in memory) starts over. */
   async #sync() {
     const messages = this.#messages;
     const len = this.#coreLen;
-    if (messages.length === len && (len === 0 || messages[len - 1] === this.#coreLast)) return;
+    const extendsCore = (this.#core !== null || len === 0) && this.#extendsCore(messages);
+    if (extendsCore && messages.length === len) {
+      this.#coreArray = messages;
+      return;
+    }
     let suffix;
-    if (messages.length > len && (len === 0 || messages[len - 1] === this.#coreLast) && this.#core !== null) {
+    if (extendsCore && this.#core !== null) {
       suffix = messages.slice(len);
     } else {
       if (this.#store) {
         throw new Error('runcore/pi: a durable thread\'s committed messages cannot be replaced; append to state.messages instead');
       }
       this.#core = null;
+      this.#coreArray = [];
+      this.#coreLen = 0;
+      this.#coreLast = undefined;
       suffix = messages.slice();
     }
     const core = this.#native();
@@ -354,6 +385,7 @@ class Agent {
         if (output.type === 'commit' && this.#store) await this.#commit(output);
       }
     }
+    this.#coreArray = messages;
     this.#coreLen = messages.length;
     this.#coreLast = messages[messages.length - 1];
   }
@@ -442,6 +474,9 @@ class Agent {
       core: () => this.#native(),
       commit: this.#store ? (output) => this.#commit(output) : undefined,
       messages: this.#messages,
+      publish: (message, context) => {
+        if (this.#messages !== context) this.#messages.push(message);
+      },
       emit: (event) => this.#emit(event),
       loop: () => loop,
       signal: controller.signal,
@@ -458,8 +493,13 @@ class Agent {
         if (host.started && host.end === null) await this.#failed(host, error, controller.signal.aborted);
         else throw error;
       } finally {
-        this.#coreLen = this.#messages.length;
-        this.#coreLast = this.#messages[this.#coreLen - 1];
+        // runcore's transcript is the run's context: what it held before, and what the run
+        // appended (whatever became of state.messages meanwhile).
+        if (host.appended > 0) {
+          this.#coreArray = host.messages;
+          this.#coreLen += host.appended;
+          this.#coreLast = host.lastAppended;
+        }
         this.#unconsumed = host.unconsumed;
         this.#host = null;
         state.isStreaming = false;
@@ -497,7 +537,7 @@ class Agent {
       // What runcore appended meanwhile (results, an error answer) joins state.messages.
       const transcript = core.transcript();
       const model = this.#state.model;
-      for (let i = this.#messages.length; i < transcript.length; i++) this.#messages.push(fromCore(transcript[i], model));
+      for (let i = this.#coreLen + host.appended; i < transcript.length; i++) host.append(fromCore(transcript[i], model));
     }
     const model = this.#state.model;
     const message = {

@@ -62,7 +62,11 @@ class Host {
    * @param {object} options
    * @param {() => import('../index.js').Agent} options.core the native agent (read on every use)
    * @param {((output: object) => Promise<unknown>) | undefined} options.commit stores a commit
-   * @param {object[]} options.messages the transcript as pi messages (pushed to)
+   * @param {object[]} options.messages the run's own context: the transcript as pi messages,
+   *   which runcore's transcript mirrors (pushed to; replaced by `detach` when the agent's
+   *   `state.messages` is reassigned mid-run)
+   * @param {((message: object) => void) | undefined} options.publish also appends a message of
+   *   the run to the agent's current `state.messages` when that is not the run's context
    * @param {(event: object) => Promise<void> | undefined} options.emit `undefined` when
    *   nothing listens (then nothing is awaited: no microtask hop per event)
    * @param {() => object} options.loop the loop configuration (model, hooks, tools, …)
@@ -81,6 +85,30 @@ class Host {
     this.answer = null;
     this.unconsumed = [];
     this.end = null;
+    // Messages runcore appended in this run (each mirrored in `messages`), and the last one.
+    this.appended = 0;
+    this.lastAppended = undefined;
+  }
+
+  /**
+   * Appends a message runcore appended: to the run's context, and to the agent's current
+   * `state.messages` when that is another array (it was reassigned during the run).
+   */
+  append(message) {
+    this.messages.push(message);
+    this.newMessages.push(message);
+    this.appended += 1;
+    this.lastAppended = message;
+    if (this.publish) this.publish(message, this.messages);
+  }
+
+  /**
+   * The agent's `state.messages` is being replaced during this run: from here on the run's
+   * context is its own copy (pi's loop runs over a snapshot), and the array the caller held
+   * before receives nothing more.
+   */
+  detach(array) {
+    if (this.messages === array) this.messages = array.slice();
   }
 
   get native() {
@@ -118,8 +146,7 @@ class Host {
 
   async message(message) {
     { const pending = this.emit({ type: 'message_start', message }); if (pending !== undefined) await pending; }
-    this.messages.push(message);
-    this.newMessages.push(message);
+    this.append(message);
     { const pending = this.emit({ type: 'message_end', message }); if (pending !== undefined) await pending; }
   }
 
@@ -171,8 +198,7 @@ class Host {
         this.answer = null;
         if (!this.streamed) { const pending = this.emit({ type: 'message_start', message: { ...message } }); if (pending !== undefined) await pending; }
         this.streamed = false;
-        this.messages.push(message);
-        this.newMessages.push(message);
+        this.append(message);
         this.turnMessage = message;
         { const pending = this.emit({ type: 'message_end', message }); if (pending !== undefined) await pending; }
         break;
