@@ -218,6 +218,12 @@ export class Agent {
   followUp(text: string, options?: At): void;
   abort(options?: At): void;
   pause(options?: At): void;
+  /** Withdraws the active run's queued input into a `queues_cleared` event (SPEC §8.2). */
+  clearQueues(options?: At): void;
+  /** Changes the queue modes at any time, from the next boundary on (SPEC §8.2). */
+  setQueueModes(
+    options: { steeringMode?: 'all' | 'one_at_a_time'; followUpMode?: 'all' | 'one_at_a_time'; nowMs?: number },
+  ): void;
   modelDelta(
     runId: string,
     step: number,

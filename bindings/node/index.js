@@ -602,6 +602,25 @@ class Agent {
   }
 
   /**
+   * Withdraws what the active run has not taken from its queues (SPEC §8.2): a
+   * `queues_cleared` event carries them (both empty while idle); nothing committed changes.
+   */
+  clearQueues({ nowMs } = {}) {
+    this.#line(withNow({ type: 'clear_queues' }, nowMs));
+  }
+
+  /**
+   * Changes the queue modes (`'all'` or `'one_at_a_time'`; an absent one is kept) at any time,
+   * from the next boundary on (SPEC §8.2); neither given is `InvalidInputError`.
+   */
+  setQueueModes({ steeringMode, followUpMode, nowMs } = {}) {
+    const line = { type: 'set_queue_modes' };
+    if (steeringMode !== undefined) line.steering_mode = steeringMode;
+    if (followUpMode !== undefined) line.follow_up_mode = followUpMode;
+    this.#line(withNow(line, nowMs));
+  }
+
+  /**
    * Streamed text of the outstanding model call; `kind: 'thinking'` for streamed reasoning
    * (a `thinking_delta` event).
    */
