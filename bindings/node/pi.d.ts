@@ -219,8 +219,7 @@ export interface AgentState {
 
 export type AgentEvent =
   | { type: 'agent_start' }
-  /** `unconsumed`: queued input the run did not take (runcore's `run_end.unconsumed`), when any. */
-  | { type: 'agent_end'; messages: AgentMessage[]; unconsumed?: AgentMessage[] }
+  | { type: 'agent_end'; messages: AgentMessage[] }
   | { type: 'turn_start' }
   | { type: 'turn_end'; message: AgentMessage; toolResults: ToolResultMessage[] }
   | { type: 'message_start'; message: AgentMessage }
@@ -267,7 +266,10 @@ export interface AgentEventStream extends AsyncIterable<AgentEvent> {
 export class Agent {
   constructor(options?: AgentOptions);
   readonly state: AgentState;
-  /** Queued messages the last run did not take (runcore's `run_end.unconsumed`). */
+  /**
+   * Queued messages the last run did not take (runcore's `run_end.unconsumed`); they stay
+   * queued for the next run, as in pi.
+   */
   readonly unconsumed: AgentMessage[];
   readonly signal: AbortSignal | undefined;
   /** Durable mode: the thread's claim once granted, else `null`. */
@@ -290,12 +292,14 @@ export class Agent {
   maxRetryDelayMs?: number;
   toolExecution: ToolExecutionMode;
   subscribe(listener: (event: AgentEvent, signal: AbortSignal) => Promise<void> | void): () => void;
-  /** Queues steering for the active run; while idle runcore refuses it (`NotAcceptingError`). */
+  /** Queues steering: the active run takes it at its next boundary; while idle, the next run. */
   steer(message: AgentMessage): void;
-  /** Queues a follow-up for the active run; while idle runcore refuses it (`NotAcceptingError`). */
+  /** Queues a follow-up: for when the active run would stop; while idle, for the next run. */
   followUp(message: AgentMessage): void;
   /** A no-op when nothing is queued; runcore cannot withdraw queued input (an error otherwise). */
+  /** Withdraws queued steering the active run has not taken, and pi's queued steering. */
   clearSteeringQueue(): void;
+  /** Withdraws queued follow-ups the active run has not taken, and pi's queued follow-ups. */
   clearFollowUpQueue(): void;
   clearAllQueues(): void;
   hasQueuedMessages(): boolean;

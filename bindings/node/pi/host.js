@@ -182,11 +182,24 @@ class Host {
       await this.closeTurn();
       const result = event.result;
       this.end = result.cause;
-      this.unconsumed = (result.unconsumed ?? []).map((m) => this.original(m));
+      const unconsumed = result.unconsumed ?? [];
+      let steering;
+      let followUps;
+      if (unconsumed.length === this.steered.length + this.followed.length) {
+        // runcore hands back steering first, then follow-ups: what this host queued and
+        // runcore did not take, in order.
+        steering = this.steered;
+        followUps = this.followed;
+      } else {
+        steering = [];
+        followUps = unconsumed.map((m) => this.original(m));
+      }
+      this.unconsumed = [...steering, ...followUps];
       this.steered = [];
       this.followed = [];
+      // pi's queues outlive a run: what this one did not take is queued for the next.
+      if (this.requeue) this.requeue(steering, followUps);
       const end = { type: 'agent_end', messages: this.newMessages };
-      if (this.unconsumed.length > 0) end.unconsumed = this.unconsumed;
       { const pending = this.emit(end); if (pending !== undefined) await pending; }
       return;
     }
