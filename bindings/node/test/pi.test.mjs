@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { runcore } from './helpers.mjs';
 import { pi, MODEL, assistant, user, toolCall, scripted, echoTool, record, stream } from './pi_helpers.mjs';
 
-const { Agent, agentLoop, agentLoopContinue, toCore, fromCore } = pi;
+const { Agent, agentLoop, agentLoopContinue, runAgentLoop, runAgentLoopContinue, toCore, fromCore } = pi;
 
 test('runcore/pi is the package subpath export ./pi with its types', async () => {
   const pkg = (await import('node:fs')).readFileSync(new URL('../package.json', import.meta.url), 'utf8');
@@ -506,4 +506,23 @@ test('the stream function\'s context.messages is its own: made when first read, 
   assert.deepEqual(kept[2].messages, ['assigned']);
   assert.equal(kept[0].messages.length, 1);
   assert.deepEqual(kept[0].messages, kept[0].messages, 'a frozen context reads the same messages every time');
+});
+
+test('runAgentLoop / runAgentLoopContinue: each event awaited through emit; the new messages', async () => {
+  const streamFn = scripted([assistant('one'), assistant('two')]);
+  const events = [];
+  const config = { model: MODEL, convertToLlm: (messages) => messages };
+  const context = { systemPrompt: '', messages: [], tools: [] };
+  const emit = async (event) => {
+    await new Promise((resolve) => setImmediate(resolve));
+    events.push(event.type);
+  };
+  const messages = await runAgentLoop([user('hi')], context, config, emit, undefined, streamFn);
+  assert.deepEqual(messages.map((m) => m.role), ['user', 'assistant']);
+  assert.equal(events[0], 'agent_start');
+  assert.equal(events.at(-1), 'agent_end');
+  await assert.rejects(runAgentLoopContinue({ ...context, messages }, config, emit, undefined, streamFn), /assistant/);
+  const more = await runAgentLoopContinue({ ...context, messages: [user('again')] }, config, emit, undefined, streamFn);
+  assert.deepEqual(more.map((m) => m.role), ['assistant']);
+  assert.equal(more[0].content[0].text, 'two');
 });
