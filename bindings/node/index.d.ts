@@ -326,6 +326,24 @@ export abstract class Store {
   ): Promise<Claim>;
   renewClaim(claim: Claim, leaseMs: number, options?: { nowMs?: number }): Promise<Claim>;
   releaseClaim(claim: Claim, options?: { nowMs?: number }): Promise<void>;
+  /** Handles the store's due work once (SPEC §7.3, §12.4: `runcore sweep`). */
+  sweep(options?: {
+    owner?: string;
+    limit?: number;
+    policy?: 'replay' | 'seal';
+    leaseMs?: number;
+    nowMs?: number;
+  }): Promise<Array<{ thread_id: string; run_id: string; reason: string; action: string; detail?: string }>>;
+  /** Allows the call whose permission ticket `runId` awaits (SPEC §12.5: `runcore approve`). */
+  approve(
+    runId: string,
+    options?: { note?: string; owner?: string; leaseMs?: number; nowMs?: number },
+  ): Promise<{ thread_id: string; version: number }>;
+  /** Denies the call whose permission ticket `runId` awaits (SPEC §12.5: `runcore deny`). */
+  deny(
+    runId: string,
+    options?: { reason?: string; owner?: string; leaseMs?: number; nowMs?: number },
+  ): Promise<{ thread_id: string; version: number }>;
   threadClaim(threadId: string, options?: { nowMs?: number }): Promise<Claim | null>;
   committedMessages(threadId: string): Promise<Message[]>;
   run(runId: string): Promise<{ [key: string]: Json } | null>;
