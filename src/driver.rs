@@ -101,9 +101,10 @@ const NEEDS_NOW: [&str; 2] = ["expire_wait", "timeout"];
 
 /// Inputs without fields. serde's `deny_unknown_fields` does not reach the unit variants of an
 /// internally tagged enum, so the driver rejects their extra fields itself.
-const NO_FIELDS: [&str; 7] = [
+const NO_FIELDS: [&str; 8] = [
     "abort",
     "pause",
+    "clear_queues",
     "cancel_wait",
     "expire_wait",
     "abandon_tools",

@@ -238,7 +238,7 @@ fn reach_permission(a: &mut Agent) {
     let _ = a.drain();
 }
 
-const KINDS: [&str; 21] = [
+const KINDS: [&str; 23] = [
     "prompt",
     "steer",
     "follow_up",
@@ -260,6 +260,8 @@ const KINDS: [&str; 21] = [
     "config",
     "compact",
     "import",
+    "clear_queues",
+    "set_queue_modes",
 ];
 
 /// The row of `input` in [`KINDS`], by an exhaustive `match` (no `_` arm): a new variant of
@@ -288,6 +290,8 @@ fn row(input: &Input) -> usize {
         Input::Config(_) => 18,
         Input::Compact { .. } => 19,
         Input::Import { .. } => 20,
+        Input::ClearQueues => 21,
+        Input::SetQueueModes { .. } => 22,
     }
 }
 
@@ -389,6 +393,11 @@ fn input(kind: &str, agent: &Agent, now_ms: u64) -> Input {
         },
         "expire_wait" => Input::ExpireWait,
         "abandon_tools" => Input::AbandonTools,
+        "clear_queues" => Input::ClearQueues,
+        "set_queue_modes" => Input::SetQueueModes {
+            steering_mode: Some(QueueMode::OneAtATime),
+            follow_up_mode: None,
+        },
         "continue" => Input::Continue,
         "timeout" => Input::Timeout,
         "config" => Input::Config(config()),
@@ -427,6 +436,12 @@ fn render_output(output: &Output) -> String {
             match value["type"].as_str().unwrap() {
                 // A loop event names its inner kind.
                 "loop" => value["event"]["type"].as_str().unwrap().to_owned(),
+                // With how many steering messages and follow-ups it withdrew.
+                "queues_cleared" => format!(
+                    "queues_cleared({},{})",
+                    value["steering"].as_array().unwrap().len(),
+                    value["follow_ups"].as_array().unwrap().len()
+                ),
                 kind => kind.to_owned(),
             }
         }

@@ -411,6 +411,7 @@ fn every_field_less_input() -> Vec<Input> {
     let all = vec![
         Input::Abort,
         Input::Pause,
+        Input::ClearQueues,
         Input::CancelWait,
         Input::ExpireWait,
         Input::AbandonTools,
@@ -420,6 +421,7 @@ fn every_field_less_input() -> Vec<Input> {
     let field_less = |input: &Input| match input {
         Input::Abort
         | Input::Pause
+        | Input::ClearQueues
         | Input::CancelWait
         | Input::ExpireWait
         | Input::AbandonTools
@@ -438,6 +440,7 @@ fn every_field_less_input() -> Vec<Input> {
         | Input::Resume { .. }
         | Input::ResumeTicket { .. }
         | Input::Stop { .. }
+        | Input::SetQueueModes { .. }
         | Input::Compact { .. } => false,
     };
     assert!(all.iter().all(field_less));

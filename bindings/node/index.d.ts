@@ -220,6 +220,12 @@ export class Agent {
   followUp(text: string, options?: At): void;
   abort(options?: At): void;
   pause(options?: At): void;
+  /** Withdraws the active run's queued input into a `queues_cleared` event (SPEC §8.2). */
+  clearQueues(options?: At): void;
+  /** Changes the queue modes at any time, from the next boundary on (SPEC §8.2). */
+  setQueueModes(
+    options: { steeringMode?: 'all' | 'one_at_a_time'; followUpMode?: 'all' | 'one_at_a_time'; nowMs?: number },
+  ): void;
   modelDelta(
     runId: string,
     step: number,
@@ -328,6 +334,24 @@ export abstract class Store {
   ): Promise<Claim>;
   renewClaim(claim: Claim, leaseMs: number, options?: { nowMs?: number }): Promise<Claim>;
   releaseClaim(claim: Claim, options?: { nowMs?: number }): Promise<void>;
+  /** Handles the store's due work once (SPEC §7.3, §12.4: `runcore sweep`). */
+  sweep(options?: {
+    owner?: string;
+    limit?: number;
+    policy?: 'replay' | 'seal';
+    leaseMs?: number;
+    nowMs?: number;
+  }): Promise<Array<{ thread_id: string; run_id: string; reason: string; action: string; detail?: string }>>;
+  /** Allows the call whose permission ticket `runId` awaits (SPEC §12.5: `runcore approve`). */
+  approve(
+    runId: string,
+    options?: { note?: string; owner?: string; leaseMs?: number; nowMs?: number },
+  ): Promise<{ thread_id: string; version: number }>;
+  /** Denies the call whose permission ticket `runId` awaits (SPEC §12.5: `runcore deny`). */
+  deny(
+    runId: string,
+    options?: { reason?: string; owner?: string; leaseMs?: number; nowMs?: number },
+  ): Promise<{ thread_id: string; version: number }>;
   threadClaim(threadId: string, options?: { nowMs?: number }): Promise<Claim | null>;
   committedMessages(threadId: string): Promise<Message[]>;
   run(runId: string): Promise<{ [key: string]: Json } | null>;

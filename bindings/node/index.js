@@ -5,7 +5,14 @@
 // JSON text itself. Every input method builds the driver's input line (or, for the hot inputs,
 // the input itself).
 
+const { hostname } = require('node:os');
+const { randomUUID } = require('node:crypto');
 const native = require('./runcore.node');
+
+/** A claim owner unique to this process and call: host name, pid and a random id. */
+function defaultOwner() {
+  return `${hostname()}:${process.pid}:${randomUUID()}`;
+}
 
 const MARK = 'runcore:';
 
@@ -607,6 +614,25 @@ class Agent {
   }
 
   /**
+   * Withdraws what the active run has not taken from its queues (SPEC §8.2): a
+   * `queues_cleared` event carries them (both empty while idle); nothing committed changes.
+   */
+  clearQueues({ nowMs } = {}) {
+    this.#line(withNow({ type: 'clear_queues' }, nowMs));
+  }
+
+  /**
+   * Changes the queue modes (`'all'` or `'one_at_a_time'`; an absent one is kept) at any time,
+   * from the next boundary on (SPEC §8.2); neither given is `InvalidInputError`.
+   */
+  setQueueModes({ steeringMode, followUpMode, nowMs } = {}) {
+    const line = { type: 'set_queue_modes' };
+    if (steeringMode !== undefined) line.steering_mode = steeringMode;
+    if (followUpMode !== undefined) line.follow_up_mode = followUpMode;
+    this.#line(withNow(line, nowMs));
+  }
+
+  /**
    * Streamed text of the outstanding model call; `kind: 'thinking'` for streamed reasoning
    * (a `thinking_delta` event).
    */
@@ -1083,6 +1109,42 @@ class Store {
   /** Ends the claim if it is the thread's current one. */
   async releaseClaim(claim, { nowMs } = {}) {
     await this.#call('releaseClaim', stringified(claim, 'claim'), nowMs ?? Date.now());
+  }
+
+  /**
+   * Handles the store's due work once (SPEC §7.3, §12.4: `runcore sweep`): each passed
+   * deadline expired, each orphaned run left for a worker (`policy` `'replay'`, the default)
+   * or sealed (`'seal'`), each under a claim of `owner` released after it. Resolves to the
+   * items, as `runcore sweep` prints them (`{thread_id, run_id, reason, action, detail?}`).
+   */
+  async sweep({ owner, limit = 1000, policy = 'replay', leaseMs = 30000, nowMs } = {}) {
+    const who = owner ?? defaultOwner();
+    return this.#call('sweep', who, `sweep:${randomUUID()}`, leaseMs, limit, policy, nowMs ?? Date.now());
+  }
+
+  /**
+   * Allows the call whose permission ticket `runId` awaits (SPEC §12.5: `runcore approve`),
+   * committed under a claim of its own; resolves to `{thread_id, version}`. A refused answer
+   * rejects with its error (`ResumeError`, …; nothing written), another owner's live claim
+   * with `StoreError` code `claim_held`.
+   */
+  async approve(runId, { note, owner, leaseMs = 30000, nowMs } = {}) {
+    const decision = note === undefined ? { decision: 'allow' } : { decision: 'allow', note };
+    return this.#answer(runId, decision, owner, leaseMs, nowMs);
+  }
+
+  /** Denies the call whose permission ticket `runId` awaits (`runcore deny`): as `approve`. */
+  async deny(runId, { reason, owner, leaseMs = 30000, nowMs } = {}) {
+    const decision = reason === undefined ? { decision: 'deny' } : { decision: 'deny', reason };
+    return this.#answer(runId, decision, owner, leaseMs, nowMs);
+  }
+
+  #answer(runId, decision, owner, leaseMs, nowMs) {
+    const who = owner ?? defaultOwner();
+    return this.#call(
+      'answerPermission', runId, stringified(decision, 'decision'), who, `answer:${randomUUID()}`,
+      leaseMs, nowMs ?? Date.now(),
+    );
   }
 
   /** The thread's live claim at store time, or `null`. */

@@ -1,126 +1,63 @@
 // Types of `runcore/pi` (pi.js): the API of pi-agent-core 0.73.1 (`@mariozechner/pi-agent-core`)
-// over runcore's native Agent. The message, model and stream types are structural copies of
-// pi-ai's (`@mariozechner/pi-ai`), so this file needs nothing installed; pi-ai's own values fit.
+// over runcore's native Agent. The message, model and stream types are pi-ai's own
+// (`@mariozechner/pi-ai`, re-exported here, as pi-agent-core takes them), so values and
+// signatures of a pi app type-check unchanged. pi-ai is an optional peer of the package (every
+// pi-agent-core user has it); a project without it needs `skipLibCheck`.
 
+import type {
+  AssistantMessage,
+  AssistantMessageEvent,
+  AssistantMessageEventStream,
+  Context,
+  ImageContent,
+  Message,
+  Model,
+  SimpleStreamOptions,
+  StopReason,
+  TextContent,
+  ThinkingBudgets,
+  ThinkingContent,
+  ToolCall,
+  ToolResultMessage,
+  Transport,
+  Usage,
+  UserMessage,
+} from '@mariozechner/pi-ai';
 import type { Store } from './index.js';
 
-/** A text block. */
-export interface TextContent {
-  type: 'text';
-  text: string;
-  textSignature?: string;
-}
-/** An image block (base64 `data`). */
-export interface ImageContent {
-  type: 'image';
-  data: string;
-  mimeType: string;
-}
-/** A reasoning block. */
-export interface ThinkingContent {
-  type: 'thinking';
-  thinking: string;
-  thinkingSignature?: string;
-  redacted?: boolean;
-}
-/** A tool call block of an assistant message. */
-export interface ToolCall {
-  type: 'toolCall';
-  id: string;
-  name: string;
-  arguments: Record<string, any>;
-  thoughtSignature?: string;
-}
-/** Token usage and cost, as pi-ai reports it. */
-export interface Usage {
-  input: number;
-  output: number;
-  cacheRead: number;
-  cacheWrite: number;
-  totalTokens: number;
-  cost: { input: number; output: number; cacheRead: number; cacheWrite: number; total: number };
-}
-export type StopReason = 'stop' | 'length' | 'toolUse' | 'error' | 'aborted';
-export interface UserMessage {
-  role: 'user';
-  content: string | (TextContent | ImageContent)[];
-  timestamp: number;
-}
-export interface AssistantMessage {
-  role: 'assistant';
-  content: (TextContent | ThinkingContent | ToolCall)[];
-  api: string;
-  provider: string;
-  model: string;
-  responseId?: string;
-  usage: Usage;
-  stopReason: StopReason;
-  errorMessage?: string;
-  timestamp: number;
-}
-export interface ToolResultMessage<TDetails = any> {
-  role: 'toolResult';
-  toolCallId: string;
-  toolName: string;
-  content: (TextContent | ImageContent)[];
-  details?: TDetails;
-  isError: boolean;
-  timestamp: number;
-}
-export type Message = UserMessage | AssistantMessage | ToolResultMessage;
+export type {
+  AssistantMessage,
+  AssistantMessageEvent,
+  AssistantMessageEventStream,
+  Context,
+  ImageContent,
+  Message,
+  Model,
+  SimpleStreamOptions,
+  StopReason,
+  TextContent,
+  ThinkingBudgets,
+  ThinkingContent,
+  ToolCall,
+  ToolResultMessage,
+  Transport,
+  Usage,
+  UserMessage,
+};
 
 /** Apps extend this by declaration merging (pi's `CustomAgentMessages`). */
 export interface CustomAgentMessages {}
 /** A message of the transcript: pi-ai's, or an app's own. */
 export type AgentMessage = Message | CustomAgentMessages[keyof CustomAgentMessages];
 
-/** A model, as pi-ai describes one. */
-export interface Model {
-  id: string;
-  name: string;
-  api: string;
-  provider: string;
-  baseUrl: string;
-  reasoning: boolean;
-  input: string[];
-  cost: { input: number; output: number; cacheRead: number; cacheWrite: number };
-  contextWindow: number;
-  maxTokens: number;
-  [key: string]: any;
-}
+/** Options a stream function gets (pi-ai's `SimpleStreamOptions`). */
+export type StreamOptions = SimpleStreamOptions;
 
-/** What a stream function yields (pi-ai's `AssistantMessageEvent`). */
-export type AssistantMessageEvent =
-  | { type: 'start'; partial: AssistantMessage }
-  | { type: 'done'; reason: StopReason; message: AssistantMessage }
-  | { type: 'error'; reason: StopReason; error: AssistantMessage }
-  | { type: string; partial?: AssistantMessage; [key: string]: any };
-
-/** A stream of model events whose `result()` is the final assistant message. */
-export interface AssistantMessageEventStream extends AsyncIterable<AssistantMessageEvent> {
-  result(): Promise<AssistantMessage>;
-}
-
-/** The request context a stream function gets. */
-export interface Context {
-  systemPrompt?: string;
-  messages: Message[];
-  tools?: AgentTool<any>[];
-}
-
-/** Options a stream function gets (pi-ai's `SimpleStreamOptions`, loosely). */
-export interface StreamOptions {
-  apiKey?: string;
-  signal?: AbortSignal;
-  sessionId?: string;
-  reasoning?: ThinkingLevel;
-  [key: string]: any;
-}
-
+/** pi-agent-core's stream function: pi-ai's `streamSimple` shape, or a promise of its stream. */
 export type StreamFn = (
-  model: Model,
+  model: Model<any>,
   context: Context,
-  options?: StreamOptions,
+  options?: SimpleStreamOptions,
 ) => AssistantMessageEventStream | Promise<AssistantMessageEventStream>;
 
 export type ToolExecutionMode = 'sequential' | 'parallel';
@@ -188,7 +125,7 @@ export interface ShouldStopAfterTurnContext {
 }
 
 export interface AgentLoopConfig extends StreamOptions {
-  model: Model;
+  model: Model<any>;
   convertToLlm: (messages: AgentMessage[]) => Message[] | Promise<Message[]>;
   transformContext?: (messages: AgentMessage[], signal?: AbortSignal) => Promise<AgentMessage[]>;
   getApiKey?: (provider: string) => Promise<string | undefined> | string | undefined;
@@ -204,7 +141,7 @@ export interface AgentLoopConfig extends StreamOptions {
 
 export interface AgentState {
   systemPrompt: string;
-  model: Model;
+  model: Model<any>;
   thinkingLevel: ThinkingLevel;
   set tools(tools: AgentTool<any>[]);
   get tools(): AgentTool<any>[];
@@ -219,8 +156,7 @@ export interface AgentState {
 
 export type AgentEvent =
   | { type: 'agent_start' }
-  /** `unconsumed`: queued input the run did not take (runcore's `run_end.unconsumed`), when any. */
-  | { type: 'agent_end'; messages: AgentMessage[]; unconsumed?: AgentMessage[] }
+  | { type: 'agent_end'; messages: AgentMessage[] }
   | { type: 'turn_start' }
   | { type: 'turn_end'; message: AgentMessage; toolResults: ToolResultMessage[] }
   | { type: 'message_start'; message: AgentMessage }
@@ -236,15 +172,15 @@ export interface AgentOptions {
   transformContext?: (messages: AgentMessage[], signal?: AbortSignal) => Promise<AgentMessage[]>;
   streamFn?: StreamFn;
   getApiKey?: (provider: string) => Promise<string | undefined> | string | undefined;
-  onPayload?: (...args: any[]) => any;
-  onResponse?: (...args: any[]) => any;
+  onPayload?: SimpleStreamOptions['onPayload'];
+  onResponse?: SimpleStreamOptions['onResponse'];
   beforeToolCall?: (context: BeforeToolCallContext, signal?: AbortSignal) => Promise<BeforeToolCallResult | undefined>;
   afterToolCall?: (context: AfterToolCallContext, signal?: AbortSignal) => Promise<AfterToolCallResult | undefined>;
   steeringMode?: QueueMode;
   followUpMode?: QueueMode;
   sessionId?: string;
-  thinkingBudgets?: { [level: string]: number };
-  transport?: string;
+  thinkingBudgets?: ThinkingBudgets;
+  transport?: Transport;
   maxRetryDelayMs?: number;
   toolExecution?: ToolExecutionMode;
   /** runcore's step budget (model calls per run); default 32. */
@@ -267,7 +203,10 @@ export interface AgentEventStream extends AsyncIterable<AgentEvent> {
 export class Agent {
   constructor(options?: AgentOptions);
   readonly state: AgentState;
-  /** Queued messages the last run did not take (runcore's `run_end.unconsumed`). */
+  /**
+   * Queued messages the last run did not take (runcore's `run_end.unconsumed`); they stay
+   * queued for the next run, as in pi.
+   */
   readonly unconsumed: AgentMessage[];
   readonly signal: AbortSignal | undefined;
   /** Durable mode: the thread's claim once granted, else `null`. */
@@ -280,22 +219,23 @@ export class Agent {
   transformContext?: (messages: AgentMessage[], signal?: AbortSignal) => Promise<AgentMessage[]>;
   streamFn?: StreamFn;
   getApiKey?: (provider: string) => Promise<string | undefined> | string | undefined;
-  onPayload?: (...args: any[]) => any;
-  onResponse?: (...args: any[]) => any;
+  onPayload?: SimpleStreamOptions['onPayload'];
+  onResponse?: SimpleStreamOptions['onResponse'];
   beforeToolCall?: (context: BeforeToolCallContext, signal?: AbortSignal) => Promise<BeforeToolCallResult | undefined>;
   afterToolCall?: (context: AfterToolCallContext, signal?: AbortSignal) => Promise<AfterToolCallResult | undefined>;
   sessionId?: string;
-  thinkingBudgets?: { [level: string]: number };
-  transport: string;
+  thinkingBudgets?: ThinkingBudgets;
+  transport: Transport;
   maxRetryDelayMs?: number;
   toolExecution: ToolExecutionMode;
   subscribe(listener: (event: AgentEvent, signal: AbortSignal) => Promise<void> | void): () => void;
-  /** Queues steering for the active run; while idle runcore refuses it (`NotAcceptingError`). */
+  /** Queues steering: the active run takes it at its next boundary; while idle, the next run. */
   steer(message: AgentMessage): void;
-  /** Queues a follow-up for the active run; while idle runcore refuses it (`NotAcceptingError`). */
+  /** Queues a follow-up: for when the active run would stop; while idle, for the next run. */
   followUp(message: AgentMessage): void;
-  /** A no-op when nothing is queued; runcore cannot withdraw queued input (an error otherwise). */
+  /** Withdraws queued steering the active run has not taken, and pi's queued steering. */
   clearSteeringQueue(): void;
+  /** Withdraws queued follow-ups the active run has not taken, and pi's queued follow-ups. */
   clearFollowUpQueue(): void;
   clearAllQueues(): void;
   hasQueuedMessages(): boolean;
@@ -323,7 +263,26 @@ export function agentLoopContinue(
   streamFn?: StreamFn,
 ): AgentEventStream;
 
+/** pi's `runAgentLoop`: a run that starts with `prompts`, each event awaited through `emit`. */
+export function runAgentLoop(
+  prompts: AgentMessage[],
+  context: AgentContext,
+  config: AgentLoopConfig,
+  emit: (event: AgentEvent) => Promise<void> | void,
+  signal?: AbortSignal,
+  streamFn?: StreamFn,
+): Promise<AgentMessage[]>;
+
+/** pi's `runAgentLoopContinue`: a run over the context as it is, each event awaited through `emit`. */
+export function runAgentLoopContinue(
+  context: AgentContext,
+  config: AgentLoopConfig,
+  emit: (event: AgentEvent) => Promise<void> | void,
+  signal?: AbortSignal,
+  streamFn?: StreamFn,
+): Promise<AgentMessage[]>;
+
 /** A pi message as the runcore message the transcript holds (extra fields in `meta`). */
 export function toCore(message: AgentMessage): { role: string; [key: string]: any };
 /** A runcore transcript message as pi's message. */
-export function fromCore(message: { role: string; [key: string]: any }, model?: Model): AgentMessage;
+export function fromCore(message: { role: string; [key: string]: any }, model?: Model<any>): AgentMessage;

@@ -9,13 +9,15 @@
 // message conversion. See README.md, "For pi-agent-core users", for every place where runcore's rule wins.
 
 const { Agent } = require('./pi/agent.js');
-const { agentLoop, agentLoopContinue } = require('./pi/loop.js');
+const { agentLoop, agentLoopContinue, runAgentLoop, runAgentLoopContinue } = require('./pi/loop.js');
 const { toCore, fromCore } = require('./pi/messages.js');
 
 module.exports = {
   Agent,
   agentLoop,
   agentLoopContinue,
+  runAgentLoop,
+  runAgentLoopContinue,
   toCore,
   fromCore,
 };

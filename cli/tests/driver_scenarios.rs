@@ -105,6 +105,11 @@ const EXPECTED: &[Expected] = &[
         ],
     },
     Expected {
+        file: "a12_clear_queues_and_modes.jsonl",
+        errors: &[(2, "invalid_input")],
+        causes: &["natural_end"],
+    },
+    Expected {
         file: "t5_approval.jsonl",
         errors: &[
             (5, "resume:not_waiting"),
@@ -714,6 +719,50 @@ fn a10_steering_continues_the_run_and_never_leaks_after_abort() {
     );
     let last = calls.last().copied().expect("a call_model");
     assert!(!last.to_string().contains("must not leak"));
+}
+
+#[test]
+fn a12_clear_queues_withdraws_what_the_run_has_not_taken_and_modes_change_mid_run() {
+    let steps = scenario("a12_clear_queues_and_modes.jsonl");
+    let cleared: Vec<&Value> = events(&steps)
+        .filter(|e| e["type"] == "queues_cleared")
+        .collect();
+    assert_eq!(cleared.len(), 2, "idle and mid-run");
+    // Idle: no run, nothing to withdraw.
+    assert!(cleared[0].get("run_id").is_none());
+    assert_eq!(rendered(&cleared[0]["steering"]), Vec::<String>::new());
+    // Mid-run: every queued message, by queue, oldest first; none of them ever enters.
+    assert_eq!(cleared[1]["run_id"], "thread-1/run-1");
+    assert_eq!(
+        rendered(&cleared[1]["steering"]),
+        ["user:withdrawn steer 1", "user:withdrawn steer 2"]
+    );
+    assert_eq!(
+        rendered(&cleared[1]["follow_ups"]),
+        ["user:withdrawn follow-up"]
+    );
+    let calls = call_models(&steps);
+    assert_eq!(calls.len(), 3);
+    // one_at_a_time (set while idle): the first boundary takes one steering message …
+    let second = rendered(&calls[1]["messages"]);
+    assert_eq!(
+        second[second.len() - 2..],
+        ["assistant:one", "user:steer 3"]
+    );
+    // … and `all`, set mid-run, applies from the next boundary: both the rest.
+    let third = rendered(&calls[2]["messages"]);
+    assert_eq!(
+        third[third.len() - 3..],
+        ["assistant:two", "user:steer 4", "user:steer 5"]
+    );
+    assert!(
+        !third.iter().any(|m| m.contains("withdrawn")),
+        "a withdrawn message never enters: {third:?}"
+    );
+    assert_eq!(
+        rendered(&run_ends(&steps)[0].1["unconsumed"]),
+        Vec::<String>::new()
+    );
 }
 
 #[test]

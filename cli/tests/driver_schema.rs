@@ -122,6 +122,9 @@ fn every_line_type_of_spec_12_is_in_the_schema() {
         "timeout",
         // SPEC §12.4
         "compact",
+        // SPEC §8.2
+        "clear_queues",
+        "set_queue_modes",
         // SPEC §12.6
         "import",
     ];

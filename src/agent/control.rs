@@ -6,6 +6,8 @@ use crate::resume::{AwaitTarget, ResumeCommand, ResumeError, ResumeResult, valid
 use crate::run::EndCause;
 
 use super::Agent;
+use super::events::{AgentEvent, Output};
+use super::queues::QueueMode;
 use super::run_loop::{ActiveRun, EndRequest, Pairing, Phase, Slot, Transition, Wait};
 
 /// The end cause of an expired wait.
@@ -59,6 +61,43 @@ impl Agent {
                 state_name(active.as_deref()),
             )),
         }
+    }
+
+    /// Withdraws both queues of the active run (idle: nothing) into a `queues_cleared` event.
+    pub(super) fn on_clear_queues(&mut self) {
+        let (run_id, (steering, follow_ups)) = match self.active.as_mut() {
+            Some(active) => (
+                Some(active.run.run_id().clone()),
+                active.run.withdraw_queued(),
+            ),
+            None => (None, (Vec::new(), Vec::new())),
+        };
+        self.outbox
+            .push_back(Output::Event(AgentEvent::QueuesCleared {
+                run_id,
+                steering,
+                follow_ups,
+            }));
+    }
+
+    pub(super) fn on_set_queue_modes(
+        &mut self,
+        steering_mode: Option<QueueMode>,
+        follow_up_mode: Option<QueueMode>,
+    ) -> Result<(), AgentError> {
+        if steering_mode.is_none() && follow_up_mode.is_none() {
+            return Err(AgentError::invalid(
+                "set_queue_modes: give steering_mode, follow_up_mode or both",
+            ));
+        }
+        let config = &mut self.thread.config;
+        if let Some(mode) = steering_mode {
+            config.steering_mode = mode;
+        }
+        if let Some(mode) = follow_up_mode {
+            config.follow_up_mode = mode;
+        }
+        Ok(())
     }
 
     pub(super) fn on_cancel_wait(&mut self) -> Result<(), AgentError> {

@@ -154,6 +154,18 @@ pub enum AgentEvent {
         /// What happened.
         event: LoopEvent,
     },
+    /// `clear_queues` withdrew these queued messages, which the run had not taken (SPEC §8.2;
+    /// nothing committed changed). Possibly empty; while idle both are empty and there is no
+    /// run.
+    QueuesCleared {
+        /// The active run whose queues were cleared; absent while idle.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run_id: Option<RunId>,
+        /// The withdrawn steering messages, oldest first.
+        steering: Vec<Message>,
+        /// The withdrawn follow-ups, oldest first.
+        follow_ups: Vec<Message>,
+    },
     /// A run ended; always after its terminal commit.
     RunEnd {
         /// The run.
@@ -164,12 +176,13 @@ pub enum AgentEvent {
 }
 
 impl AgentEvent {
-    /// The run the event is about.
-    pub fn run_id(&self) -> &RunId {
+    /// The run the event is about (none for `queues_cleared` while idle).
+    pub fn run_id(&self) -> Option<&RunId> {
         match self {
             AgentEvent::RunStart { run_id, .. }
             | AgentEvent::Loop { run_id, .. }
-            | AgentEvent::RunEnd { run_id, .. } => run_id,
+            | AgentEvent::RunEnd { run_id, .. } => Some(run_id),
+            AgentEvent::QueuesCleared { run_id, .. } => run_id.as_ref(),
         }
     }
 }

@@ -23,6 +23,7 @@ use crate::resume::{ResumeCommand, ResumeResult};
 
 use super::Agent;
 use super::config::AgentConfig;
+use super::queues::QueueMode;
 
 /// One input. Exhaustive on purpose: a new kind must break an embedder's `match` loudly.
 ///
@@ -92,6 +93,18 @@ pub enum Input {
     /// [`Agent::pause`].
     #[serde(deserialize_with = "no_fields")]
     Pause,
+    /// [`Agent::clear_queues`]: withdraws what the active run has not taken yet.
+    #[serde(deserialize_with = "no_fields")]
+    ClearQueues,
+    /// [`Agent::set_queue_modes`]: at any time, from the next boundary; at least one given.
+    SetQueueModes {
+        /// The new steering mode; unchanged when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        steering_mode: Option<QueueMode>,
+        /// The new follow-up mode; unchanged when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        follow_up_mode: Option<QueueMode>,
+    },
     /// [`Agent::model_delta`].
     ModelDelta {
         /// The run.
@@ -226,6 +239,8 @@ impl Input {
             Input::FollowUp { .. } => "follow_up",
             Input::Abort => "abort",
             Input::Pause => "pause",
+            Input::ClearQueues => "clear_queues",
+            Input::SetQueueModes { .. } => "set_queue_modes",
             Input::ModelDelta { .. } => "model_delta",
             Input::ModelDone { .. } => "model_done",
             Input::ModelFailed { .. } => "model_failed",
@@ -329,6 +344,14 @@ impl Agent {
             Input::FollowUp { message } => self.on_queue_input(message, false),
             Input::Abort => self.on_abort(),
             Input::Pause => self.on_pause(),
+            Input::ClearQueues => {
+                self.on_clear_queues();
+                Ok(())
+            }
+            Input::SetQueueModes {
+                steering_mode,
+                follow_up_mode,
+            } => self.on_set_queue_modes(steering_mode, follow_up_mode),
             Input::ModelDelta {
                 run_id,
                 step,
@@ -468,6 +491,30 @@ impl Agent {
     /// Asks for a `Pause(Manual)` wait at the next boundary (only while Running).
     pub fn pause(&mut self) -> Result<(), AgentError> {
         self.handle(Input::Pause, self.thread.clock_ms)
+    }
+
+    /// Withdraws every message queued for the active run and not taken yet (SPEC §8.2) and
+    /// announces them in a `queues_cleared` event (possibly empty; idle: both empty, no run).
+    /// Nothing committed changes: a queued message is not a fact until it is taken.
+    pub fn clear_queues(&mut self) -> Result<(), AgentError> {
+        self.handle(Input::ClearQueues, self.thread.clock_ms)
+    }
+
+    /// Changes how many messages a boundary takes from each queue, at any time, from the
+    /// next boundary on (SPEC §8.2); `None` keeps a mode. Both `None` → `InvalidInput`.
+    /// The modes are configuration, not facts: a recovered agent has its recovery config's.
+    pub fn set_queue_modes(
+        &mut self,
+        steering_mode: Option<QueueMode>,
+        follow_up_mode: Option<QueueMode>,
+    ) -> Result<(), AgentError> {
+        self.handle(
+            Input::SetQueueModes {
+                steering_mode,
+                follow_up_mode,
+            },
+            self.thread.clock_ms,
+        )
     }
 
     /// Streamed text of the outstanding model call (live only).
@@ -1029,6 +1076,8 @@ fn may_nest(input: &Input) -> bool {
             | Input::Stop { .. }
             | Input::Abort
             | Input::Pause
+            | Input::ClearQueues
+            | Input::SetQueueModes { .. }
             | Input::CancelWait
             | Input::ExpireWait
             | Input::AbandonTools

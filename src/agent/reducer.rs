@@ -146,8 +146,8 @@ pub fn reduce(mut state: AgentState, event: &AgentEvent) -> AgentState {
             state.awaiting = None;
             state.active_run_id = None;
         }
-        // A late event of another run: ignored.
-        AgentEvent::Loop { .. } | AgentEvent::RunEnd { .. } => {}
+        // A late event of another run: ignored. Queued input is not state (§9).
+        AgentEvent::Loop { .. } | AgentEvent::RunEnd { .. } | AgentEvent::QueuesCleared { .. } => {}
     }
     state
 }

@@ -107,6 +107,14 @@ fn misuse_errors_change_nothing() {
                 },
                 "invalid_input",
             ),
+            (
+                "set_queue_modes without a mode",
+                Input::SetQueueModes {
+                    steering_mode: None,
+                    follow_up_mode: None,
+                },
+                "invalid_input",
+            ),
         ],
     );
     assert_eq!(errors[10], AgentError::Resume(ResumeError::NotWaiting));

@@ -303,7 +303,7 @@ fn a02_reducer_ignores_events_of_an_older_run() {
     let old: Vec<AgentEvent> = h
         .events
         .iter()
-        .filter(|e| e.run_id() == &run(1) && !matches!(e, AgentEvent::RunStart { .. }))
+        .filter(|e| e.run_id() == Some(&run(1)) && !matches!(e, AgentEvent::RunStart { .. }))
         .cloned()
         .collect();
     assert!(old.len() >= 6, "run 1 emitted its loop events and run_end");

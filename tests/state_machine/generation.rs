@@ -110,6 +110,14 @@ fn transitions_for(s: &RefState) -> BoxedStrategy<Transition> {
     );
     arms.just(1, Transition::AbandonTools);
     arms.just(1, Transition::resume(format!("resume-{n}")));
+    arms.just(1, Transition::ClearQueues);
+    arms.just(
+        1,
+        Transition::SetQueueModes {
+            steering: None,
+            follow_ups: None,
+        },
+    );
     // Outcomes for an older (or unknown) run.
     let late = Reply::Text(format!("late-{n}"));
     arms.just(1, Transition::model_done(&old_run, 1, late.clone()));
@@ -138,6 +146,18 @@ fn transitions_for(s: &RefState) -> BoxedStrategy<Transition> {
     );
     arms.just(7, Transition::steer(format!("steer-{n}")));
     arms.just(6, Transition::follow_up(format!("follow-{n}")));
+    arms.just(2, Transition::ClearQueues);
+    arms.add(
+        2,
+        (
+            proptest::option::of(queue_mode()),
+            proptest::option::of(queue_mode()),
+        )
+            .prop_map(|(steering, follow_ups)| Transition::SetQueueModes {
+                steering,
+                follow_ups,
+            }),
+    );
     arms.just(1, Transition::steer("  "));
     arms.just(1, Transition::Pause);
     match &run.phase {

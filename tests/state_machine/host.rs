@@ -388,6 +388,38 @@ impl Host {
                         log.end = Some(end);
                         log.result = Some(result.clone());
                     }
+                    AgentEvent::QueuesCleared {
+                        run_id,
+                        steering,
+                        follow_ups,
+                    } => {
+                        // Withdrawn: queued input of its run that never enters (not lost:
+                        // announced here).
+                        let open = self.runs.last_mut().filter(|r| r.result.is_none());
+                        match (run_id, open) {
+                            (None, open) => ensure!(
+                                self,
+                                open.is_none() && steering.is_empty() && follow_ups.is_empty(),
+                                "queues_cleared without a run while a run is open, or with messages"
+                            ),
+                            (Some(run_id), Some(log)) if &log.id == run_id => {
+                                for message in steering.iter().chain(follow_ups) {
+                                    let at = log.queued.iter().position(|m| m == message);
+                                    ensure!(
+                                        self,
+                                        at.is_some(),
+                                        "(d) withdrew {message:?}, never queued"
+                                    );
+                                    if let Some(at) = at {
+                                        log.queued.remove(at);
+                                    }
+                                }
+                            }
+                            (Some(run_id), _) => {
+                                ensure!(self, false, "queues_cleared of {run_id}, not the open run")
+                            }
+                        }
+                    }
                     _ => {}
                 }
                 self.reducer = reduce(std::mem::take(&mut self.reducer), &event);

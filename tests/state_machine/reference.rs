@@ -258,6 +258,26 @@ impl RefState {
                     self.call_model(run);
                 }
             }
+            Transition::ClearQueues => {
+                if let Some(run) = self.run.as_mut() {
+                    run.steering.clear();
+                    run.follow_ups.clear();
+                }
+            }
+            Transition::SetQueueModes {
+                steering,
+                follow_ups,
+            } => {
+                if steering.is_none() && follow_ups.is_none() {
+                    return Err("invalid_input");
+                }
+                if let Some(mode) = steering {
+                    self.config.steering = *mode;
+                }
+                if let Some(mode) = follow_ups {
+                    self.config.follow_ups = *mode;
+                }
+            }
             Transition::CancelWait => {
                 if !self.paused() {
                     return Err("invalid_state");

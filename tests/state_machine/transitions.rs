@@ -1,8 +1,8 @@
 //! The inputs a host sends ([`Transition`]), and how each becomes a [`runcore::Input`].
 
 use runcore::{
-    AssistantBlock, AssistantMessage, CallId, ContentBlock, Input, ResumeResult, RunId, StopReason,
-    ToolCall, ToolOutput, UserMessage,
+    AssistantBlock, AssistantMessage, CallId, ContentBlock, Input, QueueMode, ResumeResult, RunId,
+    StopReason, ToolCall, ToolOutput, UserMessage,
 };
 use serde_json::json;
 
@@ -59,6 +59,15 @@ pub enum Transition {
     },
     /// `abandon_tools()`: executing calls `interrupted`, the run ends `Indeterminate`.
     AbandonTools,
+    /// `clear_queues()`: both queues of the active run withdrawn (announced, never entering);
+    /// accepted while idle too.
+    ClearQueues,
+    /// `set_queue_modes(steering?, follow_ups?)`: the modes from the next boundary on;
+    /// `invalid_input` when neither is given.
+    SetQueueModes {
+        steering: Option<QueueMode>,
+        follow_ups: Option<QueueMode>,
+    },
     /// `inner`, then — while draining it, after its commits and events, before its action is
     /// polled — `abort()` (or `stop(reason)`): the action that was not handed out never is
     /// (SPEC §8.3).
@@ -362,6 +371,14 @@ fn untimed_input(t: &Transition) -> Input {
             Input::tool_done(RunId::new(run.as_str()), tool_output(call, *answer))
         }
         Transition::AbandonTools => Input::AbandonTools,
+        Transition::ClearQueues => Input::ClearQueues,
+        Transition::SetQueueModes {
+            steering,
+            follow_ups,
+        } => Input::SetQueueModes {
+            steering_mode: *steering,
+            follow_up_mode: *follow_ups,
+        },
         Transition::Interject { .. } => unreachable!("an interjection is two inputs"),
     }
 }

@@ -25,6 +25,9 @@ class Agent {
   #messages = [];
   #tools = [];
   #core = null;
+  // What runcore's transcript holds: the first #coreLen messages of #coreArray, the last one
+  // #coreLast (compared by identity: pi messages are objects the host keeps).
+  #coreArray = [];
   #coreLen = 0;
   #coreLast = undefined;
   #active = null;
@@ -35,6 +38,11 @@ class Agent {
   #threadId;
   #maxSteps;
   #unconsumed = [];
+  // pi's agent-level queues: what was queued while no run could take it (idle, or after the
+  // run's input closed), and what a run handed back unconsumed. The next run gets them as
+  // pi would deliver them (SPEC §8.2: the host re-submits them, an explicit choice).
+  #steeringQueue = [];
+  #followUpQueue = [];
   #owner;
   #leaseMs;
   #claim = null;
@@ -61,6 +69,10 @@ class Agent {
         return self.#messages;
       },
       set messages(messages) {
+        // Reassigned during a run (by a listener, or by another promise chain before the run
+        // settled): the run goes on over its own copy, and what it appends from here on lands
+        // in the new array, as pi's does.
+        if (self.#host !== null) self.#host.detach(self.#messages);
         self.#messages = messages.slice();
       },
       isStreaming: false,
@@ -163,6 +175,7 @@ class Agent {
     const previewed = this.#coreLen;
     if (claimed.messages.length !== previewed) this.#messages.splice(0, previewed, ...claimed.messages);
     this.#core = claimed.core;
+    this.#coreArray = this.#messages;
     this.#coreLen = claimed.messages.length;
     this.#coreLast = this.#messages[this.#coreLen - 1];
   }
@@ -186,6 +199,7 @@ class Agent {
   }
 
   #setCommitted() {
+    this.#coreArray = this.#messages;
     this.#coreLen = this.#messages.length;
     this.#coreLast = this.#messages[this.#coreLen - 1];
   }
@@ -232,18 +246,14 @@ class Agent {
     this.#setMode('followUp', mode);
   }
 
+  /** Changes a queue mode at any time: runcore's applies from the next boundary (`set_queue_modes`). */
   #setMode(which, mode) {
     if (!(mode in MODES)) throw new TypeError(`runcore/pi: unknown queue mode ${JSON.stringify(mode)}`);
-    if (this.#core !== null && this.#coreHasRuns()) {
-      throw new Error('runcore/pi: queue modes are runcore configuration; set them before the first prompt');
-    }
     if (which === 'steering') this.#steeringMode = mode;
     else this.#followUpMode = mode;
-    if (this.#core !== null) this.#core = null;
-  }
-
-  #coreHasRuns() {
-    return this.#store !== undefined || this.#coreLen > 0 || this.#active !== null;
+    if (this.#core !== null) {
+      this.#core.setQueueModes(which === 'steering' ? { steeringMode: MODES[mode] } : { followUpMode: MODES[mode] });
+    }
   }
 
   subscribe(listener) {
@@ -255,44 +265,98 @@ class Agent {
     return this.#active?.controller.signal;
   }
 
-  /** Queues steering for the active run; refused while idle (`NotAcceptingError`). */
+  /**
+   * Queues steering: the active run's (runcore takes it at its next complete boundary), or,
+   * while no run can take it, pi's queue for the next run.
+   */
   steer(message) {
-    if (this.#host === null) this.#native().steer(toInput(message));
-    else this.#host.steer(message);
+    if (!this.#handTo(this.#host, message, true)) this.#steeringQueue.push(message);
   }
 
-  /** Queues a follow-up for the active run; refused while idle (`NotAcceptingError`). */
+  /** Queues a follow-up: the active run's, or, while no run can take it, pi's queue for the next run. */
   followUp(message) {
-    if (this.#host === null) this.#native().followUp(toInput(message));
-    else this.#host.followUp(message);
+    if (!this.#handTo(this.#host, message, false)) this.#followUpQueue.push(message);
   }
 
-  #queued(which) {
+  /** Queues `message` in the active run of `host`; `false` when no run takes input now. */
+  #handTo(host, message, steering) {
+    if (host === null || !host.started || host.end !== null) return false;
+    try {
+      if (steering) host.steer(message);
+      else host.followUp(message);
+      return true;
+    } catch (error) {
+      if (error instanceof runcore.NotAcceptingError) return false;
+      throw error;
+    }
+  }
+
+  /** Takes from pi's queue as its mode says (`one-at-a-time`: the oldest only). */
+  #take(steering) {
+    const queue = steering ? this.#steeringQueue : this.#followUpQueue;
+    const mode = steering ? this.#steeringMode : this.#followUpMode;
+    if (queue.length === 0) return [];
+    if (mode === 'all') return queue.splice(0);
+    return queue.splice(0, 1);
+  }
+
+  /** Hands what is left in pi's queues to the run that just started (runcore's queues, each mode applied at its boundaries). */
+  #handOver(host) {
+    for (const [queue, steering] of [[this.#steeringQueue, true], [this.#followUpQueue, false]]) {
+      const left = queue.splice(0);
+      for (let i = 0; i < left.length; i++) {
+        if (!this.#handTo(host, left[i], steering)) {
+          queue.push(...left.slice(i));
+          break;
+        }
+      }
+    }
+  }
+
+  /** What a run handed back, ahead of anything queued since (pi's queues outlive a run). */
+  #requeue(steering, followUps) {
+    this.#steeringQueue.unshift(...steering);
+    this.#followUpQueue.unshift(...followUps);
+  }
+
+  /**
+   * Withdraws what the active run has not taken (runcore's `clear_queues`, which empties both
+   * of its queues: the other queue is given back to it), and empties pi's queue.
+   */
+  #clear(steering, followUps) {
+    if (steering) this.#steeringQueue = [];
+    if (followUps) this.#followUpQueue = [];
     const host = this.#host;
-    if (host === null) return 0;
-    return which === 'steering' ? host.steered.length : host.followed.length;
+    if (host === null || host.steered.length + host.followed.length === 0) return;
+    const keepSteering = steering ? [] : host.steered;
+    const keepFollowUps = followUps ? [] : host.followed;
+    this.#native().clearQueues();
+    host.steered = [];
+    host.followed = [];
+    for (const m of keepSteering) if (!this.#handTo(host, m, true)) this.#steeringQueue.push(m);
+    for (const m of keepFollowUps) if (!this.#handTo(host, m, false)) this.#followUpQueue.push(m);
   }
 
-  /** runcore cannot withdraw queued input: a no-op when nothing is queued, else an error. */
+  /** Removes every queued steering message: pi's queue, and what the active run has not taken. */
   clearSteeringQueue() {
-    if (this.#queued('steering') > 0) {
-      throw new Error('runcore/pi: queued steering cannot be withdrawn; what a run does not take comes back in agent.unconsumed');
-    }
+    this.#clear(true, false);
   }
 
+  /** Removes every queued follow-up: pi's queue, and what the active run has not taken. */
   clearFollowUpQueue() {
-    if (this.#queued('followUp') > 0) {
-      throw new Error('runcore/pi: queued follow-ups cannot be withdrawn; what a run does not take comes back in agent.unconsumed');
-    }
+    this.#clear(false, true);
   }
 
+  /** Removes every queued message. */
   clearAllQueues() {
-    this.clearSteeringQueue();
-    this.clearFollowUpQueue();
+    this.#clear(true, true);
   }
 
+  /** Whether anything is queued: in pi's queues, or in the active run not yet taken. */
   hasQueuedMessages() {
-    return this.#queued('steering') + this.#queued('followUp') > 0;
+    const host = this.#host;
+    const inRun = host === null ? 0 : host.steered.length + host.followed.length;
+    return inRun + this.#steeringQueue.length + this.#followUpQueue.length > 0;
   }
 
   abort() {
@@ -311,6 +375,7 @@ class Agent {
     if (this.#active) this.abort();
     this.#messages = [];
     this.#core = null;
+    this.#coreArray = [];
     this.#coreLen = 0;
     this.#coreLast = undefined;
     this.#state.isStreaming = false;
@@ -318,6 +383,8 @@ class Agent {
     this.#state.pendingToolCalls = new Set();
     this.#state.errorMessage = undefined;
     this.#unconsumed = [];
+    this.#steeringQueue = [];
+    this.#followUpQueue = [];
   }
 
   #native() {
@@ -332,19 +399,40 @@ class Agent {
     return this.#core;
   }
 
+  /**
+   * Whether `state.messages` begins with what runcore's transcript holds: the same array (then
+   * its length and the last message runcore has are compared), or a new one (then every
+   * message, by identity: it was reassigned).
+   */
+  #extendsCore(messages) {
+    const len = this.#coreLen;
+    if (messages.length < len || (len > 0 && messages[len - 1] !== this.#coreLast)) return false;
+    if (messages === this.#coreArray) return true;
+    const core = this.#coreArray;
+    for (let i = 0; i < len - 1; i++) if (messages[i] !== core[i]) return false;
+    return true;
+  }
+
   /** Brings runcore's transcript up to `state.messages`: imports what was appended, or (in memory) starts over. */
   async #sync() {
     const messages = this.#messages;
     const len = this.#coreLen;
-    if (messages.length === len && (len === 0 || messages[len - 1] === this.#coreLast)) return;
+    const extendsCore = (this.#core !== null || len === 0) && this.#extendsCore(messages);
+    if (extendsCore && messages.length === len) {
+      this.#coreArray = messages;
+      return;
+    }
     let suffix;
-    if (messages.length > len && (len === 0 || messages[len - 1] === this.#coreLast) && this.#core !== null) {
+    if (extendsCore && this.#core !== null) {
       suffix = messages.slice(len);
     } else {
       if (this.#store) {
         throw new Error('runcore/pi: a durable thread\'s committed messages cannot be replaced; append to state.messages instead');
       }
       this.#core = null;
+      this.#coreArray = [];
+      this.#coreLen = 0;
+      this.#coreLast = undefined;
       suffix = messages.slice();
     }
     const core = this.#native();
@@ -354,6 +442,7 @@ class Agent {
         if (output.type === 'commit' && this.#store) await this.#commit(output);
       }
     }
+    this.#coreArray = messages;
     this.#coreLen = messages.length;
     this.#coreLast = messages[messages.length - 1];
   }
@@ -442,6 +531,10 @@ class Agent {
       core: () => this.#native(),
       commit: this.#store ? (output) => this.#commit(output) : undefined,
       messages: this.#messages,
+      requeue: (steering, followUps) => this.#requeue(steering, followUps),
+      publish: (message, context) => {
+        if (this.#messages !== context) this.#messages.push(message);
+      },
       emit: (event) => this.#emit(event),
       loop: () => loop,
       signal: controller.signal,
@@ -458,8 +551,13 @@ class Agent {
         if (host.started && host.end === null) await this.#failed(host, error, controller.signal.aborted);
         else throw error;
       } finally {
-        this.#coreLen = this.#messages.length;
-        this.#coreLast = this.#messages[this.#coreLen - 1];
+        // runcore's transcript is the run's context: what it held before, and what the run
+        // appended (whatever became of state.messages meanwhile).
+        if (host.appended > 0) {
+          this.#coreArray = host.messages;
+          this.#coreLen += host.appended;
+          this.#coreLast = host.lastAppended;
+        }
         this.#unconsumed = host.unconsumed;
         this.#host = null;
         state.isStreaming = false;
@@ -497,7 +595,7 @@ class Agent {
       // What runcore appended meanwhile (results, an error answer) joins state.messages.
       const transcript = core.transcript();
       const model = this.#state.model;
-      for (let i = this.#messages.length; i < transcript.length; i++) this.#messages.push(fromCore(transcript[i], model));
+      for (let i = this.#coreLen + host.appended; i < transcript.length; i++) host.append(fromCore(transcript[i], model));
     }
     const model = this.#state.model;
     const message = {
@@ -530,30 +628,58 @@ class Agent {
       if (images && images.length > 0) content.push(...images);
       messages = [{ role: 'user', content, timestamp: Date.now() }];
     }
-    await this.#run(async (host) => {
-      await this.#ready();
-      await this.#sync();
-      host.prompts = messages;
-      this.#native().handle(promptLine(messages));
-      host.started = true;
-      // An abort made before the run existed (while the claim was asked) still cancels it.
-      if (host.signal.aborted) this.#native().abort();
-      await host.pump();
-    });
+    await this.#start(messages, true);
   }
 
+  /**
+   * Runs over the transcript. After an assistant message, what pi's queues hold runs instead
+   * (steering first, else follow-ups, each as its mode takes them) as the run's prompt.
+   */
   async continue() {
     if (this.#active) throw new Error(BUSY_CONTINUE);
     const last = this.#messages[this.#messages.length - 1];
     if (!last) throw new Error('No messages to continue from');
-    if (last.role === 'assistant') throw new Error('Cannot continue from message role: assistant');
+    if (last.role === 'assistant') {
+      const steering = this.#take(true);
+      if (steering.length > 0) return this.#start(steering, false, 'steering');
+      const followUps = this.#take(false);
+      if (followUps.length > 0) return this.#start(followUps, true, 'followUp');
+      throw new Error('Cannot continue from message role: assistant');
+    }
+    return this.#start([], true);
+  }
+
+  /**
+   * A run that begins with `prompts` (none: it continues the transcript). pi's queues enter as
+   * pi delivers them: queued steering (as its mode takes it, unless `steering` is false)
+   * right after the prompts, in the run's first commit (SPEC §8.10: several prompt messages);
+   * the rest goes to the run's queues, taken at its boundaries. `from` is the queue the
+   * prompts were taken from, if any (a refused prompt gives them back).
+   */
+  async #start(prompts, steering, from = null) {
     await this.#run(async (host) => {
       await this.#ready();
       await this.#sync();
-      this.#native().handle({ type: 'continue' });
+      const opening = steering ? [...prompts, ...this.#take(true)] : prompts;
+      const native = this.#native();
+      if (opening.length > 0) {
+        host.prompts = opening;
+        try {
+          native.handle(promptLine(opening));
+        } catch (error) {
+          // Refused (nothing changed): the queued messages it held stay queued.
+          this.#steeringQueue.unshift(...opening.slice(prompts.length));
+          if (from === 'steering') this.#steeringQueue.unshift(...prompts);
+          else if (from === 'followUp') this.#followUpQueue.unshift(...prompts);
+          throw error;
+        }
+      } else {
+        native.handle({ type: 'continue' });
+      }
       host.started = true;
+      this.#handOver(host);
       // An abort made before the run existed (while the claim was asked) still cancels it.
-      if (host.signal.aborted) this.#native().abort();
+      if (host.signal.aborted) native.abort();
       await host.pump();
     });
   }

@@ -62,7 +62,11 @@ class Host {
    * @param {object} options
    * @param {() => import('../index.js').Agent} options.core the native agent (read on every use)
    * @param {((output: object) => Promise<unknown>) | undefined} options.commit stores a commit
-   * @param {object[]} options.messages the transcript as pi messages (pushed to)
+   * @param {object[]} options.messages the run's own context: the transcript as pi messages,
+   *   which runcore's transcript mirrors (pushed to; replaced by `detach` when the agent's
+   *   `state.messages` is reassigned mid-run)
+   * @param {((message: object) => void) | undefined} options.publish also appends a message of
+   *   the run to the agent's current `state.messages` when that is not the run's context
    * @param {(event: object) => Promise<void> | undefined} options.emit `undefined` when
    *   nothing listens (then nothing is awaited: no microtask hop per event)
    * @param {() => object} options.loop the loop configuration (model, hooks, tools, …)
@@ -81,6 +85,30 @@ class Host {
     this.answer = null;
     this.unconsumed = [];
     this.end = null;
+    // Messages runcore appended in this run (each mirrored in `messages`), and the last one.
+    this.appended = 0;
+    this.lastAppended = undefined;
+  }
+
+  /**
+   * Appends a message runcore appended: to the run's context, and to the agent's current
+   * `state.messages` when that is another array (it was reassigned during the run).
+   */
+  append(message) {
+    this.messages.push(message);
+    this.newMessages.push(message);
+    this.appended += 1;
+    this.lastAppended = message;
+    if (this.publish) this.publish(message, this.messages);
+  }
+
+  /**
+   * The agent's `state.messages` is being replaced during this run: from here on the run's
+   * context is its own copy (pi's loop runs over a snapshot), and the array the caller held
+   * before receives nothing more.
+   */
+  detach(array) {
+    if (this.messages === array) this.messages = array.slice();
   }
 
   get native() {
@@ -118,8 +146,7 @@ class Host {
 
   async message(message) {
     { const pending = this.emit({ type: 'message_start', message }); if (pending !== undefined) await pending; }
-    this.messages.push(message);
-    this.newMessages.push(message);
+    this.append(message);
     { const pending = this.emit({ type: 'message_end', message }); if (pending !== undefined) await pending; }
   }
 
@@ -155,11 +182,24 @@ class Host {
       await this.closeTurn();
       const result = event.result;
       this.end = result.cause;
-      this.unconsumed = (result.unconsumed ?? []).map((m) => this.original(m));
+      const unconsumed = result.unconsumed ?? [];
+      let steering;
+      let followUps;
+      if (unconsumed.length === this.steered.length + this.followed.length) {
+        // runcore hands back steering first, then follow-ups: what this host queued and
+        // runcore did not take, in order.
+        steering = this.steered;
+        followUps = this.followed;
+      } else {
+        steering = [];
+        followUps = unconsumed.map((m) => this.original(m));
+      }
+      this.unconsumed = [...steering, ...followUps];
       this.steered = [];
       this.followed = [];
+      // pi's queues outlive a run: what this one did not take is queued for the next.
+      if (this.requeue) this.requeue(steering, followUps);
       const end = { type: 'agent_end', messages: this.newMessages };
-      if (this.unconsumed.length > 0) end.unconsumed = this.unconsumed;
       { const pending = this.emit(end); if (pending !== undefined) await pending; }
       return;
     }
@@ -171,8 +211,7 @@ class Host {
         this.answer = null;
         if (!this.streamed) { const pending = this.emit({ type: 'message_start', message: { ...message } }); if (pending !== undefined) await pending; }
         this.streamed = false;
-        this.messages.push(message);
-        this.newMessages.push(message);
+        this.append(message);
         this.turnMessage = message;
         { const pending = this.emit({ type: 'message_end', message }); if (pending !== undefined) await pending; }
         break;

@@ -133,13 +133,35 @@ function agentLoop(prompts, context, config, signal, streamFn) {
   return startLoop(prompts, context, config, signal, streamFn);
 }
 
-/** pi's `agentLoopContinue`: a run over the context as it is. */
-function agentLoopContinue(context, config, signal, streamFn) {
+/** The checks of pi's continue: a context that ends in a message the model can answer. */
+function checkContinue(context) {
   if (context.messages.length === 0) throw new Error('Cannot continue: no messages in context');
   if (context.messages[context.messages.length - 1].role === 'assistant') {
     throw new Error('Cannot continue from message role: assistant');
   }
+}
+
+/** pi's `agentLoopContinue`: a run over the context as it is. */
+function agentLoopContinue(context, config, signal, streamFn) {
+  checkContinue(context);
   return startLoop([], context, config, signal, streamFn);
 }
 
-module.exports = { agentLoop, agentLoopContinue, AgentEventStream };
+/**
+ * pi's `runAgentLoop`: a run that starts with `prompts`, each event awaited through `emit`;
+ * resolves to the run's new messages.
+ */
+async function runAgentLoop(prompts, context, config, emit, signal, streamFn) {
+  const core = nativeWith(context.messages, { max_steps: config.maxSteps ?? 32, context: 'delta' });
+  return runLoop(core, prompts, context, config, async (event) => {
+    await emit(event);
+  }, signal, streamFn);
+}
+
+/** pi's `runAgentLoopContinue`: a run over the context as it is, each event awaited through `emit`. */
+async function runAgentLoopContinue(context, config, emit, signal, streamFn) {
+  checkContinue(context);
+  return runAgentLoop([], context, config, emit, signal, streamFn);
+}
+
+module.exports = { agentLoop, agentLoopContinue, runAgentLoop, runAgentLoopContinue, AgentEventStream };

@@ -264,6 +264,75 @@ impl NativeStore {
         Ok(self.write(move |store| store.release_claim(&claim, now)))
     }
 
+    /// Handles the store's due work once (SPEC §7.3, §12.4, `runcore sweep`): each passed
+    /// deadline expired, each orphaned run left for a worker (`policy` `"replay"`) or sealed
+    /// (`"seal"`), each under a claim of `owner` (lease `lease_ms`) released after it, at store
+    /// time `now_ms`. Resolves to the items' JSON, as `runcore sweep` prints them. The core's
+    /// host operation (`runcore::host::sweep`), not a copy of it.
+    #[napi(catch_unwind)]
+    pub fn sweep(
+        &self,
+        owner: String,
+        request_id: String,
+        lease_ms: f64,
+        limit: f64,
+        policy: String,
+        now_ms: f64,
+    ) -> napi::Result<AsyncTask<StoreCall>> {
+        let policy = crate::shared_candidates::parse_policy(&policy).map_err(bad_argument)?;
+        let mut claim = runcore::host::ClaimOptions::new(owner, whole(lease_ms, "leaseMs")?);
+        claim.request_id = request_id;
+        let limit = usize::try_from(whole(limit, "limit")?)
+            .map_err(|_| invalid_json("limit is too large"))?;
+        let options = runcore::host::SweepOptions {
+            claim,
+            limit,
+            policy,
+            config: runcore::AgentConfig::default(),
+        };
+        let now = whole(now_ms, "nowMs")?;
+        Ok(self.write(move |store| runcore::host::sweep(store, &options, now)))
+    }
+
+    /// Answers the permission ticket `run_id` awaits (SPEC §12.5, `runcore approve` / `deny`):
+    /// `decision` is a permission decision's JSON (`{"decision":"allow","note"?}` or
+    /// `{"decision":"deny","reason"?}`), committed under a claim of `owner` of its own at store
+    /// time `now_ms` and released after. Resolves to `{"thread_id","version"}`; a refused
+    /// answer rejects with its §10 error (the thread unchanged), another owner's live claim
+    /// with `StoreError` code `claim_held`. The core's host operation
+    /// (`runcore::host::answer_permission`).
+    #[napi(catch_unwind)]
+    pub fn answer_permission(
+        &self,
+        run_id: String,
+        decision: String,
+        owner: String,
+        request_id: String,
+        lease_ms: f64,
+        now_ms: f64,
+    ) -> napi::Result<AsyncTask<StoreCall>> {
+        let decision: runcore::PermissionDecision = decode("permission decision", &decision)?;
+        let mut claim = runcore::host::ClaimOptions::new(owner, whole(lease_ms, "leaseMs")?);
+        claim.request_id = request_id;
+        let now = whole(now_ms, "nowMs")?;
+        let run = RunId::new(run_id);
+        Ok(AsyncTask::new(StoreCall {
+            shared: self.shared.clone(),
+            call: Some(Box::new(move |shared: &SharedStore| {
+                let mut shared = shared.clone();
+                match runcore::host::answer_permission(&mut shared, &run, decision, &claim, now) {
+                    Ok(answered) => {
+                        serde_json::to_string(&answered).map_err(|e| internal(e.to_string()))
+                    }
+                    Err(runcore::host::AnswerError::Held(held)) => {
+                        Err(store_error_with_code("claim_held", &held.to_string()))
+                    }
+                    Err(error) => Err(crate::errors::line_error(&error.body())),
+                }
+            })),
+        }))
+    }
+
     /// The thread's live claim at store time, or `null`.
     #[napi(ts_return_type = "Promise<string>", catch_unwind)]
     pub fn thread_claim(

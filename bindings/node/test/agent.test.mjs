@@ -439,3 +439,32 @@ test('modelDone: a message with its role first reads as the same message without
   drained(agent);
   assert.throws(() => agent.modelDone(run, 1, { role: 'user', ...body }), InvalidJsonError);
 });
+
+test('clearQueues withdraws what the run has not taken; setQueueModes applies from the next boundary', () => {
+  const agent = new Agent();
+  agent.clearQueues();
+  assert.deepEqual(drained(agent), [{ type: 'event', event: { type: 'queues_cleared', steering: [], follow_ups: [] } }]);
+  const before = agent.snapshot();
+  assert.throws(() => agent.setQueueModes({}), InvalidInputError);
+  assert.throws(() => agent.setQueueModes({ steeringMode: 'sometimes' }), InvalidJsonError);
+  assert.equal(agent.snapshot(), before, 'a refused input changes nothing');
+  agent.setQueueModes({ steeringMode: 'one_at_a_time' });
+  const run = agent.prompt('task');
+  drained(agent);
+  agent.steer('withdrawn');
+  agent.followUp('withdrawn too');
+  agent.clearQueues();
+  const [cleared] = drained(agent);
+  assert.equal(cleared.event.type, 'queues_cleared');
+  assert.equal(cleared.event.run_id, run);
+  assert.deepEqual(cleared.event.steering.map((m) => m.content[0].text), ['withdrawn']);
+  assert.deepEqual(cleared.event.follow_ups.map((m) => m.content[0].text), ['withdrawn too']);
+  agent.steer('one');
+  agent.steer('two');
+  agent.setQueueModes({ steeringMode: 'all' });
+  agent.modelDone(run, 1, { role: 'assistant', content: [{ type: 'text', text: 'done' }], stop_reason: 'stop' });
+  const appended = drained(agent)
+    .filter((o) => o.type === 'event' && o.event.event?.type === 'message_appended')
+    .map((o) => o.event.event.message.content[0].text);
+  assert.deepEqual(appended, ['one', 'two']);
+});

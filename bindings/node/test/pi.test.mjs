@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { runcore } from './helpers.mjs';
 import { pi, MODEL, assistant, user, toolCall, scripted, echoTool, record, stream } from './pi_helpers.mjs';
 
-const { Agent, agentLoop, agentLoopContinue, toCore, fromCore } = pi;
+const { Agent, agentLoop, agentLoopContinue, runAgentLoop, runAgentLoopContinue, toCore, fromCore } = pi;
 
 test('runcore/pi is the package subpath export ./pi with its types', async () => {
   const pkg = (await import('node:fs')).readFileSync(new URL('../package.json', import.meta.url), 'utf8');
@@ -178,15 +178,6 @@ test('steering during tools enters after the whole batch; follow-ups after the t
   assert.equal(agent.hasQueuedMessages(), false);
 });
 
-test('difference: steering or a follow-up while idle is refused (NotAcceptingError), nothing queued', () => {
-  const agent = new Agent({ streamFn: scripted([assistant('x')]) });
-  assert.throws(() => agent.steer(user('later')), runcore.NotAcceptingError);
-  assert.throws(() => agent.followUp(user('later')), runcore.NotAcceptingError);
-  assert.equal(agent.hasQueuedMessages(), false);
-  assert.deepEqual(agent.state.messages, []);
-  assert.doesNotThrow(() => agent.clearAllQueues());
-});
-
 test('difference: a tool call in a length answer is answered truncated, never executed', async () => {
   const executed = [];
   const streamFn = scripted([
@@ -205,7 +196,7 @@ test('difference: a tool call in a length answer is answered truncated, never ex
   assert.deepEqual(agent.state.messages.map((m) => m.role), ['user', 'assistant', 'toolResult', 'assistant']);
 });
 
-test('difference: abort during tools pairs the batch and ends the run; queued input comes back unconsumed', async () => {
+test('difference: abort during tools pairs the batch and ends the run; queued input stays queued', async () => {
   let agent;
   let release;
   const gate = new Promise((resolve) => {
@@ -233,8 +224,9 @@ test('difference: abort during tools pairs the batch and ends the run; queued in
   assert.deepEqual(agent.state.messages.map((m) => m.role), ['user', 'assistant', 'toolResult', 'toolResult']);
   const end = events.at(-1);
   assert.equal(end.type, 'agent_end');
-  assert.deepEqual(end.unconsumed.map((m) => m.content), ['queued']);
+  // The run did not take the follow-up (the abort check comes first): it is queued for the next.
   assert.deepEqual(agent.unconsumed.map((m) => m.content), ['queued']);
+  assert.equal(agent.hasQueuedMessages(), true);
   assert.equal(agent.state.isStreaming, false);
 });
 
@@ -437,17 +429,6 @@ test('difference: a listener that throws stops the run; no stand-in message ente
   assert.equal(agent.state.messages.length, 5);
 });
 
-test('difference: queue modes are configuration, set before the first prompt', async () => {
-  const agent = new Agent({ streamFn: scripted([assistant('x')]), steeringMode: 'all' });
-  agent.followUpMode = 'all';
-  assert.equal(agent.followUpMode, 'all');
-  await agent.prompt('hi');
-  assert.throws(() => {
-    agent.steeringMode = 'one-at-a-time';
-  }, /before the first prompt/);
-  assert.equal(agent.steeringMode, 'all');
-});
-
 test('pi.d.ts declares exactly the runtime members of Agent and the module', async () => {
   const { readFileSync } = await import('node:fs');
   const { createRequire } = await import('node:module');
@@ -484,33 +465,6 @@ test('abort right after prompt(): the run is cancelled before any model call', a
   assert.equal(streamFn.calls.length, 0);
   assert.deepEqual(agent.state.messages.map((m) => m.role), ['user']);
   assert.equal(events.at(-1).type, 'agent_end');
-});
-
-test('difference: queued input cannot be withdrawn; hasQueuedMessages follows what runcore took', async () => {
-  let agent;
-  const seen = [];
-  const tool = {
-    ...echoTool(),
-    async execute() {
-      agent.steer(user('queued'));
-      seen.push(agent.hasQueuedMessages());
-      assert.throws(() => agent.clearSteeringQueue(), /cannot be withdrawn/);
-      assert.throws(() => agent.clearAllQueues(), /cannot be withdrawn/);
-      assert.doesNotThrow(() => agent.clearFollowUpQueue());
-      return { content: [{ type: 'text', text: 'ok' }], details: {} };
-    },
-  };
-  agent = new Agent({
-    streamFn: scripted([assistant([toolCall('c1', 'echo', { value: 'a' })], 'toolUse'), assistant('done')]),
-    initialState: { model: MODEL, tools: [tool] },
-  });
-  agent.subscribe((event) => {
-    if (event.type === 'turn_start') seen.push(agent.hasQueuedMessages());
-  });
-  await agent.prompt('go');
-  // true while queued; false once runcore took it at the boundary (the second turn_start).
-  assert.deepEqual(seen, [false, true, false]);
-  assert.equal(agent.state.messages.filter((m) => m.role === 'user').length, 2);
 });
 
 test('the stream function\'s context.messages is its own: made when first read, never changed by later steps', async () => {
@@ -552,4 +506,23 @@ test('the stream function\'s context.messages is its own: made when first read, 
   assert.deepEqual(kept[2].messages, ['assigned']);
   assert.equal(kept[0].messages.length, 1);
   assert.deepEqual(kept[0].messages, kept[0].messages, 'a frozen context reads the same messages every time');
+});
+
+test('runAgentLoop / runAgentLoopContinue: each event awaited through emit; the new messages', async () => {
+  const streamFn = scripted([assistant('one'), assistant('two')]);
+  const events = [];
+  const config = { model: MODEL, convertToLlm: (messages) => messages };
+  const context = { systemPrompt: '', messages: [], tools: [] };
+  const emit = async (event) => {
+    await new Promise((resolve) => setImmediate(resolve));
+    events.push(event.type);
+  };
+  const messages = await runAgentLoop([user('hi')], context, config, emit, undefined, streamFn);
+  assert.deepEqual(messages.map((m) => m.role), ['user', 'assistant']);
+  assert.equal(events[0], 'agent_start');
+  assert.equal(events.at(-1), 'agent_end');
+  await assert.rejects(runAgentLoopContinue({ ...context, messages }, config, emit, undefined, streamFn), /assistant/);
+  const more = await runAgentLoopContinue({ ...context, messages: [user('again')] }, config, emit, undefined, streamFn);
+  assert.deepEqual(more.map((m) => m.role), ['assistant']);
+  assert.equal(more[0].content[0].text, 'two');
 });

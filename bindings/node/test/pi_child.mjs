@@ -21,7 +21,7 @@ if (path !== undefined) {
     store,
     threadId: 'pi-killed',
     leaseMs: 400,
-    streamFn: scripted([assistant([toolCall('c1', 'search', { q: 'x' })], 'toolUse')]),
+    streamFn: scripted([assistant([toolCall('c1', 'search', { value: 'x' })], 'toolUse')]),
     initialState: { model: MODEL, tools: [hang] },
   });
   await agent.prompt(user('find x', 1234));

@@ -225,3 +225,56 @@ test('Store.open: any store URL through the registry; create: false creates noth
   assert.throws(() => runcore.Store.open('sqlite:/tmp/\ud800.db'), (e) => e instanceof runcore.InvalidJsonError);
   assert.throws(() => new runcore.Store({}), TypeError);
 });
+
+test('store.approve / deny / sweep: the core\'s host operations, each under a claim of its own', async () => {
+  const store = new MemoryStore();
+  const config = {
+    thread_id: 'gated',
+    tools: { rm: { description: 'Remove', policy: 'require_approval', deadline_after_ms: 1000 } },
+  };
+  const agent = new Agent(config);
+  const run = agent.prompt('clean up', { nowMs: 0 });
+  const commitAll = async () => {
+    for (const output of agent.drain()) if (output.type === 'commit') await store.commit(output);
+  };
+  await commitAll();
+  agent.modelDone(run, 1, {
+    role: 'assistant',
+    content: [{ type: 'tool_call', id: 'c1', name: 'rm', arguments: {} }],
+    stop_reason: 'tool_use',
+  }, { nowMs: 10 });
+  await commitAll();
+  // Nothing is due before the deadline.
+  assert.deepEqual(await store.sweep({ nowMs: 20 }), []);
+  // A refused answer (a run that awaits nothing) changes nothing.
+  await assert.rejects(store.deny('gated/run-9', { nowMs: 20 }), runcore.AgentError);
+  const before = await store.threadVersion('gated');
+  const answered = await store.approve(run, { note: 'fine', nowMs: 20 });
+  assert.equal(answered.thread_id, 'gated');
+  assert.equal(answered.version, before + 1);
+  // Answered: the ticket is gone, so a second answer is refused.
+  await assert.rejects(store.approve(run, { nowMs: 30 }), runcore.ResumeError);
+  // Another owner's live claim: claim_held, nothing written.
+  const claim = await store.claimThread({ threadId: 'gated', owner: 'other', leaseMs: 60000 }, { nowMs: 30 });
+  await assert.rejects(store.deny(run, { nowMs: 40 }), (e) => e instanceof StoreError && e.code === 'claim_held');
+  await store.releaseClaim(claim, { nowMs: 40 });
+  await assert.rejects(store.sweep({ policy: 'sometimes' }), TypeError);
+
+  // A second thread whose approval deadline passes: the sweep expires it, once.
+  const waiting = new Agent({ ...config, thread_id: 'late' });
+  const late = waiting.prompt('clean up', { nowMs: 0 });
+  for (const output of waiting.drain()) if (output.type === 'commit') await store.commit(output);
+  waiting.modelDone(late, 1, {
+    role: 'assistant',
+    content: [{ type: 'tool_call', id: 'c1', name: 'rm', arguments: {} }],
+    stop_reason: 'tool_use',
+  }, { nowMs: 10 });
+  for (const output of waiting.drain()) if (output.type === 'commit') await store.commit(output);
+  // (The approved run of the first thread, its tools never run, is an orphan left for a worker.)
+  assert.deepEqual(await store.sweep({ nowMs: 5000 }), [
+    { thread_id: 'gated', run_id: run, reason: 'orphaned', action: 'left' },
+    { thread_id: 'late', run_id: late, reason: 'deadline', action: 'expired' },
+  ]);
+  assert.deepEqual((await store.sweep({ nowMs: 6000 })).map((item) => item.thread_id), ['gated']);
+  await assert.rejects(store.approve(late, { nowMs: 6000 }), runcore.ResumeError);
+});

@@ -399,6 +399,41 @@ impl PyAgent {
         crate::errors::guard(|| self.handle_input(Input::Pause, now_ms))?
     }
 
+    /// Withdraws what the active run has not taken from its queues (SPEC §8.2): a
+    /// `queues_cleared` event carries them (both empty while idle); nothing committed changes.
+    #[pyo3(signature = (*, now_ms = None))]
+    fn clear_queues(&mut self, now_ms: Option<u64>) -> PyResult<()> {
+        crate::errors::guard(|| self.handle_input(Input::ClearQueues, now_ms))?
+    }
+
+    /// Changes the queue modes (`"all"` or `"one_at_a_time"`; `None` keeps one) at any time,
+    /// from the next boundary on (SPEC §8.2); neither given is `InvalidInputError`.
+    #[pyo3(signature = (steering_mode = None, follow_up_mode = None, *, now_ms = None))]
+    fn set_queue_modes(
+        &mut self,
+        steering_mode: Option<Text>,
+        follow_up_mode: Option<Text>,
+        now_ms: Option<u64>,
+    ) -> PyResult<()> {
+        crate::errors::guard(|| {
+            // Read as the driver reads its line: an unknown mode is its error, word for word.
+            let mut line = Map::new();
+            line.insert("type".into(), Value::from("set_queue_modes"));
+            if let Some(mode) = steering_mode {
+                let mode: &str = &mode;
+                line.insert("steering_mode".into(), Value::from(mode));
+            }
+            if let Some(mode) = follow_up_mode {
+                let mode: &str = &mode;
+                line.insert("follow_up_mode".into(), Value::from(mode));
+            }
+            if let Some(now_ms) = now_ms {
+                line.insert("now_ms".into(), Value::from(now_ms));
+            }
+            self.input(Value::Object(line))
+        })?
+    }
+
     /// Streamed text of the outstanding model call; `kind="thinking"` for streamed reasoning
     /// (a `thinking_delta` event).
     #[pyo3(signature = (run_id, step, text, *, kind = Text::from("text"), now_ms = None))]

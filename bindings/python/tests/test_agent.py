@@ -406,3 +406,29 @@ def test_tool_done_meta_that_is_not_a_dict_is_refused_and_changes_nothing(bad):
     assert agent.snapshot() == before
     agent.tool_done(run_id, "c2", "x", meta={"ok": True})
     assert only(drain(agent), "commit")["commit"]["messages"][-1]["meta"] == {"ok": True}
+
+
+def test_clear_queues_withdraws_queued_input_and_modes_change_mid_run():
+    agent = runcore.Agent()
+    agent.clear_queues()
+    assert [o["event"] for o in drain(agent)] == [{"type": "queues_cleared", "steering": [], "follow_ups": []}]
+    with pytest.raises(runcore.InvalidInputError):
+        agent.set_queue_modes()
+    agent.set_queue_modes(steering_mode="one_at_a_time")
+    agent.prompt("task")
+    drain(agent)
+    agent.steer("withdrawn")
+    agent.follow_up("withdrawn too")
+    agent.clear_queues()
+    (event,) = [o["event"] for o in drain(agent) if o["type"] == "event"]
+    assert event["type"] == "queues_cleared" and event["run_id"] == "thread-1/run-1"
+    assert [m["content"][0]["text"] for m in event["steering"]] == ["withdrawn"]
+    assert [m["content"][0]["text"] for m in event["follow_ups"]] == ["withdrawn too"]
+    agent.steer("one")
+    agent.steer("two")
+    agent.set_queue_modes(steering_mode="all")
+    agent.model_done("thread-1/run-1", 1, text("done"))
+    outs = drain(agent)
+    appended = [o["event"]["event"]["message"]["content"][0]["text"] for o in outs
+                if o["type"] == "event" and o["event"].get("event", {}).get("type") == "message_appended"]
+    assert appended == ["one", "two"]

@@ -18,7 +18,8 @@
 //! `tools_ready` the next `poll` still hands out the action); `req` records an end (`abort` /
 //! `stop`) or pause request, honoured once the outstanding outcome arrives (at the next
 //! boundary); `finish(C)` ends the run at once with cause `C` (open calls `skipped`, or
-//! `expired` for the waiting call on expiry). `UO` is `unexpected_outcome`, `IS`
+//! `expired` for the waiting call on expiry); `withdrawn` empties the run's queues into a
+//! `queues_cleared` event and keeps the phase. `UO` is `unexpected_outcome`, `IS`
 //! `invalid_state`, `NA` `not_accepting`.
 //!
 //! | input           | idle0      | idle       | call_model | model_out  | tools_ready | tools_out      | perm       | perm_late          | pause      | remote     |
@@ -44,6 +45,8 @@
 //! | `config`        | replaced   | `IS`       | `IS`       | `IS`       | `IS`        | `IS`           | `IS`       | `IS`               | `IS`       | `IS`       |
 //! | `compact`       | `IS`       | `IS`       | `IS`       | commit Running, `compacted` → `call_model` (the same step); `IS` once a delta arrived; a bad `keep_from` `invalid_input` | `IS` | `IS` | `IS`  | `IS`               | `IS`       | `IS`       |
 //! | `import`        | one ended run: commit Ended(Stopped("imported")), `run_start`, `run_end` | one ended run, as idle0 | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` | `busy` |
+//! | `clear_queues`  | `queues_cleared` (empty, no run) | `queues_cleared` (empty, no run) | withdrawn | withdrawn | withdrawn | withdrawn | withdrawn | withdrawn | withdrawn | withdrawn |
+//! | `set_queue_modes` | -        | -          | -          | -          | -           | -              | -          | -                  | -          | -          |
 //!
 //! `tests/phase_matrix.rs` checks this table: it drives every input into a fresh agent in each
 //! of these phases, asserts a rejected input leaves the snapshot byte-identical, and snapshots
@@ -260,6 +263,14 @@ impl Run {
     /// Queues a follow-up for the next natural text stop with no steering.
     pub(crate) fn queue_follow_up(&mut self, message: Message) {
         self.queues.follow_ups.push_back(message);
+    }
+
+    /// Empties both queues (what the run has not taken), each oldest first.
+    pub(crate) fn withdraw_queued(&mut self) -> (Vec<Message>, Vec<Message>) {
+        (
+            self.queues.steering.drain(..).collect(),
+            self.queues.follow_ups.drain(..).collect(),
+        )
     }
 
     /// Queued steering and follow-up counts.
