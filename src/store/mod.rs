@@ -39,14 +39,15 @@ pub(crate) mod shared;
 pub mod conformance;
 
 pub use crate::canonical::canonical_json;
+pub use crate::commit::ClaimToken;
 pub use crate::hash::sha256_hex;
 pub use admission::{
     Admission, AppendPlan, CommitHead, RunHead, StoreSequences, admit, admit_commit,
 };
 pub use claims::{
-    Claim, ClaimGrant, ClaimRecord, ClaimRequest, ClaimToken, DueReason, DueWork,
-    MAX_CLAIM_ID_BYTES, MAX_LEASE_MS, check_claim_request, check_commit_claim, check_lease,
-    check_token, decide_claim, decide_release, decide_renew, due_order,
+    Claim, ClaimGrant, ClaimRecord, ClaimRequest, DueReason, DueWork, MAX_CLAIM_ID_BYTES,
+    MAX_LEASE_MS, check_claim_request, check_commit_claim, check_lease, check_token, decide_claim,
+    decide_release, decide_renew, due_order,
 };
 pub use intercept::{Intercept, InterceptHandles, Intercepted};
 pub use memory::MemoryStore;
