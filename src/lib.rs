@@ -199,6 +199,7 @@ mod hash;
 pub mod host;
 mod ids;
 mod message;
+mod named;
 mod resume;
 mod run;
 mod schema_via;
@@ -218,12 +219,13 @@ pub use commit::{
     AuditDraft, COMMIT_SCHEMA_VERSION, CommitError, CommitOperation, CommitReceipt, CommitRecord,
     OperationId, ThreadCommit, WaitBoundary,
 };
-pub use error::{AgentError, UnknownName};
+pub use error::AgentError;
 pub use ids::{CallId, RunId, Step, ThreadId, ToolName};
 pub use message::{
     AssistantBlock, AssistantMessage, ContentBlock, DeltaKind, Message, Meta, ResultOutcome, Role,
     StopReason, SystemMessage, ToolCall, ToolOutput, ToolResultMessage, Usage, UserMessage,
 };
+pub use named::UnknownName;
 pub use resume::{
     AwaitTarget, PauseReason, PendingTool, PermissionDecision, RemoteInputReason, ResultKind,
     ResumeCommand, ResumeError, ResumeResult, ResumeTicket, ToolWaitReason, WaitIdentity,
