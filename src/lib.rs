@@ -88,8 +88,10 @@
 //!   [`store::CommittedThreadView`], [`store::CheckpointReader`], [`store::ThreadClaims`]),
 //!   [`store::StoreError`], the in-memory reference [`store::MemoryStore`], the admission rule
 //!   ([`store::admit`]), the claim decisions, the digests and the payload hash
-//!   ([`store::canonical_json`], [`store::sha256_hex`]) and, with the `conformance` feature,
-//!   the conformance suite and its `runcore::conformance_tests!` macro.
+//!   ([`store::canonical_json`], [`store::sha256_hex`]).
+//! - `conformance` (with the `conformance` feature): the backend conformance suite, every case
+//!   a function over the store ports, and its `runcore::conformance_tests!` macro. Its own
+//!   module, not under `store`: its cases drive the agent and the host operations too.
 //!
 //! At the root, by concern:
 //!
@@ -143,7 +145,7 @@
 //! - `schema`: JSON Schema (draft 2020-12) for the public data types (`schemars::JsonSchema`)
 //!   and the driver's schema functions (`driver::json_schema` and the like). The `runcore`
 //!   binary turns it on for `runcore schema`.
-//! - `conformance`: the backend conformance suite, `runcore::store::conformance`, and
+//! - `conformance`: the backend conformance suite, `runcore::conformance`, and
 //!   `runcore::conformance_tests!`. A backend crate turns it on in its dev-dependencies.
 //!
 //! ## Decisions where the contract is silent
@@ -192,6 +194,8 @@
 mod agent;
 mod canonical;
 mod commit;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod driver;
 mod error;
 pub mod facts;
