@@ -1,5 +1,5 @@
 //! The layout tells the truth (issue 42, item 3): the files of the core crate's `src/` import
-//! one another without a cycle.
+//! one another without a cycle, and so do those of the edge crates in [`EDGE_CRATES`].
 //!
 //! The test reads every `.rs` file under `src/` with `syn` and builds the file-level import
 //! graph, then fails listing every cycle it finds (each strongly connected component of more
@@ -65,6 +65,26 @@ fn the_core_crate_has_no_import_cycles() {
         "{} import cycle(s) among the files of src/:\n{}",
         cycles.len(),
         cycles.join("\n")
+    );
+}
+
+/// The edge crates whose files the same rules hold to (issue 42: the Node binding's, the
+/// Python binding's and the OTLP exporter's cycles).
+const EDGE_CRATES: &[&str] = &["traces/otlp", "bindings/python", "bindings/node"];
+
+#[test]
+fn the_edge_crates_have_no_import_cycles() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    for dir in EDGE_CRATES {
+        let krate = Crate::load(&root.join(dir), "src");
+        found.extend(krate.cycles().into_iter().map(|c| format!("{dir}: {c}")));
+    }
+    assert!(
+        found.is_empty(),
+        "{} import cycle(s) in the edge crates:\n{}",
+        found.len(),
+        found.join("\n")
     );
 }
 
