@@ -19,6 +19,7 @@ mod convert;
 mod driver;
 mod errors;
 mod input;
+mod json_to_py;
 mod providers;
 mod store;
 mod topy;
