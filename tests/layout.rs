@@ -10,7 +10,7 @@
 //!   `crate::a`, `src/a/b.rs` is `crate::a::b`. Inline modules (`mod tests { … }`) belong to
 //!   the file they are written in.
 //! - A file imports another when it names an item the other file defines: in a `use` item
-//!   (anywhere in the file, function bodies and test modules included) or in a path written in
+//!   (anywhere in the file, function bodies included) or in a path written in
 //!   the code (`crate::a::X`, `super::X`, or `a::X` through a name the file imported). A path is resolved to the file
 //!   that *defines* the item it names, following `use` re-exports (named and glob) through the
 //!   modules on the way, so a parent module's `pub use child::Item` does not make users of
@@ -20,6 +20,8 @@
 //!   own descendants (re-exports included: a parent publishes its children). A child using its
 //!   parent's items (`super::X`, `crate::parent::X` defined in the parent's file) is an import.
 //! - Naming an item of one's own file is not an import.
+//! - Code under `#[cfg(test)]` (a file's unit tests) is not part of the layout: it is not
+//!   compiled into the crate, and a test may set up its case with any module.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -101,6 +103,20 @@ fn the_cycle_finder_finds_a_cycle() {
         krate.cycles(),
         vec!["src/a.rs -> src/b.rs -> src/c.rs -> src/a.rs".to_string()]
     );
+}
+
+#[test]
+fn unit_tests_are_not_part_of_the_layout() {
+    let files = [
+        ("src/lib.rs", "mod a; mod b;"),
+        (
+            "src/a.rs",
+            "pub struct A; #[cfg(test)] mod tests { use crate::b::B; }",
+        ),
+        ("src/b.rs", "pub struct B(crate::a::A);"),
+    ];
+    let krate = Crate::from_sources(files.iter().map(|(n, s)| (n.to_string(), s.to_string())));
+    assert_eq!(krate.cycles(), Vec::<String>::new());
 }
 
 #[test]
@@ -404,7 +420,48 @@ struct PathCollector {
     paths: Vec<ModPath>,
 }
 
+/// Whether the attributes include `#[cfg(test)]`.
+fn is_test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|attr| {
+        attr.path().is_ident("cfg")
+            && attr
+                .meta
+                .require_list()
+                .is_ok_and(|list| list.tokens.to_string() == "test")
+    })
+}
+
+/// The attributes of an item (those of the kinds that can carry `#[cfg(test)]` in practice).
+fn item_attrs(item: &Item) -> &[syn::Attribute] {
+    match item {
+        Item::Const(i) => &i.attrs,
+        Item::Enum(i) => &i.attrs,
+        Item::Fn(i) => &i.attrs,
+        Item::Impl(i) => &i.attrs,
+        Item::Macro(i) => &i.attrs,
+        Item::Mod(i) => &i.attrs,
+        Item::Static(i) => &i.attrs,
+        Item::Struct(i) => &i.attrs,
+        Item::Trait(i) => &i.attrs,
+        Item::Type(i) => &i.attrs,
+        Item::Use(i) => &i.attrs,
+        _ => &[],
+    }
+}
+
 impl VisitMut for PathCollector {
+    fn visit_item_mut(&mut self, item: &mut Item) {
+        if !is_test_only(item_attrs(item)) {
+            syn::visit_mut::visit_item_mut(self, item);
+        }
+    }
+
+    fn visit_impl_item_fn_mut(&mut self, item: &mut syn::ImplItemFn) {
+        if !is_test_only(&item.attrs) {
+            syn::visit_mut::visit_impl_item_fn_mut(self, item);
+        }
+    }
+
     fn visit_item_mod_mut(&mut self, item: &mut syn::ItemMod) {
         if item.content.is_some() {
             self.scope.push(item.ident.to_string());
