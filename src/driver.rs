@@ -41,7 +41,8 @@ pub use commit_line::{CommitLineError, StoreWrite};
 
 pub mod limits;
 
-use limits::{MAX_LINE_BYTES, json_kind};
+/// The longest input line the driver parses (64 MiB); see [`limits`] for every input limit.
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 /// How `call_model` lines carry the transcript.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -652,6 +653,17 @@ pub fn error_line(line: u64, error: &AgentError) -> String {
 /// [`poll_timeout`](Agent::poll_timeout) after it.
 pub fn idle_line(line: u64, timeout_ms: Option<u64>) -> String {
     render_line(&OutputLine::Idle { line, timeout_ms })
+}
+
+pub(crate) fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// The default configuration is valid by construction; this is never reached.

@@ -3,7 +3,7 @@
 
 use runcore::Agent;
 use runcore::driver::Driver;
-use runcore::driver::limits::MAX_LINE_BYTES;
+use runcore::driver::MAX_LINE_BYTES;
 use runcore::driver::limits::{MAX_DEPTH, MAX_NOW_MS};
 use serde_json::{Value, json};
 

@@ -17,8 +17,7 @@ use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use runcore::driver::limits::MAX_LINE_BYTES;
-use runcore::driver::{ConfigObjectError, ContextMode, Driver, InputLine};
+use runcore::driver::{ConfigObjectError, ContextMode, Driver, InputLine, MAX_LINE_BYTES};
 use runcore::host::{ClaimOptions, DurableDriver, DurableLines, DurableOptions, DurableStartError};
 use runcore::store::{Store, StoreError};
 use runcore::{Agent, AgentConfig, CommitError, Input, RecoveryPolicy, ThreadId};

@@ -833,7 +833,7 @@ fn meta_object<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Meta
         serde_json::Value::Object(map) => Ok(Meta::from(map)),
         other => Err(serde::de::Error::custom(format!(
             "`meta` must be a JSON object, got {}",
-            crate::driver::limits::json_kind(&other)
+            crate::driver::json_kind(&other)
         ))),
     }
 }

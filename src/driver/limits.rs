@@ -20,10 +20,7 @@
 use serde::Serialize;
 use serde::ser;
 
-use serde_json::Value;
-
-/// The longest input line the driver parses (64 MiB).
-pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+use super::MAX_LINE_BYTES;
 
 /// The deepest nesting of an input's JSON (objects and arrays; the input object is level 1).
 pub const MAX_DEPTH: usize = 64;
@@ -404,18 +401,6 @@ impl ser::SerializeStructVariant for Depth {
     }
     fn end(self) -> Done {
         Ok(())
-    }
-}
-
-/// How an input error names the kind of a JSON value that is not the one expected.
-pub(crate) fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -221,10 +221,10 @@ fn words(env: napi::Env, ops: napi::Unknown<'_>) -> napi::Result<TapeArray> {
 
 /// The length of the line `{"type":"…"<fields>}` whose fixed text (keys, punctuation, numbers)
 /// is `fixed` bytes and whose string values are `strings`, when it may pass
-/// [`runcore::driver::limits::MAX_LINE_BYTES`] (escapes at most sextuple a string): the line a
+/// [`runcore::driver::MAX_LINE_BYTES`] (escapes at most sextuple a string): the line a
 /// binding's method stands for is held to the driver's cap (`runcore::driver::limits`).
 fn check_line(fixed: usize, strings: &[&str]) -> napi::Result<()> {
-    use runcore::driver::limits::MAX_LINE_BYTES;
+    use runcore::driver::MAX_LINE_BYTES;
     use runcore::driver::limits::{check_line_len, json_string_len};
     let raw: usize = strings.iter().map(|s| s.len()).sum();
     if raw
@@ -247,7 +247,7 @@ fn now_len(now_ms: Option<u64>) -> usize {
 
 /// An assistant message from its JSON text as a `model_done` line's `message` reads (its
 /// `"role"`, if any, `"assistant"`), or `None` (then the line says why). Lines are capped at
-/// [`runcore::driver::limits::MAX_LINE_BYTES`]: a message near that goes through the line too.
+/// [`runcore::driver::MAX_LINE_BYTES`]: a message near that goes through the line too.
 fn assistant_message(message: &mut [u8]) -> Option<AssistantMessage> {
     // Without a `"role"` anywhere in the text, the message reads straight into its type: what
     // the driver's reading (a JSON value, its role taken out, then the type) gives when it

@@ -163,7 +163,7 @@ fn read_str(env: sys::napi_env, value: sys::napi_value, buffer: &mut Vec<u8>) ->
         unsafe { sys::napi_get_value_string_utf8(env, value, ptr::null_mut(), 0, &mut length) },
         "napi_get_value_string_utf8",
     )?;
-    if length > runcore::driver::limits::MAX_LINE_BYTES {
+    if length > runcore::driver::MAX_LINE_BYTES {
         // No line holds it (`runcore::driver::limits`): refused before it is copied.
         return Err(crate::errors::invalid_json(
             runcore::driver::limits::line_too_long(length),

@@ -85,7 +85,7 @@ fn json_len(value: &Value) -> usize {
 /// Holds the line a method stands for to the driver's cap (`runcore::driver::limits`): its
 /// fixed text is `fixed` bytes and its string values are `strings`.
 fn check_line(fixed: usize, strings: &[&str]) -> PyResult<()> {
-    use runcore::driver::limits::MAX_LINE_BYTES;
+    use runcore::driver::MAX_LINE_BYTES;
     use runcore::driver::limits::{check_line_len, json_string_len};
     let raw: usize = strings.iter().map(|s| s.len()).sum();
     if raw
