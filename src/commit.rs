@@ -29,7 +29,6 @@ use crate::message::{Message, UserMessage};
 use crate::resume::{AwaitTarget, PermissionDecision};
 use crate::run::{EndCause, RunDisposition, RunState};
 use crate::state::{StateCommand, StateScope, exclusive_conflict};
-use crate::store::claims::ClaimToken;
 
 /// The envelope version of [`ThreadCommit`] this crate writes and the newest it reads.
 pub const COMMIT_SCHEMA_VERSION: u32 = 1;
@@ -1021,6 +1020,17 @@ pub struct CommitReceipt {
     pub record: CommitRecord,
     /// True when this call found the operation already committed and appended nothing.
     pub duplicate: bool,
+}
+
+/// What a fenced commit carries to prove it comes from the thread's current owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ClaimToken {
+    /// The owner the claim was granted to.
+    pub owner: String,
+    /// The claim's epoch.
+    pub epoch: u64,
 }
 
 #[cfg(test)]

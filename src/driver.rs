@@ -57,7 +57,7 @@ pub enum ContextMode {
     Delta,
 }
 
-crate::error::named_enum!(ContextMode, "context", { Full => "full", Delta => "delta" });
+crate::named::named_enum!(ContextMode, "context", { Full => "full", Delta => "delta" });
 
 /// One input line, parsed: the library's own [`Input`] (the line's `"type"` and fields) and
 /// the line-level fields beside it.

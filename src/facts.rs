@@ -28,9 +28,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::agent::history::{FORKED_FROM_KIND, IMPORTED_KIND};
+use crate::agent::history::{FORKED_FROM_KIND, ForkOrigin, IMPORTED_KIND};
 use crate::commit::AuditDraft;
-use crate::host::ForkOrigin;
 use crate::ids::{RunId, ThreadId};
 use crate::message::{Message, UserMessage};
 use crate::resume::ResumeTicket;

@@ -89,8 +89,10 @@
 //!   [`store::CommittedThreadView`], [`store::CheckpointReader`], [`store::ThreadClaims`]),
 //!   [`store::StoreError`], the in-memory reference [`store::MemoryStore`], the admission rule
 //!   ([`store::admit`]), the claim decisions, the digests and the payload hash
-//!   ([`store::canonical_json`], [`store::sha256_hex`]) and, with the `conformance` feature,
-//!   the conformance suite and its `runcore::conformance_tests!` macro.
+//!   ([`store::canonical_json`], [`store::sha256_hex`]).
+//! - `conformance` (with the `conformance` feature): the backend conformance suite, every case
+//!   a function over the store ports, and its `runcore::conformance_tests!` macro. Its own
+//!   module, not under `store`: its cases drive the agent and the host operations too.
 //!
 //! At the root, by concern:
 //!
@@ -144,7 +146,7 @@
 //! - `schema`: JSON Schema (draft 2020-12) for the public data types (`schemars::JsonSchema`)
 //!   and the driver's schema functions (`driver::json_schema` and the like). The `runcore`
 //!   binary turns it on for `runcore schema`.
-//! - `conformance`: the backend conformance suite, `runcore::store::conformance`, and
+//! - `conformance`: the backend conformance suite, `runcore::conformance`, and
 //!   `runcore::conformance_tests!`. A backend crate turns it on in its dev-dependencies.
 //!
 //! ## Decisions where the contract is silent
@@ -193,6 +195,8 @@
 mod agent;
 mod canonical;
 mod commit;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod driver;
 mod error;
 pub mod facts;
@@ -202,6 +206,7 @@ mod ids;
 pub mod limits;
 mod message;
 mod model_call;
+mod named;
 mod resume;
 mod run;
 mod schema_via;
@@ -221,7 +226,7 @@ pub use commit::{
     AuditDraft, COMMIT_SCHEMA_VERSION, CommitError, CommitOperation, CommitReceipt, CommitRecord,
     OperationId, ThreadCommit, WaitBoundary,
 };
-pub use error::{AgentError, UnknownName};
+pub use error::AgentError;
 pub use ids::{CallId, RunId, Step, ThreadId, ToolName};
 pub use message::{
     AssistantBlock, AssistantMessage, ContentBlock, DeltaKind, Message, Meta, MetaError,
@@ -229,6 +234,7 @@ pub use message::{
     UserMessage, from_json_exact, protect_big_integers,
 };
 pub use model_call::{ModelCall, ToolDefinition};
+pub use named::UnknownName;
 pub use resume::{
     AwaitTarget, PauseReason, PendingTool, PermissionDecision, RemoteInputReason, ResultKind,
     ResumeCommand, ResumeError, ResumeResult, ResumeTicket, ToolWaitReason, WaitIdentity,

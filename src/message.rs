@@ -188,7 +188,7 @@ impl DeltaKind {
     }
 }
 
-crate::error::named_enum!(DeltaKind, "kind", { Text => "text", Thinking => "thinking" });
+crate::named::named_enum!(DeltaKind, "kind", { Text => "text", Thinking => "thinking" });
 
 /// Why the model stopped producing output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

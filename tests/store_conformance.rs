@@ -7,7 +7,7 @@ mod common;
 use std::ops::Range;
 
 use proptest::prelude::*;
-use runcore::store::conformance;
+use runcore::conformance;
 use runcore::store::{
     CheckpointReader, Claim, ClaimRequest, CommitLog, CommittedThreadView, DueWork, EventRecord,
     EventScope, MemoryStore, StoreError, ThreadClaims, ThreadSummary, TranscriptError,

@@ -15,7 +15,7 @@ use runcore::host::AnswerError;
 use runcore::{PermissionDecision, RunId};
 
 use crate::store::{self, Access, StoreUrl};
-use runcore_host::wall_clock_ms;
+use runcore_clock::wall_clock_ms;
 
 /// Exit status when the run does not await a permission.
 const EXIT_REFUSED: u8 = 1;
@@ -38,7 +38,7 @@ pub fn main(command: &str, run: &str, url: &str, decision: PermissionDecision) -
         Err(message) => return crate::start_error(command, &message),
     };
     let now_ms = wall_clock_ms();
-    let mut claim = runcore::host::ClaimOptions::new(runcore_host::default_owner(), 30_000);
+    let mut claim = runcore::host::ClaimOptions::new(runcore_clock::default_owner(), 30_000);
     claim.request_id = format!("{command}.{}.{now_ms}", std::process::id());
     match runcore::host::answer_permission(backend.as_mut(), &run, decision, &claim, now_ms) {
         Ok(answered) => {

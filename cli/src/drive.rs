@@ -22,7 +22,7 @@ use runcore::host::{ClaimOptions, DurableDriver, DurableLines, DurableOptions, D
 use runcore::limits::MAX_LINE_BYTES;
 use runcore::store::{Store, StoreError};
 use runcore::{Agent, AgentConfig, CommitError, Input, RecoveryPolicy, ThreadId};
-use runcore_host::wall_clock_ms;
+use runcore_clock::wall_clock_ms;
 use serde_json::Value;
 
 /// Exit status when the store rejected or failed a commit (SPEC §12.2).

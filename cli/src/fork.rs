@@ -13,7 +13,7 @@ use runcore::host::ForkError;
 
 use crate::args::ForkArgs;
 use crate::store::{self, Access, StoreUrl};
-use runcore_host::wall_clock_ms;
+use runcore_clock::wall_clock_ms;
 
 /// Exit status when the fork is refused.
 const EXIT_REFUSED: u8 = 1;

@@ -169,11 +169,11 @@ fn drive(args: DriveArgs) -> ExitCode {
             .and_then(|c| c.thread.clone())
             .unwrap_or_else(|| ThreadId::new("thread-1")),
     };
-    let owner = args.owner.unwrap_or_else(runcore_host::default_owner);
+    let owner = args.owner.unwrap_or_else(runcore_clock::default_owner);
     let mut claim_options = runcore::host::ClaimOptions::new(owner, args.lease_ms);
     // Unique to this process start, so a restart that reuses --owner does not inherit the
     // claim its previous start left live.
-    claim_options.request_id = runcore_host::request_id("drive");
+    claim_options.request_id = runcore_clock::request_id("drive");
     if let Err(error) = runcore::store::check_claim_request(&claim_options.request(&thread)) {
         return usage_error(
             "drive",
@@ -222,7 +222,7 @@ fn sweep(args: SweepArgs) -> ExitCode {
         Ok(store) => store,
         Err(exit) => return exit,
     };
-    let owner = args.owner.unwrap_or_else(runcore_host::default_owner);
+    let owner = args.owner.unwrap_or_else(runcore_clock::default_owner);
     sweep::sweep_command(&mut store, owner, args.limit, args.recover)
 }
 
@@ -263,7 +263,7 @@ fn inspect(what: Inspect, url: &str, json: bool) -> ExitCode {
             if json {
                 inspect::json_lines(&tickets)
             } else {
-                inspect::pending_text(&tickets, runcore_host::wall_clock_ms())
+                inspect::pending_text(&tickets, runcore_clock::wall_clock_ms())
             }
         }),
     };

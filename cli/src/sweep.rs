@@ -10,7 +10,7 @@ use runcore::{AgentConfig, RecoveryPolicy};
 use serde_json::json;
 
 use crate::write_stdout;
-use runcore_host::wall_clock_ms;
+use runcore_clock::wall_clock_ms;
 
 /// The lease a sweeper takes on each item it handles: long enough for one recovery and commit.
 pub const SWEEP_LEASE_MS: u64 = 30_000;
@@ -26,7 +26,7 @@ pub fn sweep_command(
     policy: RecoveryPolicy,
 ) -> ExitCode {
     let mut claim = ClaimOptions::new(owner, SWEEP_LEASE_MS);
-    claim.request_id = runcore_host::request_id("sweep");
+    claim.request_id = runcore_clock::request_id("sweep");
     let options = SweepOptions {
         claim,
         limit: usize::try_from(limit).unwrap_or(usize::MAX),

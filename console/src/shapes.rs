@@ -9,7 +9,7 @@ use runcore::facts::ThreadFacts;
 use runcore::host::ForkOrigin;
 use runcore::store::{CheckpointReader, Claim, EventRecord, EventScope, StoreError, ThreadClaims};
 use runcore::{Message, ResumeTicket, RunId, RunRecord, RunState, ThreadId};
-pub use runcore_host::wall_clock_ms;
+pub use runcore_clock::wall_clock_ms;
 use serde::Serialize;
 
 /// How many items one read asks the store for.

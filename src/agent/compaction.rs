@@ -21,42 +21,12 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::AgentError;
 use crate::message::{Message, UserMessage};
 
 use super::Agent;
 use super::run_loop::{ActiveRun, Phase, Transition};
-
-/// The latest compaction of a thread: the model context is `summary` followed by
-/// `transcript[keep_from..]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Compaction {
-    keep_from: usize,
-    /// Always a user message (built only from one).
-    summary: Message,
-}
-
-impl Compaction {
-    pub(crate) fn new(keep_from: usize, summary: Arc<UserMessage>) -> Self {
-        Compaction {
-            keep_from,
-            summary: Message::User(summary),
-        }
-    }
-
-    /// Where the kept transcript begins.
-    pub fn keep_from(&self) -> usize {
-        self.keep_from
-    }
-
-    /// The summary, the model context's first message (a user message).
-    pub fn summary(&self) -> &Message {
-        &self.summary
-    }
-}
+use super::thread::Compaction;
 
 /// Why `keep_from` cannot be where the model context starts in `transcript`, if it cannot
 /// (the rules of the module docs; `previous` is the current compaction's `keep_from`).

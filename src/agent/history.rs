@@ -17,9 +17,11 @@
 //! A rule broken is an `InvalidInput` that names the rule and the message index, and nothing
 //! changes.
 
+use serde::{Deserialize, Serialize};
+
 use crate::commit::AuditDraft;
 use crate::error::AgentError;
-use crate::ids::{CallId, RunId};
+use crate::ids::{CallId, RunId, ThreadId};
 use crate::message::{Message, ToolCall};
 use crate::run::EndCause;
 
@@ -33,6 +35,17 @@ pub(crate) const IMPORTED_KIND: &str = "imported";
 
 /// The audit kind of a fork's fact, `forked_from {thread_id, version}` (SPEC §8.10).
 pub(crate) const FORKED_FROM_KIND: &str = "forked_from";
+
+/// A thread's origin: the parent it was forked from, at which version (SPEC §8.10).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ForkOrigin {
+    /// The parent thread.
+    pub thread_id: ThreadId,
+    /// The parent's version the fork holds.
+    pub version: u64,
+}
 
 /// Where an incomplete transcript breaks a rule: what an import refuses and what a fork names.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,7 +24,6 @@ mod run_loop;
 mod snapshot;
 mod thread;
 
-pub use compaction::Compaction;
 pub use config::{AgentConfig, ToolPolicy, ToolSpec};
 pub use events::{Action, AgentCommit, AgentEvent, LoopEvent, MessageOrigin, Output, RunResult};
 pub use input::Input;
@@ -37,6 +36,7 @@ pub use recover::{
 };
 pub use reducer::{AgentState, AgentStatus, reduce};
 pub use snapshot::{AGENT_SCHEMA_VERSION, AgentSnapshot, SnapshotError};
+pub use thread::Compaction;
 
 use run_loop::{ActiveRun, Opening, Phase, Run, Transition, check_tool_call};
 use thread::Thread;

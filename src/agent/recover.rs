@@ -103,7 +103,7 @@ pub enum RecoveryPolicy {
     Seal,
 }
 
-crate::error::named_enum!(RecoveryPolicy, "policy", { Replay => "replay", Seal => "seal" });
+crate::named::named_enum!(RecoveryPolicy, "policy", { Replay => "replay", Seal => "seal" });
 
 /// Why [`Agent::recover`] could not rebuild an agent.
 #[derive(Debug, thiserror::Error, PartialEq)]

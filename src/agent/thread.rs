@@ -6,13 +6,15 @@
 //! but it cannot read the agent as a whole while the run is out of it.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
 
 use crate::error::AgentError;
 use crate::ids::RunId;
-use crate::message::Message;
+use crate::message::{Message, UserMessage};
 use crate::run::EndCause;
 
-use super::compaction::Compaction;
 use super::config::AgentConfig;
 
 /// What the agent keeps of its thread across runs.
@@ -111,5 +113,34 @@ impl Thread {
         self.messages
             .get(self.context_start()..)
             .unwrap_or_default()
+    }
+}
+
+/// The latest compaction of a thread: the model context is `summary` followed by
+/// `transcript[keep_from..]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compaction {
+    keep_from: usize,
+    /// Always a user message (built only from one).
+    summary: Message,
+}
+
+impl Compaction {
+    pub(crate) fn new(keep_from: usize, summary: Arc<UserMessage>) -> Self {
+        Compaction {
+            keep_from,
+            summary: Message::User(summary),
+        }
+    }
+
+    /// Where the kept transcript begins.
+    pub fn keep_from(&self) -> usize {
+        self.keep_from
+    }
+
+    /// The summary, the model context's first message (a user message).
+    pub fn summary(&self) -> &Message {
+        &self.summary
     }
 }

@@ -27,7 +27,7 @@
 
 use serde_json::Value;
 
-use super::session::{ClaimHeld, ClaimedSession, OpenError, commit_operation_for};
+use super::session::{ClaimHeld, ClaimOptions, ClaimedSession, OpenError, commit_operation_for};
 use crate::agent::{Agent, AgentConfig, Input, Output, RecoverError, RecoveryPolicy};
 use crate::commit::CommitError;
 use crate::driver::{
@@ -35,7 +35,7 @@ use crate::driver::{
 };
 use crate::error::AgentError;
 use crate::ids::ThreadId;
-use crate::store::claims::{Claim, ClaimRequest};
+use crate::store::claims::Claim;
 use crate::store::{CheckpointReader, CommitLog, StoreError, ThreadClaims};
 
 /// How a durable driver starts: the fields of a `config` line (what `runcore drive --config
@@ -180,56 +180,6 @@ pub struct DurableDriver<S> {
 /// Releases a claim at store time `now_ms` ([`ThreadClaims::release_claim`] of the driver's
 /// store).
 type ReleaseClaim<S> = fn(&mut S, &Claim, u64) -> Result<(), StoreError>;
-
-/// How a durable driver claims its thread (SPEC §7.2, §12.4).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimOptions {
-    /// The host's name for this process start (`runcore drive` defaults to host name, pid and
-    /// start time).
-    pub owner: String,
-    /// Names this process start's claim attempt: a retry with it while its claim is live gets
-    /// the same claim back, so it must differ between starts (a restart that reuses an owner
-    /// id must not inherit a live claim silently). `runcore drive` uses its pid and start
-    /// time.
-    pub request_id: String,
-    /// How long each claim or renew lasts, in milliseconds.
-    pub lease_ms: u64,
-    /// The safety margin: the driver stops trusting its claim this long before the lease it
-    /// last obtained runs out by its own clock. `None`: a fifth of the lease.
-    pub margin_ms: Option<u64>,
-}
-
-impl ClaimOptions {
-    /// Options for `owner` with `lease_ms`, the default margin, and the owner id as the
-    /// request id (set [`request_id`](ClaimOptions::request_id) to tell starts apart when an
-    /// owner id is reused).
-    pub fn new(owner: impl Into<String>, lease_ms: u64) -> Self {
-        let owner = owner.into();
-        ClaimOptions {
-            request_id: owner.clone(),
-            owner,
-            lease_ms,
-            margin_ms: None,
-        }
-    }
-
-    /// The claim request the driver makes for `thread` (a retry of it while the claim is
-    /// live returns the same claim).
-    pub fn request(&self, thread: &ThreadId) -> ClaimRequest {
-        ClaimRequest {
-            thread_id: thread.clone(),
-            owner: self.owner.clone(),
-            request_id: self.request_id.clone(),
-            lease_ms: self.lease_ms,
-        }
-    }
-
-    fn margin(&self) -> u64 {
-        self.margin_ms
-            .unwrap_or(self.lease_ms / 5)
-            .min(self.lease_ms)
-    }
-}
 
 /// The claim a durable driver holds, and what its own clock trusts of it.
 #[derive(Debug, Clone)]

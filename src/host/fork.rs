@@ -18,24 +18,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::history::{FORKED_FROM_KIND, IMPORTED, check_complete, imported_draft};
+use crate::agent::history::{
+    FORKED_FROM_KIND, ForkOrigin, IMPORTED, check_complete, imported_draft,
+};
 use crate::commit::{AuditDraft, CommitOperation, ThreadCommit};
 use crate::error::AgentError;
 use crate::facts::{CompactionFact, ThreadFacts};
 use crate::ids::{RunId, ThreadId};
 use crate::run::{EndCause, RunDisposition};
 use crate::store::{CheckpointReader, CommitLog, EventScope, StoreError};
-
-/// A thread's origin: the parent it was forked from, at which version (SPEC §8.10).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
-pub struct ForkOrigin {
-    /// The parent thread.
-    pub thread_id: ThreadId,
-    /// The parent's version the fork holds.
-    pub version: u64,
-}
 
 /// What [`fork_thread`] committed: the fork and its thread version after its first commit
 /// (the line `runcore fork` prints).

@@ -22,13 +22,15 @@ pub mod script;
 mod session;
 mod sweep;
 
+pub use crate::agent::history::ForkOrigin;
 pub use answer::{AnswerError, Answered, DECIDED_BY, answer_permission};
 pub use durable::{
-    ClaimOptions, DurableDriver, DurableLines, DurableOptions, DurableStartError, SessionEnded,
-    store_error_line,
+    DurableDriver, DurableLines, DurableOptions, DurableStartError, SessionEnded, store_error_line,
 };
-pub use fork::{ForkError, ForkOrigin, Forked, fork_thread, forked_from};
-pub use session::{ClaimHeld, ClaimedAct, ClaimedSession, OpenError, commit_operation_for};
+pub use fork::{ForkError, Forked, fork_thread, forked_from};
+pub use session::{
+    ClaimHeld, ClaimOptions, ClaimedAct, ClaimedSession, OpenError, commit_operation_for,
+};
 pub use sweep::{
     ActError, SEALED_REASON, SweepAction, SweepItem, SweepOptions, act_under_claim, sweep,
 };

@@ -12,10 +12,58 @@
 use crate::agent::{Agent, AgentCommit, AgentConfig, Output, RecoverError, RecoveryPolicy};
 use crate::commit::{CommitError, CommitOperation, CommitReceipt};
 use crate::ids::ThreadId;
-use crate::store::claims::Claim;
+use crate::store::claims::{Claim, ClaimRequest};
 use crate::store::{CheckpointReader, CommitLog, StoreError, ThreadClaims};
 
-use super::ClaimOptions;
+/// How a durable driver claims its thread (SPEC §7.2, §12.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimOptions {
+    /// The host's name for this process start (`runcore drive` defaults to host name, pid and
+    /// start time).
+    pub owner: String,
+    /// Names this process start's claim attempt: a retry with it while its claim is live gets
+    /// the same claim back, so it must differ between starts (a restart that reuses an owner
+    /// id must not inherit a live claim silently). `runcore drive` uses its pid and start
+    /// time.
+    pub request_id: String,
+    /// How long each claim or renew lasts, in milliseconds.
+    pub lease_ms: u64,
+    /// The safety margin: the driver stops trusting its claim this long before the lease it
+    /// last obtained runs out by its own clock. `None`: a fifth of the lease.
+    pub margin_ms: Option<u64>,
+}
+
+impl ClaimOptions {
+    /// Options for `owner` with `lease_ms`, the default margin, and the owner id as the
+    /// request id (set [`request_id`](ClaimOptions::request_id) to tell starts apart when an
+    /// owner id is reused).
+    pub fn new(owner: impl Into<String>, lease_ms: u64) -> Self {
+        let owner = owner.into();
+        ClaimOptions {
+            request_id: owner.clone(),
+            owner,
+            lease_ms,
+            margin_ms: None,
+        }
+    }
+
+    /// The claim request the driver makes for `thread` (a retry of it while the claim is
+    /// live returns the same claim).
+    pub fn request(&self, thread: &ThreadId) -> ClaimRequest {
+        ClaimRequest {
+            thread_id: thread.clone(),
+            owner: self.owner.clone(),
+            request_id: self.request_id.clone(),
+            lease_ms: self.lease_ms,
+        }
+    }
+
+    pub(super) fn margin(&self) -> u64 {
+        self.margin_ms
+            .unwrap_or(self.lease_ms / 5)
+            .min(self.lease_ms)
+    }
+}
 
 /// Another owner holds the thread's claim, live at store time: nothing was read or written
 /// (SPEC §7.2; the CLI exits 4, the console answers `409 claim_held`).

@@ -25,7 +25,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::commit::CommitError;
+use crate::commit::{ClaimToken, CommitError};
 use crate::ids::{RunId, ThreadId};
 
 /// The longest lease a claim may ask for: one day. A longer lease would let a dead owner
@@ -73,17 +73,6 @@ impl Claim {
             epoch: self.epoch,
         }
     }
-}
-
-/// What a fenced commit carries to prove it comes from the thread's current owner.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
-pub struct ClaimToken {
-    /// The owner the claim was granted to.
-    pub owner: String,
-    /// The claim's epoch.
-    pub epoch: u64,
 }
 
 /// A thread's claim as a store keeps it: the latest grant, live or not.

@@ -4,8 +4,9 @@
 //! [`ThreadCommit`](crate::ThreadCommit) atomically; readers see committed facts only, through
 //! [`CommittedThreadView`] and
 //! [`CheckpointReader`]. The crate ships an in-memory reference
-//! coordinator, [`MemoryStore`], and a backend-agnostic conformance suite
-//! that any host backend can run against its own implementation.
+//! coordinator, [`MemoryStore`]; the backend-agnostic conformance suite that any host backend
+//! can run against its own implementation is its own module, `runcore::conformance` (feature
+//! `conformance`).
 //!
 //! # Fallible reads and writes (SPEC §7.1)
 //!
@@ -24,8 +25,7 @@
 //! Backend authors: the ports a backend implements, the in-memory reference [`MemoryStore`],
 //! the test seam [`Intercept`], the admission rule every backend applies ([`admit`] and its
 //! types), the claim decisions ([`decide_claim`] and the checks beside it), the digests and
-//! the payload hash ([`canonical_json`], [`sha256_hex`]), and, with the `conformance` feature,
-//! the conformance suite (`conformance`). A host that only embeds the agent uses the ports
+//! the payload hash ([`canonical_json`], [`sha256_hex`]). A host that only embeds the agent uses the ports
 //! through a backend crate and the operations of [`crate::host`].
 
 pub(crate) mod admission;
@@ -35,18 +35,16 @@ pub(crate) mod memory;
 pub(crate) mod ports;
 pub(crate) mod shared;
 
-#[cfg(feature = "conformance")]
-pub mod conformance;
-
 pub use crate::canonical::canonical_json;
+pub use crate::commit::ClaimToken;
 pub use crate::hash::sha256_hex;
 pub use admission::{
     Admission, AppendPlan, CommitHead, RunHead, StoreSequences, admit, admit_commit,
 };
 pub use claims::{
-    Claim, ClaimGrant, ClaimRecord, ClaimRequest, ClaimToken, DueReason, DueWork,
-    MAX_CLAIM_ID_BYTES, MAX_LEASE_MS, check_claim_request, check_commit_claim, check_lease,
-    check_token, decide_claim, decide_release, decide_renew, due_order,
+    Claim, ClaimGrant, ClaimRecord, ClaimRequest, DueReason, DueWork, MAX_CLAIM_ID_BYTES,
+    MAX_LEASE_MS, check_claim_request, check_commit_claim, check_lease, check_token, decide_claim,
+    decide_release, decide_renew, due_order,
 };
 pub use intercept::{Intercept, InterceptHandles, Intercepted};
 pub use memory::MemoryStore;

@@ -3,7 +3,8 @@
 //! output is exactly the line `runcore drive` writes, handed to JavaScript as a tape (see
 //! `tape`; `index.js` rebuilds the object `JSON.parse` makes of the line) or as its JSON text.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 
 use napi_derive::napi;
 use runcore::driver::{
@@ -20,10 +21,36 @@ use crate::errors::{
     agent_error, bad_argument, guard, internal, invalid_json, parse_json, snapshot_error,
     store_error,
 };
-use crate::raw::TapeArray;
+use crate::napi_memory::TapeArray;
 use crate::shared_candidates::{agent_config, config_line, parse_context, parse_policy};
 use crate::store::NativeStore;
 use crate::tape::Tape;
+
+thread_local! {
+    /// The addresses of the live agents that take plain calls.
+    /// (By address, with the agent's serial: an entry whose serial is not the agent's at that
+    /// address is stale and is replaced.)
+    pub(crate) static LIVE: RefCell<HashMap<usize, u64>> = RefCell::new(HashMap::new());
+}
+
+/// Lets the plain functions act on `agent` (at its final address: napi-rs's box); false when
+/// it was registered already (a second JavaScript wrapper over the same native agent).
+pub fn register(agent: &NativeAgent) -> bool {
+    let address = agent as *const NativeAgent as usize;
+    LIVE.with(|live| live.borrow_mut().insert(address, agent.serial) != Some(agent.serial))
+}
+
+/// Forgets `agent` (dropped).
+pub fn unregister(agent: &NativeAgent) {
+    let address = agent as *const NativeAgent as usize;
+    // During thread teardown the set may be gone already: nothing to forget then.
+    let _ = LIVE.try_with(|live| {
+        let mut live = live.borrow_mut();
+        if live.get(&address) == Some(&agent.serial) {
+            live.remove(&address);
+        }
+    });
+}
 
 /// The batch text past which `pollAhead` stops putting queued outputs on one tape (the rest
 /// wait for the next batch): far below V8's string limit (2^29 - 24 UTF-16 units).
@@ -43,8 +70,8 @@ thread_local! {
 #[napi(js_name = "_scratchCheckForTests", catch_unwind)]
 pub fn scratch_check_for_tests(written: f64, capacity: f64) -> Vec<f64> {
     let (written, capacity) = (written as usize, capacity as usize);
-    let offered = crate::raw::read_capacity(capacity);
-    let whole = crate::raw::read_whole(written, offered);
+    let offered = crate::napi_memory::read_capacity(capacity);
+    let whole = crate::napi_memory::read_whole(written, offered);
     vec![offered as f64, f64::from(u8::from(whole))]
 }
 
@@ -189,7 +216,7 @@ fn words(env: napi::Env, ops: napi::Unknown<'_>) -> napi::Result<TapeArray> {
     // SAFETY: `env` is the environment napi-rs passed the running class method and `ops` one
     // of its arguments (an `Unknown` napi-rs made for this call); the callers use the
     // `TapeArray` only before they return.
-    unsafe { crate::raw::tape_array(env.raw(), ops.raw()) }
+    unsafe { crate::napi_memory::tape_array(env.raw(), ops.raw()) }
 }
 
 /// Holds the line a method stands for to the core's line cap
@@ -289,7 +316,7 @@ fn now_of(now_ms: Option<f64>) -> napi::Result<Option<u64>> {
 
 impl Drop for NativeAgent {
     fn drop(&mut self) {
-        crate::raw::unregister(self);
+        unregister(self);
     }
 }
 
@@ -949,7 +976,7 @@ impl NativeAgent {
     /// wrapper would decode the first one's tapes with its own tables).
     #[napi(catch_unwind)]
     pub fn enable_fast_calls(&mut self) -> napi::Result<()> {
-        if crate::raw::register(self) {
+        if register(self) {
             Ok(())
         } else {
             Err(bad_argument(

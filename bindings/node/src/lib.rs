@@ -16,6 +16,7 @@
 mod agent;
 mod driver;
 mod errors;
+mod napi_memory;
 mod providers;
 mod raw;
 pub mod shared_candidates;

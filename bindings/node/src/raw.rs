@@ -21,55 +21,20 @@
 #![cfg_attr(test, allow(dead_code))]
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::{CString, c_void};
 use std::ptr;
 
 use napi::sys;
 
-use crate::agent::{NativeAgent, Text};
+use crate::agent::{LIVE, NativeAgent, Text};
+use crate::napi_memory::{check, failed, read_capacity, read_whole, words};
 
 thread_local! {
-    /// The addresses of the live agents that take plain calls.
-    /// (By address, with the agent's serial: an entry whose serial is not the agent's at that
-    /// address is stale and is replaced.)
-    static LIVE: RefCell<HashMap<usize, u64>> = RefCell::new(HashMap::new());
     /// Scratch space for string arguments.
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Lets the plain functions act on `agent` (at its final address: napi-rs's box); false when
-/// it was registered already (a second JavaScript wrapper over the same native agent).
-pub fn register(agent: &NativeAgent) -> bool {
-    let address = agent as *const NativeAgent as usize;
-    LIVE.with(|live| live.borrow_mut().insert(address, agent.serial) != Some(agent.serial))
-}
-
-/// Forgets `agent` (dropped).
-pub fn unregister(agent: &NativeAgent) {
-    let address = agent as *const NativeAgent as usize;
-    // During thread teardown the set may be gone already: nothing to forget then.
-    let _ = LIVE.try_with(|live| {
-        let mut live = live.borrow_mut();
-        if live.get(&address) == Some(&agent.serial) {
-            live.remove(&address);
-        }
-    });
-}
-
 type Result<T> = napi::Result<T>;
-
-fn failed(what: &str) -> napi::Error {
-    napi::Error::from_reason(format!("runcore: Node-API call failed: {what}"))
-}
-
-fn check(status: sys::napi_status, what: &str) -> Result<()> {
-    if status == sys::Status::napi_ok {
-        Ok(())
-    } else {
-        Err(failed(what))
-    }
-}
 
 /// The call's first `N` arguments (`undefined` past those given).
 ///
@@ -141,22 +106,6 @@ fn argument_error(what: &str) -> napi::Error {
 /// The scratch buffer's capacity kept between calls: a larger one (after a large string) is
 /// released when the call ends.
 const SCRATCH_KEEP: usize = 1 << 20;
-
-/// The most bytes one `napi_get_value_string_utf8` call is offered: Node hands the size to V8
-/// as an `int`, so a buffer of 2^31 bytes or more would read as nothing.
-const READ_MAX: usize = (1 << 30) - 1;
-
-/// The size offered to Node for a buffer of `capacity` bytes.
-pub(crate) fn read_capacity(capacity: usize) -> usize {
-    capacity.min(READ_MAX)
-}
-
-/// Whether a read that wrote `written` bytes into `capacity` offered bytes holds the whole
-/// string: Node stops before a character that does not fit (at most 4 bytes) and keeps one
-/// byte for the NUL, so 5 bytes short of the end it was all. Holds for every length.
-pub(crate) fn read_whole(written: usize, capacity: usize) -> bool {
-    capacity <= READ_MAX && written.saturating_add(5) < capacity
-}
 
 /// Runs `f` on the UTF-8 bytes of the string `value` (read into the thread's scratch buffer,
 /// which `f` may change: it is overwritten by the next read).
@@ -309,95 +258,6 @@ fn boolean(env: sys::napi_env, value: sys::napi_value) -> Result<bool> {
         "napi_get_value_bool",
     )?;
     Ok(flag)
-}
-
-/// A `Uint32Array` argument's memory, only ever accessed through raw pointer reads and
-/// writes: JavaScript may back it with a `SharedArrayBuffer` that another thread writes while
-/// this call runs, so no Rust reference to it is ever made.
-pub(crate) struct TapeArray {
-    data: *mut u32,
-    length: usize,
-}
-
-impl TapeArray {
-    /// Its length in words.
-    pub(crate) fn len(&self) -> usize {
-        self.length
-    }
-
-    /// The word at `index` (0 past the end).
-    pub(crate) fn read(&self, index: usize) -> u32 {
-        if index >= self.length {
-            return 0;
-        }
-        // SAFETY: `index` < `length`, and the array's `length` words at `data` are alive
-        // while this `TapeArray` is (`tape_array`'s contract: it is used only during the call
-        // it came from); a volatile read of memory another thread may write yields some value
-        // and makes no reference.
-        unsafe { self.data.add(index).read_volatile() }
-    }
-
-    /// Copies `words` to the start of the array (as many as fit).
-    pub(crate) fn write(&self, words: &[u32]) {
-        let count = words.len().min(self.length);
-        // SAFETY: `count` <= `length` words fit in the array, alive while this `TapeArray` is
-        // (`tape_array`'s contract); the source is a Rust slice of our own, which cannot overlap
-        // JavaScript's array memory; raw writes make no reference to shared memory.
-        unsafe { std::ptr::copy_nonoverlapping(words.as_ptr(), self.data, count) };
-    }
-}
-
-/// The `Uint32Array` `value`, an argument of the current call (`env`'s).
-///
-/// # Safety
-///
-/// `env` is the environment of the Node-API call running now and `value` one of its
-/// arguments; the `TapeArray` returned is used only until that call returns (the array's
-/// memory is kept alive by the call's handle scope, not by the `TapeArray`).
-pub(crate) unsafe fn tape_array(env: sys::napi_env, value: sys::napi_value) -> Result<TapeArray> {
-    // SAFETY: the same contract as this function's.
-    unsafe { words(env, value) }
-}
-
-/// The `Uint32Array` `value`.
-///
-/// # Safety
-///
-/// As [`tape_array`]: `env` and `value` are the running call's, and the `TapeArray` is used
-/// only until it returns.
-unsafe fn words(env: sys::napi_env, value: sys::napi_value) -> Result<TapeArray> {
-    let mut kind = 0;
-    let mut length = 0;
-    let mut data: *mut c_void = ptr::null_mut();
-    let mut buffer = ptr::null_mut();
-    let mut offset = 0;
-    // SAFETY: `env` and `value` are the running call's (this function's contract); the status
-    // says whether `value` is a typed array; every out-parameter is a local.
-    let status = unsafe {
-        sys::napi_get_typedarray_info(
-            env,
-            value,
-            &mut kind,
-            &mut length,
-            &mut data,
-            &mut buffer,
-            &mut offset,
-        )
-    };
-    check(status, "napi_get_typedarray_info")?;
-    if kind != sys::TypedarrayType::uint32_array {
-        return Err(failed("the tape is not a Uint32Array"));
-    }
-    if length == 0 || data.is_null() {
-        return Ok(TapeArray {
-            data: ptr::null_mut(),
-            length: 0,
-        });
-    }
-    Ok(TapeArray {
-        data: data.cast::<u32>(),
-        length,
-    })
 }
 
 /// A copy of the bytes of the Node `Buffer` `value` (any other value is an error), read by raw

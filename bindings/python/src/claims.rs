@@ -14,7 +14,7 @@ use crate::convert::serde_to_py;
 use crate::errors::{
     agent_error, agent_error_of_kind, claim_held, store_error, store_error_with_code,
 };
-use runcore_host::{default_owner, request_id, wall_clock_ms};
+use runcore_clock::{default_owner, request_id, wall_clock_ms};
 
 use crate::store::PyStore;
 

@@ -21,7 +21,7 @@ use crate::claims::claim_options;
 use crate::convert::serde_to_py;
 use crate::convert::{from_py, line_to_py};
 use crate::errors::{agent_error, claim_held, guard, internal, store_error, store_error_with_code};
-use runcore_host::wall_clock_ms;
+use runcore_clock::wall_clock_ms;
 
 use crate::store::{PyStore, SharedBackend};
 

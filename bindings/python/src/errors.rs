@@ -17,7 +17,7 @@ use runcore::store::StoreError as CoreStoreError;
 use runcore::{AgentError as CoreAgentError, CommitError, SnapshotError as CoreSnapshotError};
 use serde_json::Value;
 
-use crate::convert::to_py;
+use crate::json_to_py::to_py;
 
 create_exception!(
     runcore,

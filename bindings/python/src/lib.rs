@@ -18,6 +18,7 @@ mod claims;
 mod convert;
 mod driver;
 mod errors;
+mod json_to_py;
 mod providers;
 mod store;
 mod topy;

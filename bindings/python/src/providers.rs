@@ -13,8 +13,9 @@ use crate::convert::Text;
 use pyo3::types::PyList;
 use runcore_providers::{AnyDecoder, Api, CallModelContext, Options};
 
-use crate::convert::{from_py, to_py};
+use crate::convert::from_py;
 use crate::errors::{codec_error, guard};
+use crate::json_to_py::to_py;
 use crate::topy::{self, KeyCache};
 
 fn api_named(name: &str) -> PyResult<Api> {

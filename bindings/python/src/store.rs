@@ -20,7 +20,7 @@ use runcore::store::{
 use runcore::{CommitError, RunId, ThreadId};
 use serde_json::Value;
 
-use runcore_host::wall_clock_ms;
+use runcore_clock::wall_clock_ms;
 use runcore_postgres::PostgresStore;
 use runcore_sqlite::{OpenError, SqliteOptions, SqliteStore, Synchronous};
 

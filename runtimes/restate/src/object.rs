@@ -12,7 +12,7 @@ use runcore::{
     Output, RecoverError, RecoveryPolicy, ResumeCommand, RunDisposition, RunId, ThreadId,
     ToolOutput,
 };
-use runcore_host::wall_clock_ms;
+use runcore_clock::wall_clock_ms;
 use runcore_otlp::OtlpExporter;
 use runcore_store_blocking::BlockingError;
 use runcore_traces::{TraceOptions, spans_from_store};

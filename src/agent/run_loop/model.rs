@@ -11,10 +11,10 @@ use crate::message::{
 };
 use crate::run::{EndCause, Failure};
 
-use super::super::compaction::Compaction;
 use super::super::config::ToolPolicy;
 use super::super::events::LoopEvent;
 use super::super::queues::BoundaryKind;
+use super::super::thread::Compaction;
 use super::{ActiveRun, Batch, EndRequest, Next, Open, Pairing, Phase, Run, Thread, Tx};
 
 impl Thread {

@@ -280,7 +280,7 @@ impl SqliteStore {
         // Validation needs no database: reject malformed commits before taking the lock.
         commit.validate()?;
         let tx = self.begin()?;
-        let head = read_head(&tx, &commit, None, runcore_host::wall_clock_ms())?;
+        let head = read_head(&tx, &commit, None, runcore_clock::wall_clock_ms())?;
         let plan = match admit_commit(&commit, &head) {
             Admission::Append(plan) => plan,
             Admission::Reject(error) => return Err(error.into()),
@@ -299,7 +299,9 @@ impl SqliteStore {
     ) -> Result<CommitReceipt, StoreError> {
         operation.commit.validate()?;
         let tx = self.begin()?;
-        let now_ms = operation.now_ms.unwrap_or_else(runcore_host::wall_clock_ms);
+        let now_ms = operation
+            .now_ms
+            .unwrap_or_else(runcore_clock::wall_clock_ms);
         let head = read_head(
             &tx,
             &operation.commit,

@@ -87,9 +87,8 @@ mod tests {
         assert!(!dropped.load(std::sync::atomic::Ordering::SeqCst));
         drop(handle);
         assert!(dropped.load(std::sync::atomic::Ordering::SeqCst));
-        let results = runcore::store::conformance::run_all(|| {
-            guarded(SharedStore::new(MemoryStore::new()), ())
-        });
+        let results =
+            runcore::conformance::run_all(|| guarded(SharedStore::new(MemoryStore::new()), ()));
         for (case, result) in results {
             assert_eq!(result, Ok(()), "{case}");
         }

@@ -12,7 +12,7 @@ use runcore_traces::{
     AttributeValue, Attributes, SCOPE_NAME, SCOPE_VERSION, Span, SpanKind, SpanStatus,
 };
 
-use crate::export::ExportError;
+use crate::error::ExportError;
 
 /// Each span as the SDK's [`SpanData`], in the same order: its trace and span ids, its
 /// parent (the run's span; none for a run's span), its kind, its start and end (committed

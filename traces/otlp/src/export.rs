@@ -9,6 +9,7 @@ use opentelemetry_sdk::trace::SpanExporter as _;
 use runcore_traces::Span;
 
 use crate::convert::to_span_data;
+use crate::error::ExportError;
 
 /// The path a URL without one is given: OTLP/HTTP's traces path.
 pub const DEFAULT_PATH: &str = "/v1/traces";
@@ -21,55 +22,6 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// request and then drop it (a run's 20,002 spans in one POST were answered 200 and lost),
 /// so a long run goes out in requests of this size.
 pub const MAX_BATCH: usize = 512;
-
-/// Why spans were not exported. Every variant names the URL.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ExportError {
-    /// The URL is not `http://HOST[:PORT][/PATH]`.
-    #[error("{url:?} is not an OTLP/HTTP URL: {reason}")]
-    InvalidUrl {
-        /// The URL given.
-        url: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// The OpenTelemetry exporter could not be built for the URL.
-    #[error("setting up the OTLP exporter for {url} failed: {message}")]
-    Build {
-        /// The endpoint.
-        url: String,
-        /// The exporter's error.
-        message: String,
-    },
-    /// A span could not be expressed in OpenTelemetry's terms (its ids are not hex).
-    #[error("span {span:?} cannot be exported to {url}: {reason}")]
-    BadSpan {
-        /// The endpoint.
-        url: String,
-        /// The span's name.
-        span: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// The collector could not be reached, or answered with a non-2xx status (after the
-    /// exporter's retries).
-    #[error("exporting {spans} spans to {url} failed: {message}{}", hint(message))]
-    Failed {
-        /// The endpoint.
-        url: String,
-        /// How many spans were being sent.
-        spans: usize,
-        /// The exporter's error (`network error`, or the HTTP status).
-        message: String,
-    },
-    /// The exporter panicked (a bug in it or in this crate); the caller goes on.
-    #[error("exporting spans to {url} failed: the exporter panicked")]
-    Panicked {
-        /// The endpoint.
-        url: String,
-    },
-}
 
 /// `url` with the traces path it is posted to: a URL without a path (or with `/`) gets
 /// [`DEFAULT_PATH`], as the OTLP specification's base endpoint does; any other path is kept.
@@ -222,16 +174,6 @@ impl OtlpExporter {
                 message: format!("starting the export thread: {error}"),
             }),
         }
-    }
-}
-
-/// What a person can do about the exporter's one message for every failure without an HTTP
-/// answer (it keeps the cause to itself).
-fn hint(message: &str) -> &'static str {
-    if message.contains("network error") {
-        " (no HTTP answer: is a collector listening there?)"
-    } else {
-        ""
     }
 }
 

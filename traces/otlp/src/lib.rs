@@ -39,7 +39,9 @@
 #![warn(missing_docs)]
 
 mod convert;
+mod error;
 mod export;
 
 pub use convert::to_span_data;
-pub use export::{DEFAULT_PATH, ExportError, MAX_BATCH, OtlpExporter, endpoint_of};
+pub use error::ExportError;
+pub use export::{DEFAULT_PATH, MAX_BATCH, OtlpExporter, endpoint_of};

@@ -20,7 +20,7 @@
 //! Or run every case yourself and report the results your own way:
 //!
 //! ```
-//! use runcore::store::conformance;
+//! use runcore::conformance;
 //!
 //! let results = conformance::run_all(|| runcore::store::SharedStore::new(runcore::store::MemoryStore::new()));
 //! assert_eq!(results.len(), conformance::CASES.len());
@@ -41,7 +41,7 @@
 //! - Where the SPEC fixes an error's fields, the case compares the whole error value; where
 //!   it fixes only the rule, it compares the stable [`code`](crate::CommitError::code).
 
-use super::{StoreError, StoreHandles};
+use crate::store::{StoreError, StoreHandles};
 
 mod claims;
 mod concurrency;
@@ -186,7 +186,7 @@ where
 
 /// Expands to one `#[test]` per conformance case for the store built by `$make`
 /// (anything callable with no arguments that returns a fresh, empty store), plus a test that
-/// the expansion covers every name in [`CASES`](crate::store::conformance::CASES).
+/// the expansion covers every name in [`CASES`](crate::conformance::CASES).
 ///
 /// ```ignore
 /// use runcore::store::SharedStore;
@@ -199,7 +199,7 @@ macro_rules! conformance_tests {
             #[test]
             fn $case() {
                 let mut store = ($make)();
-                if let Err(message) = $crate::store::conformance::$case(&mut store) {
+                if let Err(message) = $crate::conformance::$case(&mut store) {
                     panic!("conformance case `{}` failed: {}", stringify!($case), message);
                 }
             }
@@ -208,7 +208,7 @@ macro_rules! conformance_tests {
         #[test]
         fn conformance_tests_cover_every_case() {
             let generated: &[&str] = &[$(stringify!($case)),*];
-            assert_eq!(generated, $crate::store::conformance::CASES);
+            assert_eq!(generated, $crate::conformance::CASES);
         }
     };
     ($make:expr $(,)?) => {

@@ -1,4 +1,4 @@
-//! `runcore-host`: the host's side of time and identity, in the one place every host (the
+//! `runcore-clock`: the host's side of time and identity, in the one place every host (the
 //! `runcore` binary, the console, the Python and Node packages, the Restate worker, the SQLite
 //! store) takes them from.
 //!
@@ -12,10 +12,10 @@
 //! - [`request_id`]: a claim request id unique to this process start and to what asks.
 //!
 //! ```
-//! let owner = runcore_host::default_owner();
+//! let owner = runcore_clock::default_owner();
 //! assert_eq!(owner.split(':').count(), 3);
-//! assert!(runcore_host::request_id("sweep").starts_with("sweep."));
-//! assert!(runcore_host::wall_clock_ms() > 1_600_000_000_000);
+//! assert!(runcore_clock::request_id("sweep").starts_with("sweep."));
+//! assert!(runcore_clock::wall_clock_ms() > 1_600_000_000_000);
 //! ```
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
