@@ -203,6 +203,7 @@ pub mod facts;
 mod hash;
 pub mod host;
 mod ids;
+mod json_string;
 pub mod limits;
 mod message;
 mod model_call;

@@ -1186,10 +1186,7 @@ fn value_shallow(value: &serde_json::Value) -> bool {
 fn meta_shallow(meta: &crate::message::Meta) -> bool {
     // Measured on its JSON text (the object itself counting 1), nothing parsed.
     meta.as_json().is_none_or(|text| {
-        crate::limits::json_nests_within(
-            text.as_bytes(),
-            crate::limits::MAX_DEPTH - VALUE_OFFSET,
-        )
+        crate::limits::json_nests_within(text.as_bytes(), crate::limits::MAX_DEPTH - VALUE_OFFSET)
     })
 }
 

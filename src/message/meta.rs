@@ -40,7 +40,7 @@ use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::canonical::write_str;
+use crate::json_string::write_str;
 
 /// serde_json's raw-value marker: the name of the struct (and of its one field) through which
 /// a raw JSON text is written and read.
