@@ -8,8 +8,7 @@ use std::collections::HashMap;
 
 use napi_derive::napi;
 use runcore::driver::{
-    ContextMessages, ContextMode, Driver, InputLine, OutputLine, SentContext, call_model_line,
-    output_line, render_line,
+    ContextMode, Driver, InputLine, SentContext, call_model_line, output_line, render_line,
 };
 use runcore::{
     Agent, AssistantBlock, AssistantMessage, CallId, ContentBlock, Input, RecoverError, RunId,
@@ -25,6 +24,10 @@ use crate::napi_memory::TapeArray;
 use crate::shared_candidates::{agent_config, config_line, parse_context, parse_policy};
 use crate::store::NativeStore;
 use crate::tape::Tape;
+
+mod helpers;
+
+use helpers::{assistant_message, bare_call, check_line, known, now_of, stop_reason_len, words};
 
 thread_local! {
     /// The addresses of the live agents that take plain calls.
@@ -204,114 +207,6 @@ impl napi::bindgen_prelude::TypeName for Text {
     fn value_type() -> napi::ValueType {
         napi::ValueType::String
     }
-}
-
-/// The tape array a class method was passed (never read or written through a Rust reference:
-/// it may be shared memory).
-///
-/// Only the class methods call it, each with its own `env` and argument, and use the
-/// `TapeArray` before they return.
-fn words(env: napi::Env, ops: napi::Unknown<'_>) -> napi::Result<TapeArray> {
-    use napi::bindgen_prelude::JsValue;
-    // SAFETY: `env` is the environment napi-rs passed the running class method and `ops` one
-    // of its arguments (an `Unknown` napi-rs made for this call); the callers use the
-    // `TapeArray` only before they return.
-    unsafe { crate::napi_memory::tape_array(env.raw(), ops.raw()) }
-}
-
-/// Holds the line a method stands for to the core's line cap
-/// ([`runcore::limits::check_line_parts`]): its fixed text is `fixed` bytes and its string
-/// values are `strings`.
-fn check_line(fixed: usize, strings: &[&str]) -> napi::Result<()> {
-    runcore::limits::check_line_parts(fixed, strings).map_err(invalid_json)
-}
-
-/// An assistant message from its JSON text as a `model_done` line's `message` reads (its
-/// `"role"`, if any, `"assistant"`), or `None` (then the line says why). Lines are capped at
-/// [`runcore::limits::MAX_LINE_BYTES`]: a message near that goes through the line too.
-fn assistant_message(message: &mut [u8]) -> Option<AssistantMessage> {
-    // Without a `"role"` anywhere in the text, the message reads straight into its type: what
-    // the driver's reading (a JSON value, its role taken out, then the type) gives when it
-    // accepts. When the direct read fails (or a role may be there), the driver's way decides.
-    if !contains(message, b"\"role\"")
-        && let Ok(message) = serde_json::from_slice::<AssistantMessage>(message)
-    {
-        return Some(message);
-    }
-    // The same for a message that starts `{"role":"assistant",` (as `JSON.stringify` writes
-    // one built with its role first) and has no other `"role"`: read with that member blanked
-    // out in place (spaces: every byte stays where it was), then put back.
-    const ROLE: &[u8] = br#"{"role":"assistant","#;
-    if message.starts_with(ROLE) && !contains(&message[ROLE.len()..], b"\"role\"") {
-        message[1..ROLE.len()].fill(b' ');
-        let read = serde_json::from_slice::<AssistantMessage>(message);
-        message[..ROLE.len()].copy_from_slice(ROLE);
-        if let Ok(message) = read {
-            return Some(message);
-        }
-    }
-    let mut value: Value = serde_json::from_slice(message).ok()?;
-    let Value::Object(object) = &mut value else {
-        return None;
-    };
-    match object.remove("role") {
-        None => {}
-        Some(Value::String(role)) if role == "assistant" => {}
-        Some(_) => return None,
-    }
-    serde_json::from_value(value).ok()
-}
-
-/// Whether `needle` occurs in `haystack`.
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    let Some((&first, _)) = needle.split_first() else {
-        return true;
-    };
-    let mut from = 0;
-    // Only where the needle's first byte is (a quote, for the needles here) is it compared.
-    while let Some(at) = haystack[from..].iter().position(|&b| b == first) {
-        if haystack[from + at..].starts_with(needle) {
-            return true;
-        }
-        from += at + 1;
-    }
-    false
-}
-
-/// `line`, its messages left out when `bare` and it is a `call_model` line (see
-/// [`NativeAgent::set_bare_calls`]).
-fn bare_call(line: OutputLine<'_>, bare: bool) -> OutputLine<'_> {
-    match line {
-        OutputLine::CallModel {
-            run_id,
-            step,
-            final_step,
-            system_prompt,
-            base,
-            tools,
-            ..
-        } if bare => OutputLine::CallModel {
-            run_id,
-            step,
-            final_step,
-            system_prompt,
-            base,
-            messages: ContextMessages {
-                summary: None,
-                messages: &[],
-            },
-            tools,
-        },
-        line => line,
-    }
-}
-
-/// A `now_ms` from JavaScript, under the core's rule (`runcore::limits`).
-fn now_of(now_ms: Option<f64>) -> napi::Result<Option<u64>> {
-    now_ms
-        .map(runcore::limits::now_ms_from_f64)
-        .transpose()
-        .map_err(invalid_json)
 }
 
 impl Drop for NativeAgent {
@@ -1130,23 +1025,6 @@ impl NativeAgent {
     pub fn transcript(&self) -> napi::Result<String> {
         serde_json::to_string(self.driver.agent().transcript()).map_err(|e| internal(e.to_string()))
     }
-}
-
-/// The bytes of a stop reason's name as a JSON string's contents.
-fn stop_reason_len(reason: StopReason) -> usize {
-    match reason {
-        StopReason::Stop => 4,
-        StopReason::Length => 6,
-        StopReason::ToolUse => 8,
-        StopReason::Error => 5,
-        StopReason::Aborted => 7,
-    }
-}
-
-/// How many keys and shapes `index.js` holds: the first two words of the tape array, which it
-/// writes before each poll.
-fn known(ops: &TapeArray) -> (u32, u32) {
-    (ops.read(0), ops.read(1))
 }
 
 /// An empty batch text (what a tape of no outputs never needs: `write_held` always gives one).
